@@ -1,0 +1,34 @@
+# tokroute — top-level entry points. `make` builds into build/ (CLI: build/tokroute); `make demo` runs the main
+# job; `make test` runs the suite, then runs it again built with ASan+UBSan. Each target installs missing Debian
+# packages first (when run as root), so both work on a fresh machine.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+SHARED     ?= $(abspath ../shared)
+
+.PHONY: all deps build demo test test-fast test-asan bench clean
+
+all: build
+
+deps:
+	@./scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	@./scripts/demo.sh $(BUILD)/tokroute $(SHARED)
+
+test-fast: build
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+
+test: test-fast test-asan
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
