@@ -56,5 +56,9 @@ tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_
 /* Which instruction set the products use on this machine: "avx512", "avx2", "neon" or "scalar". Setting the
  * environment variable TOKROUTE_KERNELS=scalar|avx2|avx512 forces a lower one (for tests and benchmarks). */
 const char *kernels_isa(void);
+/* Whether an instruction set ("scalar", "avx2", "avx512", "neon") can run here; and switching the products to it
+ * (for tests and benchmarks; not safe while another thread runs a product). */
+bool kernels_isa_available(const char *name);
+tr_status kernels_force_isa(const char *name);
 
 #endif /* TR_KERNELS_H */

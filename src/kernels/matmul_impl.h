@@ -1,0 +1,60 @@
+/* matmul_impl.h — how matmul.c talks to the per-instruction-set kernels. A kernel computes one tile of the output:
+ * rows [r0, r1) of W against activation rows [i0, i1), reading activations already quantized to the weight type's
+ * vec_dot format (or F32 for float weights). Each instruction set fills in the tiles and activation quantizers it
+ * has; what it leaves out falls back to the next lower one, down to the portable scalar code. */
+#ifndef TR_KERNELS_MATMUL_IMPL_H
+#define TR_KERNELS_MATMUL_IMPL_H
+
+#include "kernels/kernels.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mm_args {
+    const uint8_t *w; /* weight rows */
+    size_t w_stride;  /* bytes per weight row */
+    const uint8_t *x; /* activation rows in vec_dot format */
+    size_t x_stride;  /* bytes per activation row */
+    int64_t cols;
+    float *y;
+    int64_t ldy;
+} mm_args;
+
+typedef void (*mm_tile_fn)(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
+typedef void (*mm_quant_fn)(const float *x, void *dst, int64_t n);
+
+typedef struct mm_isa {
+    const char *name;
+    mm_tile_fn tile[TR_TYPE_COUNT];   /* by weight type */
+    mm_quant_fn quant[TR_TYPE_COUNT]; /* by activation type (Q8_0, Q8_1, Q8_K) */
+} mm_isa;
+
+/* Each fills in what it implements, on top of what lower sets put there. */
+void mm_isa_scalar(mm_isa *isa);
+#if defined(__x86_64__)
+void mm_isa_avx2(mm_isa *isa);
+void mm_isa_avx512(mm_isa *isa);
+#endif
+#if defined(__aarch64__)
+void mm_isa_neon(mm_isa *isa);
+#endif
+
+/* Scalar dot products of one weight row with one activation row of n elements (also used by SIMD files for
+ * leftovers). */
+typedef float (*vec_dot_fn)(const void *w, const void *x, int64_t n);
+float dot_f32(const void *w, const void *x, int64_t n);
+float dot_f16(const void *w, const void *x, int64_t n);
+float dot_bf16(const void *w, const void *x, int64_t n);
+float dot_q4_0(const void *w, const void *x, int64_t n);
+float dot_q4_1(const void *w, const void *x, int64_t n);
+float dot_q5_0(const void *w, const void *x, int64_t n);
+float dot_q5_1(const void *w, const void *x, int64_t n);
+float dot_q8_0(const void *w, const void *x, int64_t n);
+float dot_q4_k(const void *w, const void *x, int64_t n);
+float dot_q5_k(const void *w, const void *x, int64_t n);
+float dot_q6_k(const void *w, const void *x, int64_t n);
+
+/* Runs dot over a tile, one output at a time. */
+void tile_by_dot(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, vec_dot_fn dot);
+
+#endif /* TR_KERNELS_MATMUL_IMPL_H */
