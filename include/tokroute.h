@@ -238,6 +238,9 @@ int32_t tr_context_n_threads(const tr_context *ctx);
 
 /* Number of physical CPU cores (at least 1). */
 int tr_physical_cores(void);
+/* Instruction set the matrix products use here: "avx512", "avx2", "neon" or "scalar" (env TOKROUTE_KERNELS
+ * forces a lower one). */
+const char *tr_kernels_isa(void);
 
 /* ---------------------------------------------------------------- sampling */
 

@@ -1,0 +1,212 @@
+/* cli_common.c — argument parsing, timing and progress helpers for the subcommands. */
+#include "cli/cli_common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static bool name_matches(const char *arg, const char *short_name, const char *long_name, const char **inline_value) {
+    *inline_value = NULL;
+    if (short_name && strcmp(arg, short_name) == 0) return true;
+    if (!long_name) return false;
+    size_t n = strlen(long_name);
+    if (strncmp(arg, long_name, n) != 0) return false;
+    if (arg[n] == '\0') return true;
+    if (arg[n] == '=') {
+        *inline_value = arg + n + 1;
+        return true;
+    }
+    return false;
+}
+
+bool cli_flag(int argc, char **argv, int *i, const char *short_name, const char *long_name) {
+    const char *inl;
+    (void)argc;
+    return name_matches(argv[*i], short_name, long_name, &inl) && !inl;
+}
+
+bool cli_option(int argc, char **argv, int *i, const char *short_name, const char *long_name, const char **value) {
+    const char *inl;
+    if (!name_matches(argv[*i], short_name, long_name, &inl)) return false;
+    if (inl) {
+        *value = inl;
+    } else if (*i + 1 < argc) {
+        *value = argv[++*i];
+    } else {
+        *value = NULL;
+    }
+    return true;
+}
+
+bool cli_int(const char *name, const char *text, long lo, long hi, long *out) {
+    if (!text) {
+        fprintf(stderr, "tokroute: %s needs a value\n", name);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        fprintf(stderr, "tokroute: bad value for %s: '%s' (expected an integer in %ld..%ld)\n", name, text, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_float(const char *name, const char *text, double *out) {
+    if (!text) {
+        fprintf(stderr, "tokroute: %s needs a value\n", name);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end) {
+        fprintf(stderr, "tokroute: bad value for %s: '%s' (expected a number)\n", name, text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_token_list(const char *text, int32_t **ids, int32_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!text || !*text) {
+        fprintf(stderr, "tokroute: --tokens needs a comma-separated list of ids\n");
+        return false;
+    }
+    size_t cap = 1;
+    for (const char *p = text; *p; p++) cap += *p == ',';
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return false;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "tokroute: bad token list '%s' (expected ids like 1,2,3)\n", text);
+            free(v);
+            return false;
+        }
+        v[(*n)++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    *ids = v;
+    return true;
+}
+
+int cli_usage_error(const char *usage, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tokroute: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fputs(usage, stderr);
+    return 2;
+}
+
+int cli_fail(tr_status st) {
+    const char *msg = tr_last_error();
+    fprintf(stderr, "tokroute: %s\n", msg && *msg ? msg : tr_status_name(st));
+    return 1;
+}
+
+double cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+long cli_peak_rss_kib(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+void cli_progress(void *user, double fraction) {
+    (void)user;
+    if (!isatty(STDERR_FILENO)) return;
+    int width = 40, filled = (int)(fraction * width + 0.5);
+    fprintf(stderr, "\r[");
+    for (int i = 0; i < width; i++) fputc(i < filled ? '#' : ' ', stderr);
+    fprintf(stderr, "] %3.0f%%", fraction * 100.0);
+    if (fraction >= 1.0) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+int cli_model_option(int argc, char **argv, int *i, cli_model_opts *o) {
+    const char *v;
+    long x;
+    if (cli_option(argc, argv, i, "-m", "--model", &v)) {
+        if (!v) return fprintf(stderr, "tokroute: --model needs a path\n"), -1;
+        o->model = v;
+        return 1;
+    }
+    if (cli_option(argc, argv, i, "-t", "--threads", &v)) {
+        if (!cli_int("--threads", v, 0, 512, &x)) return -1;
+        o->n_threads = (int32_t)x;
+        return 1;
+    }
+    if (cli_option(argc, argv, i, "-c", "--ctx", &v)) {
+        if (!cli_int("--ctx", v, 0, 1 << 24, &x)) return -1;
+        o->n_ctx = (int32_t)x;
+        return 1;
+    }
+    return 0;
+}
+
+bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx) {
+    *model = NULL;
+    *ctx = NULL;
+    if (!o->model) {
+        fprintf(stderr, "tokroute: no model given (-m MODEL.gguf)\n");
+        return false;
+    }
+    tr_model_params mp = tr_model_default_params();
+    tr_status st = tr_model_load(o->model, &mp, model);
+    if (st != TR_OK) return cli_fail(st), false;
+    tr_context_params cp = tr_context_default_params();
+    cp.n_threads = o->n_threads;
+    cp.n_ctx = o->n_ctx;
+    if ((st = tr_context_create(*model, &cp, ctx)) != TR_OK) {
+        cli_fail(st);
+        tr_model_free(*model);
+        *model = NULL;
+        return false;
+    }
+    return true;
+}
+
+bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, bool parse_special, int32_t **ids,
+                         int32_t *n) {
+    const tr_vocab *vocab = tr_model_vocab(model);
+    *ids = NULL;
+    *n = 0;
+    if (!vocab) {
+        fprintf(stderr, "tokroute: the model has no vocabulary; give the prompt as --tokens 1,2,3\n");
+        return false;
+    }
+    tr_tokenize_params tp = tr_tokenize_default_params();
+    tp.parse_special = parse_special;
+    int32_t cap = (int32_t)strlen(text) + 8, count = 0;
+    int32_t *buf = malloc((size_t)cap * sizeof *buf);
+    if (!buf) return false;
+    tr_status st = tr_tokenize(vocab, text, strlen(text), &tp, buf, cap, &count);
+    if (st != TR_OK) {
+        free(buf);
+        return cli_fail(st), false;
+    }
+    /* Drop a BOS the vocabulary added when asked not to add it. */
+    if (no_bos && count > 0 && buf[0] == tr_vocab_bos(vocab)) memmove(buf, buf + 1, (size_t)--count * sizeof *buf);
+    *ids = buf;
+    *n = count;
+    return true;
+}

@@ -1,0 +1,46 @@
+/* cli_common.h — argument parsing and output helpers shared by the subcommands. Errors go to stderr as
+ * "tokroute: <message>"; usage errors exit 2, runtime errors exit 1. */
+#ifndef TR_CLI_COMMON_H
+#define TR_CLI_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokroute.h"
+
+/* Matches argv[*i] against "-s"/"--long" (either may be NULL). With a value: accepts "--long VALUE" and
+ * "--long=VALUE", advancing *i; a missing value is a usage error (returns true with *value NULL). */
+bool cli_flag(int argc, char **argv, int *i, const char *short_name, const char *long_name);
+bool cli_option(int argc, char **argv, int *i, const char *short_name, const char *long_name, const char **value);
+
+/* Parsers print "tokroute: bad value for NAME: TEXT" and return false on error. */
+bool cli_int(const char *name, const char *text, long lo, long hi, long *out);
+bool cli_float(const char *name, const char *text, double *out);
+/* "1,2,3" → malloc'ed ids. */
+bool cli_token_list(const char *text, int32_t **ids, int32_t *n);
+
+int cli_usage_error(const char *usage, const char *fmt, ...);
+int cli_fail(tr_status st);         /* prints tr_last_error(), returns 1 */
+double cli_now_ms(void);
+long cli_peak_rss_kib(void);
+
+/* Progress bar on stderr (only when stderr is a terminal, or always when forced). */
+void cli_progress(void *user, double fraction);
+
+/* Shared model-related options. */
+typedef struct cli_model_opts {
+    const char *model;
+    int32_t n_threads, n_ctx;
+} cli_model_opts;
+/* Consumes -m/--model, -t/--threads, -c/--ctx; returns 1 if consumed, 0 if not, -1 on a bad value. */
+int cli_model_option(int argc, char **argv, int *i, cli_model_opts *o);
+
+
+
+/* Loads opts->model and creates a context on it; prints the error and returns false on failure. */
+bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx);
+/* Tokenizes a prompt with the model's vocabulary (BOS as the vocabulary asks unless no_bos). */
+bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, bool parse_special, int32_t **ids,
+                         int32_t *n);
+#endif /* TR_CLI_COMMON_H */

@@ -1,0 +1,12 @@
+/* commands.h — the subcommands of the tokroute CLI; each takes argv after the command name. */
+#ifndef TR_CLI_COMMANDS_H
+#define TR_CLI_COMMANDS_H
+
+int cmd_generate(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+#endif /* TR_CLI_COMMANDS_H */

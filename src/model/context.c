@@ -1,0 +1,205 @@
+/* context.c — a model's evaluation state: KV cache with explicit positions (append, truncate, clear), the thread
+ * pool, activation buffers, and the logits / hidden states of the last evaluation.
+ *
+ * K and V are stored per layer as rows of n_head_kv × head_dim elements, one row per position, in F16 by default
+ * (as llama.cpp). Truncation only moves n_past; the next evaluation overwrites the rows past it. An evaluation
+ * that fails leaves n_past where it was.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/model_internal.h"
+
+tr_context_params tr_context_default_params(void) {
+    tr_context_params p = {.n_ctx = 0, .n_threads = 0, .n_batch = 256, .kv_f32 = false};
+    return p;
+}
+
+static void free_activations(activations *A) {
+    float *bufs[] = {A->x, A->xb, A->q, A->k, A->v, A->att, A->gate, A->up, A->rope_cos, A->rope_sin, A->scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(A, 0, sizeof *A);
+}
+
+static tr_status alloc_activations(tr_context *ctx) {
+    const tr_model *m = ctx->model;
+    activations *A = &ctx->act;
+    const size_t cap = (size_t)ctx->params.n_batch;
+    A->cap = ctx->params.n_batch;
+    A->x = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
+    A->xb = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
+    A->q = malloc(cap * (size_t)m->q_dim * sizeof(float));
+    A->att = malloc(cap * (size_t)m->q_dim * sizeof(float));
+    A->k = malloc(cap * (size_t)m->kv_dim * sizeof(float));
+    A->v = malloc(cap * (size_t)m->kv_dim * sizeof(float));
+    A->gate = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
+    A->up = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
+    A->rope_cos = malloc(cap * (size_t)(m->rope_dim / 2) * sizeof(float));
+    A->rope_sin = malloc(cap * (size_t)(m->rope_dim / 2) * sizeof(float));
+    A->scores = malloc((size_t)ctx->params.n_threads * (size_t)ctx->kv.n_ctx * sizeof(float));
+    if (!A->x || !A->xb || !A->q || !A->att || !A->k || !A->v || !A->gate || !A->up || !A->rope_cos ||
+        !A->rope_sin || !A->scores)
+        return tr_fail(TR_ERR_NOMEM, "out of memory for activations (batch %d)", A->cap);
+    return TR_OK;
+}
+
+static tr_status alloc_kv(tr_context *ctx) {
+    const tr_model *m = ctx->model;
+    kv_cache *kv = &ctx->kv;
+    kv->f32 = ctx->params.kv_f32;
+    kv->n_ctx = ctx->params.n_ctx;
+    kv->row_bytes = (size_t)m->kv_dim * (kv->f32 ? 4 : 2);
+    kv->k = calloc((size_t)m->info.n_layer, sizeof *kv->k);
+    kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
+    if (!kv->k || !kv->v) return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache");
+    for (int il = 0; il < m->info.n_layer; il++) {
+        kv->k[il] = malloc(kv->row_bytes * (size_t)kv->n_ctx);
+        kv->v[il] = malloc(kv->row_bytes * (size_t)kv->n_ctx);
+        if (!kv->k[il] || !kv->v[il])
+            return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache (%d positions)", kv->n_ctx);
+    }
+    return TR_OK;
+}
+
+tr_status tr_context_create(const tr_model *model, const tr_context_params *params, tr_context **out) {
+    if (!model || !out) return tr_fail(TR_ERR_ARG, "tr_context_create: NULL argument");
+    *out = NULL;
+    tr_context_params p = params ? *params : tr_context_default_params();
+    if (p.n_ctx < 0 || p.n_threads < 0 || p.n_batch < 0 || p.n_threads > 512)
+        return tr_fail(TR_ERR_ARG, "context parameters must not be negative (n_ctx %d, threads %d, batch %d)",
+                       p.n_ctx, p.n_threads, p.n_batch);
+    if (p.n_ctx == 0) p.n_ctx = model->info.n_ctx_train < 4096 ? model->info.n_ctx_train : 4096;
+    if (p.n_threads == 0) p.n_threads = tr_physical_cores();
+    if (p.n_batch == 0) p.n_batch = 256;
+    if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    tr_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    ctx->model = model;
+    ctx->params = p;
+    tr_status st = TR_OK;
+    if (!(ctx->pool = thread_pool_create(p.n_threads))) st = TR_ERR_NOMEM;
+    if (st == TR_OK) st = alloc_kv(ctx);
+    if (st == TR_OK) st = alloc_activations(ctx);
+    if (st == TR_OK && !(ctx->tokens = malloc((size_t)p.n_ctx * sizeof *ctx->tokens)))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (st != TR_OK) {
+        tr_context_free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return TR_OK;
+}
+
+void tr_context_free(tr_context *ctx) {
+    if (!ctx) return;
+    if (ctx->kv.k)
+        for (int il = 0; il < ctx->model->info.n_layer; il++) free(ctx->kv.k[il]);
+    if (ctx->kv.v)
+        for (int il = 0; il < ctx->model->info.n_layer; il++) free(ctx->kv.v[il]);
+    free(ctx->kv.k);
+    free(ctx->kv.v);
+    free_activations(&ctx->act);
+    matmul_scratch_free(&ctx->scratch);
+    thread_pool_free(ctx->pool);
+    free(ctx->tokens);
+    free(ctx->hidden);
+    free(ctx->logits);
+    free(ctx);
+}
+
+static tr_status reserve(float **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return TR_OK;
+    float *p = realloc(*buf, n * sizeof *p);
+    if (!p) return tr_fail(TR_ERR_NOMEM, "out of memory for %zu output floats", n);
+    *buf = p;
+    *cap = n;
+    return TR_OK;
+}
+
+tr_status tr_context_eval(tr_context *ctx, const int32_t *tokens, int32_t n, tr_eval_flags flags) {
+    if (!ctx || !tokens || n <= 0) return tr_fail(TR_ERR_ARG, "tr_context_eval: no tokens");
+    if (flags != TR_EVAL_LOGITS_LAST && flags != TR_EVAL_LOGITS_ALL && flags != TR_EVAL_LOGITS_NONE)
+        return tr_fail(TR_ERR_ARG, "tr_context_eval: unknown flags %d", (int)flags);
+    const tr_model *m = ctx->model;
+    const int32_t n_vocab = m->info.n_vocab, dim = m->info.n_embd;
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return tr_fail(TR_ERR_RANGE, "token id %d at index %d is outside the vocabulary (0..%d)", tokens[i], i,
+                           n_vocab - 1);
+    if (n > ctx->kv.n_ctx - ctx->n_past)
+        return tr_fail(TR_ERR_RANGE, "context full: %d tokens cached + %d new > context length %d", ctx->n_past, n,
+                       ctx->kv.n_ctx);
+    const size_t n_logit_rows = flags == TR_EVAL_LOGITS_ALL ? (size_t)n : flags == TR_EVAL_LOGITS_LAST ? 1 : 0;
+    tr_status st = reserve(&ctx->hidden, &ctx->hidden_cap, (size_t)n * dim);
+    if (st == TR_OK) st = reserve(&ctx->logits, &ctx->logits_cap, n_logit_rows * (size_t)n_vocab);
+    if (st != TR_OK) return st;
+
+    const int32_t start = ctx->n_past;
+    ctx->n_last = 0;
+    ctx->n_logits = 0;
+    for (int32_t s = 0; s < n && st == TR_OK; s += ctx->act.cap) {
+        const int32_t len = n - s < ctx->act.cap ? n - s : ctx->act.cap;
+        const bool last_chunk = s + len == n;
+        float *logits_out = NULL;
+        int32_t logits_from = len;
+        if (flags == TR_EVAL_LOGITS_ALL) {
+            logits_out = ctx->logits + (size_t)s * n_vocab;
+            logits_from = 0;
+        } else if (flags == TR_EVAL_LOGITS_LAST && last_chunk) {
+            logits_out = ctx->logits;
+            logits_from = len - 1;
+        }
+        st = forward_chunk(ctx, tokens + s, len, ctx->hidden + (size_t)s * dim, logits_from, logits_out);
+        if (st == TR_OK) {
+            memcpy(ctx->tokens + ctx->n_past, tokens + s, (size_t)len * sizeof *tokens);
+            ctx->n_past += len;
+            ctx->n_evaluated += len;
+        }
+    }
+    if (st != TR_OK) {
+        ctx->n_past = start;
+        return st;
+    }
+    ctx->n_last = n;
+    ctx->n_logits = (int32_t)n_logit_rows;
+    ctx->logits_first = flags == TR_EVAL_LOGITS_ALL ? 0 : n - 1;
+    return TR_OK;
+}
+
+const float *tr_context_logits(const tr_context *ctx, int32_t i) {
+    if (!ctx || ctx->n_last == 0) return NULL;
+    if (i == -1) i = ctx->n_last - 1;
+    if (i < ctx->logits_first || i >= ctx->logits_first + ctx->n_logits) return NULL;
+    return ctx->logits + (size_t)(i - ctx->logits_first) * ctx->model->info.n_vocab;
+}
+
+const float *tr_context_hidden(const tr_context *ctx, int32_t i) {
+    if (!ctx || ctx->n_last == 0) return NULL;
+    if (i == -1) i = ctx->n_last - 1;
+    if (i < 0 || i >= ctx->n_last) return NULL;
+    return ctx->hidden + (size_t)i * ctx->model->info.n_embd;
+}
+
+tr_status tr_context_truncate(tr_context *ctx, int32_t n_past) {
+    if (!ctx) return tr_fail(TR_ERR_ARG, "tr_context_truncate: NULL context");
+    if (n_past < 0 || n_past > ctx->n_past)
+        return tr_fail(TR_ERR_RANGE, "cannot truncate to %d: the cache holds %d tokens", n_past, ctx->n_past);
+    ctx->n_past = n_past;
+    ctx->n_last = 0; /* outputs of the last eval no longer describe the cache */
+    ctx->n_logits = 0;
+    return TR_OK;
+}
+
+void tr_context_clear(tr_context *ctx) {
+    if (ctx) tr_context_truncate(ctx, 0);
+}
+
+const tr_model *tr_context_model(const tr_context *ctx) { return ctx ? ctx->model : NULL; }
+int32_t tr_context_n_past(const tr_context *ctx) { return ctx ? ctx->n_past : 0; }
+int32_t tr_context_n_ctx(const tr_context *ctx) { return ctx ? ctx->kv.n_ctx : 0; }
+const int32_t *tr_context_tokens(const tr_context *ctx) { return ctx ? ctx->tokens : NULL; }
+int64_t tr_context_n_evaluated(const tr_context *ctx) { return ctx ? ctx->n_evaluated : 0; }
+int32_t tr_context_n_threads(const tr_context *ctx) { return ctx ? ctx->params.n_threads : 0; }
+
+const char *tr_kernels_isa(void) { return kernels_isa(); }

@@ -1,0 +1,109 @@
+/* forward.c — one batched forward pass of the llama / qwen2 / qwen3 decoder over a chunk of tokens:
+ * embeddings → per layer (RMSNorm → Q/K/V (+bias) → [qwen3: per-head Q/K RMSNorm] → RoPE → KV cache → attention →
+ * output projection → residual → RMSNorm → SwiGLU FFN → residual) → output norm (the router's hidden state) →
+ * logits for the rows asked for. Every token of the chunk goes through each matrix product together, so weights
+ * are read once per chunk, not once per token.
+ */
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/fp16.h"
+#include "model/model_internal.h"
+
+typedef struct silu_job {
+    float *gate;
+    const float *up;
+    int64_t n;
+} silu_job;
+
+static void silu_task(void *arg, int ith, int nth) {
+    const silu_job *job = arg;
+    const int64_t per = (job->n + nth - 1) / nth, lo = ith * per, hi = lo + per < job->n ? lo + per : job->n;
+    if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
+}
+
+static void store_kv_row(const kv_cache *kv, int layer, int32_t pos, const float *k, const float *v, int32_t n) {
+    uint8_t *kd = kv->k[layer] + (size_t)pos * kv->row_bytes, *vd = kv->v[layer] + (size_t)pos * kv->row_bytes;
+    if (kv->f32) {
+        memcpy(kd, k, (size_t)n * sizeof(float));
+        memcpy(vd, v, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *kh = (uint16_t *)kd, *vh = (uint16_t *)vd;
+    for (int32_t i = 0; i < n; i++) {
+        kh[i] = fp32_to_fp16(k[i]);
+        vh[i] = fp32_to_fp16(v[i]);
+    }
+}
+
+static void add_bias(float *rows, const float *bias, int32_t n, int32_t width) {
+    if (!bias) return;
+    for (int32_t t = 0; t < n; t++) add_vec(rows + (int64_t)t * width, bias, width);
+}
+
+static void head_norm(float *rows, const float *w, int32_t n, int32_t n_heads, int32_t hd, float eps) {
+    if (!w) return;
+    for (int64_t i = 0; i < (int64_t)n * n_heads; i++) rms_norm(rows + i * hd, rows + i * hd, w, hd, eps);
+}
+
+static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
+    const tr_model *m = ctx->model;
+    const layer_weights *L = &m->layers[il];
+    activations *A = &ctx->act;
+    const int32_t dim = m->info.n_embd, hd = m->info.head_dim, half = m->rope_dim / 2;
+    const float eps = m->info.norm_eps;
+    tr_status st;
+
+    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
+    if ((st = matmul(ctx->pool, &L->wq, A->xb, n, A->q, m->q_dim, &ctx->scratch)) != TR_OK ||
+        (st = matmul(ctx->pool, &L->wk, A->xb, n, A->k, m->kv_dim, &ctx->scratch)) != TR_OK ||
+        (st = matmul(ctx->pool, &L->wv, A->xb, n, A->v, m->kv_dim, &ctx->scratch)) != TR_OK)
+        return st;
+    add_bias(A->q, L->bq, n, m->q_dim);
+    add_bias(A->k, L->bk, n, m->kv_dim);
+    add_bias(A->v, L->bv, n, m->kv_dim);
+    head_norm(A->q, L->q_norm, n, m->info.n_head, hd, eps);
+    head_norm(A->k, L->k_norm, n, m->info.n_head_kv, hd, eps);
+    for (int32_t t = 0; t < n; t++) {
+        const float *c = A->rope_cos + (int64_t)t * half, *s = A->rope_sin + (int64_t)t * half;
+        rope_apply(m, A->q + (int64_t)t * m->q_dim, m->info.n_head, c, s);
+        rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, s);
+        store_kv_row(&ctx->kv, il, ctx->n_past + t, A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
+                     m->kv_dim);
+    }
+    attention(ctx, il, A->q, n, A->att);
+    if ((st = matmul(ctx->pool, &L->wo, A->att, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
+    add_vec(A->x, A->xb, (int64_t)n * dim);
+
+    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
+    if ((st = matmul(ctx->pool, &L->w_gate, A->xb, n, A->gate, m->info.n_ff, &ctx->scratch)) != TR_OK ||
+        (st = matmul(ctx->pool, &L->w_up, A->xb, n, A->up, m->info.n_ff, &ctx->scratch)) != TR_OK)
+        return st;
+    silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
+    thread_pool_run(ctx->pool, silu_task, &sj);
+    if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
+    add_vec(A->x, A->xb, (int64_t)n * dim);
+    return TR_OK;
+}
+
+tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float *hidden_out, int32_t logits_from,
+                        float *logits_out) {
+    const tr_model *m = ctx->model;
+    activations *A = &ctx->act;
+    const int32_t dim = m->info.n_embd;
+    const size_t embd_row = type_row_bytes(m->tok_embd.type, dim);
+    tr_status st;
+    for (int32_t t = 0; t < n; t++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * embd_row;
+        if ((st = dequantize_row(m->tok_embd.type, row, A->x + (int64_t)t * dim, dim)) != TR_OK) return st;
+    }
+    rope_tables(m, ctx->n_past, n, A->rope_cos, A->rope_sin);
+    for (int il = 0; il < m->info.n_layer; il++)
+        if ((st = layer_forward(ctx, il, n)) != TR_OK) return st;
+    for (int32_t t = 0; t < n; t++)
+        rms_norm(hidden_out + (int64_t)t * dim, A->x + (int64_t)t * dim, m->output_norm, dim, m->info.norm_eps);
+    if (logits_out && logits_from < n)
+        return matmul(ctx->pool, &m->output, hidden_out + (int64_t)logits_from * dim, n - logits_from, logits_out,
+                      m->info.n_vocab, &ctx->scratch);
+    return TR_OK;
+}

@@ -1,0 +1,92 @@
+/* model_internal.h — the loaded form of a model (weights bound to the file's tensors, hyperparameters) and of a
+ * context (KV cache, activation buffers, outputs), shared by the loader, the forward pass and the context code. */
+#ifndef TR_MODEL_INTERNAL_H
+#define TR_MODEL_INTERNAL_H
+
+#include "kernels/kernels.h"
+#include "tokroute.h"
+
+typedef struct layer_weights {
+    const float *attn_norm;                 /* [n_embd] */
+    weight_matrix wq, wk, wv, wo;           /* rows = output size, cols = input size */
+    const float *bq, *bk, *bv;              /* optional biases (qwen2) */
+    const float *q_norm, *k_norm;           /* per-head RMSNorm weights [head_dim] (qwen3) */
+    const float *ffn_norm;                  /* [n_embd] */
+    weight_matrix w_gate, w_up, w_down;
+} layer_weights;
+
+struct tr_model {
+    tr_model_info info;
+    tr_gguf *gguf;            /* owns the mapping (or the buffer below) */
+    void *file_copy;          /* when use_mmap is false */
+    char arch_name[16];
+    char name[128];
+    int32_t q_dim, kv_dim;    /* n_head * head_dim, n_head_kv * head_dim */
+    int32_t rope_dim;         /* leading dimensions of each head that rotate */
+    bool rope_neox;           /* rotate halves (qwen) instead of adjacent pairs (llama) */
+    float rope_freq_scale;    /* 1 / linear scaling factor */
+    const float *rope_freqs;  /* optional per-pair divisors [rope_dim/2] (Llama 3.1+) */
+    weight_matrix tok_embd;   /* rows = n_vocab, cols = n_embd */
+    weight_matrix output;     /* tok_embd when tied */
+    const float *output_norm;
+    layer_weights *layers;
+    float **owned_f32;        /* 1-D tensors converted to F32 at load */
+    int n_owned;
+    tr_vocab *vocab;
+};
+
+/* KV cache: per layer, one row of kv_dim elements (F16 or F32) per position. Truncating only moves n_past:
+ * rows past it are overwritten by the next eval. */
+typedef struct kv_cache {
+    bool f32;
+    int32_t n_ctx;
+    size_t row_bytes;
+    uint8_t **k, **v;  /* [n_layer] → n_ctx rows */
+} kv_cache;
+
+/* Activation buffers sized for one chunk of up to n_batch tokens. */
+typedef struct activations {
+    int32_t cap;                 /* tokens */
+    float *x, *xb, *q, *k, *v, *att, *gate, *up;
+    float *rope_cos, *rope_sin;  /* [cap][rope_dim/2] */
+    float *scores;               /* per thread: n_ctx floats */
+} activations;
+
+struct tr_context {
+    const tr_model *model;
+    tr_context_params params;
+    thread_pool *pool;
+    matmul_scratch scratch;
+    kv_cache kv;
+    activations act;
+    int32_t n_past;
+    int32_t *tokens;       /* [n_ctx] tokens in the cache */
+    int64_t n_evaluated;
+    /* outputs of the last eval */
+    int32_t n_last;        /* tokens in the last eval */
+    float *hidden;         /* [n_last][n_embd] */
+    size_t hidden_cap;     /* floats */
+    float *logits;         /* rows of n_vocab */
+    size_t logits_cap;     /* floats */
+    int32_t logits_first;  /* batch index of logits row 0; rows cover [logits_first, logits_first + n_logits) */
+    int32_t n_logits;
+};
+
+/* forward.c: evaluates tokens[0..n) at positions n_past.. (n <= act.cap), writes the final hidden states (after
+ * output_norm) to hidden_out [n][n_embd] and, for rows [logits_from, n), logits to logits_out. */
+tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float *hidden_out, int32_t logits_from,
+                        float *logits_out);
+
+/* ops.c */
+void rms_norm(float *out, const float *x, const float *w, int64_t n, float eps);
+void silu_mul(float *gate, const float *up, int64_t n);
+void add_vec(float *acc, const float *x, int64_t n);
+void softmax_inplace(float *x, int64_t n);
+void rope_tables(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out);
+void rope_apply(const tr_model *m, float *vec, int32_t n_heads, const float *cos_row, const float *sin_row);
+
+/* attention.c: for each token t of the chunk (position n_past + t), every query head attends over cached positions
+ * 0..n_past+t. q: [n][q_dim], out: [n][q_dim]. */
+void attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out);
+
+#endif /* TR_MODEL_INTERNAL_H */

@@ -1,0 +1,307 @@
+/* model_load.c — binds a GGUF file's tensors to the llama / qwen2 / qwen3 layouts, checking every shape and type
+ * before the forward pass may touch it.
+ *
+ * Weights stay in the file's mapping (never copied, unless use_mmap is off); only 1-D tensors (norms, biases,
+ * rope frequency factors) are converted to owned F32 arrays, since they are tiny and read on every token. The
+ * three layouts differ only in: Q/K/V biases (qwen2, optional elsewhere), per-head Q/K RMSNorm (qwen3), RoPE style
+ * (llama rotates adjacent pairs because its converter permutes Q/K rows; qwen rotates the two halves of a head),
+ * and head size (qwen3 takes it from attention.key_length).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/model_internal.h"
+
+tr_model_params tr_model_default_params(void) {
+    tr_model_params p = {.use_mmap = true, .load_vocab = true};
+    return p;
+}
+
+const tr_model_info *tr_model_get_info(const tr_model *m) { return m ? &m->info : NULL; }
+const tr_vocab *tr_model_vocab(const tr_model *m) { return m ? m->vocab : NULL; }
+
+/* ---------------------------------------------------------------- hyperparameters */
+
+static bool arch_int(const tr_gguf *g, const char *arch, const char *suffix, int64_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return tr_gguf_get_int(g, key, out);
+}
+
+static bool arch_float(const tr_gguf *g, const char *arch, const char *suffix, double *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return tr_gguf_get_float(g, key, out);
+}
+
+static tr_status require_int(const tr_gguf *g, const char *arch, const char *suffix, int64_t lo, int64_t hi,
+                             int32_t *out) {
+    int64_t v;
+    if (!arch_int(g, arch, suffix, &v)) return tr_fail(TR_ERR_FORMAT, "missing metadata %s.%s", arch, suffix);
+    if (v < lo || v > hi)
+        return tr_fail(TR_ERR_FORMAT, "metadata %s.%s = %" PRId64 " is outside %" PRId64 "..%" PRId64, arch, suffix,
+                       v, lo, hi);
+    *out = (int32_t)v;
+    return TR_OK;
+}
+
+static tr_status read_hparams(tr_model *m) {
+    const tr_gguf *g = m->gguf;
+    tr_model_info *in = &m->info;
+    const char *arch = m->arch_name;
+    tr_status st;
+    if ((st = require_int(g, arch, "embedding_length", 1, 1 << 16, &in->n_embd)) != TR_OK ||
+        (st = require_int(g, arch, "block_count", 1, 1024, &in->n_layer)) != TR_OK ||
+        (st = require_int(g, arch, "attention.head_count", 1, 1024, &in->n_head)) != TR_OK ||
+        (st = require_int(g, arch, "feed_forward_length", 1, 1 << 20, &in->n_ff)) != TR_OK)
+        return st;
+    int64_t v;
+    in->n_head_kv = in->n_head;
+    if (arch_int(g, arch, "attention.head_count_kv", &v)) {
+        if (v < 1 || v > in->n_head || in->n_head % v != 0)
+            return tr_fail(TR_ERR_FORMAT, "attention.head_count_kv = %" PRId64 " does not divide head_count %d", v,
+                           in->n_head);
+        in->n_head_kv = (int32_t)v;
+    }
+    in->head_dim = in->n_embd / in->n_head;
+    if (arch_int(g, arch, "attention.key_length", &v)) {
+        if (v < 2 || v > 1024 || v % 2) return tr_fail(TR_ERR_FORMAT, "attention.key_length = %" PRId64, v);
+        in->head_dim = (int32_t)v;
+    } else if (in->n_embd % in->n_head != 0) {
+        return tr_fail(TR_ERR_FORMAT, "embedding_length %d is not a multiple of head_count %d", in->n_embd,
+                       in->n_head);
+    }
+    if (arch_int(g, arch, "attention.value_length", &v) && v != in->head_dim)
+        return tr_fail(TR_ERR_UNSUPPORTED, "value_length %" PRId64 " differs from key_length %d", v, in->head_dim);
+    if (in->head_dim % 2 || in->head_dim > 1024)
+        return tr_fail(TR_ERR_UNSUPPORTED, "head size %d (even sizes up to 1024 are supported)", in->head_dim);
+    m->rope_dim = in->head_dim;
+    if (arch_int(g, arch, "rope.dimension_count", &v)) {
+        if (v < 2 || v > in->head_dim || v % 2) return tr_fail(TR_ERR_FORMAT, "rope.dimension_count = %" PRId64, v);
+        m->rope_dim = (int32_t)v;
+    }
+    in->n_ctx_train = 4096;
+    if (arch_int(g, arch, "context_length", &v) && v > 0) in->n_ctx_train = v > (1 << 24) ? 1 << 24 : (int32_t)v;
+    double f;
+    in->rope_theta = 10000.0f;
+    if (arch_float(g, arch, "rope.freq_base", &f)) {
+        if (!(f > 0)) return tr_fail(TR_ERR_FORMAT, "rope.freq_base = %g", f);
+        in->rope_theta = (float)f;
+    }
+    in->norm_eps = 1e-5f;
+    if (arch_float(g, arch, "attention.layer_norm_rms_epsilon", &f)) {
+        if (!(f > 0 && f < 1)) return tr_fail(TR_ERR_FORMAT, "layer_norm_rms_epsilon = %g", f);
+        in->norm_eps = (float)f;
+    }
+    m->rope_freq_scale = 1.0f;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    const char *scaling = tr_gguf_get_str(g, key, NULL);
+    if (scaling && strcmp(scaling, "none") != 0) {
+        if (strcmp(scaling, "linear") != 0)
+            return tr_fail(TR_ERR_UNSUPPORTED, "rope scaling '%s' is not supported (none and linear are)", scaling);
+        if (arch_float(g, arch, "rope.scaling.factor", &f) && f > 0) m->rope_freq_scale = (float)(1.0 / f);
+    }
+    m->q_dim = in->n_head * in->head_dim;
+    m->kv_dim = in->n_head_kv * in->head_dim;
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+static tr_status find_tensor(tr_model *m, const char *name, bool required, const tr_gguf_tensor **out) {
+    int64_t i = tr_gguf_find_tensor(m->gguf, name);
+    *out = i >= 0 ? tr_gguf_tensor_at(m->gguf, i) : NULL;
+    if (!*out && required) return tr_fail(TR_ERR_FORMAT, "missing tensor '%s'", name);
+    return TR_OK;
+}
+
+/* A 2-D weight of ne = [cols, rows] in a type we can multiply. */
+static tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_t rows, bool required,
+                             weight_matrix *out) {
+    const tr_gguf_tensor *t;
+    tr_status st = find_tensor(m, name, required, &t);
+    memset(out, 0, sizeof *out);
+    if (st != TR_OK || !t) return st;
+    if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
+        return tr_fail(TR_ERR_FORMAT, "tensor '%s' has shape [%" PRId64 ", %" PRId64 "] (%d-D), expected [%" PRId64
+                       ", %" PRId64 "]", name, t->ne[0], t->ne[1], t->n_dims, cols, rows);
+    if (!tr_type_supported(t->type))
+        return tr_fail(TR_ERR_UNSUPPORTED, "tensor '%s' has type %s, which the engine cannot multiply", name,
+                       tr_type_name(t->type) ? tr_type_name(t->type) : "?");
+    out->type = t->type;
+    out->data = t->data;
+    out->rows = rows;
+    out->cols = cols;
+    m->info.n_params += (uint64_t)(rows * cols);
+    m->info.weight_bytes += t->n_bytes;
+    return TR_OK;
+}
+
+/* A 1-D tensor of n elements, converted to an owned F32 array. */
+static tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out) {
+    const tr_gguf_tensor *t;
+    tr_status st = find_tensor(m, name, required, &t);
+    *out = NULL;
+    if (st != TR_OK || !t) return st;
+    if (t->n_dims != 1 || t->ne[0] != n)
+        return tr_fail(TR_ERR_FORMAT, "tensor '%s' has %" PRId64 " elements (%d-D), expected %" PRId64, name,
+                       t->ne[0], t->n_dims, n);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return tr_fail(TR_ERR_NOMEM, "out of memory for tensor '%s'", name);
+    m->owned_f32[m->n_owned++] = v;
+    if ((st = dequantize_row(t->type, t->data, v, n)) != TR_OK) return tr_fail_prefix(st, "tensor '%s'", name);
+    m->info.n_params += (uint64_t)n;
+    m->info.weight_bytes += t->n_bytes;
+    *out = v;
+    return TR_OK;
+}
+
+static tr_status bind_layer(tr_model *m, int il) {
+    const tr_model_info *in = &m->info;
+    layer_weights *L = &m->layers[il];
+    char name[96];
+    tr_status st = TR_OK;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    const bool qwen2 = in->arch == TR_ARCH_QWEN2, qwen3 = in->arch == TR_ARCH_QWEN3;
+    if ((st = bind_vector(m, NAME("attn_norm.weight"), in->n_embd, true, &L->attn_norm)) ||
+        (st = bind_matrix(m, NAME("attn_q.weight"), in->n_embd, m->q_dim, true, &L->wq)) ||
+        (st = bind_matrix(m, NAME("attn_k.weight"), in->n_embd, m->kv_dim, true, &L->wk)) ||
+        (st = bind_matrix(m, NAME("attn_v.weight"), in->n_embd, m->kv_dim, true, &L->wv)) ||
+        (st = bind_matrix(m, NAME("attn_output.weight"), m->q_dim, in->n_embd, true, &L->wo)) ||
+        (st = bind_vector(m, NAME("attn_q.bias"), m->q_dim, qwen2, &L->bq)) ||
+        (st = bind_vector(m, NAME("attn_k.bias"), m->kv_dim, qwen2, &L->bk)) ||
+        (st = bind_vector(m, NAME("attn_v.bias"), m->kv_dim, qwen2, &L->bv)) ||
+        (st = bind_vector(m, NAME("attn_q_norm.weight"), in->head_dim, qwen3, &L->q_norm)) ||
+        (st = bind_vector(m, NAME("attn_k_norm.weight"), in->head_dim, qwen3, &L->k_norm)) ||
+        (st = bind_vector(m, NAME("ffn_norm.weight"), in->n_embd, true, &L->ffn_norm)) ||
+        (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, in->n_ff, true, &L->w_gate)) ||
+        (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, in->n_ff, true, &L->w_up)) ||
+        (st = bind_matrix(m, NAME("ffn_down.weight"), in->n_ff, in->n_embd, true, &L->w_down)))
+        return st;
+#undef NAME
+    if ((L->q_norm == NULL) != (L->k_norm == NULL))
+        return tr_fail(TR_ERR_FORMAT, "layer %d has only one of attn_q_norm / attn_k_norm", il);
+    return TR_OK;
+}
+
+static tr_type most_common_type(const tr_model *m) {
+    uint64_t count[TR_TYPE_COUNT] = {0};
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const layer_weights *L = &m->layers[il];
+        const weight_matrix *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            count[ws[i]->type] += (uint64_t)(ws[i]->rows * ws[i]->cols);
+    }
+    int best = 0;
+    for (int t = 1; t < TR_TYPE_COUNT; t++)
+        if (count[t] > count[best]) best = t;
+    return (tr_type)best;
+}
+
+static tr_status bind_model(tr_model *m) {
+    tr_model_info *in = &m->info;
+    /* Upper bound of owned vectors: per layer 9, plus output_norm and rope_freqs. */
+    m->owned_f32 = calloc((size_t)in->n_layer * 9 + 2, sizeof *m->owned_f32);
+    m->layers = calloc((size_t)in->n_layer, sizeof *m->layers);
+    if (!m->owned_f32 || !m->layers) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    const tr_gguf_tensor *te;
+    tr_status st = find_tensor(m, "token_embd.weight", true, &te);
+    if (st != TR_OK) return st;
+    if (te->n_dims != 2 || te->ne[0] != in->n_embd || te->ne[1] > INT32_MAX)
+        return tr_fail(TR_ERR_FORMAT, "token_embd.weight has shape [%" PRId64 ", %" PRId64 "], expected [%d, vocab]",
+                       te->ne[0], te->ne[1], in->n_embd);
+    in->n_vocab = (int32_t)te->ne[1];
+    if ((st = bind_matrix(m, "token_embd.weight", in->n_embd, in->n_vocab, true, &m->tok_embd)) != TR_OK) return st;
+    if ((st = bind_vector(m, "output_norm.weight", in->n_embd, true, &m->output_norm)) != TR_OK) return st;
+    if ((st = bind_matrix(m, "output.weight", in->n_embd, in->n_vocab, false, &m->output)) != TR_OK) return st;
+    in->tied_output = m->output.data == NULL;
+    if (in->tied_output) m->output = m->tok_embd;
+    if ((st = bind_vector(m, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs)) != TR_OK) return st;
+    for (int il = 0; il < in->n_layer; il++)
+        if ((st = bind_layer(m, il)) != TR_OK) return st;
+    in->main_type = most_common_type(m);
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- load / free */
+
+static tr_status open_file(tr_model *m, const char *path, bool use_mmap) {
+    if (use_mmap) return tr_gguf_open(path, &m->gguf);
+    FILE *f = fopen(path, "rb");
+    if (!f) return tr_fail(TR_ERR_IO, "cannot open %s", path);
+    tr_status st = TR_OK;
+    if (fseek(f, 0, SEEK_END) != 0) st = tr_fail(TR_ERR_IO, "cannot seek %s", path);
+    long size = st == TR_OK ? ftell(f) : -1;
+    if (st == TR_OK && size < 0) st = tr_fail(TR_ERR_IO, "cannot size %s", path);
+    if (st == TR_OK && !(m->file_copy = malloc(size ? (size_t)size : 1)))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory reading %s", path);
+    if (st == TR_OK && (fseek(f, 0, SEEK_SET) != 0 || fread(m->file_copy, 1, (size_t)size, f) != (size_t)size))
+        st = tr_fail(TR_ERR_IO, "cannot read %s", path);
+    fclose(f);
+    if (st == TR_OK) st = tr_gguf_open_memory(m->file_copy, (size_t)size, &m->gguf);
+    return st;
+}
+
+tr_status tr_model_load(const char *path, const tr_model_params *params, tr_model **out) {
+    if (!path || !out) return tr_fail(TR_ERR_ARG, "tr_model_load: NULL argument");
+    *out = NULL;
+    tr_model_params p = params ? *params : tr_model_default_params();
+    tr_model *m = calloc(1, sizeof *m);
+    if (!m) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    tr_status st = open_file(m, path, p.use_mmap);
+    const bool opened = st == TR_OK; /* the reader's messages already name the file */
+    if (st == TR_OK) {
+        const char *arch = tr_gguf_get_str(m->gguf, "general.architecture", NULL);
+        if (!arch) {
+            st = tr_fail(TR_ERR_FORMAT, "missing general.architecture");
+        } else if (strcmp(arch, "llama") == 0) {
+            m->info.arch = TR_ARCH_LLAMA;
+        } else if (strcmp(arch, "qwen2") == 0) {
+            m->info.arch = TR_ARCH_QWEN2;
+            m->rope_neox = true;
+        } else if (strcmp(arch, "qwen3") == 0) {
+            m->info.arch = TR_ARCH_QWEN3;
+            m->rope_neox = true;
+        } else {
+            st = tr_fail(TR_ERR_UNSUPPORTED, "architecture '%.40s' is not supported (llama, qwen2, qwen3 are)", arch);
+        }
+        if (st == TR_OK) {
+            snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
+            const char *name = tr_gguf_get_str(m->gguf, "general.name", NULL);
+            snprintf(m->name, sizeof m->name, "%s", name ? name : "");
+            m->info.arch_name = m->arch_name;
+            m->info.name = m->name;
+        }
+    }
+    if (st == TR_OK) st = read_hparams(m);
+    if (st == TR_OK) st = bind_model(m);
+    if (st == TR_OK && p.load_vocab && tr_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
+        st = tr_vocab_from_gguf(m->gguf, &m->vocab);
+        if (st != TR_OK) st = tr_fail_prefix(st, "vocabulary");
+        else if (tr_vocab_n_tokens(m->vocab) > m->info.n_vocab)
+            st = tr_fail(TR_ERR_FORMAT, "the vocabulary has %d tokens but token_embd has only %d rows",
+                         tr_vocab_n_tokens(m->vocab), m->info.n_vocab);
+    }
+    if (st != TR_OK) {
+        if (opened) tr_fail_prefix(st, "%s", path);
+        tr_model_free(m);
+        return st;
+    }
+    *out = m;
+    return TR_OK;
+}
+
+void tr_model_free(tr_model *m) {
+    if (!m) return;
+    tr_vocab_free(m->vocab);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned_f32[i]);
+    free(m->owned_f32);
+    free(m->layers);
+    tr_gguf_close(m->gguf);
+    free(m->file_copy);
+    free(m);
+}

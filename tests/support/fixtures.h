@@ -1,0 +1,19 @@
+/* fixtures.h — helpers for tests: paths into ../shared, whole-file reads, JSON fixtures, error metrics. */
+#ifndef TR_TEST_FIXTURES_H
+#define TR_TEST_FIXTURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "<shared>/<rel>" in a static buffer (valid until the next call). */
+const char *shared_path(const char *rel);
+/* Reads a whole file (NUL-terminated for convenience); NULL when it cannot be read. */
+char *read_file(const char *path, size_t *size);
+/* Reads the int array `key` of a JSON file into a malloc'ed buffer; returns the count or -1. */
+int32_t json_int_array(const char *json_text, const char *key, int32_t **out);
+/* sqrt(mean((a-b)^2) / mean(b^2)). */
+double rel_rms(const float *a, const float *b, size_t n);
+/* A fresh temporary file path (the file is not created). */
+const char *temp_path(const char *suffix);
+
+#endif
