@@ -1,0 +1,320 @@
+/* vocab.c — loading a tokenizer from GGUF metadata (tokenizer.ggml.*) and the read-only accessors.
+ *
+ * The defaults and overrides follow llama.cpp's llama_vocab::impl::load: SPM ("llama") defaults to BOS 1, EOS 2,
+ * UNK 0, add BOS, dummy space prefix; byte-level BPE ("gpt2") defaults to BOS = EOS = 11, no prefix. Special ids
+ * out of range are ignored. End-of-generation tokens are EOS, EOT, EOM and the end markers llama.cpp recognises by
+ * text ("<|im_end|>", "<|eot_id|>", ...). Token strings are copied: the vocabulary does not keep the GGUF open. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "tokenizer/tok_internal.h"
+
+/* llama.cpp marks these texts end-of-generation (its special_eog_ids list, the entries relevant to our models). */
+static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                        "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
+/* Texts llama.cpp takes as the EOT token when tokenizer.ggml.eot_token_id is absent. */
+static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                        "<|end_of_text|>", "<EOT>", "_<EOT>", "<end_of_utterance>"};
+
+static uint32_t attr_from_type(int64_t t) {
+    switch (t) {
+    case 1: return ATTR_NORMAL;
+    case 2: return ATTR_UNKNOWN;
+    case 3: return ATTR_CONTROL;
+    case 4: return ATTR_USER_DEFINED;
+    case 5: return ATTR_UNUSED;
+    case 6: return ATTR_BYTE;
+    default: return ATTR_UNDEFINED;
+    }
+}
+
+static int32_t find_text(const tr_vocab *v, const char *s) { return strmap_get(&v->token_ids, s, strlen(s)); }
+
+/* Reads an optional special id; values outside the vocabulary (e.g. 4294967295 for "none") keep *id. */
+static void read_special(const tr_gguf *g, const char *key, const tr_vocab *v, int32_t *id) {
+    if (*id >= v->n_tokens) *id = -1;
+    int64_t x;
+    if (tr_gguf_get_int(g, key, &x) && x >= 0 && x < v->n_tokens) *id = (int32_t)x;
+}
+
+static tr_status load_tokens(const tr_gguf *g, tr_vocab *v) {
+    int64_t kt = tr_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    if (kt < 0 || tr_gguf_kv_type(g, kt) != TR_GGUF_ARRAY || tr_gguf_kv_array_type(g, kt) != TR_GGUF_STRING)
+        return tr_fail(TR_ERR_FORMAT, "tokenizer.ggml.tokens missing or not a string array");
+    uint64_t n = tr_gguf_kv_array_len(g, kt);
+    if (n == 0 || n > INT32_MAX / 2) return tr_fail(TR_ERR_FORMAT, "tokenizer.ggml.tokens: bad count %llu",
+                                                    (unsigned long long)n);
+    v->n_tokens = (int32_t)n;
+
+    int64_t ks = tr_gguf_find_kv(g, "tokenizer.ggml.scores");
+    int64_t ky = tr_gguf_find_kv(g, "tokenizer.ggml.token_type");
+    if (ks >= 0 && tr_gguf_kv_array_len(g, ks) < n) return tr_fail(TR_ERR_FORMAT, "tokenizer.ggml.scores too short");
+    if (ky >= 0 && tr_gguf_kv_array_len(g, ky) < n)
+        return tr_fail(TR_ERR_FORMAT, "tokenizer.ggml.token_type too short");
+
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = 0;
+        if (!tr_gguf_arr_str(g, kt, i, &len)) return tr_fail(TR_ERR_FORMAT, "tokenizer.ggml.tokens[%llu] unreadable",
+                                                             (unsigned long long)i);
+        total += (len ? len : 24) + 1;
+    }
+    v->text = malloc(n * sizeof *v->text);
+    v->len = malloc(n * sizeof *v->len);
+    v->score = calloc(n, sizeof *v->score);
+    v->attr = malloc(n * sizeof *v->attr);
+    v->arena = malloc(total);
+    if (!v->text || !v->len || !v->score || !v->attr || !v->arena || !strmap_init(&v->token_ids, n))
+        return tr_fail(TR_ERR_NOMEM, "vocabulary of %llu tokens", (unsigned long long)n);
+
+    char *p = v->arena;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *s = tr_gguf_arr_str(g, kt, i, &len);
+        v->text[i] = p;
+        if (len == 0) {
+            /* llama.cpp renames empty tokens so that the text → id map stays one-to-one */
+            len = (size_t)sprintf(p, "[EMPTY_%llu]", (unsigned long long)i);
+        } else {
+            memcpy(p, s, len);
+            p[len] = '\0';
+        }
+        v->len[i] = (uint32_t)len;
+        p += len + 1;
+        int32_t prev;
+        if (!strmap_put(&v->token_ids, v->text[i], len, (int32_t)i, &prev)) return tr_fail(TR_ERR_NOMEM, "token map");
+        if (prev >= 0)
+            return tr_fail(TR_ERR_FORMAT, "duplicate token in vocabulary: '%s' has ids %d and %llu", v->text[i], prev,
+                           (unsigned long long)i);
+        double sc = 0;
+        int64_t si;
+        if (ks >= 0 && tr_gguf_arr_float(g, ks, i, &sc)) v->score[i] = (float)sc;
+        else if (ks >= 0 && tr_gguf_arr_int(g, ks, i, &si)) v->score[i] = (float)si;
+        int64_t ty = 1;
+        v->attr[i] = ATTR_NORMAL;
+        if (ky >= 0 && tr_gguf_arr_int(g, ky, i, &ty)) v->attr[i] = attr_from_type(ty);
+    }
+    return TR_OK;
+}
+
+static tr_status load_merges(const tr_gguf *g, tr_vocab *v) {
+    int64_t km = tr_gguf_find_kv(g, "tokenizer.ggml.merges");
+    if (km < 0) return tr_fail(TR_ERR_FORMAT, "byte-level BPE vocabulary without tokenizer.ggml.merges");
+    if (tr_gguf_kv_type(g, km) != TR_GGUF_ARRAY || tr_gguf_kv_array_type(g, km) != TR_GGUF_STRING)
+        return tr_fail(TR_ERR_FORMAT, "tokenizer.ggml.merges is not a string array");
+    uint64_t n = tr_gguf_kv_array_len(g, km);
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = 0;
+        if (!tr_gguf_arr_str(g, km, i, &len)) return tr_fail(TR_ERR_FORMAT, "tokenizer.ggml.merges unreadable");
+        total += len + 2;
+    }
+    v->merge_arena = malloc(total + 1);
+    if (!v->merge_arena || !strmap_init(&v->merge_ranks, n)) return tr_fail(TR_ERR_NOMEM, "%llu merges",
+                                                                            (unsigned long long)n);
+    char *p = v->merge_arena;
+    for (uint64_t i = 0; i < n && i < INT32_MAX; i++) {
+        size_t len = 0;
+        const char *s = tr_gguf_arr_str(g, km, i, &len);
+        /* llama.cpp splits "left right" at the first space after position 0; a line without one becomes the
+         * empty pair, which no lookup can hit. The first occurrence of a pair keeps its rank. */
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp) continue;
+        memcpy(p, s, len);
+        p[len] = '\0';
+        if (!strmap_put(&v->merge_ranks, p, len, (int32_t)i, NULL)) return tr_fail(TR_ERR_NOMEM, "merge map");
+        p += len + 1;
+    }
+    return TR_OK;
+}
+
+static void find_byte_tokens(tr_vocab *v) {
+    for (int b = 0; b < 256; b++) {
+        char buf[8];
+        int32_t id = -1;
+        if (v->kind == TR_VOCAB_SPM) {
+            snprintf(buf, sizeof buf, "<0x%02X>", b);
+            id = find_text(v, buf);
+            if (id < 0) { /* llama.cpp falls back to the byte itself as a one-character token */
+                buf[0] = (char)b;
+                id = strmap_get(&v->token_ids, buf, 1);
+            }
+        } else {
+            int n = utf8_encode(gpt2_byte_to_cpt((uint8_t)b), buf);
+            id = strmap_get(&v->token_ids, buf, (size_t)n);
+        }
+        v->byte_token[b] = id;
+    }
+}
+
+static bool in_list(const char *s, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, list[i]) == 0) return true;
+    return false;
+}
+
+static tr_status find_special_tokens(const tr_gguf *g, tr_vocab *v) {
+    /* EOT by text when not given (llama.cpp forces such tokens to control type). */
+    if (v->eot < 0)
+        for (int32_t i = 0; i < v->n_tokens && v->eot < 0; i++)
+            if (in_list(v->text[i], eot_texts, sizeof eot_texts / sizeof *eot_texts)) v->eot = i;
+    if (v->eom < 0) v->eom = find_text(v, "<|eom_id|>");
+
+    v->eog = malloc(((size_t)v->n_tokens < 64 ? (size_t)v->n_tokens : 64) * sizeof *v->eog + 4 * sizeof *v->eog);
+    if (!v->eog) return tr_fail(TR_ERR_NOMEM, "eog list");
+    for (int32_t i = 0; i < v->n_tokens && v->n_eog < 64; i++)
+        if (in_list(v->text[i], eog_texts, sizeof eog_texts / sizeof *eog_texts)) {
+            v->eog[v->n_eog++] = i;
+            v->attr[i] |= ATTR_CONTROL;
+        }
+    int32_t extra[3] = {v->eos, v->eot, v->eom};
+    for (int k = 0; k < 3; k++) {
+        if (extra[k] < 0) continue;
+        bool have = false;
+        for (int32_t j = 0; j < v->n_eog; j++) have |= v->eog[j] == extra[k];
+        if (!have) v->eog[v->n_eog++] = extra[k];
+    }
+    if (v->eot >= 0) v->attr[v->eot] |= ATTR_CONTROL;
+
+    /* Special-token cache: longest text first, so that a longer token wins over a prefix of it. */
+    v->special = malloc((size_t)v->n_tokens * sizeof *v->special);
+    if (!v->special) return tr_fail(TR_ERR_NOMEM, "special token list");
+    for (int32_t i = 0; i < v->n_tokens; i++)
+        if (v->attr[i] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)) v->special[v->n_special++] = i;
+    for (int32_t i = 1; i < v->n_special; i++) { /* insertion sort: stable, few entries */
+        int32_t id = v->special[i], j = i;
+        while (j > 0 && v->len[v->special[j - 1]] < v->len[id]) {
+            v->special[j] = v->special[j - 1];
+            j--;
+        }
+        v->special[j] = id;
+    }
+
+    /* llama.cpp: Phi-3 models strip whitespace to the right of their special tokens, except <unk>, <s> and
+     * <|endoftext|>, and also after </s>. Keyed on general.name. */
+    const char *name = tr_gguf_get_str(g, "general.name", NULL);
+    if (name) {
+        char low[256];
+        size_t i = 0;
+        for (; name[i] && i + 1 < sizeof low; i++) low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32
+                                                                                                 : name[i]);
+        low[i] = '\0';
+        if (strstr(low, "phi-3") || strstr(low, "phi3")) {
+            for (int32_t k = 0; k < v->n_special; k++) v->attr[v->special[k]] |= ATTR_RSTRIP;
+            int32_t id = find_text(v, "</s>");
+            if (id >= 0) v->attr[id] |= ATTR_RSTRIP;
+            const char *keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+            for (int k = 0; k < 3; k++)
+                if ((id = find_text(v, keep[k])) >= 0) v->attr[id] &= ~(uint32_t)ATTR_RSTRIP;
+        }
+    }
+    return TR_OK;
+}
+
+tr_status tr_vocab_from_gguf(const tr_gguf *g, tr_vocab **out) {
+    if (!g || !out) return tr_fail(TR_ERR_ARG, "tr_vocab_from_gguf: NULL argument");
+    *out = NULL;
+    const char *model = tr_gguf_get_str(g, "tokenizer.ggml.model", NULL);
+    if (!model) return tr_fail(TR_ERR_FORMAT, "no tokenizer.ggml.model in file");
+    tr_vocab *v = calloc(1, sizeof *v);
+    if (!v) return tr_fail(TR_ERR_NOMEM, "vocabulary");
+    const char *pre = tr_gguf_get_str(g, "tokenizer.ggml.pre", NULL);
+    v->pre = strdup(pre ? pre : "");
+    tr_status st = v->pre ? TR_OK : tr_fail(TR_ERR_NOMEM, "vocabulary");
+
+    bool add_bos_default = false;
+    if (st == TR_OK) {
+        if (strcmp(model, "llama") == 0) {
+            v->kind = TR_VOCAB_SPM;
+            v->bos = 1, v->eos = 2, v->unk = 0;
+            v->add_bos = true;
+            v->add_space_prefix = true;
+        } else if (strcmp(model, "gpt2") == 0) {
+            v->kind = TR_VOCAB_BPE;
+            v->bos = 11, v->eos = 11, v->unk = -1;
+            /* a missing pre-tokenizer name means "default", as in llama.cpp */
+            st = pretok_create(v->pre, &v->pretok, &v->ignore_merges, &add_bos_default);
+            v->add_bos = add_bos_default;
+        } else {
+            st = tr_fail(TR_ERR_UNSUPPORTED, "unsupported tokenizer model '%s' (known: llama, gpt2)", model);
+        }
+    }
+    v->eot = v->eom = v->pad = -1;
+    if (st == TR_OK) st = load_tokens(g, v);
+    if (st == TR_OK && v->kind == TR_VOCAB_BPE) st = load_merges(g, v);
+    if (st == TR_OK) {
+        bool b;
+        if (tr_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b)) v->add_space_prefix = b;
+        read_special(g, "tokenizer.ggml.bos_token_id", v, &v->bos);
+        read_special(g, "tokenizer.ggml.eos_token_id", v, &v->eos);
+        read_special(g, "tokenizer.ggml.eot_token_id", v, &v->eot);
+        read_special(g, "tokenizer.ggml.eom_token_id", v, &v->eom);
+        read_special(g, "tokenizer.ggml.unknown_token_id", v, &v->unk);
+        read_special(g, "tokenizer.ggml.padding_token_id", v, &v->pad);
+        if (tr_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
+        if (tr_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) v->add_eos = b;
+        if (v->add_bos && v->bos < 0) st = tr_fail(TR_ERR_FORMAT, "add_bos_token is true, but bos_token_id is not set");
+        else if (v->add_eos && v->eos < 0)
+            st = tr_fail(TR_ERR_FORMAT, "add_eos_token is true, but eos_token_id is not set");
+    }
+    if (st == TR_OK) {
+        find_byte_tokens(v);
+        st = find_special_tokens(g, v);
+    }
+    if (st != TR_OK) {
+        tr_vocab_free(v);
+        return st;
+    }
+    *out = v;
+    return TR_OK;
+}
+
+tr_status tr_vocab_load(const char *path, tr_vocab **out) {
+    if (!path || !out) return tr_fail(TR_ERR_ARG, "tr_vocab_load: NULL argument");
+    tr_gguf *g = NULL;
+    tr_status st = tr_gguf_open(path, &g);
+    if (st != TR_OK) return st;
+    st = tr_vocab_from_gguf(g, out);
+    tr_gguf_close(g);
+    if (st != TR_OK) return tr_fail_prefix(st, "%s", path);
+    return TR_OK;
+}
+
+void tr_vocab_free(tr_vocab *v) {
+    if (!v) return;
+    free(v->pre);
+    free(v->text);
+    free(v->len);
+    free(v->score);
+    free(v->attr);
+    free(v->arena);
+    strmap_free(&v->token_ids);
+    strmap_free(&v->merge_ranks);
+    free(v->merge_arena);
+    free(v->eog);
+    free(v->special);
+    pretok_free(v->pretok);
+    free(v);
+}
+
+tr_vocab_kind tr_vocab_get_kind(const tr_vocab *v) { return v ? v->kind : TR_VOCAB_SPM; }
+const char *tr_vocab_pre(const tr_vocab *v) { return v ? v->pre : ""; }
+int32_t tr_vocab_n_tokens(const tr_vocab *v) { return v ? v->n_tokens : 0; }
+int32_t tr_vocab_bos(const tr_vocab *v) { return v ? v->bos : -1; }
+int32_t tr_vocab_eos(const tr_vocab *v) { return v ? v->eos : -1; }
+int32_t tr_vocab_eot(const tr_vocab *v) { return v ? v->eot : -1; }
+bool tr_vocab_add_bos(const tr_vocab *v) { return v && v->add_bos; }
+bool tr_vocab_add_eos(const tr_vocab *v) { return v && v->add_eos; }
+
+bool tr_vocab_is_eog(const tr_vocab *v, int32_t id) {
+    if (!v || id < 0) return false;
+    for (int32_t i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == id) return true;
+    return false;
+}
+
+const char *tr_vocab_token_text(const tr_vocab *v, int32_t id) {
+    return v && id >= 0 && id < v->n_tokens ? v->text[id] : NULL;
+}
