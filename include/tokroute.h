@@ -337,6 +337,142 @@ const char *tr_chat_template_name(tr_chat_template t);
 tr_status tr_chat_apply(tr_chat_template t, const tr_chat_message *messages, size_t n_messages, bool add_assistant,
                         char **out);
 
+/* ---------------------------------------------------------------- routers */
+
+/* A router turns the SLM's state at one position into a confidence score in [0, 1] that the SLM's own token is
+ * good enough. A token is routed to the LLM when score < tau. */
+typedef struct tr_router tr_router;
+
+typedef enum tr_policy {
+    TR_POLICY_MLP = 0,   /* a trained router file (CITER): MLP over the final hidden state */
+    TR_POLICY_MAXPROB,   /* the SLM's top-1 probability */
+    TR_POLICY_MARGIN,    /* top-1 minus top-2 probability */
+    TR_POLICY_ENTROPY,   /* 1 - entropy / ln(n_vocab) */
+} tr_policy;
+
+/* Extra inputs an MLP router may append to the hidden state, in this order. */
+typedef enum tr_router_feature {
+    TR_FEATURE_MAXPROB = 1 << 0,
+    TR_FEATURE_ENTROPY = 1 << 1,
+} tr_router_feature;
+
+const char *tr_policy_name(tr_policy p);
+tr_status tr_policy_from_name(const char *name, tr_policy *out);
+
+/* A training-free policy (not TR_POLICY_MLP). */
+tr_status tr_router_create(tr_policy policy, tr_router **out);
+/* Loads a router file (GGUF, general.architecture = "tokroute-router"). When slm is given, the router's input size
+ * and vocabulary size are checked against it. */
+tr_status tr_router_load(const char *path, const tr_model_info *slm, tr_router **out);
+void tr_router_free(tr_router *router);
+tr_policy tr_router_policy(const tr_router *router);
+/* The threshold stored in a router file (policies: 0.5). */
+float tr_router_default_tau(const tr_router *router);
+/* Score of one position from the SLM's final hidden state [n_embd] and logits [n_vocab]. */
+tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd, const float *logits,
+                          int32_t n_vocab, float *score);
+
+/* Describes an MLP router for writing: layer i maps sizes[i] inputs to sizes[i+1] outputs with weights
+ * [sizes[i+1]][sizes[i]] row-major and biases [sizes[i+1]]; ReLU between layers, sigmoid at the end
+ * (sizes[n_layers] must be 1). sizes[0] = n_embd + number of features. */
+typedef struct tr_mlp_router_desc {
+    int32_t n_layers;
+    const int32_t *sizes;          /* n_layers + 1 */
+    const float *const *weights;   /* n_layers */
+    const float *const *biases;    /* n_layers */
+    unsigned features;             /* tr_router_feature bits */
+    float tau;                     /* default threshold */
+    const char *slm_name;
+    int32_t slm_n_embd, slm_n_vocab;
+} tr_mlp_router_desc;
+
+tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
+
+/* ---------------------------------------------------------------- LLM backends */
+
+/* Where the LLM's tokens come from. Every backend keeps its own KV cache: it is handed the whole sequence and
+ * evaluates only the tokens it has not seen since its last call (rolling back to the common prefix if the
+ * sequence changed), then returns the LLM's next token. */
+typedef struct tr_llm_backend tr_llm_backend;
+
+typedef struct tr_llm_stats {
+    int64_t calls;            /* next-token requests */
+    int64_t tokens_evaluated; /* tokens the LLM evaluated (prefill + catch-up) */
+    double time_ms;           /* wall time inside the backend, transport and simulated delay included */
+} tr_llm_stats;
+
+/* The LLM loaded in this process. The backend does not own the model. */
+tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *params,
+                                  const tr_sampler_params *sampling, tr_llm_backend **out);
+void tr_llm_backend_free(tr_llm_backend *b);
+/* Adds a fixed delay to every call (simulating a network round trip). */
+void tr_llm_backend_set_rtt(tr_llm_backend *b, double rtt_ms);
+tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next);
+tr_llm_stats tr_llm_backend_stats(const tr_llm_backend *b);
+const char *tr_llm_backend_name(const tr_llm_backend *b);
+
+/* ---------------------------------------------------------------- routed generation */
+
+typedef enum tr_route_mode {
+    TR_MODE_JOINT = 0, /* route low-confidence tokens to the LLM */
+    TR_MODE_SLM,       /* small model only */
+    TR_MODE_LLM,       /* large model only (the quality ceiling) */
+} tr_route_mode;
+
+const char *tr_route_mode_name(tr_route_mode m);
+tr_status tr_route_mode_from_name(const char *name, tr_route_mode *out);
+
+typedef enum tr_token_source { TR_SOURCE_SLM = 0, TR_SOURCE_LLM = 1 } tr_token_source;
+
+/* One generated token, as reported to the callback and written to traces. */
+typedef struct tr_route_token {
+    int32_t index;        /* 0 for the first generated token */
+    int32_t id;
+    tr_token_source source;
+    int32_t slm_id;       /* the SLM's own proposal (-1 in llm mode) */
+    float score;          /* router confidence (-1 when not scored) */
+    float tau;
+    double slm_ms;        /* SLM forward + router for this token */
+    double llm_ms;        /* LLM call incl. transport and simulated delay (0 when not routed) */
+    const char *text;     /* text completed by this token (UTF-8 safe, stop strings held back); NUL-terminated */
+    size_t text_len;
+} tr_route_token;
+
+/* Return false to stop generating. */
+typedef bool (*tr_route_callback)(void *user, const tr_route_token *token);
+
+typedef struct tr_route_params {
+    tr_route_mode mode;
+    float tau;                     /* route when score < tau */
+    int32_t n_predict;             /* most tokens to generate (default 128) */
+    tr_sampler_params sampling;    /* for the SLM's proposals (the LLM backend has its own) */
+    bool stop_at_eog;              /* stop at end-of-generation tokens (default true) */
+    const char *const *stop;       /* stop strings (optional) */
+    int32_t n_stop;
+    tr_route_callback on_token;    /* optional streaming callback */
+    void *user;
+} tr_route_params;
+
+typedef struct tr_route_stats {
+    int32_t n_prompt, n_tokens, n_routed;
+    double ttft_ms;           /* from start to the first generated token */
+    double mean_tbt_ms;       /* mean time between tokens after the first */
+    double slm_ms, llm_ms, total_ms;
+    double router_ms;         /* part of slm_ms spent scoring */
+    int64_t slm_evaluated;    /* tokens the SLM evaluated in this call */
+    int64_t llm_evaluated;    /* tokens the LLM evaluated in this call */
+    bool stopped_by_eog, stopped_by_string;
+} tr_route_stats;
+
+tr_route_params tr_route_default_params(void);
+/* Generates after the prompt. The SLM context is needed in every mode (its model's vocabulary detokenizes and
+ * finds end-of-generation tokens); in llm mode it is not evaluated. router may be NULL outside joint mode, llm may
+ * be NULL in slm mode. The SLM context is rolled back to the longest common prefix of its cache and the prompt
+ * and extended from there, never re-prefilled. Generated ids go to out_tokens (up to cap; may be NULL). */
+tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *llm, const int32_t *prompt,
+                            int32_t n_prompt, const tr_route_params *params, int32_t *out_tokens, int32_t cap,
+                            tr_route_stats *stats);
+
 /* ---------------------------------------------------------------- synthetic models */
 
 typedef struct tr_synth_params {
