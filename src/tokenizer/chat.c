@@ -1,0 +1,151 @@
+/* chat.c — the three chat prompt formats we know, picked from a GGUF's tokenizer.chat_template or by name.
+ *
+ * Like llama.cpp's llm_chat_detect_template we do not run Jinja: a template is recognised by its markers
+ * ("<|im_start|>" → ChatML, "<|start_header_id|>" + "<|end_header_id|>" → Llama 3, "[INST]" → Llama 2). The rendered
+ * prompt has no BOS (tokenizing with add_special adds it) and its special-token text must be tokenized with
+ * parse_special. Formats:
+ *   ChatML   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
+ *   Llama 2  [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {answer} </s><s>[INST] {user} [/INST]
+ *            (Meta's reference chat_completion format; the system text goes inside the first instruction)
+ *   Llama 3  <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|> ...
+ *            <|start_header_id|>assistant<|end_header_id|>\n\n */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "tokroute.h"
+
+tr_chat_template tr_chat_template_detect(const tr_gguf *gguf) {
+    const char *t = gguf ? tr_gguf_get_str(gguf, "tokenizer.chat_template", NULL) : NULL;
+    if (!t) return TR_CHAT_NONE;
+    if (strstr(t, "<|im_start|>")) return TR_CHAT_CHATML;
+    if (strstr(t, "<|start_header_id|>") && strstr(t, "<|end_header_id|>")) return TR_CHAT_LLAMA3;
+    if (strstr(t, "[INST]")) return TR_CHAT_LLAMA2;
+    return TR_CHAT_NONE;
+}
+
+tr_status tr_chat_template_from_name(const char *name, tr_chat_template *out) {
+    if (!name || !out) return tr_fail(TR_ERR_ARG, "tr_chat_template_from_name: NULL argument");
+    if (strcmp(name, "chatml") == 0) *out = TR_CHAT_CHATML;
+    else if (strcmp(name, "llama2") == 0 || strcmp(name, "llama-2") == 0) *out = TR_CHAT_LLAMA2;
+    else if (strcmp(name, "llama3") == 0 || strcmp(name, "llama-3") == 0) *out = TR_CHAT_LLAMA3;
+    else if (strcmp(name, "none") == 0) *out = TR_CHAT_NONE;
+    else return tr_fail(TR_ERR_ARG, "unknown chat template '%s' (known: chatml, llama2, llama3)", name);
+    return TR_OK;
+}
+
+const char *tr_chat_template_name(tr_chat_template t) {
+    switch (t) {
+    case TR_CHAT_CHATML: return "chatml";
+    case TR_CHAT_LLAMA2: return "llama2";
+    case TR_CHAT_LLAMA3: return "llama3";
+    default: return "none";
+    }
+}
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void add(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) {
+            b->oom = true;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void adds(sbuf *b, const char *s) { add(b, s, strlen(s)); }
+
+/* Content without leading and trailing whitespace (Llama 2 and 3 strip messages). */
+static void add_trimmed(sbuf *b, const char *s) {
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)*s)) s++, n--;
+    while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
+    add(b, s, n);
+}
+
+static void render_chatml(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
+    for (size_t i = 0; i < n; i++) {
+        adds(b, "<|im_start|>");
+        adds(b, m[i].role);
+        adds(b, "\n");
+        adds(b, m[i].content);
+        adds(b, "<|im_end|>\n");
+    }
+    if (add_assistant) adds(b, "<|im_start|>assistant\n");
+}
+
+static void render_llama3(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
+    for (size_t i = 0; i < n; i++) {
+        adds(b, "<|start_header_id|>");
+        adds(b, m[i].role);
+        adds(b, "<|end_header_id|>\n\n");
+        add_trimmed(b, m[i].content);
+        adds(b, "<|eot_id|>");
+    }
+    if (add_assistant) adds(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void render_llama2(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
+    bool in_turn = false;  /* an [INST] is open and waits for its user text */
+    for (size_t i = 0; i < n; i++) {
+        bool is_system = strcmp(m[i].role, "system") == 0, is_user = strcmp(m[i].role, "user") == 0;
+        if (is_system || is_user) {
+            if (!in_turn) {
+                adds(b, b->n > 0 ? "<s>[INST] " : "[INST] ");
+                in_turn = true;
+            }
+            if (is_system) {
+                adds(b, "<<SYS>>\n");
+                add_trimmed(b, m[i].content);
+                adds(b, "\n<</SYS>>\n\n");
+            } else {
+                add_trimmed(b, m[i].content);
+                adds(b, " [/INST]");
+                in_turn = false;
+            }
+        } else {
+            adds(b, " ");
+            add_trimmed(b, m[i].content);
+            adds(b, " </s>");
+        }
+    }
+    (void)add_assistant; /* the assistant's turn is open right after [/INST] */
+}
+
+tr_status tr_chat_apply(tr_chat_template t, const tr_chat_message *messages, size_t n_messages, bool add_assistant,
+                        char **out) {
+    if (!out || (n_messages > 0 && !messages)) return tr_fail(TR_ERR_ARG, "tr_chat_apply: NULL argument");
+    *out = NULL;
+    for (size_t i = 0; i < n_messages; i++)
+        if (!messages[i].role || !messages[i].content)
+            return tr_fail(TR_ERR_ARG, "chat message %zu has no role or content", i);
+    sbuf b = {0};
+    adds(&b, "");
+    switch (t) {
+    case TR_CHAT_CHATML: render_chatml(&b, messages, n_messages, add_assistant); break;
+    case TR_CHAT_LLAMA2: render_llama2(&b, messages, n_messages, add_assistant); break;
+    case TR_CHAT_LLAMA3: render_llama3(&b, messages, n_messages, add_assistant); break;
+    default: free(b.s); return tr_fail(TR_ERR_ARG, "no chat template chosen");
+    }
+    if (b.oom) {
+        free(b.s);
+        return tr_fail(TR_ERR_NOMEM, "chat prompt");
+    }
+    *out = b.s;
+    return TR_OK;
+}
