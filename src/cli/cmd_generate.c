@@ -1,131 +1,308 @@
-/* cmd_generate.c — `tokroute generate`: decodes from a prompt with one model, streaming text (or token ids) to
- * stdout as tokens are produced. The prompt is evaluated in one batch, then one token at a time. */
+/* cmd_generate.c — `tokroute generate`: one model, or an SLM and an LLM with token-level routing. Streams the
+ * generated text (LLM tokens in red on a terminal) or ids to stdout and nothing else; the latency summary goes
+ * to stderr, the per-token trace to a JSONL file. Single-model generation is the routed loop in `slm` mode. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
 static const char *usage =
-    "usage: tokroute generate -m MODEL (-p PROMPT | --tokens 1,2,3) [options]\n"
-    "  -m, --model FILE     GGUF model\n"
-    "  -p, --prompt TEXT    prompt text (tokenized with the model's vocabulary)\n"
-    "  --tokens IDS         prompt as comma-separated token ids (no BOS is added)\n"
-    "  -n, --n-predict N    tokens to generate (default 64)\n"
-    "  --ids                print generated token ids instead of text\n"
-    "  --no-bos             do not add BOS to a text prompt\n"
-    "  --ignore-eos         keep generating after end-of-generation tokens\n"
-    "  --temp T             temperature (default 0 = greedy)\n"
-    "  --top-k K, --top-p P, --seed S   sampling settings (defaults 40, 0.95, 24301)\n"
-    "  -t, --threads N      threads (default: physical cores)\n"
-    "  -c, --ctx N          context length (default: min(model's, 4096))\n";
+    "usage: tokroute generate (-m MODEL | --slm SLM [--llm LLM]) (-p PROMPT | --tokens 1,2,3) [options]\n"
+    "  -m, --model FILE       one model (same as --slm without --llm)\n"
+    "  --slm FILE             the small model (on the device)\n"
+    "  --llm FILE             the large model, loaded in this process (embedded backend)\n"
+    "  --router FILE          trained router file (CITER MLP)\n"
+    "  --policy NAME          training-free router: maxprob (default), margin, entropy\n"
+    "  --threshold T          route a token when its confidence < T (default: router file's, else 0.5)\n"
+    "  --mode M               joint (default with --llm), slm (small only), llm (large only)\n"
+    "  -p, --prompt TEXT      prompt text;  --chat applies the model's chat template (--chat-template NAME)\n"
+    "  --tokens IDS           prompt as comma-separated token ids (used as given)\n"
+    "  -n, --n-predict N      most tokens to generate (default 128)\n"
+    "  --stop STR             stop when STR appears (repeatable; not printed);  --ignore-eos\n"
+    "  --echo                 print the prompt before the generated text\n"
+    "  --ids                  print generated token ids instead of text\n"
+    "  --no-color             never color LLM tokens (default: red when stdout is a terminal)\n"
+    "  --trace FILE.jsonl     one JSON object per token (index, id, text, source, score, tau, slm_ms, llm_ms, slm_id)\n"
+    "  --simulate-rtt MS      add a network delay to every LLM call\n"
+    "  --no-summary           no latency summary on stderr;  --summary-json: the summary as JSON on stderr\n"
+    "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
+    "  --no-bos               do not add BOS to a text prompt\n"
+    "  -t, --threads N        threads per model (default: physical cores);  -c, --ctx N  context length\n";
 
 typedef struct gen_opts {
     cli_model_opts mo;
-    const char *prompt, *tokens;
-    long n_predict;
-    bool ids, no_bos, ignore_eos;
-    tr_sampler_params sp;
+    const char *llm, *router, *policy, *prompt, *tokens, *trace, *chat_template;
+    double tau, rtt_ms;
+    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json;
+    tr_route_params rp;
+    const char **stop;
+    int32_t n_stop;
 } gen_opts;
+
+static int parse_sampling(int argc, char **argv, int *i, tr_sampler_params *sp) {
+    const char *v;
+    double f;
+    long x;
+    if (cli_option(argc, argv, i, NULL, "--temp", &v)) {
+        if (!cli_float("--temp", v, &f) || f < 0) return -1;
+        sp->temperature = (float)f;
+    } else if (cli_option(argc, argv, i, NULL, "--top-k", &v)) {
+        if (!cli_int("--top-k", v, 0, 1 << 24, &x)) return -1;
+        sp->top_k = (int32_t)x;
+    } else if (cli_option(argc, argv, i, NULL, "--top-p", &v)) {
+        if (!cli_float("--top-p", v, &f) || !(f > 0 && f <= 1)) return -1;
+        sp->top_p = (float)f;
+    } else if (cli_option(argc, argv, i, NULL, "--seed", &v)) {
+        if (!cli_int("--seed", v, 0, 0x7fffffffL, &x)) return -1;
+        sp->seed = (uint64_t)x;
+    } else {
+        return 0;
+    }
+    return 1;
+}
 
 static int parse(int argc, char **argv, gen_opts *o) {
     const char *v;
     long x;
-    double f;
     for (int i = 1; i < argc; i++) {
         int r = cli_model_option(argc, argv, &i, &o->mo);
+        if (r == 0) r = parse_sampling(argc, argv, &i, &o->rp.sampling);
         if (r < 0) return 2;
         if (r > 0) continue;
-        if (cli_flag(argc, argv, &i, "-h", "--help")) {
-            fputs(usage, stdout);
-            return -1;
-        } else if (cli_option(argc, argv, &i, "-p", "--prompt", &v)) {
-            if (!(o->prompt = v)) return cli_usage_error(usage, "--prompt needs text");
-        } else if (cli_option(argc, argv, &i, NULL, "--tokens", &v)) {
-            if (!(o->tokens = v)) return cli_usage_error(usage, "--tokens needs ids");
-        } else if (cli_option(argc, argv, &i, "-n", "--n-predict", &v)) {
-            if (!cli_int("--n-predict", v, 0, 1 << 24, &o->n_predict)) return 2;
-        } else if (cli_flag(argc, argv, &i, NULL, "--ids")) {
-            o->ids = true;
-        } else if (cli_flag(argc, argv, &i, NULL, "--no-bos")) {
-            o->no_bos = true;
-        } else if (cli_flag(argc, argv, &i, NULL, "--ignore-eos")) {
-            o->ignore_eos = true;
-        } else if (cli_option(argc, argv, &i, NULL, "--temp", &v)) {
-            if (!cli_float("--temp", v, &f)) return 2;
-            o->sp.temperature = (float)f;
-        } else if (cli_option(argc, argv, &i, NULL, "--top-k", &v)) {
-            if (!cli_int("--top-k", v, 0, 1 << 24, &x)) return 2;
-            o->sp.top_k = (int32_t)x;
-        } else if (cli_option(argc, argv, &i, NULL, "--top-p", &v)) {
-            if (!cli_float("--top-p", v, &f)) return 2;
-            o->sp.top_p = (float)f;
-        } else if (cli_option(argc, argv, &i, NULL, "--seed", &v)) {
-            if (!cli_int("--seed", v, 0, 0x7fffffffL, &x)) return 2;
-            o->sp.seed = (uint64_t)x;
-        } else {
-            return cli_usage_error(usage, "unknown option '%s'", argv[i]);
-        }
+        if (cli_flag(argc, argv, &i, "-h", "--help")) return fputs(usage, stdout), -1;
+        if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->mo.model = v;
+        else if (cli_option(argc, argv, &i, NULL, "--llm", &v)) o->llm = v;
+        else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
+        else if (cli_option(argc, argv, &i, NULL, "--policy", &v)) o->policy = v;
+        else if (cli_option(argc, argv, &i, NULL, "--threshold", &v) || cli_option(argc, argv, &i, NULL, "--tau", &v)) {
+            if (!cli_float("--threshold", v, &o->tau)) return 2;
+            o->tau_set = true;
+        } else if (cli_option(argc, argv, &i, NULL, "--mode", &v)) {
+            if (tr_route_mode_from_name(v, &o->rp.mode) != TR_OK) return cli_usage_error(usage, "%s", tr_last_error());
+            o->mode_set = true;
+        } else if (cli_option(argc, argv, &i, "-p", "--prompt", &v)) o->prompt = v;
+        else if (cli_option(argc, argv, &i, NULL, "--tokens", &v)) o->tokens = v;
+        else if (cli_option(argc, argv, &i, "-n", "--n-predict", &v)) {
+            if (!cli_int("--n-predict", v, 0, 1 << 24, &x)) return 2;
+            o->rp.n_predict = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--stop", &v)) {
+            if (!v || !*v) return cli_usage_error(usage, "--stop needs a non-empty string");
+            o->stop[o->n_stop++] = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--trace", &v)) o->trace = v;
+        else if (cli_option(argc, argv, &i, NULL, "--simulate-rtt", &v)) {
+            if (!cli_float("--simulate-rtt", v, &o->rtt_ms) || o->rtt_ms < 0) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) {
+            o->chat_template = v;
+            o->chat = true;
+        } else if (cli_flag(argc, argv, &i, NULL, "--chat")) o->chat = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--echo")) o->echo = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--ids")) o->ids = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--no-color")) o->no_color = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--no-bos")) o->no_bos = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--ignore-eos")) o->rp.stop_at_eog = false;
+        else if (cli_flag(argc, argv, &i, NULL, "--no-summary")) o->no_summary = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--summary-json")) o->summary_json = true;
+        else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }
-    if (!o->mo.model) return cli_usage_error(usage, "no model given (-m MODEL)");
+    if (!o->mo.model) return cli_usage_error(usage, "no model given (-m MODEL or --slm SLM)");
     if (!o->prompt == !o->tokens) return cli_usage_error(usage, "give exactly one of --prompt and --tokens");
+    if (o->router && o->policy) return cli_usage_error(usage, "give --router or --policy, not both");
+    if (!o->llm && o->mode_set && o->rp.mode != TR_MODE_SLM)
+        return cli_usage_error(usage, "mode %s needs --llm", tr_route_mode_name(o->rp.mode));
+    if (!o->mode_set) o->rp.mode = o->llm ? TR_MODE_JOINT : TR_MODE_SLM;
+    if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");
+    o->rp.stop = o->stop;
+    o->rp.n_stop = o->n_stop;
     return 0;
 }
 
-/* Streams one token: ids as numbers, text through the UTF-8-safe detokenizer. */
-static bool emit(const gen_opts *o, tr_detok_stream *ds, int32_t id, int32_t index) {
-    if (o->ids) {
-        printf(index ? " %d" : "%d", id);
-    } else if (ds) {
-        const char *text;
-        size_t len;
-        if (tr_detok_stream_push(ds, id, &text, &len) != TR_OK) return false;
-        fwrite(text, 1, len, stdout);
+/* ---------------------------------------------------------------- output */
+
+typedef struct sink {
+    const gen_opts *o;
+    bool color;
+    FILE *trace;
+    bool wrote_id;
+} sink;
+
+/* Rounded so the JSON shows 0.4, not 0.40000000596046448. */
+static double rounded(double x, double scale) { return (double)(long long)(x * scale + (x < 0 ? -0.5 : 0.5)) / scale; }
+
+static void write_trace(FILE *f, const tr_route_token *t) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "index", t->index);
+    cJSON_AddNumberToObject(j, "id", t->id);
+    cJSON_AddStringToObject(j, "text", t->text ? t->text : "");
+    cJSON_AddStringToObject(j, "source", t->source == TR_SOURCE_LLM ? "llm" : "slm");
+    if (t->score >= 0) cJSON_AddNumberToObject(j, "score", rounded(t->score, 1e6));
+    else cJSON_AddNullToObject(j, "score");
+    cJSON_AddNumberToObject(j, "tau", rounded(t->tau, 1e6));
+    cJSON_AddNumberToObject(j, "slm_ms", rounded(t->slm_ms, 1e3));
+    cJSON_AddNumberToObject(j, "llm_ms", rounded(t->llm_ms, 1e3));
+    if (t->source == TR_SOURCE_LLM) {
+        if (t->slm_id >= 0) cJSON_AddNumberToObject(j, "slm_id", t->slm_id);
+        else cJSON_AddNullToObject(j, "slm_id");
+    }
+    char *s = cJSON_PrintUnformatted(j);
+    if (s) fprintf(f, "%s\n", s);
+    cJSON_free(s);
+    cJSON_Delete(j);
+}
+
+static bool on_token(void *user, const tr_route_token *t) {
+    sink *k = user;
+    if (t->index >= 0 && k->trace) write_trace(k->trace, t);
+    if (k->o->ids) {
+        if (t->index >= 0) printf(k->wrote_id ? " %d" : "%d", t->id), k->wrote_id = true;
+    } else if (t->text_len) {
+        const bool red = k->color && t->index >= 0 && t->source == TR_SOURCE_LLM;
+        if (red) fputs("\x1b[31m", stdout);
+        fwrite(t->text, 1, t->text_len, stdout);
+        if (red) fputs("\x1b[0m", stdout);
     }
     fflush(stdout);
     return true;
 }
 
-static int run(const gen_opts *o, tr_model *model, tr_context *ctx) {
-    int32_t *prompt = NULL, n_prompt = 0;
-    bool ok = o->tokens ? cli_token_list(o->tokens, &prompt, &n_prompt)
-                        : cli_tokenize_prompt(model, o->prompt, o->no_bos, false, &prompt, &n_prompt);
+static void print_summary(const gen_opts *o, const tr_route_stats *s) {
+    const double pct = s->n_tokens ? 100.0 * s->n_routed / s->n_tokens : 0.0;
+    if (o->summary_json) {
+        fprintf(stderr, "{\"mode\":\"%s\",\"tau\":%g,\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"routed_pct\":%.2f,"
+                "\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,\"slm_ms\":%.3f,\"router_ms\":%.3f,\"llm_ms\":%.3f,"
+                "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld}\n",
+                tr_route_mode_name(o->rp.mode), o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
+                s->mean_tbt_ms, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms, (long long)s->slm_evaluated,
+                (long long)s->llm_evaluated);
+        return;
+    }
+    fprintf(stderr,
+            "\n--- %s mode, tau %.3g ---\n"
+            "time to first token        %9.2f ms\n"
+            "mean time between tokens   %9.2f ms\n"
+            "tokens                     %6d\n"
+            "routed to the LLM          %6d (%.1f%%)\n"
+            "SLM time                   %9.2f ms (router %.2f ms)\n"
+            "LLM + communication time   %9.2f ms\n"
+            "total                      %9.2f ms\n",
+            tr_route_mode_name(o->rp.mode), o->rp.tau, s->ttft_ms, s->mean_tbt_ms, s->n_tokens, s->n_routed, pct,
+            s->slm_ms, s->router_ms, s->llm_ms, s->total_ms);
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+typedef struct gen_state {
+    tr_model *slm, *llm;
+    tr_context *ctx;
+    tr_router *router;
+    tr_llm_backend *backend;
+    int32_t *prompt, n_prompt;
+    char *chat_prompt;
+} gen_state;
+
+static bool same_vocab(const tr_model *a, const tr_model *b) {
+    const tr_vocab *va = tr_model_vocab(a), *vb = tr_model_vocab(b);
+    if (!va || !vb) return tr_model_get_info(a)->n_vocab == tr_model_get_info(b)->n_vocab;
+    if (tr_vocab_n_tokens(va) != tr_vocab_n_tokens(vb)) return false;
+    for (int32_t i = 0; i < tr_vocab_n_tokens(va); i++)
+        if (strcmp(tr_vocab_token_text(va, i), tr_vocab_token_text(vb, i)) != 0) return false;
+    return true;
+}
+
+static tr_status apply_chat(const gen_opts *o, gen_state *g, const char **text) {
+    tr_chat_template t = TR_CHAT_NONE;
+    tr_status st = TR_OK;
+    if (o->chat_template) {
+        st = tr_chat_template_from_name(o->chat_template, &t);
+    } else {
+        tr_gguf *gguf;
+        if ((st = tr_gguf_open(o->mo.model, &gguf)) != TR_OK) return st;
+        t = tr_chat_template_detect(gguf);
+        tr_gguf_close(gguf);
+        if (t == TR_CHAT_NONE) st = TR_ERR_UNSUPPORTED;
+        if (st != TR_OK) fprintf(stderr, "tokroute: the model has no known chat template; use --chat-template NAME\n");
+    }
+    tr_chat_message msg = {"user", o->prompt};
+    if (st == TR_OK) st = tr_chat_apply(t, &msg, 1, true, &g->chat_prompt);
+    *text = g->chat_prompt;
+    return st;
+}
+
+static int setup(const gen_opts *o, gen_state *g) {
+    cli_model_opts mo = o->mo;
+    if (!cli_load_model(&mo, &g->slm, &g->ctx)) return 1;
+    const char *text = o->prompt;
+    tr_status st = TR_OK;
+    if (o->chat && (st = apply_chat(o, g, &text)) != TR_OK) return cli_fail(st);
+    bool ok = o->tokens ? cli_token_list(o->tokens, &g->prompt, &g->n_prompt)
+                        : cli_tokenize_prompt(g->slm, text, o->no_bos, o->chat, &g->prompt, &g->n_prompt);
     if (!ok) return 1;
-    const tr_vocab *vocab = tr_model_vocab(model);
-    tr_sampler *sampler = NULL;
-    tr_detok_stream *ds = NULL;
-    tr_status st = tr_sampler_create(&o->sp, &sampler);
-    if (st == TR_OK && !o->ids && vocab) st = tr_detok_stream_create(vocab, false, &ds);
-    if (st == TR_OK && n_prompt > 0) st = tr_context_eval(ctx, prompt, n_prompt, TR_EVAL_LOGITS_LAST);
-    const int32_t n_vocab = tr_model_get_info(model)->n_vocab;
-    for (long i = 0; st == TR_OK && i < o->n_predict; i++) {
-        int32_t id = tr_sampler_sample(sampler, tr_context_logits(ctx, -1), n_vocab);
-        if (!o->ignore_eos && vocab && tr_vocab_is_eog(vocab, id)) break;
-        if (!emit(o, ds, id, (int32_t)i)) st = TR_ERR_RANGE;
-        if (st == TR_OK && i + 1 < o->n_predict) st = tr_context_eval(ctx, &id, 1, TR_EVAL_LOGITS_LAST);
+    if (g->n_prompt == 0) return fprintf(stderr, "tokroute: the prompt is empty\n"), 1;
+    if (o->llm) {
+        tr_model_params mp = tr_model_default_params();
+        if ((st = tr_model_load(o->llm, &mp, &g->llm)) != TR_OK) return cli_fail(st);
+        if (!same_vocab(g->slm, g->llm))
+            return fprintf(stderr, "tokroute: the SLM and the LLM do not share a tokenizer\n"), 1;
+        tr_context_params cp = tr_context_default_params();
+        cp.n_threads = o->mo.n_threads;
+        cp.n_ctx = tr_context_n_ctx(g->ctx);
+        tr_sampler_params sp = o->rp.sampling;
+        sp.seed += 1;
+        if ((st = tr_llm_backend_embedded(g->llm, &cp, &sp, &g->backend)) != TR_OK) return cli_fail(st);
+        tr_llm_backend_set_rtt(g->backend, o->rtt_ms);
     }
-    if (st == TR_OK && ds) {
-        const char *text;
-        size_t len;
-        if (tr_detok_stream_flush(ds, &text, &len) == TR_OK) fwrite(text, 1, len, stdout);
+    if (o->rp.mode == TR_MODE_JOINT) {
+        if (o->router) {
+            st = tr_router_load(o->router, tr_model_get_info(g->slm), &g->router);
+        } else {
+            tr_policy policy = TR_POLICY_MAXPROB;
+            if (o->policy && (st = tr_policy_from_name(o->policy, &policy)) != TR_OK) return cli_fail(st);
+            st = tr_router_create(policy, &g->router);
+        }
+        if (st != TR_OK) return cli_fail(st);
     }
-    putchar('\n');
-    tr_detok_stream_free(ds);
-    tr_sampler_free(sampler);
-    free(prompt);
-    return st == TR_OK ? 0 : cli_fail(st);
+    return 0;
 }
 
 int cmd_generate(int argc, char **argv) {
-    gen_opts o = {.n_predict = 64, .sp = tr_sampler_default_params()};
-    int r = parse(argc, argv, &o);
-    if (r != 0) return r < 0 ? 0 : r;
-    tr_model *model;
-    tr_context *ctx;
-    if (!cli_load_model(&o.mo, &model, &ctx)) return 1;
-    r = run(&o, model, ctx);
-    tr_context_free(ctx);
-    tr_model_free(model);
-    return r;
+    const char *stop_storage[64];
+    gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage};
+    o.rp.sampling.temperature = 0.0f;
+    if (argc > 64) return cli_usage_error(usage, "too many arguments");
+    int rc = parse(argc, argv, &o);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+    gen_state g = {0};
+    rc = setup(&o, &g);
+    if (rc == 0) {
+        o.rp.tau = o.tau_set ? (float)o.tau : g.router ? tr_router_default_tau(g.router) : 0.5f;
+        sink k = {&o, !o.no_color && isatty(STDOUT_FILENO), NULL, false};
+        if (o.trace && !(k.trace = fopen(o.trace, "w"))) {
+            fprintf(stderr, "tokroute: cannot create %s\n", o.trace);
+            rc = 1;
+        }
+        if (rc == 0 && o.echo && o.prompt) fputs(o.prompt, stdout);
+        o.rp.on_token = on_token;
+        o.rp.user = &k;
+        tr_route_stats stats;
+        tr_status st = rc ? TR_OK : tr_route_generate(g.ctx, g.router, g.backend, g.prompt, g.n_prompt, &o.rp, NULL, 0,
+                                                      &stats);
+        if (rc == 0) {
+            if (!o.ids || k.wrote_id) putchar('\n');
+            fflush(stdout);
+            if (st != TR_OK) rc = cli_fail(st);
+            else if (!o.no_summary) print_summary(&o, &stats);
+        }
+        if (k.trace) fclose(k.trace);
+    }
+    tr_router_free(g.router);
+    tr_llm_backend_free(g.backend);
+    tr_context_free(g.ctx);
+    tr_model_free(g.slm);
+    tr_model_free(g.llm);
+    free(g.prompt);
+    free(g.chat_prompt);
+    return rc;
 }

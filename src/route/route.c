@@ -1,0 +1,252 @@
+/* route.c — the routed decode loop. Per position: the SLM's logits and final hidden state (already computed when
+ * the previous token was appended) give a proposal and a router score; when score < tau the LLM backend produces
+ * the token instead. Whichever token is chosen is appended to the SLM's cache (one evaluation per token); the LLM
+ * side catches up lazily, evaluating on its next call only the tokens it has not seen. So each token is evaluated
+ * once by the SLM and at most once by the LLM, and nothing is re-prefilled.
+ *
+ * Timing per token: slm_ms is the SLM forward that produced the position's logits plus the router; llm_ms is the
+ * backend call (transport and simulated delay included). Text goes through the UTF-8-safe streaming detokenizer
+ * and the stop-string hold-back before it reaches the callback.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "route/stop_text.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+const char *tr_route_mode_name(tr_route_mode m) {
+    switch (m) {
+    case TR_MODE_JOINT: return "joint";
+    case TR_MODE_SLM: return "slm";
+    case TR_MODE_LLM: return "llm";
+    }
+    return "?";
+}
+
+tr_status tr_route_mode_from_name(const char *name, tr_route_mode *out) {
+    static const struct { const char *name; tr_route_mode mode; } names[] = {
+        {"joint", TR_MODE_JOINT}, {"slm", TR_MODE_SLM}, {"small_only", TR_MODE_SLM},
+        {"llm", TR_MODE_LLM},     {"llm_only", TR_MODE_LLM},
+    };
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i].name) == 0) {
+            *out = names[i].mode;
+            return TR_OK;
+        }
+    return tr_fail(TR_ERR_ARG, "unknown mode '%s' (joint, slm, llm)", name ? name : "(null)");
+}
+
+tr_route_params tr_route_default_params(void) {
+    tr_route_params p = {.mode = TR_MODE_JOINT, .tau = 0.5f, .n_predict = 128, .stop_at_eog = true};
+    p.sampling = tr_sampler_default_params();
+    return p;
+}
+
+/* State of one generation, so the loop body reads as the steps of a token. */
+typedef struct route_run {
+    tr_context *slm;
+    tr_router *router;
+    tr_llm_backend *llm;
+    const tr_route_params *p;
+    const tr_vocab *vocab;
+    int32_t n_vocab, n_embd;
+    int32_t *seq;             /* prompt + generated */
+    int32_t len;
+    tr_sampler *sampler;
+    tr_detok_stream *detok;
+    stop_text stop;
+    double slm_pending_ms;    /* SLM time spent producing the current position's logits */
+    double t_start, t_first, t_last;
+    tr_route_stats *stats;
+} route_run;
+
+static tr_status prefill_slm(route_run *r, const int32_t *prompt, int32_t n_prompt) {
+    const int32_t *cached = tr_context_tokens(r->slm);
+    int32_t keep = 0, n_past = tr_context_n_past(r->slm);
+    while (keep < n_past && keep < n_prompt && cached[keep] == prompt[keep]) keep++;
+    if (keep == n_prompt) keep = n_prompt - 1; /* the last prompt token must be evaluated for its logits */
+    const double t0 = now_ms();
+    tr_status st = tr_context_truncate(r->slm, keep);
+    if (st == TR_OK) st = tr_context_eval(r->slm, prompt + keep, n_prompt - keep, TR_EVAL_LOGITS_LAST);
+    r->slm_pending_ms = now_ms() - t0;
+    return st;
+}
+
+/* Picks the token for the next position: the SLM's proposal or, when routed, the LLM's. */
+static tr_status choose_token(route_run *r, tr_route_token *tok) {
+    const tr_route_params *p = r->p;
+    tok->slm_id = -1;
+    tok->score = -1.0f;
+    tok->tau = p->tau;
+    tok->slm_ms = r->slm_pending_ms;
+    bool routed = p->mode == TR_MODE_LLM;
+    if (p->mode != TR_MODE_LLM) {
+        const float *logits = tr_context_logits(r->slm, -1), *hidden = tr_context_hidden(r->slm, -1);
+        if (!logits || !hidden) return tr_fail(TR_ERR_STATE, "the SLM has no logits for the current position");
+        tok->slm_id = tr_sampler_sample(r->sampler, logits, r->n_vocab);
+        if (p->mode == TR_MODE_JOINT) {
+            const double t0 = now_ms();
+            tr_status st = tr_router_score(r->router, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
+            const double dt = now_ms() - t0;
+            if (st != TR_OK) return st;
+            tok->slm_ms += dt;
+            r->stats->router_ms += dt;
+            routed = tok->score < p->tau;
+        }
+    }
+    tok->source = routed ? TR_SOURCE_LLM : TR_SOURCE_SLM;
+    tok->id = tok->slm_id;
+    tok->llm_ms = 0.0;
+    if (routed) {
+        const double t0 = now_ms();
+        tr_status st = tr_llm_next_token(r->llm, r->seq, r->len, &tok->id);
+        tok->llm_ms = now_ms() - t0;
+        if (st != TR_OK) return st;
+        if (tok->id < 0 || tok->id >= r->n_vocab)
+            return tr_fail(TR_ERR_RANGE, "the LLM returned token %d, outside the SLM's vocabulary (0..%d)", tok->id,
+                           r->n_vocab - 1);
+    }
+    return TR_OK;
+}
+
+/* Turns the token into shown text (UTF-8 completed, stop strings held back). */
+static tr_status token_text(route_run *r, tr_route_token *tok, bool eog) {
+    tok->text = "";
+    tok->text_len = 0;
+    if (!r->detok || eog) return TR_OK;
+    const char *piece;
+    size_t len;
+    tr_status st = tr_detok_stream_push(r->detok, tok->id, &piece, &len);
+    if (st != TR_OK) return st;
+    if (!stop_text_push(&r->stop, piece, len)) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    tok->text = r->stop.out ? r->stop.out : "";
+    tok->text_len = r->stop.out_len;
+    return TR_OK;
+}
+
+static tr_status run_loop(route_run *r, int32_t *out, int32_t cap) {
+    const tr_route_params *p = r->p;
+    tr_route_stats *s = r->stats;
+    tr_status st = TR_OK;
+    for (int32_t i = 0; i < p->n_predict && st == TR_OK; i++) {
+        tr_route_token tok = {.index = i};
+        if ((st = choose_token(r, &tok)) != TR_OK) break;
+        r->seq[r->len++] = tok.id;
+        if (out && i < cap) out[i] = tok.id;
+        s->n_tokens++;
+        s->n_routed += tok.source == TR_SOURCE_LLM;
+        s->slm_ms += tok.slm_ms;
+        s->llm_ms += tok.llm_ms;
+        const bool eog = p->stop_at_eog && r->vocab && tr_vocab_is_eog(r->vocab, tok.id);
+        if ((st = token_text(r, &tok, eog)) != TR_OK) break;
+        r->t_last = now_ms();
+        if (i == 0) r->t_first = r->t_last;
+        bool more = !p->on_token || p->on_token(p->user, &tok);
+        if (eog) s->stopped_by_eog = true;
+        if (r->stop.stopped) s->stopped_by_string = true;
+        if (eog || r->stop.stopped || !more || i + 1 == p->n_predict) break;
+        if (p->mode != TR_MODE_LLM) {
+            const double t0 = now_ms();
+            st = tr_context_eval(r->slm, &tok.id, 1, TR_EVAL_LOGITS_LAST);
+            r->slm_pending_ms = now_ms() - t0;
+        }
+    }
+    return st;
+}
+
+/* Emits text still held back (an incomplete UTF-8 character, a possible stop-string start) in one last callback
+ * with index -1 and no token. */
+static tr_status flush_text(route_run *r) {
+    if (!r->detok || r->stop.stopped) return TR_OK;
+    const char *piece;
+    size_t len;
+    tr_status st = tr_detok_stream_flush(r->detok, &piece, &len);
+    if (st != TR_OK) return st;
+    char *tail = NULL;
+    size_t tail_len = 0;
+    bool ok = stop_text_push(&r->stop, piece, len);
+    if (ok && r->stop.out_len) ok = (tail = strdup(r->stop.out)) != NULL, tail_len = r->stop.out_len;
+    if (ok && !r->stop.stopped && (ok = stop_text_flush(&r->stop)) && r->stop.out_len) {
+        char *joined = realloc(tail, tail_len + r->stop.out_len + 1);
+        if ((ok = joined != NULL)) {
+            memcpy(joined + tail_len, r->stop.out, r->stop.out_len + 1);
+            tail = joined;
+            tail_len += r->stop.out_len;
+        }
+    }
+    if (ok && tail_len && r->p->on_token) {
+        tr_route_token t = {.index = -1, .id = -1, .slm_id = -1, .score = -1, .tau = r->p->tau, .text = tail,
+                            .text_len = tail_len};
+        r->p->on_token(r->p->user, &t);
+    }
+    free(tail);
+    return ok ? TR_OK : tr_fail(TR_ERR_NOMEM, "out of memory");
+}
+
+static tr_status check_args(tr_context *slm, tr_router *router, tr_llm_backend *llm, const int32_t *prompt,
+                            int32_t n_prompt, const tr_route_params *p) {
+    if (!slm || !prompt || n_prompt <= 0 || !p) return tr_fail(TR_ERR_ARG, "tr_route_generate: need an SLM context and a prompt");
+    if (p->mode != TR_MODE_JOINT && p->mode != TR_MODE_SLM && p->mode != TR_MODE_LLM)
+        return tr_fail(TR_ERR_ARG, "unknown routing mode %d", (int)p->mode);
+    if (p->mode == TR_MODE_JOINT && !router) return tr_fail(TR_ERR_ARG, "joint mode needs a router");
+    if (p->mode != TR_MODE_SLM && !llm) return tr_fail(TR_ERR_ARG, "%s mode needs an LLM backend", tr_route_mode_name(p->mode));
+    if (p->n_predict < 0) return tr_fail(TR_ERR_ARG, "n_predict must not be negative");
+    const int32_t n_vocab = tr_model_get_info(tr_context_model(slm))->n_vocab;
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= n_vocab)
+            return tr_fail(TR_ERR_RANGE, "prompt token %d at index %d is outside the vocabulary (0..%d)", prompt[i], i,
+                           n_vocab - 1);
+    if (p->mode != TR_MODE_LLM && n_prompt + p->n_predict > tr_context_n_ctx(slm) + 1)
+        return tr_fail(TR_ERR_RANGE, "prompt (%d) + tokens to generate (%d) exceed the SLM context (%d)", n_prompt,
+                       p->n_predict, tr_context_n_ctx(slm));
+    return TR_OK;
+}
+
+tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *llm, const int32_t *prompt,
+                            int32_t n_prompt, const tr_route_params *params, int32_t *out_tokens, int32_t cap,
+                            tr_route_stats *stats) {
+    tr_route_params p = params ? *params : tr_route_default_params();
+    tr_status st = check_args(slm, router, llm, prompt, n_prompt, &p);
+    if (st != TR_OK) return st;
+    tr_route_stats local;
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    const tr_model *m = tr_context_model(slm);
+    route_run r = {.slm = slm, .router = router, .llm = llm, .p = &p, .vocab = tr_model_vocab(m), .stats = stats};
+    r.n_vocab = tr_model_get_info(m)->n_vocab;
+    r.n_embd = tr_model_get_info(m)->n_embd;
+    stop_text_init(&r.stop, p.stop, p.n_stop);
+    r.seq = malloc(((size_t)n_prompt + (size_t)p.n_predict) * sizeof *r.seq);
+    if (!r.seq) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    memcpy(r.seq, prompt, (size_t)n_prompt * sizeof *prompt);
+    r.len = n_prompt;
+    stats->n_prompt = n_prompt;
+    const int64_t slm_before = tr_context_n_evaluated(slm);
+    const int64_t llm_before = tr_llm_backend_stats(llm).tokens_evaluated;
+
+    r.t_start = now_ms();
+    st = tr_sampler_create(&p.sampling, &r.sampler);
+    if (st == TR_OK && r.vocab) st = tr_detok_stream_create(r.vocab, false, &r.detok);
+    if (st == TR_OK && p.mode != TR_MODE_LLM) st = prefill_slm(&r, prompt, n_prompt);
+    if (st == TR_OK && p.n_predict > 0) st = run_loop(&r, out_tokens, cap);
+    if (st == TR_OK) st = flush_text(&r);
+    const double t_end = now_ms();
+
+    stats->total_ms = t_end - r.t_start;
+    stats->ttft_ms = stats->n_tokens ? r.t_first - r.t_start : 0.0;
+    stats->mean_tbt_ms = stats->n_tokens > 1 ? (r.t_last - r.t_first) / (stats->n_tokens - 1) : 0.0;
+    stats->slm_evaluated = tr_context_n_evaluated(slm) - slm_before;
+    stats->llm_evaluated = tr_llm_backend_stats(llm).tokens_evaluated - llm_before;
+    tr_detok_stream_free(r.detok);
+    tr_sampler_free(r.sampler);
+    stop_text_free(&r.stop);
+    free(r.seq);
+    return st;
+}

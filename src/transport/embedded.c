@@ -1,0 +1,60 @@
+/* embedded.c — the LLM loaded in this process as a backend. It keeps one context whose cache always holds a
+ * prefix of the routed sequence: each call rolls back to the longest common prefix (usually a no-op) and
+ * evaluates only the new tokens in one batch, so no token is evaluated twice unless the sequence changed. */
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "transport/backend.h"
+
+typedef struct embedded {
+    tr_context *ctx;
+    tr_sampler *sampler;
+    int32_t n_vocab;
+    bool logits_valid; /* the context's last logits belong to its last cached position */
+} embedded;
+
+static tr_status embedded_next(void *impl, const int32_t *tokens, int32_t n, int32_t *next, int64_t *evaluated) {
+    embedded *e = impl;
+    const int32_t *cached = tr_context_tokens(e->ctx);
+    int32_t keep = 0, n_past = tr_context_n_past(e->ctx);
+    while (keep < n_past && keep < n && cached[keep] == tokens[keep]) keep++;
+    /* The sequence is fully cached and we still hold its last logits: nothing to evaluate. */
+    const bool reuse = keep == n && n_past == n && e->logits_valid;
+    if (!reuse) {
+        if (keep == n) keep = n - 1; /* re-evaluate the last token to get its logits */
+        tr_status st = tr_context_truncate(e->ctx, keep);
+        if (st == TR_OK) st = tr_context_eval(e->ctx, tokens + keep, n - keep, TR_EVAL_LOGITS_LAST);
+        e->logits_valid = st == TR_OK;
+        if (st != TR_OK) return st;
+        *evaluated += n - keep;
+    }
+    *next = tr_sampler_sample(e->sampler, tr_context_logits(e->ctx, -1), e->n_vocab);
+    return TR_OK;
+}
+
+static void embedded_free(void *impl) {
+    embedded *e = impl;
+    if (!e) return;
+    tr_context_free(e->ctx);
+    tr_sampler_free(e->sampler);
+    free(e);
+}
+
+static const backend_ops embedded_ops = {"embedded", embedded_next, embedded_free};
+
+tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *params,
+                                  const tr_sampler_params *sampling, tr_llm_backend **out) {
+    if (!llm || !out) return tr_fail(TR_ERR_ARG, "tr_llm_backend_embedded: NULL argument");
+    *out = NULL;
+    embedded *e = calloc(1, sizeof *e);
+    if (!e) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    e->n_vocab = tr_model_get_info(llm)->n_vocab;
+    tr_sampler_params sp = sampling ? *sampling : tr_sampler_default_params();
+    tr_status st = tr_context_create(llm, params, &e->ctx);
+    if (st == TR_OK) st = tr_sampler_create(&sp, &e->sampler);
+    if (st != TR_OK) {
+        embedded_free(e);
+        return st;
+    }
+    return backend_create(&embedded_ops, e, out);
+}
