@@ -18,7 +18,7 @@ typedef struct fx_ids {
     size_t n;
 } fx_ids;
 
-static char *fx_read_file(const char *path, size_t *len) {
+static inline char *fx_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -36,7 +36,7 @@ static char *fx_read_file(const char *path, size_t *len) {
 }
 
 /* Texts of an .inp file; returns the count, or -1 when the file cannot be read. */
-static long fx_read_inp(const char *path, fx_text **out) {
+static inline long fx_read_inp(const char *path, fx_text **out) {
     static const char sep[] = "\n__ggml_vocab_test__\n";
     size_t len, sl = sizeof sep - 1;
     char *buf = fx_read_file(path, &len);
@@ -61,7 +61,7 @@ static long fx_read_inp(const char *path, fx_text **out) {
 }
 
 /* Lines of an .out file; returns the count, or -1 when the file cannot be read. */
-static long fx_read_out(const char *path, fx_ids **out) {
+static inline long fx_read_out(const char *path, fx_ids **out) {
     size_t len;
     char *buf = fx_read_file(path, &len);
     if (!buf) return -1;
@@ -91,12 +91,12 @@ static long fx_read_out(const char *path, fx_ids **out) {
     return n;
 }
 
-static void fx_free_texts(fx_text *t, long n) {
+static inline void fx_free_texts(fx_text *t, long n) {
     for (long i = 0; i < n; i++) free(t[i].s);
     free(t);
 }
 
-static void fx_free_ids(fx_ids *r, long n) {
+static inline void fx_free_ids(fx_ids *r, long n) {
     for (long i = 0; i < n; i++) free(r[i].ids);
     free(r);
 }
