@@ -194,20 +194,21 @@ SCALAR_TILE(q4_k)
 SCALAR_TILE(q5_k)
 SCALAR_TILE(q6_k)
 
+static size_t q8_0_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_0, cols); }
+static size_t q8_1_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_1, cols); }
+static size_t q8_k_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_K, cols); }
+
 void mm_isa_scalar(mm_isa *isa) {
     isa->name = "scalar";
-    isa->tile[TR_TYPE_F32] = tile_f32;
-    isa->tile[TR_TYPE_F16] = tile_f16;
-    isa->tile[TR_TYPE_BF16] = tile_bf16;
-    isa->tile[TR_TYPE_Q4_0] = tile_q4_0;
-    isa->tile[TR_TYPE_Q4_1] = tile_q4_1;
-    isa->tile[TR_TYPE_Q5_0] = tile_q5_0;
-    isa->tile[TR_TYPE_Q5_1] = tile_q5_1;
-    isa->tile[TR_TYPE_Q8_0] = tile_q8_0;
-    isa->tile[TR_TYPE_Q4_K] = tile_q4_k;
-    isa->tile[TR_TYPE_Q5_K] = tile_q5_k;
-    isa->tile[TR_TYPE_Q6_K] = tile_q6_k;
-    isa->quant[TR_TYPE_Q8_0] = quantize_q8_0;
-    isa->quant[TR_TYPE_Q8_1] = quantize_q8_1;
-    isa->quant[TR_TYPE_Q8_K] = quantize_q8_k;
+    isa->k[TR_TYPE_F32] = (mm_kernel){tile_f32, NULL, NULL};
+    isa->k[TR_TYPE_F16] = (mm_kernel){tile_f16, NULL, NULL};
+    isa->k[TR_TYPE_BF16] = (mm_kernel){tile_bf16, NULL, NULL};
+    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0, q8_0_bytes};
+    isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0, q8_0_bytes};
+    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0, q8_0_bytes};
+    isa->k[TR_TYPE_Q4_1] = (mm_kernel){tile_q4_1, quantize_q8_1, q8_1_bytes};
+    isa->k[TR_TYPE_Q5_1] = (mm_kernel){tile_q5_1, quantize_q8_1, q8_1_bytes};
+    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_bytes};
+    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_bytes};
+    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_bytes};
 }

@@ -161,27 +161,27 @@ tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_
     if (n == 0 || w->rows == 0) return TR_OK;
 
     const mm_isa *isa = current_isa();
-    const tr_type vdt = type_vec_dot_type(w->type);
     mm_job job = {0};
     job.a.w = w->data;
     job.a.w_stride = type_row_bytes(w->type, w->cols);
     job.a.cols = w->cols;
     job.a.y = Y;
     job.a.ldy = ldy;
-    job.tile = isa->tile[w->type];
+    const mm_kernel *k = &isa->k[w->type];
+    job.tile = k->tile;
     job.rows = w->rows;
     job.n = n;
     const int nth = thread_pool_size(tp);
 
-    if (vdt == TR_TYPE_F32) {
+    if (!k->quant) {
         job.a.x = (const uint8_t *)X;
         job.a.x_stride = (size_t)w->cols * sizeof(float);
     } else {
-        job.a.x_stride = type_row_bytes(vdt, w->cols);
+        job.a.x_stride = k->x_row_bytes(w->cols);
         tr_status st = scratch_reserve(scratch, job.a.x_stride * (size_t)n);
         if (st != TR_OK) return st;
         job.a.x = scratch->buf;
-        job.quant = isa->quant[vdt];
+        job.quant = k->quant;
         job.X = X;
         if (n >= 2 && nth > 1) thread_pool_run(tp, quant_task, &job);
         else quant_task(&job, 0, 1);

@@ -22,12 +22,25 @@ typedef struct mm_args {
 
 typedef void (*mm_tile_fn)(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1);
 typedef void (*mm_quant_fn)(const float *x, void *dst, int64_t n);
+typedef size_t (*mm_xbytes_fn)(int64_t cols);
+
+/* A tile kernel and the activation format it reads, which it may choose: the quantized values must be llama.cpp's,
+ * but their arrangement is free. quant == NULL means the tile reads the F32 activations directly. */
+typedef struct mm_kernel {
+    mm_tile_fn tile;
+    mm_quant_fn quant;
+    mm_xbytes_fn x_row_bytes;
+} mm_kernel;
 
 typedef struct mm_isa {
     const char *name;
-    mm_tile_fn tile[TR_TYPE_COUNT];   /* by weight type */
-    mm_quant_fn quant[TR_TYPE_COUNT]; /* by activation type (Q8_0, Q8_1, Q8_K) */
+    mm_kernel k[TR_TYPE_COUNT]; /* by weight type */
 } mm_isa;
+
+/* Q8_0 activations as structure of arrays, for SIMD tiles: cols int8 quants, then cols/32 float scales (the F16
+ * scale llama.cpp stores, widened). Same values as quantize_q8_0. */
+void quantize_q8_0_soa(const float *x, void *dst, int64_t n);
+size_t q8_0_soa_row_bytes(int64_t cols);
 
 /* Each fills in what it implements, on top of what lower sets put there. */
 void mm_isa_scalar(mm_isa *isa);

@@ -8,6 +8,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
+#include "kernels/matmul_impl.h"
 #include "kernels/quants.h"
 #include "kernels/types.h"
 
@@ -244,6 +245,22 @@ void quantize_q8_1(const float *x, void *dst, int64_t n) {
         b[i].d = fp32_to_fp16(d);
         b[i].s = fp32_to_fp16(d * (float)sum);
     }
+}
+
+void quantize_q8_0_soa(const float *x, void *dst, int64_t n) {
+    int8_t *qs = dst;
+    float *d = (float *)(qs + n);
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0, qs += QK8_0) {
+        const float amax = block_absmax(x, QK8_0);
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        d[i] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+        for (int j = 0; j < QK8_0; j++) qs[j] = (int8_t)nearest_int(x[j] * id);
+    }
+}
+
+size_t q8_0_soa_row_bytes(int64_t cols) {
+    /* cols is a multiple of 32, so the float array after the quants stays 4-byte aligned when rows are. */
+    return (size_t)cols + (size_t)(cols / QK8_0) * sizeof(float);
 }
 
 tr_status quantize_row(tr_type type, const float *src, void *dst, int64_t n) {
