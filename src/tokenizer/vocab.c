@@ -156,10 +156,10 @@ static bool in_list(const char *s, const char *const *list, size_t n) {
 }
 
 static tr_status find_special_tokens(const tr_gguf *g, tr_vocab *v) {
-    /* EOT by text when not given (llama.cpp forces such tokens to control type). */
-    if (v->eot < 0)
-        for (int32_t i = 0; i < v->n_tokens && v->eot < 0; i++)
-            if (in_list(v->text[i], eot_texts, sizeof eot_texts / sizeof *eot_texts)) v->eot = i;
+    /* EOT by text when not given (llama.cpp forces such tokens to control type). llama.cpp takes whichever match
+     * its hash map yields first; we take the list order, so ChatML vocabularies get <|im_end|> rather than
+     * <|endoftext|>. */
+    for (size_t k = 0; k < sizeof eot_texts / sizeof *eot_texts && v->eot < 0; k++) v->eot = find_text(v, eot_texts[k]);
     if (v->eom < 0) v->eom = find_text(v, "<|eom_id|>");
 
     v->eog = malloc(((size_t)v->n_tokens < 64 ? (size_t)v->n_tokens : 64) * sizeof *v->eog + 4 * sizeof *v->eog);

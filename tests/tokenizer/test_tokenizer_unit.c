@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tokroute.h"
+#include "tokenizer/tok_internal.h"
 
 static tr_vocab *load(const char *name) {
     char path[512];
@@ -96,7 +97,8 @@ static void test_special_tokens_on_request(void **state) {
     assert_int_equal(ids[0], 1);
     n = tok(v, "<|im_start|>user", false, false, ids, 64);
     for (int32_t i = 0; i < n; i++) assert_true(ids[i] != 1);
-    assert_true(tr_vocab_is_eog(v, 2));  /* <|im_end|> */
+    assert_int_equal(tr_vocab_eot(v), 2); /* <|im_end|> */
+    assert_true(tr_vocab_is_eog(v, 2));
     assert_true(tr_vocab_is_eog(v, 0));  /* <|endoftext|> */
     assert_false(tr_vocab_is_eog(v, 1));
     assert_false(tr_vocab_add_bos(v));
@@ -286,6 +288,41 @@ static void test_pre_tokenizer_names(void **state) {
     unlink(path);
 }
 
+/* Words of text under a pre type, joined with '|'. */
+static void split_words(const char *pre, const char *text, char *out, size_t cap) {
+    pretok *p = NULL;
+    bool ignore_merges, add_bos;
+    assert_int_equal(pretok_create(pre, &p, &ignore_merges, &add_bos), TR_OK);
+    uint32_t cpts[256];
+    size_t n = utf8_decode_all(text, strlen(text), cpts), *b = NULL, nw = 0, o = 0;
+    assert_int_equal(pretok_split(p, cpts, n, &b, &nw), TR_OK);
+    for (size_t w = 0; w < nw; w++) {
+        if (w) out[o++] = '|';
+        for (size_t k = b[w]; k < b[w + 1] && o + 5 < cap; k++) o += (size_t)utf8_encode(cpts[k], out + o);
+    }
+    out[o] = '\0';
+    free(b);
+    pretok_free(p);
+}
+
+/* Splits worked out by hand from each pre type's regex (no fixture covers llama-bpe and qwen2). */
+static void test_pre_tokenizer_splits(void **state) {
+    (void)state;
+    char out[512];
+    const char *text = "Hello world's 12345 ...\n\n  x";
+    split_words("gpt-2", text, out, sizeof out);
+    assert_string_equal(out, "Hello| world|'s| 12345| ...|\n\n | x");
+    split_words("llama-bpe", text, out, sizeof out);
+    assert_string_equal(out, "Hello| world|'s| |123|45| ...\n\n| | x");
+    split_words("qwen2", text, out, sizeof out);
+    assert_string_equal(out, "Hello| world|'s| |1|2|3|4|5| ...\n\n| | x");
+    split_words("smollm", text, out, sizeof out);
+    assert_string_equal(out, "Hello| world|'s| |1|2|3|4|5| ...|\n\n | x");
+    /* llama3's contractions are case-insensitive; letters of any script are \p{L} */
+    split_words("llama-bpe", "IT'S na\xC3\xAFve \xD0\xBC\xD0\xB8\xD1\x80", out, sizeof out);
+    assert_string_equal(out, "IT|'S| na\xC3\xAFve| \xD0\xBC\xD0\xB8\xD1\x80");
+}
+
 /* The demo models' 512-token SentencePiece vocabulary. */
 static void test_stories_vocab(void **state) {
     (void)state;
@@ -318,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_stream_holds_split_characters),
         cmocka_unit_test(test_chat_templates),
         cmocka_unit_test(test_pre_tokenizer_names),
+        cmocka_unit_test(test_pre_tokenizer_splits),
         cmocka_unit_test(test_stories_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
