@@ -1,0 +1,103 @@
+/* mlp.c — the MLP router's network: memory for its weights and activations, and the forward pass.
+ *
+ * Input = the SLM's final hidden state (after the output RMSNorm) followed by the features the file asks for, in
+ * the fixed order maxprob, entropy, where maxprob is the top-1 probability and entropy is the normalized entropy
+ * H / ln V of the SLM's softmax (policy.c; both in [0, 1], both 0 when the logits are not a distribution). Each
+ * layer is y = W x + b with W [out][in] row-major F32, ReLU between layers and a sigmoid on the single output.
+ * The products go through the kernels' F32 matmul (SIMD where the CPU has it), single-threaded: a router is a few
+ * thousand to a few million multiply-adds, far below what is worth waking a thread pool for.
+ *
+ * A hidden state with a NaN or inf scores 0 (routed). All memory is allocated by mlp_alloc, so the forward pass allocates nothing; it writes the net's activation
+ * buffers, so one net (one tr_router) must be used by one thread at a time.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "router/router_internal.h"
+
+tr_status mlp_alloc(mlp_net *net, int32_t n_layers, const int32_t *sizes) {
+    net->n_layers = n_layers;
+    size_t n_floats = 0;
+    int32_t widest = 1;
+    for (int32_t i = 0; i <= n_layers; i++) {
+        net->sizes[i] = sizes[i];
+        if (i > 0 && sizes[i] > widest) widest = sizes[i];
+        if (i < n_layers) n_floats += (size_t)sizes[i + 1] * (size_t)sizes[i] + (size_t)sizes[i + 1];
+    }
+    net->block = malloc(n_floats * sizeof(float));
+    net->input = malloc((size_t)sizes[0] * sizeof(float));
+    net->act[0] = malloc((size_t)widest * sizeof(float));
+    net->act[1] = malloc((size_t)widest * sizeof(float));
+    if (!net->block || !net->input || !net->act[0] || !net->act[1]) {
+        mlp_free(net);
+        return tr_fail(TR_ERR_NOMEM, "out of memory for a router of %zu weights", n_floats);
+    }
+    float *p = net->block;
+    for (int32_t i = 0; i < n_layers; i++) {
+        net->weights[i] = p;
+        p += (size_t)sizes[i + 1] * (size_t)sizes[i];
+        net->biases[i] = p;
+        p += sizes[i + 1];
+    }
+    return TR_OK;
+}
+
+void mlp_free(mlp_net *net) {
+    if (!net) return;
+    free(net->block);
+    free(net->input);
+    free(net->act[0]);
+    free(net->act[1]);
+    free(net->slm_name);
+    matmul_scratch_free(&net->scratch);
+    memset(net, 0, sizeof *net);
+}
+
+/* 1 / (1 + e^-z) without overflow for large |z|. */
+static float sigmoid(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    const float e = expf(z);
+    return e / (1.0f + e);
+}
+
+float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_t n_vocab) {
+    const int32_t n_embd = net->slm_n_embd;
+    /* ReLU would turn a NaN into 0 and hide it, so a hidden state that is not finite is caught here: the token
+     * is routed (score 0) rather than scored on garbage. */
+    bool finite = true;
+    for (int32_t i = 0; i < n_embd; i++) {
+        net->input[i] = hidden[i];
+        finite &= isfinite(hidden[i]) != 0;
+    }
+    if (!finite) return 0.0f;
+    if (net->features) {
+        logit_stats st;
+        logit_stats_compute(logits, n_vocab, &st);
+        int32_t k = n_embd;
+        if (net->features & TR_FEATURE_MAXPROB) net->input[k++] = st.maxprob;
+        if (net->features & TR_FEATURE_ENTROPY) net->input[k++] = st.entropy_norm;
+    }
+    const float *x = net->input;
+    for (int32_t l = 0; l < net->n_layers; l++) {
+        const int32_t n_in = net->sizes[l], n_out = net->sizes[l + 1];
+        float *y = net->act[l & 1];
+        const weight_matrix w = {.type = TR_TYPE_F32, .data = net->weights[l], .rows = n_out, .cols = n_in};
+        /* F32 weights need no scratch and no threads, so this cannot fail for a net that passed mlp_alloc. */
+        (void)matmul(NULL, &w, x, 1, y, n_out, &net->scratch);
+        const float *b = net->biases[l];
+        if (l + 1 < net->n_layers) {
+            for (int32_t r = 0; r < n_out; r++) {
+                const float v = y[r] + b[r];
+                y[r] = v > 0 ? v : 0.0f;
+            }
+        } else {
+            for (int32_t r = 0; r < n_out; r++) y[r] += b[r];
+        }
+        x = y;
+    }
+    const float score = sigmoid(x[0]);
+    /* Overflow inside the net could still give NaN; never return a score outside [0, 1]. */
+    return score >= 0.0f && score <= 1.0f ? score : 0.0f;
+}

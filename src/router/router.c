@@ -1,0 +1,93 @@
+/* router.c — the tr_router handle: one interface over the training-free policies (maxprob, margin, entropy; read
+ * off the logits, policy.c) and the MLP router file (mlp.c, router_file.c). Every policy gives a confidence in
+ * [0, 1]; the caller routes the token to the LLM when it is below tau.
+ *
+ * Sizes are checked at the edges: against the SLM when a router file is loaded with its tr_model_info, and against
+ * the router on every tr_router_score call (the MLP knows its hidden and vocabulary sizes; the policies take any
+ * vocabulary). Scoring allocates nothing but writes the router's scratch, so a router is used by one thread at a
+ * time (one router per routed generation).
+ */
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "router/router_internal.h"
+
+struct tr_router {
+    tr_policy policy;
+    mlp_net mlp; /* TR_POLICY_MLP only */
+};
+
+tr_status tr_router_create(tr_policy policy, tr_router **out) {
+    if (!out) return tr_fail(TR_ERR_ARG, "tr_router_create: NULL argument");
+    *out = NULL;
+    if (policy == TR_POLICY_MLP)
+        return tr_fail(TR_ERR_ARG, "the mlp policy needs a router file (tr_router_load)");
+    if (policy != TR_POLICY_MAXPROB && policy != TR_POLICY_MARGIN && policy != TR_POLICY_ENTROPY)
+        return tr_fail(TR_ERR_ARG, "unknown routing policy %d", (int)policy);
+    tr_router *r = calloc(1, sizeof *r);
+    if (!r) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    r->policy = policy;
+    *out = r;
+    return TR_OK;
+}
+
+tr_status tr_router_load(const char *path, const tr_model_info *slm, tr_router **out) {
+    if (!path || !out) return tr_fail(TR_ERR_ARG, "tr_router_load: NULL argument");
+    *out = NULL;
+    tr_router *r = calloc(1, sizeof *r);
+    if (!r) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    r->policy = TR_POLICY_MLP;
+    tr_status st = router_file_load(path, &r->mlp);
+    if (st != TR_OK) {
+        free(r);
+        return st;
+    }
+    if (slm && slm->n_embd != r->mlp.slm_n_embd)
+        st = tr_fail(TR_ERR_ARG, "router expects hidden size %d but the SLM has %d (router file %s)",
+                     (int)r->mlp.slm_n_embd, (int)slm->n_embd, path);
+    else if (slm && slm->n_vocab != r->mlp.slm_n_vocab)
+        st = tr_fail(TR_ERR_ARG, "router expects a vocabulary of %d tokens but the SLM has %d (router file %s)",
+                     (int)r->mlp.slm_n_vocab, (int)slm->n_vocab, path);
+    if (st != TR_OK) {
+        tr_router_free(r);
+        return st;
+    }
+    *out = r;
+    return TR_OK;
+}
+
+void tr_router_free(tr_router *router) {
+    if (!router) return;
+    mlp_free(&router->mlp);
+    free(router);
+}
+
+tr_policy tr_router_policy(const tr_router *router) { return router ? router->policy : TR_POLICY_MAXPROB; }
+
+float tr_router_default_tau(const tr_router *router) {
+    return router && router->policy == TR_POLICY_MLP ? router->mlp.tau : ROUTER_DEFAULT_TAU;
+}
+
+tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd, const float *logits,
+                          int32_t n_vocab, float *score) {
+    if (!router || !score) return tr_fail(TR_ERR_ARG, "tr_router_score: NULL argument");
+    if (router->policy != TR_POLICY_MLP) {
+        if (!logits || n_vocab < 1)
+            return tr_fail(TR_ERR_ARG, "the %s policy needs the SLM's logits", tr_policy_name(router->policy));
+        logit_stats st;
+        logit_stats_compute(logits, n_vocab, &st);
+        *score = policy_score(router->policy, &st);
+        return TR_OK;
+    }
+    mlp_net *net = &router->mlp;
+    if (!hidden) return tr_fail(TR_ERR_ARG, "the mlp router needs the SLM's hidden state");
+    if (n_embd != net->slm_n_embd)
+        return tr_fail(TR_ERR_ARG, "router expects hidden size %d but got %d", (int)net->slm_n_embd, (int)n_embd);
+    if (net->features && !logits) return tr_fail(TR_ERR_ARG, "this mlp router's features need the SLM's logits");
+    /* Without features the logits are not read (may be NULL); when given, they must still be the SLM's. */
+    if (logits && n_vocab != net->slm_n_vocab)
+        return tr_fail(TR_ERR_ARG, "router expects a vocabulary of %d tokens but got %d", (int)net->slm_n_vocab,
+                       (int)n_vocab);
+    *score = mlp_forward(net, hidden, logits, n_vocab);
+    return TR_OK;
+}

@@ -1,0 +1,71 @@
+/* router_internal.h — what the files of src/router share: the statistics of a logit row (policy.c), the MLP
+ * network and its forward pass (mlp.c), and loading an MLP router file into it (router_file.c). router.c puts them
+ * behind the public tr_router handle.
+ */
+#ifndef TR_ROUTER_INTERNAL_H
+#define TR_ROUTER_INTERNAL_H
+
+#include "kernels/kernels.h"
+#include "tokroute.h"
+
+#define ROUTER_ARCH "tokroute-router"
+#define ROUTER_MAX_LAYERS 64
+#define ROUTER_MAX_WIDTH (1 << 20)
+#define ROUTER_DEFAULT_TAU 0.5f
+#define ROUTER_FEATURE_ALL (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY)
+
+/* ---------------------------------------------------------------- policy.c */
+
+/* Softmax statistics of one row of logits at temperature 1. All three lie in [0, 1]. A row with a NaN or +inf
+ * logit, or with every logit -inf, has no distribution: valid is false and the three are 0 (callers then score 0,
+ * so the token goes to the LLM). */
+typedef struct logit_stats {
+    float maxprob;      /* top-1 probability */
+    float margin;       /* top-1 minus top-2 probability (1 when n_vocab is 1) */
+    float entropy_norm; /* entropy / ln(n_vocab); 0 when n_vocab is 1 */
+    bool valid;
+} logit_stats;
+
+void logit_stats_compute(const float *logits, int32_t n_vocab, logit_stats *out);
+/* Score of a training-free policy (not TR_POLICY_MLP), in [0, 1]. */
+float policy_score(tr_policy policy, const logit_stats *st);
+/* Number of set bits of a feature mask (known bits only). */
+int32_t feature_count(unsigned features);
+/* "maxprob" / "entropy" for one feature bit; NULL for anything else. */
+const char *feature_name(unsigned feature_bit);
+/* The bit for a name, 0 when unknown. */
+unsigned feature_from_name(const char *name);
+
+/* ---------------------------------------------------------------- mlp.c */
+
+/* Layer i maps sizes[i] inputs to sizes[i+1] outputs: weights[i] is [sizes[i+1]][sizes[i]] row-major F32 (the
+ * GGUF tensor's ne = [in, out]), biases[i] has sizes[i+1] entries. All weights live in one block owned here. */
+typedef struct mlp_net {
+    int32_t n_layers;
+    int32_t sizes[ROUTER_MAX_LAYERS + 1];
+    float *weights[ROUTER_MAX_LAYERS];
+    float *biases[ROUTER_MAX_LAYERS];
+    float *block;              /* every weight and bias */
+    float *input;              /* [sizes[0]]: hidden state, then features */
+    float *act[2];             /* ping-pong activations, each the widest layer */
+    matmul_scratch scratch;    /* F32 products never grow it; kept so the call cannot allocate by surprise */
+    unsigned features;         /* tr_router_feature bits */
+    float tau;
+    char *slm_name;
+    int32_t slm_n_embd, slm_n_vocab;
+} mlp_net;
+
+/* Allocates the weight block and the scratch for the given shape (sizes checked by the caller); weights and biases
+ * are then filled in place. */
+tr_status mlp_alloc(mlp_net *net, int32_t n_layers, const int32_t *sizes);
+void mlp_free(mlp_net *net);
+/* Forward pass. hidden has slm_n_embd entries; logits (slm_n_vocab entries) is read only when the net has
+ * features. Allocates nothing. */
+float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_t n_vocab);
+
+/* ---------------------------------------------------------------- router_file.c */
+
+/* Reads and validates a router file into net (zeroed on entry; left freed on failure). */
+tr_status router_file_load(const char *path, mlp_net *net);
+
+#endif /* TR_ROUTER_INTERNAL_H */
