@@ -80,5 +80,7 @@ static void attention_task(void *arg, int ith, int nth) {
 
 void attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out) {
     attention_job job = {ctx, layer, q, n, out};
-    thread_pool_run(ctx->pool, attention_task, &job);
+    const tr_model *m = ctx->model;
+    const int64_t work = (int64_t)n * m->info.n_head * (ctx->n_past + n) * m->info.head_dim * 2;
+    run_parallel(ctx, attention_task, &job, work);
 }

@@ -11,6 +11,15 @@
 #include "common/error.h"
 #include "model/model_internal.h"
 
+/* Below this many multiply-adds a job runs on the calling thread: waking a sleeping worker costs tens of
+ * microseconds, more than the job itself (tiny models would be dominated by dispatch). */
+#define INLINE_WORK 32768
+
+void run_parallel(tr_context *ctx, pool_task fn, void *arg, int64_t work) {
+    if (work < INLINE_WORK || thread_pool_size(ctx->pool) <= 1) fn(arg, 0, 1);
+    else thread_pool_run(ctx->pool, fn, arg);
+}
+
 tr_context_params tr_context_default_params(void) {
     tr_context_params p = {.n_ctx = 0, .n_threads = 0, .n_batch = 256, .kv_f32 = false};
     return p;

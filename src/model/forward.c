@@ -80,7 +80,7 @@ static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
         (st = matmul(ctx->pool, &L->w_up, A->xb, n, A->up, m->info.n_ff, &ctx->scratch)) != TR_OK)
         return st;
     silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
-    thread_pool_run(ctx->pool, silu_task, &sj);
+    run_parallel(ctx, silu_task, &sj, sj.n * 16); /* an expf is worth ~16 multiply-adds */
     if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
     add_vec(A->x, A->xb, (int64_t)n * dim);
     return TR_OK;

@@ -77,6 +77,10 @@ struct tr_context {
 tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float *hidden_out, int32_t logits_from,
                         float *logits_out);
 
+/* Runs fn on the context's pool, or inline on the caller when the job is too small to repay waking workers
+ * (work counts multiply-adds, roughly). */
+void run_parallel(tr_context *ctx, pool_task fn, void *arg, int64_t work);
+
 /* ops.c */
 void rms_norm(float *out, const float *x, const float *w, int64_t n, float eps);
 void silu_mul(float *gate, const float *up, int64_t n);
