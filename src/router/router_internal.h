@@ -27,6 +27,13 @@ typedef struct logit_stats {
 } logit_stats;
 
 void logit_stats_compute(const float *logits, int32_t n_vocab, logit_stats *out);
+#if TR_HAVE_X86
+/* policy_avx2.c, n a multiple of 8, needing AVX2 and FMA: per lane j the two largest of logits[j], logits[j+8], ...
+ * (8 each) and whether any logit is NaN or +inf; */
+void logit_top2_avx2(const float *logits, int32_t n, float *m1_lanes, float *m2_lanes, int *bad);
+/* and s = sum exp(l_i - m) and t = sum (l_i - m) exp(l_i - m) over n logits. */
+void logit_sums_avx2(const float *logits, int32_t n, float m, double *s, double *t);
+#endif
 /* Score of a training-free policy (not TR_POLICY_MLP), in [0, 1]. */
 float policy_score(tr_policy policy, const logit_stats *st);
 /* Number of set bits of a feature mask (known bits only). */

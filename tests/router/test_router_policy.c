@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "kernels/kernels.h"
 #include "tokroute.h"
 
 static float score_of(tr_policy p, const float *logits, int32_t n) {
@@ -121,6 +122,33 @@ static void test_scores_in_range_and_match_reference(void **state) {
     free(l);
 }
 
+/* The AVX2 passes and the portable loops agree (odd sizes exercise the tails; -inf exercises masking). */
+static void test_simd_and_portable_paths_agree(void **state) {
+    (void)state;
+    if (!kernels_isa_available("avx2")) skip();
+    const char *const original = kernels_isa();
+    const int32_t sizes[] = {1, 7, 8, 9, 127, 512, 1001, 151936};
+    uint64_t seed = 777;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int32_t n = sizes[k];
+        float *l = malloc((size_t)n * sizeof *l);
+        for (int32_t i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            l[i] = (float)(((double)(seed >> 11) / 9007199254740992.0 - 0.5) * 40.0);
+        }
+        if (n > 8) l[n / 3] = -INFINITY;
+        float got[2][3];
+        for (int path = 0; path < 2; path++) {
+            assert_int_equal(kernels_force_isa(path == 0 ? "scalar" : "avx2"), TR_OK);
+            for (tr_policy p = TR_POLICY_MAXPROB; p <= TR_POLICY_ENTROPY; p++)
+                got[path][p - TR_POLICY_MAXPROB] = score_of(p, l, n);
+        }
+        for (int p = 0; p < 3; p++) assert_float_equal(got[0][p], got[1][p], 2e-6);
+        free(l);
+    }
+    assert_int_equal(kernels_force_isa(original), TR_OK);
+}
+
 static void test_names_round_trip(void **state) {
     (void)state;
     const char *names[] = {"mlp", "maxprob", "margin", "entropy"};
@@ -168,6 +196,7 @@ int main(void) {
         cmocka_unit_test(test_ties_and_masked_tokens),
         cmocka_unit_test(test_rows_that_are_not_distributions_score_zero),
         cmocka_unit_test(test_scores_in_range_and_match_reference),
+        cmocka_unit_test(test_simd_and_portable_paths_agree),
         cmocka_unit_test(test_names_round_trip),
         cmocka_unit_test(test_create_and_score_arguments),
     };
