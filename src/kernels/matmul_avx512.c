@@ -3,8 +3,9 @@
  * activation vector across RT rows; partial tiles at the edges use the same code with smaller constants.
  *
  * Integer products use vpdpbusd (unsigned × signed bytes). Unsigned weights (Q4_0, Q5_0, Q4_K, Q5_K, Q6_K nibbles)
- * go in the unsigned slot and their offset (-8, -16, -32) is taken back through the activation sums. Signed Q8_0
- * weights meet activations shifted by +128 (x ^ 0x80), and 128 × (the weights' lane sums) is subtracted. K-quant
+ * go in the unsigned slot and their offset (-8, -16, -32) is taken back through the activation sums; signed Q8_0
+ * weights are shifted to w + 128 (w ^ 0x80) and handled the same way, so the correction costs one instruction per
+ * token, shared by all rows of a tile. K-quant
  * sub-block scales are applied in 16 bits (vpmaddubsw then vpdpwssd) so the whole 256-block sums in integers. */
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
@@ -46,41 +47,49 @@ INLINE __m512 spread_pair(__m128 f) {
 
 enum { K_Q8_0, K_Q4_0, K_Q5_0 };
 
-/* Weights of blocks b and b+1 (only b when !two) as 64 bytes in element order, and their scales. */
+/* Decode streams RT rows side by side, more than the hardware prefetcher follows well: ask ~1 KiB ahead. */
+#define PREFETCH_BYTES 1024
+
+/* Scales of blocks b, b+1 as lanes 0-7 and 8-15 (F16 broadcast, then one conversion). */
+INLINE __m512 w_scales(uint16_t d0, uint16_t d1) {
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)d1), _mm_set1_epi16((short)d0)));
+}
+
+/* Weights of blocks b and b+1 (only b when !two) as 64 unsigned bytes in element order, and their scales. Q8_0's
+ * signed weights become w + 128 (w ^ 0x80); the caller subtracts the offset through the activation sums. */
 INLINE __m512i load_w32(const uint8_t *row, int64_t b, int two, int kind, __m512 *scale) {
     if (kind == K_Q8_0) {
         const block_q8_0 *x = (const block_q8_0 *)row + b;
         const __m256i lo = _mm256_loadu_si256((const __m256i *)x[0].qs);
         const __m256i hi = two ? _mm256_loadu_si256((const __m256i *)x[1].qs) : _mm256_setzero_si256();
-        *scale = spread_pair(_mm_cvtph_ps(_mm_cvtsi32_si128((int)(x[0].d | (two ? (uint32_t)x[1].d << 16 : 0)))));
-        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        *scale = w_scales(x[0].d, two ? x[1].d : 0);
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
     }
     const uint8_t *qs0, *qs1;
     uint16_t d0, d1;
     uint32_t qh0 = 0, qh1 = 0;
     if (kind == K_Q4_0) {
         const block_q4_0 *x = (const block_q4_0 *)row + b;
-        qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = x[two].d;
+        qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = two ? x[1].d : 0;
     } else {
         const block_q5_0 *x = (const block_q5_0 *)row + b;
-        qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = x[two].d;
+        qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = two ? x[1].d : 0;
         memcpy(&qh0, x[0].qh, 4);
         if (two) memcpy(&qh1, x[1].qh, 4);
     }
+    /* (A missing block b+1 reads as zeros; its activations are zero too.) 128-bit lanes [q0, q0, q1, q1] shifted by [0, 4, 0, 4]: low nibbles (elements 0-15) then high (16-31). */
     const __m128i q0 = _mm_loadu_si128((const __m128i *)qs0);
     const __m128i q1 = two ? _mm_loadu_si128((const __m128i *)qs1) : _mm_setzero_si128();
-    const __m256i v = _mm256_set_m128i(q1, q0);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    /* 128-bit lanes [b0 low, b1 low, b0 high, b1 high] → [b0 low, b0 high, b1 low, b1 high]: element order. */
-    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    w = _mm512_shuffle_i64x2(w, w, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(q0)),
+                                         _mm256_broadcastsi128_si256(q1), 1);
+    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    __m512i w = _mm512_and_si512(_mm512_srlv_epi64(v, shift), _mm512_set1_epi8(0x0F));
     if (kind == K_Q5_0) {
         /* Bit j of qh is the fifth bit of element j; the two blocks' words make one 64-bit byte mask. */
         const __mmask64 high = (__mmask64)qh0 | ((__mmask64)qh1 << 32);
         w = _mm512_mask_add_epi8(w, high, w, _mm512_set1_epi8(16));
     }
-    *scale = spread_pair(_mm_cvtph_ps(_mm_cvtsi32_si128((int)(d0 | (two ? (uint32_t)d1 << 16 : 0)))));
+    *scale = w_scales(d0, d1);
     return w;
 }
 
@@ -111,25 +120,23 @@ INLINE void w32_micro(const mm_args *a, int64_t r, int64_t i, const int NR, cons
                 xv[ii] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq[ii] + 32 * b)));
                 xs[ii] = spread_pair(_mm_load_ss(xd[ii] + b));
             }
-            if (kind == K_Q8_0) xv[ii] = _mm512_xor_si512(xv[ii], offset); /* x + 128, as unsigned */
-            else xc[ii] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, xv[ii])); /* -off * sums */
+            /* sum (w_u - off) x = sum w_u x - off * sum x: start each lane at -off * (its activation sum). */
+            xc[ii] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, xv[ii]));
         }
         _Pragma("GCC unroll 4") for (int rr = 0; rr < NR; rr++) {
             __m512 ws;
-            /* Hardware prefetchers lose track of several rows streamed side by side; ask a few lines ahead. */
-            if (NI == 1) _mm_prefetch((const char *)(wr[rr] + (size_t)b * (a->w_stride / (size_t)nb)) + 768, _MM_HINT_T0);
+            if (NI == 1)
+                _mm_prefetch((const char *)wr[rr] + b * (int64_t)(a->w_stride / (size_t)nb) + PREFETCH_BYTES, _MM_HINT_T0);
             const __m512i w = load_w32(wr[rr], b, two, kind, &ws);
-            __m512i wc = zero;
-            if (kind == K_Q8_0) wc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, w));
             _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
-                const __m512i s = kind == K_Q8_0 ? _mm512_dpbusd_epi32(wc, xv[ii], w)
-                                                 : _mm512_dpbusd_epi32(xc[ii], w, xv[ii]);
+                const __m512i s = _mm512_dpbusd_epi32(xc[ii], w, xv[ii]);
                 acc[rr][ii] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws, xs[ii]), acc[rr][ii]);
             }
         }
     }
     _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
-        _Pragma("GCC unroll 4") for (int rr = 0; rr < NR; rr++) a->y[(i + ii) * a->ldy + r + rr] = _mm512_reduce_add_ps(acc[rr][ii]);
+        _Pragma("GCC unroll 4") for (int rr = 0; rr < NR; rr++)
+            a->y[(i + ii) * a->ldy + r + rr] = _mm512_reduce_add_ps(acc[rr][ii]);
 }
 
 INLINE void q8_0_micro(const mm_args *a, int64_t r, int64_t i, const int NR, const int NI) {
