@@ -319,6 +319,51 @@ static void copy_kv_reproduces_every_type_bytewise(void **state) {
     gb_free(&b);
 }
 
+/* tokroute.h: "strings may contain NUL", and copy_kv "copies every key": a string value or string-array element
+ * with an embedded NUL must come back whole.
+ * SOURCE BUG (see report): src/gguf/gguf_write.c tr_gguf_writer_copy_kv copies strings through
+ * tr_gguf_writer_set_str / set_array, which measure them with strlen, so everything from the first NUL is lost. */
+static void copy_kv_keeps_strings_with_nul(void **state) {
+    (void)state;
+    gbuf b = {0};
+    gb_header(&b, 3, 0, 2);
+    gb_key(&b, "s.nul", TR_GGUF_STRING);
+    gb_u64(&b, 3);
+    gb_bytes(&b, "a\0b", 3);
+    gb_key(&b, "a.nul", TR_GGUF_ARRAY);
+    gb_u32(&b, TR_GGUF_STRING);
+    gb_u64(&b, 2);
+    gb_str(&b, "plain");
+    gb_u64(&b, 4);
+    gb_bytes(&b, "x\0yz", 4);
+    tr_gguf *g = NULL;
+    assert_int_equal(tr_gguf_open_memory(b.data, b.len, &g), TR_OK);
+    size_t len = 0;
+    assert_memory_equal(tr_gguf_get_str(g, "s.nul", &len), "a\0b", 3); /* the reader keeps all bytes */
+    assert_int_equal(len, 3);
+    tr_gguf_writer *w = NULL;
+    assert_int_equal(tr_gguf_writer_create(&w), TR_OK);
+    assert_int_equal(tr_gguf_writer_copy_kv(w, g), TR_OK);
+    char *path = dup_temp(".gguf");
+    assert_int_equal(tr_gguf_writer_write(w, path, NULL, NULL), TR_OK);
+    tr_gguf_writer_free(w);
+    tr_gguf_close(g);
+    tr_gguf *h = NULL;
+    assert_int_equal(tr_gguf_open(path, &h), TR_OK);
+    /* Checked after cleanup, so the expected failure leaks nothing under the sanitizers. */
+    size_t len_str = 0, len_elem = 0;
+    const char *s = tr_gguf_get_str(h, "s.nul", &len_str);
+    const bool str_ok = s && len_str == 3 && memcmp(s, "a\0b", 3) == 0;
+    s = tr_gguf_arr_str(h, tr_gguf_find_kv(h, "a.nul"), 1, &len_elem);
+    const bool elem_ok = s && len_elem == 4 && memcmp(s, "x\0yz", 4) == 0;
+    tr_gguf_close(h);
+    unlink(path);
+    free(path);
+    gb_free(&b);
+    if (!str_ok) fail_msg("SOURCE BUG: copy_kv kept %zu of the 3 bytes of a string with a NUL", len_str);
+    if (!elem_ok) fail_msg("SOURCE BUG: copy_kv kept %zu of the 4 bytes of an array string with a NUL", len_elem);
+}
+
 /* A real model rewritten with copy_kv and its tensors is the same file, byte for byte. */
 static void copy_kv_and_tensors_reproduce_a_model(void **state) {
     (void)state;
@@ -538,6 +583,7 @@ int main(void) {
         cmocka_unit_test(every_value_type_reads),
         cmocka_unit_test(copy_kv_reproduces_every_type_bytewise),
         cmocka_unit_test(copy_kv_and_tensors_reproduce_a_model),
+        cmocka_unit_test(copy_kv_keeps_strings_with_nul),
         cmocka_unit_test(fill_callback_produces_data),
         cmocka_unit_test(failed_fill_leaves_no_file),
         cmocka_unit_test(unwritable_path_fails),
