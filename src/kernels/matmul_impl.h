@@ -47,6 +47,9 @@ void mm_isa_scalar(mm_isa *isa);
 #if defined(__x86_64__)
 void mm_isa_avx2(mm_isa *isa);
 void mm_isa_avx512(mm_isa *isa);
+/* Bit-identical AVX2 versions of quantize_q8_0_soa and quantize_q8_k (quantize_avx2.c). */
+void quantize_q8_0_soa_avx2(const float *x, void *dst, int64_t n);
+void quantize_q8_k_avx2(const float *x, void *dst, int64_t n);
 #endif
 #if defined(__aarch64__)
 void mm_isa_neon(mm_isa *isa);

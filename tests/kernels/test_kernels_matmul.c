@@ -127,6 +127,59 @@ static void test_large_product(void **state) {
     kernels_force_isa("scalar");
 }
 
+/* With one-hot weight rows (row r picks element r with weight exactly 1) the product returns each quantized
+ * activation times its scale, so every instruction set's activation quantizer must give the scalar reference's
+ * values exactly (llama.cpp's arithmetic, not merely close to it). */
+static void test_activation_quantizers_are_exact(void **state) {
+    (void)state;
+    enum { COLS = 512, N = 5 };
+    static const tr_type ts[] = {TR_TYPE_Q8_0, TR_TYPE_Q6_K, TR_TYPE_Q4_0, TR_TYPE_Q4_1, TR_TYPE_Q5_K};
+    float *onehot = calloc(COLS, sizeof(float)), *x = malloc(sizeof(float) * N * COLS);
+    float *want = malloc(sizeof(float) * N * COLS), *y = malloc(sizeof(float) * N * COLS);
+    uint8_t *xq = malloc(4 * COLS);
+    for (int i = 0; i < N * COLS; i++) x[i] = frand() * (i % 97 == 0 ? 20.0f : 1.0f);
+    x[COLS + 3] = 0.5f * x[COLS + 200]; /* ties between magnitudes stay rare but possible: exercise the first-hit rule */
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+        const tr_type t = ts[ti], vt = vec_dot_type(t);
+        const size_t rb = type_row_bytes(t, COLS);
+        uint8_t *w = malloc(rb * COLS);
+        for (int r = 0; r < COLS; r++) {
+            memset(onehot, 0, COLS * sizeof(float));
+            onehot[r] = 1.0f;
+            /* the reference below uses the decoded row, so levels that do not hit 1 exactly still compare */
+            assert_int_equal(quantize_row(t, onehot, w + rb * r, COLS), TR_OK);
+        }
+        float *wf = malloc(sizeof(float) * COLS);
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(quantize_row(vt, x + i * COLS, xq, COLS), TR_OK);
+            assert_int_equal(dequantize_row(vt, xq, want + i * COLS, COLS), TR_OK);
+        }
+        for (size_t s = 0; s < sizeof ISAS / sizeof ISAS[0]; s++) {
+            if (!kernels_isa_available(ISAS[s])) continue;
+            kernels_force_isa(ISAS[s]);
+            matmul_scratch sc = {0};
+            weight_matrix wm = {.type = t, .data = w, .rows = COLS, .cols = COLS};
+            assert_int_equal(matmul(NULL, &wm, x, N, y, COLS, &sc), TR_OK);
+            for (int i = 0; i < N; i++)
+                for (int r = 0; r < COLS; r++) {
+                    assert_int_equal(dequantize_row(t, w + rb * r, wf, COLS), TR_OK);
+                    double ref = 0;
+                    for (int k = 0; k < COLS; k++) ref += (double)wf[k] * want[i * COLS + k];
+                    /* SIMD lanes hold partial sums that cancel only in total, so allow float rounding of O(1)
+                     * terms; one quantization step of an activation is ~1e-2 here. */
+                    if (fabs(y[i * COLS + r] - ref) > 1e-5 * fabs(ref) + 1e-5)
+                        fail_msg("%s %s token %d row %d: %.9g vs %.9g", ISAS[s], tr_type_name(t), i, r,
+                                 (double)y[i * COLS + r], ref);
+                }
+            matmul_scratch_free(&sc);
+        }
+        free(wf);
+        free(w);
+    }
+    kernels_force_isa("scalar");
+    free(onehot); free(x); free(want); free(y); free(xq);
+}
+
 /* ---------------------------------------------------------------- thread pool */
 
 enum { N_ITEMS = 1000 };
@@ -172,6 +225,7 @@ int main(void) {
         cmocka_unit_test(test_thread_pool_runs_every_index_once),
         cmocka_unit_test(test_products_agree_with_reference),
         cmocka_unit_test(test_large_product),
+        cmocka_unit_test(test_activation_quantizers_are_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
