@@ -48,13 +48,14 @@ static int parse_sampling(int argc, char **argv, int *i, tr_sampler_params *sp) 
     double f;
     long x;
     if (cli_option(argc, argv, i, NULL, "--temp", &v)) {
-        if (!cli_float("--temp", v, &f) || f < 0) return -1;
+        if (!cli_float("--temp", v, &f)) return -1; /* <= 0 is greedy */
         sp->temperature = (float)f;
     } else if (cli_option(argc, argv, i, NULL, "--top-k", &v)) {
         if (!cli_int("--top-k", v, 0, 1 << 24, &x)) return -1;
         sp->top_k = (int32_t)x;
     } else if (cli_option(argc, argv, i, NULL, "--top-p", &v)) {
-        if (!cli_float("--top-p", v, &f) || !(f > 0 && f <= 1)) return -1;
+        if (!cli_float("--top-p", v, &f)) return -1;
+        if (!(f > 0 && f <= 1)) return fprintf(stderr, "tokroute: --top-p must be in (0, 1]\n"), -1;
         sp->top_p = (float)f;
     } else if (cli_option(argc, argv, i, NULL, "--seed", &v)) {
         if (!cli_int("--seed", v, 0, 0x7fffffffL, &x)) return -1;

@@ -13,14 +13,20 @@
 
 #define WRITE_ALIGNMENT 32
 
+/* Strings keep an explicit length: GGUF strings may contain NUL bytes. */
+typedef struct wstr {
+    char *s;
+    uint64_t len;
+} wstr;
+
 typedef struct wkv {
     char *key;
     tr_gguf_value_type type;
     uint8_t scalar[8];
-    char *str;                    /* strings */
+    wstr str;                     /* strings */
     tr_gguf_value_type arr_type;  /* arrays */
     uint64_t arr_len;
-    void *arr_data;               /* numeric array copy, or char ** for strings */
+    void *arr_data;               /* numeric array copy, or wstr[] for strings */
 } wkv;
 
 typedef struct wtensor {
@@ -47,12 +53,21 @@ tr_status tr_gguf_writer_create(tr_gguf_writer **out) {
 
 static void free_kv(wkv *kv) {
     free(kv->key);
-    free(kv->str);
+    free(kv->str.s);
     if (kv->type == TR_GGUF_ARRAY && kv->arr_type == TR_GGUF_STRING && kv->arr_data) {
-        char **s = kv->arr_data;
-        for (uint64_t i = 0; i < kv->arr_len; i++) free(s[i]);
+        wstr *s = kv->arr_data;
+        for (uint64_t i = 0; i < kv->arr_len; i++) free(s[i].s);
     }
     free(kv->arr_data);
+}
+
+static bool dup_bytes(wstr *out, const char *s, uint64_t len) {
+    out->len = len;
+    out->s = malloc((size_t)len + 1);
+    if (!out->s) return false;
+    if (len) memcpy(out->s, s, (size_t)len);
+    out->s[len] = '\0';
+    return true;
 }
 
 void tr_gguf_writer_free(tr_gguf_writer *w) {
@@ -110,15 +125,21 @@ tr_status tr_gguf_writer_set_bool(tr_gguf_writer *w, const char *k, bool v) {
     return set_scalar(w, k, TR_GGUF_BOOL, &b);
 }
 
-tr_status tr_gguf_writer_set_str(tr_gguf_writer *w, const char *key, const char *v) {
+static tr_status set_str_len(tr_gguf_writer *w, const char *key, const char *v, uint64_t len) {
     if (!v) return tr_fail(TR_ERR_ARG, "NULL string for key %s", key ? key : "(null)");
     wkv *kv = kv_slot(w, key);
-    if (!kv || !(kv->str = strdup(v))) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (!kv || !dup_bytes(&kv->str, v, len)) return tr_fail(TR_ERR_NOMEM, "out of memory");
     kv->type = TR_GGUF_STRING;
     return TR_OK;
 }
 
-static tr_status set_array(tr_gguf_writer *w, const char *key, tr_gguf_value_type et, const void *v, uint64_t n) {
+tr_status tr_gguf_writer_set_str(tr_gguf_writer *w, const char *key, const char *v) {
+    return set_str_len(w, key, v, v ? strlen(v) : 0);
+}
+
+/* String arrays take optional explicit lengths (NULL: NUL-terminated elements). */
+static tr_status set_array(tr_gguf_writer *w, const char *key, tr_gguf_value_type et, const void *v, uint64_t n,
+                           const uint64_t *lens) {
     if (!v && n) return tr_fail(TR_ERR_ARG, "NULL array for key %s", key ? key : "(null)");
     wkv *kv = kv_slot(w, key);
     if (!kv) return tr_fail(TR_ERR_NOMEM, "out of memory");
@@ -126,12 +147,14 @@ static tr_status set_array(tr_gguf_writer *w, const char *key, tr_gguf_value_typ
     kv->arr_type = et;
     kv->arr_len = n;
     if (et == TR_GGUF_STRING) {
-        char **dst = calloc((size_t)(n ? n : 1), sizeof *dst);
+        wstr *dst = calloc((size_t)(n ? n : 1), sizeof *dst);
         if (!dst) return tr_fail(TR_ERR_NOMEM, "out of memory");
         kv->arr_data = dst;
         const char *const *src = v;
-        for (uint64_t i = 0; i < n; i++)
-            if (!(dst[i] = strdup(src[i] ? src[i] : ""))) return tr_fail(TR_ERR_NOMEM, "out of memory");
+        for (uint64_t i = 0; i < n; i++) {
+            const char *e = src[i] ? src[i] : "";
+            if (!dup_bytes(&dst[i], e, lens ? lens[i] : strlen(e))) return tr_fail(TR_ERR_NOMEM, "out of memory");
+        }
         return TR_OK;
     }
     size_t bytes = (size_t)n * gguf_value_size(et);
@@ -141,13 +164,13 @@ static tr_status set_array(tr_gguf_writer *w, const char *key, tr_gguf_value_typ
 }
 
 tr_status tr_gguf_writer_set_arr_str(tr_gguf_writer *w, const char *k, const char *const *v, uint64_t n) {
-    return set_array(w, k, TR_GGUF_STRING, v, n);
+    return set_array(w, k, TR_GGUF_STRING, v, n, NULL);
 }
 tr_status tr_gguf_writer_set_arr_i32(tr_gguf_writer *w, const char *k, const int32_t *v, uint64_t n) {
-    return set_array(w, k, TR_GGUF_INT32, v, n);
+    return set_array(w, k, TR_GGUF_INT32, v, n, NULL);
 }
 tr_status tr_gguf_writer_set_arr_f32(tr_gguf_writer *w, const char *k, const float *v, uint64_t n) {
-    return set_array(w, k, TR_GGUF_FLOAT32, v, n);
+    return set_array(w, k, TR_GGUF_FLOAT32, v, n, NULL);
 }
 
 tr_status tr_gguf_writer_copy_kv(tr_gguf_writer *w, const tr_gguf *src) {
@@ -156,15 +179,18 @@ tr_status tr_gguf_writer_copy_kv(tr_gguf_writer *w, const tr_gguf *src) {
         const gguf_kv *s = &src->kv[i];
         tr_status st;
         if (s->type == TR_GGUF_STRING) {
-            st = tr_gguf_writer_set_str(w, s->key.s, s->str.s);
+            st = set_str_len(w, s->key.s, s->str.s, s->str.len);
         } else if (s->type == TR_GGUF_ARRAY && s->arr_type == TR_GGUF_STRING) {
-            const char **v = malloc((size_t)(s->arr_len ? s->arr_len : 1) * sizeof *v);
-            if (!v) return tr_fail(TR_ERR_NOMEM, "out of memory");
-            for (uint64_t j = 0; j < s->arr_len; j++) v[j] = s->arr_strs[j].s;
-            st = set_array(w, s->key.s, TR_GGUF_STRING, v, s->arr_len);
+            const size_t n = (size_t)(s->arr_len ? s->arr_len : 1);
+            const char **v = malloc(n * sizeof *v);
+            uint64_t *lens = malloc(n * sizeof *lens);
+            if (!v || !lens) st = tr_fail(TR_ERR_NOMEM, "out of memory");
+            for (uint64_t j = 0; v && lens && j < s->arr_len; j++) v[j] = s->arr_strs[j].s, lens[j] = s->arr_strs[j].len;
+            if (v && lens) st = set_array(w, s->key.s, TR_GGUF_STRING, v, s->arr_len, lens);
             free(v);
+            free(lens);
         } else if (s->type == TR_GGUF_ARRAY) {
-            st = set_array(w, s->key.s, s->arr_type, s->arr_raw, s->arr_len);
+            st = set_array(w, s->key.s, s->arr_type, s->arr_raw, s->arr_len, NULL);
         } else {
             /* Re-encode the scalar from its raw little-endian bytes. */
             uint8_t raw[8];
@@ -191,6 +217,8 @@ tr_status tr_gguf_writer_add_tensor(tr_gguf_writer *w, const char *name, tr_type
     if (be == 0) return tr_fail(TR_ERR_UNSUPPORTED, "tensor %s: unknown type %d", name, (int)type);
     if (ne[0] % be != 0)
         return tr_fail(TR_ERR_ARG, "tensor %s: row length %" PRId64 " is not a multiple of %" PRId64, name, ne[0], be);
+    for (size_t i = 0; i < w->n_t; i++)
+        if (strcmp(w->t[i].name, name) == 0) return tr_fail(TR_ERR_ARG, "tensor %s was already added", name);
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? w->cap_t * 2 : 64;
         wtensor *t = realloc(w->t, cap * sizeof *t);
@@ -237,11 +265,11 @@ static void put(out_file *o, const void *p, size_t n) {
 }
 static void put_u32(out_file *o, uint32_t v) { put(o, &v, 4); }
 static void put_u64(out_file *o, uint64_t v) { put(o, &v, 8); }
-static void put_str(out_file *o, const char *s) {
-    uint64_t n = strlen(s);
+static void put_bytes_str(out_file *o, const char *s, uint64_t n) {
     put_u64(o, n);
     put(o, s, (size_t)n);
 }
+static void put_str(out_file *o, const char *s) { put_bytes_str(o, s, strlen(s)); }
 static void put_pad(out_file *o) {
     static const uint8_t zeros[WRITE_ALIGNMENT];
     put(o, zeros, (size_t)((WRITE_ALIGNMENT - o->pos % WRITE_ALIGNMENT) % WRITE_ALIGNMENT));
@@ -251,13 +279,13 @@ static void put_kv(out_file *o, const wkv *kv) {
     put_str(o, kv->key);
     put_u32(o, (uint32_t)kv->type);
     if (kv->type == TR_GGUF_STRING) {
-        put_str(o, kv->str);
+        put_bytes_str(o, kv->str.s, kv->str.len);
     } else if (kv->type == TR_GGUF_ARRAY) {
         put_u32(o, (uint32_t)kv->arr_type);
         put_u64(o, kv->arr_len);
         if (kv->arr_type == TR_GGUF_STRING) {
-            char **s = kv->arr_data;
-            for (uint64_t i = 0; i < kv->arr_len; i++) put_str(o, s[i]);
+            const wstr *s = kv->arr_data;
+            for (uint64_t i = 0; i < kv->arr_len; i++) put_bytes_str(o, s[i].s, s[i].len);
         } else {
             put(o, kv->arr_data, (size_t)kv->arr_len * gguf_value_size(kv->arr_type));
         }

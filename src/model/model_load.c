@@ -242,7 +242,8 @@ static tr_status open_file(tr_model *m, const char *path, bool use_mmap) {
     if (st == TR_OK && (fseek(f, 0, SEEK_SET) != 0 || fread(m->file_copy, 1, (size_t)size, f) != (size_t)size))
         st = tr_fail(TR_ERR_IO, "cannot read %s", path);
     fclose(f);
-    if (st == TR_OK) st = tr_gguf_open_memory(m->file_copy, (size_t)size, &m->gguf);
+    if (st == TR_OK && (st = tr_gguf_open_memory(m->file_copy, (size_t)size, &m->gguf)) != TR_OK)
+        tr_fail_prefix(st, "%s", path);
     return st;
 }
 

@@ -30,8 +30,9 @@ tr_sampler_params tr_sampler_default_params(void) {
 tr_status tr_sampler_create(const tr_sampler_params *params, tr_sampler **out) {
     if (!out) return tr_fail(TR_ERR_ARG, "tr_sampler_create: NULL argument");
     tr_sampler_params p = params ? *params : tr_sampler_default_params();
-    if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1))
-        return tr_fail(TR_ERR_ARG, "sampler: temperature must be >= 0, top_k >= 0, top_p in (0, 1]");
+    /* A temperature <= 0 means greedy (as documented); only NaN is meaningless. */
+    if (p.temperature != p.temperature || p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1))
+        return tr_fail(TR_ERR_ARG, "sampler: temperature must be a number, top_k >= 0, top_p in (0, 1]");
     tr_sampler *s = calloc(1, sizeof *s);
     if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
     s->params = p;
