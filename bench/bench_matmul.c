@@ -148,6 +148,21 @@ static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool
     matmul_scratch_free(&sc);
 }
 
+static void noop_task(void *arg, int ith, int nth) { (void)arg, (void)ith, (void)nth; }
+
+/* What one product pays before any arithmetic: waking the workers and waiting for them. */
+static void bench_dispatch(thread_pool *tp) {
+    enum { RUNS = 20000 };
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        const double t0 = now_s();
+        for (int i = 0; i < RUNS; i++) thread_pool_run(tp, noop_task, NULL);
+        const double t = (now_s() - t0) / RUNS;
+        best = t < best ? t : best;
+    }
+    printf("thread pool dispatch: %.2f us per run\n", best * 1e6);
+}
+
 int main(int argc, char **argv) {
     const char *types = "q8_0,q4_k,q5_0,q6_k,f16";
     const char *isa = NULL;
@@ -174,6 +189,7 @@ int main(int argc, char **argv) {
     n_threads_used = threads;
     thread_pool *tp = thread_pool_create(threads);
     printf("isa %s, %d threads, %d layers\n", kernels_isa(), threads, layers);
+    bench_dispatch(tp);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {

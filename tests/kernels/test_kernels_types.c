@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
+
 #include "kernels/kernels.h"
 
 static void test_block_sizes_match_ggml(void **state) {
@@ -86,6 +88,8 @@ static void test_unsupported_types_fail_cleanly(void **state) {
 static void test_physical_cores_and_isa(void **state) {
     (void)state;
     assert_true(tr_physical_cores() >= 1);
+    /* main() set TOKROUTE_KERNELS=scalar before the first kernel call: the choice must honour it */
+    assert_string_equal(kernels_isa(), "scalar");
     const char *isa = kernels_isa();
     assert_non_null(isa);
     assert_true(kernels_isa_available(isa));
@@ -95,6 +99,7 @@ static void test_physical_cores_and_isa(void **state) {
 }
 
 int main(void) {
+    setenv("TOKROUTE_KERNELS", "scalar", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_sizes_match_ggml),
         cmocka_unit_test(test_unknown_ids),
