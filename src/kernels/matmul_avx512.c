@@ -45,7 +45,7 @@ INLINE __m512 spread_pair(__m128 f) {
 
 /* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0 × Q8_0 (SoA activations) */
 
-enum { K_Q8_0, K_Q4_0, K_Q5_0 };
+enum { K_Q8_0, K_Q4_0, K_Q5_0, K_Q4_1, K_Q5_1 };
 
 /* Decode streams RT rows side by side, more than the hardware prefetcher follows well: ask ~1 KiB ahead. */
 #define PREFETCH_BYTES 1024
@@ -57,7 +57,7 @@ INLINE __m512 w_scales(uint16_t d0, uint16_t d1) {
 
 /* Weights of blocks b and b+1 (only b when !two) as 64 unsigned bytes in element order, and their scales. Q8_0's
  * signed weights become w + 128 (w ^ 0x80); the caller subtracts the offset through the activation sums. */
-INLINE __m512i load_w32(const uint8_t *row, int64_t b, int two, int kind, __m512 *scale) {
+INLINE __m512i load_w32(const uint8_t *row, int64_t b, int two, int kind, __m512 *scale, __m512 *mins) {
     if (kind == K_Q8_0) {
         const block_q8_0 *x = (const block_q8_0 *)row + b;
         const __m256i lo = _mm256_loadu_si256((const __m256i *)x[0].qs);
@@ -71,11 +71,22 @@ INLINE __m512i load_w32(const uint8_t *row, int64_t b, int two, int kind, __m512
     if (kind == K_Q4_0) {
         const block_q4_0 *x = (const block_q4_0 *)row + b;
         qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = two ? x[1].d : 0;
-    } else {
+    } else if (kind == K_Q5_0) {
         const block_q5_0 *x = (const block_q5_0 *)row + b;
         qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = two ? x[1].d : 0;
         memcpy(&qh0, x[0].qh, 4);
         if (two) memcpy(&qh1, x[1].qh, 4);
+    } else if (kind == K_Q4_1) {
+        const block_q4_1 *x = (const block_q4_1 *)row + b;
+        qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = two ? x[1].d : 0;
+        /* m of block b in lane 0, of block b+1 in lane 8 (zero F16 words elsewhere) */
+        *mins = _mm512_cvtph_ps(_mm256_set_m128i(_mm_cvtsi32_si128(two ? x[1].m : 0), _mm_cvtsi32_si128(x[0].m)));
+    } else {
+        const block_q5_1 *x = (const block_q5_1 *)row + b;
+        qs0 = x[0].qs, qs1 = x[two].qs, d0 = x[0].d, d1 = two ? x[1].d : 0;
+        memcpy(&qh0, x[0].qh, 4);
+        if (two) memcpy(&qh1, x[1].qh, 4);
+        *mins = _mm512_cvtph_ps(_mm256_set_m128i(_mm_cvtsi32_si128(two ? x[1].m : 0), _mm_cvtsi32_si128(x[0].m)));
     }
     /* (A missing block b+1 reads as zeros; its activations are zero too.) 128-bit lanes [q0, q0, q1, q1] shifted by [0, 4, 0, 4]: low nibbles (elements 0-15) then high (16-31). */
     const __m128i q0 = _mm_loadu_si128((const __m128i *)qs0);
@@ -84,7 +95,7 @@ INLINE __m512i load_w32(const uint8_t *row, int64_t b, int two, int kind, __m512
                                          _mm256_broadcastsi128_si256(q1), 1);
     const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
     __m512i w = _mm512_and_si512(_mm512_srlv_epi64(v, shift), _mm512_set1_epi8(0x0F));
-    if (kind == K_Q5_0) {
+    if (kind == K_Q5_0 || kind == K_Q5_1) {
         /* Bit j of qh is the fifth bit of element j; the two blocks' words make one 64-bit byte mask. */
         const __mmask64 high = (__mmask64)qh0 | ((__mmask64)qh1 << 32);
         w = _mm512_mask_add_epi8(w, high, w, _mm512_set1_epi8(16));
@@ -95,13 +106,15 @@ INLINE __m512i load_w32(const uint8_t *row, int64_t b, int two, int kind, __m512
 
 INLINE void w32_micro(const mm_args *a, int64_t r, int64_t i, const int NR, const int NI, const int kind) {
     const int64_t nb = a->cols / 32;
+    const int with_min = kind == K_Q4_1 || kind == K_Q5_1; /* Q8_1 activations: value = d*q + m */
     const int8_t *xq[4];
-    const float *xd[4];
+    const float *xd[4], *xsum[4];
     const uint8_t *wr[4];
     __m512 acc[4][4];
     _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
         xq[ii] = (const int8_t *)(a->x + (size_t)(i + ii) * a->x_stride);
         xd[ii] = (const float *)(xq[ii] + a->cols);
+        xsum[ii] = xd[ii] + nb;
     }
     _Pragma("GCC unroll 4") for (int rr = 0; rr < NR; rr++) wr[rr] = a->w + (size_t)(r + rr) * a->w_stride;
     _Pragma("GCC unroll 4") for (int rr = 0; rr < NR; rr++)
@@ -111,26 +124,31 @@ INLINE void w32_micro(const mm_args *a, int64_t r, int64_t i, const int NR, cons
     for (int64_t b = 0; b < nb; b += 2) {
         const int two = b + 1 < nb;
         __m512i xv[4], xc[4];
-        __m512 xs[4];
+        __m512 xs[4], xm[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
             if (two) {
                 xv[ii] = _mm512_loadu_si512(xq[ii] + 32 * b);
                 xs[ii] = spread_pair(_mm_castpd_ps(_mm_load_sd((const double *)(xd[ii] + b))));
+                if (with_min) xm[ii] = spread_pair(_mm_castpd_ps(_mm_load_sd((const double *)(xsum[ii] + b))));
             } else {
                 xv[ii] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq[ii] + 32 * b)));
                 xs[ii] = spread_pair(_mm_load_ss(xd[ii] + b));
+                if (with_min) xm[ii] = spread_pair(_mm_load_ss(xsum[ii] + b));
             }
             /* sum (w_u - off) x = sum w_u x - off * sum x: start each lane at -off * (its activation sum). */
-            xc[ii] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, xv[ii]));
+            if (!with_min) xc[ii] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, offset, xv[ii]));
+            else xc[ii] = zero;
         }
         _Pragma("GCC unroll 4") for (int rr = 0; rr < NR; rr++) {
-            __m512 ws;
+            __m512 ws, wm = _mm512_setzero_ps();
             if (NI == 1)
                 _mm_prefetch((const char *)wr[rr] + b * (int64_t)(a->w_stride / (size_t)nb) + PREFETCH_BYTES, _MM_HINT_T0);
-            const __m512i w = load_w32(wr[rr], b, two, kind, &ws);
+            const __m512i w = load_w32(wr[rr], b, two, kind, &ws, &wm);
             _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
                 const __m512i s = _mm512_dpbusd_epi32(xc[ii], w, xv[ii]);
                 acc[rr][ii] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws, xs[ii]), acc[rr][ii]);
+                /* m * s once per block: wm is zero except lanes 0 and 8 */
+                if (with_min) acc[rr][ii] = _mm512_fmadd_ps(wm, xm[ii], acc[rr][ii]);
             }
         }
     }
@@ -148,7 +166,15 @@ INLINE void q4_0_micro(const mm_args *a, int64_t r, int64_t i, const int NR, con
 INLINE void q5_0_micro(const mm_args *a, int64_t r, int64_t i, const int NR, const int NI) {
     w32_micro(a, r, i, NR, NI, K_Q5_0);
 }
+INLINE void q4_1_micro(const mm_args *a, int64_t r, int64_t i, const int NR, const int NI) {
+    w32_micro(a, r, i, NR, NI, K_Q4_1);
+}
+INLINE void q5_1_micro(const mm_args *a, int64_t r, int64_t i, const int NR, const int NI) {
+    w32_micro(a, r, i, NR, NI, K_Q5_1);
+}
 DEFINE_TILE(q8_0, 4, 4)
+DEFINE_TILE(q4_1, 4, 4)
+DEFINE_TILE(q5_1, 4, 4)
 DEFINE_TILE(q4_0, 4, 4)
 DEFINE_TILE(q5_0, 4, 4)
 
@@ -350,6 +376,8 @@ void mm_isa_avx512(mm_isa *isa) {
     isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes};
     isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes};
     isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes};
+    isa->k[TR_TYPE_Q4_1] = (mm_kernel){tile_q4_1, quantize_q8_1_soa_avx2, q8_1_soa_row_bytes};
+    isa->k[TR_TYPE_Q5_1] = (mm_kernel){tile_q5_1, quantize_q8_1_soa_avx2, q8_1_soa_row_bytes};
     isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k_avx2, q8_k_bytes};
     isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k_avx2, q8_k_bytes};
     isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k_avx2, q8_k_bytes};

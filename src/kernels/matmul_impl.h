@@ -41,15 +41,19 @@ typedef struct mm_isa {
  * scale llama.cpp stores, widened). Same values as quantize_q8_0. */
 void quantize_q8_0_soa(const float *x, void *dst, int64_t n);
 size_t q8_0_soa_row_bytes(int64_t cols);
+/* Q8_1 likewise: quants, then the scales d, then the sums s = d * sum(q) (llama.cpp's F16 values, widened). */
+void quantize_q8_1_soa(const float *x, void *dst, int64_t n);
+size_t q8_1_soa_row_bytes(int64_t cols);
 
 /* Each fills in what it implements, on top of what lower sets put there. */
 void mm_isa_scalar(mm_isa *isa);
 #if defined(__x86_64__)
 void mm_isa_avx2(mm_isa *isa);
 void mm_isa_avx512(mm_isa *isa);
-/* Bit-identical AVX2 versions of quantize_q8_0_soa and quantize_q8_k (quantize_avx2.c). */
+/* Bit-identical AVX2 versions of the SoA and Q8_K activation quantizers (quantize_avx2.c). */
 void quantize_q8_0_soa_avx2(const float *x, void *dst, int64_t n);
 void quantize_q8_k_avx2(const float *x, void *dst, int64_t n);
+void quantize_q8_1_soa_avx2(const float *x, void *dst, int64_t n);
 #endif
 #if defined(__aarch64__)
 void mm_isa_neon(mm_isa *isa);

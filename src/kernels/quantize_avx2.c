@@ -43,6 +43,32 @@ void quantize_q8_0_soa_avx2(const float *x, void *dst, int64_t n) {
     }
 }
 
+void quantize_q8_1_soa_avx2(const float *x, void *dst, int64_t n) {
+    int8_t *qs = dst;
+    float *d = (float *)(qs + n), *sum = d + n / QK8_1;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        __m256 v[4];
+        __m256 amax = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+        }
+        const float am = hmax8(amax);
+        const float id = am != 0.0f ? 127.0f / am : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+        _mm256_storeu_si256((__m256i *)(qs + 32 * i), pack_32(q[0], q[1], q[2], q[3]));
+        const __m256i t = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        h = _mm_hadd_epi32(h, h);
+        h = _mm_hadd_epi32(h, h);
+        d[i] = fp16_to_fp32(fp32_to_fp16(am / 127.0f));
+        sum[i] = fp16_to_fp32(fp32_to_fp16(am / 127.0f * (float)_mm_cvtsi128_si32(h)));
+    }
+}
+
 void quantize_q8_k_avx2(const float *x, void *dst, int64_t n) {
     block_q8_k *b = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);

@@ -258,6 +258,24 @@ void quantize_q8_0_soa(const float *x, void *dst, int64_t n) {
     }
 }
 
+void quantize_q8_1_soa(const float *x, void *dst, int64_t n) {
+    int8_t *qs = dst;
+    float *d = (float *)(qs + n), *sum = d + n / QK8_1;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1, qs += QK8_1) {
+        const float amax = block_absmax(x, QK8_1);
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int total = 0;
+        for (int j = 0; j < QK8_1; j++) {
+            qs[j] = (int8_t)nearest_int(x[j] * id);
+            total += qs[j];
+        }
+        d[i] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+        sum[i] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f * (float)total));
+    }
+}
+
+size_t q8_1_soa_row_bytes(int64_t cols) { return (size_t)cols + (size_t)(cols / QK8_1) * 2 * sizeof(float); }
+
 size_t q8_0_soa_row_bytes(int64_t cols) {
     /* cols is a multiple of 32, so the float array after the quants stays 4-byte aligned when rows are. */
     return (size_t)cols + (size_t)(cols / QK8_0) * sizeof(float);
