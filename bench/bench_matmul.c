@@ -82,7 +82,7 @@ static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool
         for (int m = 0; m < N_MATS; m++) {
             weight_matrix *wm = &w[l * N_MATS + m];
             const tr_type t = type_for_cols(type, SHAPES[m][1]);
-            *wm = (weight_matrix){t, make_matrix(t, SHAPES[m][0], SHAPES[m][1]), SHAPES[m][0], SHAPES[m][1]};
+            *wm = (weight_matrix){t, make_matrix(t, SHAPES[m][0], SHAPES[m][1]), SHAPES[m][0], SHAPES[m][1], 0};
             if (l == 0) {
                 layer_bytes += (double)type_row_bytes(t, wm->cols) * (double)wm->rows;
                 layer_ops += 2.0 * (double)wm->rows * (double)wm->cols;
@@ -119,7 +119,7 @@ static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool
 
     if (output) {
         const tr_type ot = type_for_cols(type, DIM);
-        weight_matrix out = {ot, make_matrix(ot, VOCAB, DIM), VOCAB, DIM};
+        weight_matrix out = {ot, make_matrix(ot, VOCAB, DIM), VOCAB, DIM, 0};
         float *yo = malloc(sizeof(float) * VOCAB * 16);
         const double bytes = (double)type_row_bytes(ot, DIM) * VOCAB;
         run(tp, &out, x, 1, yo, &sc);

@@ -38,6 +38,7 @@ typedef struct weight_matrix {
     tr_type type;
     const void *data;
     int64_t rows, cols;
+    size_t row_stride; /* bytes from one row to the next; 0 = packed (type_row_bytes(type, cols)) */
 } weight_matrix;
 
 /* Reusable scratch for quantized activations; grows on demand, freed with matmul_scratch_free. */

@@ -163,7 +163,7 @@ tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_
     const mm_isa *isa = current_isa();
     mm_job job = {0};
     job.a.w = w->data;
-    job.a.w_stride = type_row_bytes(w->type, w->cols);
+    job.a.w_stride = w->row_stride ? w->row_stride : type_row_bytes(w->type, w->cols);
     job.a.cols = w->cols;
     job.a.y = Y;
     job.a.ldy = ldy;

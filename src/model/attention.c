@@ -1,86 +1,108 @@
-/* attention.c — causal multi-head attention over the KV cache, with grouped-query heads, split across the thread
- * pool by (token, head) pairs.
+/* attention.c — causal grouped-query attention over the KV cache, written as two matrix products per KV head so
+ * the tiled SIMD kernels do the work:
+ *   scores[m][pos] = Q_g[m] · K_g[pos]      (K_g: the cache's [n_ctx][head_dim] rows of KV head g)
+ *   out[m][d]      = P[m] · Vt_g[d]          (Vt_g: the cache's transposed [head_dim][n_ctx] rows, as llama.cpp)
+ * where m runs over (token, query head of the group). Causality is a per-row length: row m of a token at position
+ * p keeps scores 0..p and zeros the rest before the second product.
  *
- * With an F16 cache we round the query and the attention weights to F16 before their products, as llama.cpp does
- * (it converts the other operand of an F16 matrix product to F16); sums stay in float.
+ * With an F16 cache we round the query and the attention weights to F16 precision before their products, as
+ * llama.cpp does (it converts the other operand of an F16 product to F16); sums stay in float.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "common/error.h"
 #include "kernels/fp16.h"
 #include "model/model_internal.h"
 
-typedef struct attention_job {
-    tr_context *ctx;
-    int layer;
-    const float *q;
-    int32_t n;
-    float *out;
-} attention_job;
+/* Tokens per block: bounds the scores buffer to ATT_TOKENS × group × n_ctx floats. */
+#define ATT_TOKENS 32
 
-static float dot_f16_row(const float *q, const uint16_t *k, int32_t n) {
-    float sum = 0.0f;
-    for (int32_t i = 0; i < n; i++) sum += q[i] * fp16_to_fp32(k[i]);
-    return sum;
+size_t kv_head_offset_k(const kv_cache *kv, int32_t g, int32_t pos, int32_t hd) {
+    return ((size_t)g * kv->n_ctx + (size_t)pos) * (size_t)hd * kv->elt;
 }
 
-static float dot_f32_row(const float *q, const float *k, int32_t n) {
-    float sum = 0.0f;
-    for (int32_t i = 0; i < n; i++) sum += q[i] * k[i];
-    return sum;
+size_t kv_head_offset_v(const kv_cache *kv, int32_t g, int32_t d, int32_t pos, int32_t hd) {
+    return (((size_t)g * hd + (size_t)d) * kv->n_ctx + (size_t)pos) * kv->elt;
 }
 
-static void attend_one(const attention_job *job, int32_t t, int32_t h, float *scores) {
-    const tr_context *ctx = job->ctx;
-    const tr_model *m = ctx->model;
-    const int32_t hd = m->info.head_dim;
-    const int32_t group = m->info.n_head / m->info.n_head_kv;
-    const int32_t kvh = h / group;
-    const int32_t n_pos = ctx->n_past + t + 1;
-    const bool f32 = ctx->kv.f32;
-    const uint8_t *K = ctx->kv.k[job->layer], *V = ctx->kv.v[job->layer];
-    const size_t row = ctx->kv.row_bytes;
-    const float scale = 1.0f / sqrtf((float)hd);
+static float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
-    float qh[1024];
-    const float *qsrc = job->q + (int64_t)t * m->q_dim + (int64_t)h * hd;
-    for (int32_t i = 0; i < hd; i++) qh[i] = f32 ? qsrc[i] : fp16_to_fp32(fp32_to_fp16(qsrc[i]));
+typedef struct softmax_job {
+    float *scores;          /* [rows][n_pos] */
+    int32_t rows, n_pos, group, pos0;
+    float scale;
+    bool f16;
+} softmax_job;
 
-    for (int32_t j = 0; j < n_pos; j++) {
-        const uint8_t *krow = K + (size_t)j * row;
-        const float s = f32 ? dot_f32_row(qh, (const float *)krow + (int64_t)kvh * hd, hd)
-                            : dot_f16_row(qh, (const uint16_t *)krow + (int64_t)kvh * hd, hd);
-        scores[j] = s * scale;
+static void softmax_task(void *arg, int ith, int nth) {
+    const softmax_job *j = arg;
+    for (int32_t r = ith; r < j->rows; r += nth) {
+        float *s = j->scores + (size_t)r * j->n_pos;
+        const int32_t valid = j->pos0 + r / j->group + 1; /* causal: positions 0..p of this row's token */
+        for (int32_t i = 0; i < valid; i++) s[i] *= j->scale;
+        softmax_inplace(s, valid);
+        if (j->f16)
+            for (int32_t i = 0; i < valid; i++) s[i] = round_f16(s[i]);
+        memset(s + valid, 0, (size_t)(j->n_pos - valid) * sizeof *s);
     }
-    softmax_inplace(scores, n_pos);
+}
 
-    float *o = job->out + (int64_t)t * m->q_dim + (int64_t)h * hd;
-    for (int32_t i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int32_t j = 0; j < n_pos; j++) {
-        const uint8_t *vrow = V + (size_t)j * row;
-        if (f32) {
-            const float p = scores[j];
-            const float *v = (const float *)vrow + (int64_t)kvh * hd;
-            for (int32_t i = 0; i < hd; i++) o[i] += p * v[i];
-        } else {
-            const float p = fp16_to_fp32(fp32_to_fp16(scores[j]));
-            const uint16_t *v = (const uint16_t *)vrow + (int64_t)kvh * hd;
-            for (int32_t i = 0; i < hd; i++) o[i] += p * fp16_to_fp32(v[i]);
+/* Attention of tokens [t0, t0+nt) of the chunk for KV head g. */
+static tr_status attend_block(tr_context *ctx, int layer, int32_t g, const float *q, int32_t t0, int32_t nt,
+                              float *out) {
+    const tr_model *m = ctx->model;
+    activations *A = &ctx->act;
+    const kv_cache *kv = &ctx->kv;
+    const int32_t hd = m->info.head_dim, group = m->info.n_head / m->info.n_head_kv;
+    const int32_t rows = nt * group, n_pos = ctx->n_past + t0 + nt;
+    const tr_type kv_type = kv->f32 ? TR_TYPE_F32 : TR_TYPE_F16;
+
+    for (int32_t t = 0; t < nt; t++)
+        for (int32_t j = 0; j < group; j++) {
+            const float *src = q + (size_t)(t0 + t) * m->q_dim + (size_t)(g * group + j) * hd;
+            float *dst = A->att_q + ((size_t)t * group + j) * hd;
+            for (int32_t d = 0; d < hd; d++) dst[d] = kv->f32 ? src[d] : round_f16(src[d]);
+        }
+    const weight_matrix K = {kv_type, ctx->kv.k[layer] + kv_head_offset_k(kv, g, 0, hd), n_pos, hd, 0};
+    tr_status st = matmul(ctx->pool, &K, A->att_q, rows, A->att_scores, n_pos, &ctx->scratch);
+    if (st != TR_OK) return st;
+
+    softmax_job sj = {A->att_scores, rows, n_pos, group, ctx->n_past + t0, 1.0f / sqrtf((float)hd), !kv->f32};
+    run_parallel(ctx, softmax_task, &sj, (int64_t)rows * n_pos * 8);
+
+    const weight_matrix Vt = {kv_type, ctx->kv.v[layer] + kv_head_offset_v(kv, g, 0, 0, hd), hd, n_pos,
+                              (size_t)kv->n_ctx * kv->elt};
+    if ((st = matmul(ctx->pool, &Vt, A->att_scores, rows, A->att_o, hd, &ctx->scratch)) != TR_OK) return st;
+    for (int32_t t = 0; t < nt; t++)
+        for (int32_t j = 0; j < group; j++)
+            memcpy(out + (size_t)(t0 + t) * m->q_dim + (size_t)(g * group + j) * hd,
+                   A->att_o + ((size_t)t * group + j) * hd, (size_t)hd * sizeof(float));
+    return TR_OK;
+}
+
+tr_status attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out) {
+    const int32_t n_kv = ctx->model->info.n_head_kv;
+    for (int32_t t0 = 0; t0 < n; t0 += ATT_TOKENS) {
+        const int32_t nt = n - t0 < ATT_TOKENS ? n - t0 : ATT_TOKENS;
+        for (int32_t g = 0; g < n_kv; g++) {
+            tr_status st = attend_block(ctx, layer, g, q, t0, nt, out);
+            if (st != TR_OK) return st;
         }
     }
+    return TR_OK;
 }
 
-static void attention_task(void *arg, int ith, int nth) {
-    const attention_job *job = arg;
-    const int32_t n_head = job->ctx->model->info.n_head;
-    const int64_t total = (int64_t)job->n * n_head;
-    float *scores = job->ctx->act.scores + (int64_t)ith * job->ctx->kv.n_ctx;
-    /* Later tokens see more positions: interleave pairs so threads get similar work. */
-    for (int64_t idx = ith; idx < total; idx += nth) attend_one(job, (int32_t)(idx / n_head), (int32_t)(idx % n_head), scores);
+/* Block rows: ATT_TOKENS tokens × the query heads of one KV head. Layout: queries [rows][head_dim], then scores
+ * [rows][n_ctx], then outputs [rows][head_dim]. */
+static size_t block_rows(const tr_model *m) { return ATT_TOKENS * (size_t)(m->info.n_head / m->info.n_head_kv); }
+
+size_t attention_scratch_floats(const tr_model *m, int32_t n_ctx) {
+    return block_rows(m) * ((size_t)n_ctx + 2 * (size_t)m->info.head_dim);
 }
 
-void attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out) {
-    attention_job job = {ctx, layer, q, n, out};
-    const tr_model *m = ctx->model;
-    const int64_t work = (int64_t)n * m->info.n_head * (ctx->n_past + n) * m->info.head_dim * 2;
-    run_parallel(ctx, attention_task, &job, work);
+void attention_blocks(const tr_model *m, int32_t n_ctx, float *base, float **scores, float **out) {
+    *scores = base + block_rows(m) * (size_t)m->info.head_dim;
+    *out = *scores + block_rows(m) * (size_t)n_ctx;
 }

@@ -26,7 +26,7 @@ tr_context_params tr_context_default_params(void) {
 }
 
 static void free_activations(activations *A) {
-    float *bufs[] = {A->x, A->xb, A->q, A->k, A->v, A->att, A->gate, A->up, A->rope_cos, A->rope_sin, A->scores};
+    float *bufs[] = {A->x, A->xb, A->q, A->k, A->v, A->att, A->gate, A->up, A->rope_cos, A->rope_sin, A->att_q};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(A, 0, sizeof *A);
 }
@@ -46,9 +46,11 @@ static tr_status alloc_activations(tr_context *ctx) {
     A->up = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
     A->rope_cos = malloc(cap * (size_t)(m->rope_dim / 2) * sizeof(float));
     A->rope_sin = malloc(cap * (size_t)(m->rope_dim / 2) * sizeof(float));
-    A->scores = malloc((size_t)ctx->params.n_threads * (size_t)ctx->kv.n_ctx * sizeof(float));
+    /* One allocation for attention's query, score and output blocks (see attention_blocks). */
+    A->att_q = malloc(attention_scratch_floats(m, ctx->kv.n_ctx) * sizeof(float));
+    if (A->att_q) attention_blocks(m, ctx->kv.n_ctx, A->att_q, &A->att_scores, &A->att_o);
     if (!A->x || !A->xb || !A->q || !A->att || !A->k || !A->v || !A->gate || !A->up || !A->rope_cos ||
-        !A->rope_sin || !A->scores)
+        !A->rope_sin || !A->att_q)
         return tr_fail(TR_ERR_NOMEM, "out of memory for activations (batch %d)", A->cap);
     return TR_OK;
 }
@@ -58,13 +60,14 @@ static tr_status alloc_kv(tr_context *ctx) {
     kv_cache *kv = &ctx->kv;
     kv->f32 = ctx->params.kv_f32;
     kv->n_ctx = ctx->params.n_ctx;
-    kv->row_bytes = (size_t)m->kv_dim * (kv->f32 ? 4 : 2);
+    kv->elt = kv->f32 ? 4 : 2;
+    kv->layer_bytes = (size_t)m->kv_dim * (size_t)kv->n_ctx * kv->elt;
     kv->k = calloc((size_t)m->info.n_layer, sizeof *kv->k);
     kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache");
     for (int il = 0; il < m->info.n_layer; il++) {
-        kv->k[il] = malloc(kv->row_bytes * (size_t)kv->n_ctx);
-        kv->v[il] = malloc(kv->row_bytes * (size_t)kv->n_ctx);
+        kv->k[il] = malloc(kv->layer_bytes);
+        kv->v[il] = malloc(kv->layer_bytes);
         if (!kv->k[il] || !kv->v[il])
             return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache (%d positions)", kv->n_ctx);
     }

@@ -22,18 +22,24 @@ static void silu_task(void *arg, int ith, int nth) {
     if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
 }
 
-static void store_kv_row(const kv_cache *kv, int layer, int32_t pos, const float *k, const float *v, int32_t n) {
-    uint8_t *kd = kv->k[layer] + (size_t)pos * kv->row_bytes, *vd = kv->v[layer] + (size_t)pos * kv->row_bytes;
-    if (kv->f32) {
-        memcpy(kd, k, (size_t)n * sizeof(float));
-        memcpy(vd, v, (size_t)n * sizeof(float));
-        return;
-    }
-    uint16_t *kh = (uint16_t *)kd, *vh = (uint16_t *)vd;
-    for (int32_t i = 0; i < n; i++) {
-        kh[i] = fp32_to_fp16(k[i]);
-        vh[i] = fp32_to_fp16(v[i]);
-    }
+/* Writes position pos of every KV head: K as a row, V into its transposed rows (see attention.c). */
+static void store_kv(const kv_cache *kv, int layer, int32_t pos, const float *k, const float *v, int32_t n_heads,
+                     int32_t hd) {
+    uint8_t *K = kv->k[layer], *V = kv->v[layer];
+    for (int32_t g = 0; g < n_heads; g++)
+        for (int32_t d = 0; d < hd; d++) {
+            const float kx = k[g * hd + d], vx = v[g * hd + d];
+            uint8_t *kd = K + kv_head_offset_k(kv, g, pos, hd) + (size_t)d * kv->elt;
+            uint8_t *vd = V + kv_head_offset_v(kv, g, d, pos, hd);
+            if (kv->f32) {
+                memcpy(kd, &kx, 4);
+                memcpy(vd, &vx, 4);
+            } else {
+                const uint16_t kh = fp32_to_fp16(kx), vh = fp32_to_fp16(vx);
+                memcpy(kd, &kh, 2);
+                memcpy(vd, &vh, 2);
+            }
+        }
 }
 
 static void add_bias(float *rows, const float *bias, int32_t n, int32_t width) {
@@ -68,10 +74,10 @@ static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
         const float *c = A->rope_cos + (int64_t)t * half, *s = A->rope_sin + (int64_t)t * half;
         rope_apply(m, A->q + (int64_t)t * m->q_dim, m->info.n_head, c, s);
         rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, s);
-        store_kv_row(&ctx->kv, il, ctx->n_past + t, A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
-                     m->kv_dim);
+        store_kv(&ctx->kv, il, ctx->n_past + t, A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
+                 m->info.n_head_kv, hd);
     }
-    attention(ctx, il, A->q, n, A->att);
+    if ((st = attention(ctx, il, A->q, n, A->att)) != TR_OK) return st;
     if ((st = matmul(ctx->pool, &L->wo, A->att, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
     add_vec(A->x, A->xb, (int64_t)n * dim);
 

@@ -35,13 +35,15 @@ struct tr_model {
     tr_vocab *vocab;
 };
 
-/* KV cache: per layer, one row of kv_dim elements (F16 or F32) per position. Truncating only moves n_past:
- * rows past it are overwritten by the next eval. */
+/* KV cache, per layer and KV head: K rows by position, V transposed (one row per head dimension), so attention
+ * is two plain matrix products (see attention.c). Truncating only moves n_past: positions past it are overwritten
+ * by the next eval. */
 typedef struct kv_cache {
     bool f32;
     int32_t n_ctx;
-    size_t row_bytes;
-    uint8_t **k, **v;  /* [n_layer] → n_ctx rows */
+    size_t elt;        /* bytes per element: 2 (F16) or 4 (F32) */
+    size_t layer_bytes;
+    uint8_t **k, **v;  /* [n_layer]: K as [n_head_kv][n_ctx][head_dim], V as [n_head_kv][head_dim][n_ctx] */
 } kv_cache;
 
 /* Activation buffers sized for one chunk of up to n_batch tokens. */
@@ -49,7 +51,7 @@ typedef struct activations {
     int32_t cap;                 /* tokens */
     float *x, *xb, *q, *k, *v, *att, *gate, *up;
     float *rope_cos, *rope_sin;  /* [cap][rope_dim/2] */
-    float *scores;               /* per thread: n_ctx floats */
+    float *att_q, *att_scores, *att_o; /* attention blocks (attention_scratch_floats in all) */
 } activations;
 
 struct tr_context {
@@ -91,6 +93,12 @@ void rope_apply(const tr_model *m, float *vec, int32_t n_heads, const float *cos
 
 /* attention.c: for each token t of the chunk (position n_past + t), every query head attends over cached positions
  * 0..n_past+t. q: [n][q_dim], out: [n][q_dim]. */
-void attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out);
+tr_status attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out);
+size_t attention_scratch_floats(const tr_model *m, int32_t n_ctx);
+/* Splits a scratch of attention_scratch_floats into the query block (base), scores and outputs. */
+void attention_blocks(const tr_model *m, int32_t n_ctx, float *base, float **scores, float **out);
+/* Byte offsets into a layer's K and V: K row of (head g, position), V element (head g, dimension d, position). */
+size_t kv_head_offset_k(const kv_cache *kv, int32_t g, int32_t pos, int32_t hd);
+size_t kv_head_offset_v(const kv_cache *kv, int32_t g, int32_t d, int32_t pos, int32_t hd);
 
 #endif /* TR_MODEL_INTERNAL_H */
