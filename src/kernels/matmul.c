@@ -109,6 +109,8 @@ static tr_status scratch_reserve(matmul_scratch *s, size_t bytes) {
 
 /* ---------------------------------------------------------------- the product */
 
+#define MATMUL_INLINE_MACS 32768.0
+
 typedef struct mm_job {
     mm_args a;
     mm_tile_fn tile;
@@ -171,7 +173,9 @@ tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_
     job.tile = k->tile;
     job.rows = w->rows;
     job.n = n;
-    const int nth = thread_pool_size(tp);
+    /* Small products run on the caller: waking a sleeping worker costs more than the work (tiny models, the
+     * router's MLP). */
+    const int nth = (double)w->rows * (double)w->cols * (double)n < MATMUL_INLINE_MACS ? 1 : thread_pool_size(tp);
 
     if (!k->quant) {
         job.a.x = (const uint8_t *)X;
@@ -189,7 +193,7 @@ tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_
     job.chunk_rows = chunk_rows_for(w->rows, n, nth);
     job.n_chunks = (w->rows + job.chunk_rows - 1) / job.chunk_rows;
     atomic_init(&job.next_chunk, 0);
-    if (job.n_chunks == 1) product_task(&job, 0, 1);
+    if (job.n_chunks == 1 || nth == 1) product_task(&job, 0, 1);
     else thread_pool_run(tp, product_task, &job);
     return TR_OK;
 }
