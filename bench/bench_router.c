@@ -83,6 +83,8 @@ static double bench_mlp(int32_t h, int32_t n_vocab, unsigned features, const cha
     tr_router *r = make_mlp(h, n_vocab, features);
     const double us = r ? time_score(r, hidden, h, logits, n_vocab) : NAN;
     printf("  mlp %-38s %10.3f us/call\n", label, us);
+    if (r && tr_router_set_threads(r, 2) == TR_OK)
+        printf("  mlp %-38s %10.3f us/call (2 threads)\n", label, time_score(r, hidden, h, logits, n_vocab));
     tr_router_free(r);
     free(hidden);
     free(logits);

@@ -368,6 +368,9 @@ void tr_router_free(tr_router *router);
 tr_policy tr_router_policy(const tr_router *router);
 /* The threshold stored in a router file (policies: 0.5). */
 float tr_router_default_tau(const tr_router *router);
+/* Lets an MLP router split its larger layers over n_threads (0 = physical cores; 1 = the caller only, the
+ * default). Policies ignore it. */
+tr_status tr_router_set_threads(tr_router *router, int32_t n_threads);
 /* Score of one position from the SLM's final hidden state [n_embd] and logits [n_vocab]. */
 tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd, const float *logits,
                           int32_t n_vocab, float *score);

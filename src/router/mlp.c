@@ -4,8 +4,9 @@
  * the fixed order maxprob, entropy, where maxprob is the top-1 probability and entropy is the normalized entropy
  * H / ln V of the SLM's softmax (policy.c; both in [0, 1], both 0 when the logits are not a distribution). Each
  * layer is y = W x + b with W [out][in] row-major F32, ReLU between layers and a sigmoid on the single output.
- * The products go through the kernels' F32 matmul (SIMD where the CPU has it), single-threaded: a router is a few
- * thousand to a few million multiply-adds, far below what is worth waking a thread pool for.
+ * The products go through the kernels' F32 matmul (SIMD where the CPU has it): on the caller's thread, unless
+ * tr_router_set_threads gave the router a pool; then only layers big enough to repay waking workers (a router for
+ * a hidden size in the hundreds or more) are split.
  *
  * A hidden state with a NaN or inf scores 0 (routed). All memory is allocated by mlp_alloc, so the forward pass allocates nothing; it writes the net's activation
  * buffers, so one net (one tr_router) must be used by one thread at a time.
@@ -84,8 +85,9 @@ float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_
         const int32_t n_in = net->sizes[l], n_out = net->sizes[l + 1];
         float *y = net->act[l & 1];
         const weight_matrix w = {.type = TR_TYPE_F32, .data = net->weights[l], .rows = n_out, .cols = n_in};
-        /* F32 weights need no scratch and no threads, so this cannot fail for a net that passed mlp_alloc. */
-        (void)matmul(NULL, &w, x, 1, y, n_out, &net->scratch);
+        /* F32 weights need no scratch, so this cannot fail for a net that passed mlp_alloc. Small layers run on
+         * the caller even with a pool (matmul's inline threshold). */
+        (void)matmul(net->pool, &w, x, 1, y, n_out, &net->scratch);
         const float *b = net->biases[l];
         if (l + 1 < net->n_layers) {
             for (int32_t r = 0; r < n_out; r++) {

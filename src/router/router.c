@@ -14,8 +14,20 @@
 
 struct tr_router {
     tr_policy policy;
-    mlp_net mlp; /* TR_POLICY_MLP only */
+    mlp_net mlp;       /* TR_POLICY_MLP only */
+    thread_pool *pool; /* tr_router_set_threads */
 };
+
+tr_status tr_router_set_threads(tr_router *router, int32_t n_threads) {
+    if (!router || n_threads < 0 || n_threads > 512) return tr_fail(TR_ERR_ARG, "tr_router_set_threads: bad argument");
+    if (n_threads == 0) n_threads = tr_physical_cores();
+    thread_pool_free(router->pool);
+    router->pool = NULL;
+    if (n_threads > 1 && router->policy == TR_POLICY_MLP && !(router->pool = thread_pool_create(n_threads)))
+        return TR_ERR_NOMEM;
+    router->mlp.pool = router->pool;
+    return TR_OK;
+}
 
 tr_status tr_router_create(tr_policy policy, tr_router **out) {
     if (!out) return tr_fail(TR_ERR_ARG, "tr_router_create: NULL argument");
@@ -59,6 +71,7 @@ tr_status tr_router_load(const char *path, const tr_model_info *slm, tr_router *
 void tr_router_free(tr_router *router) {
     if (!router) return;
     mlp_free(&router->mlp);
+    thread_pool_free(router->pool);
     free(router);
 }
 

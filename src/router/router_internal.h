@@ -56,6 +56,7 @@ typedef struct mlp_net {
     float *input;              /* [sizes[0]]: hidden state, then features */
     float *act[2];             /* ping-pong activations, each the widest layer */
     matmul_scratch scratch;    /* F32 products never grow it; kept so the call cannot allocate by surprise */
+    thread_pool *pool;         /* optional (tr_router_set_threads); not owned by the net */
     unsigned features;         /* tr_router_feature bits */
     float tau;
     char *slm_name;

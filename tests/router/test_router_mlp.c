@@ -174,6 +174,46 @@ static void test_citer_shape_with_features(void **state) {
     }
 }
 
+/* A router big enough for its layers to be split over threads (256 -> 512 -> 256 -> 1) scores exactly the same
+ * with a pool as on the caller alone: each output row is still one thread's dot product. */
+static void test_threads_do_not_change_scores(void **state) {
+    (void)state;
+    enum { H = 256 };
+    const int32_t sizes[4] = {H, 2 * H, H, 1};
+    float *w[3], *b[3];
+    uint64_t seed = 5;
+    for (int l = 0; l < 3; l++) {
+        w[l] = malloc((size_t)sizes[l] * sizes[l + 1] * sizeof(float));
+        b[l] = malloc((size_t)sizes[l + 1] * sizeof(float));
+        for (int32_t i = 0; i < sizes[l] * sizes[l + 1]; i++) w[l][i] = rand_uniform(&seed, 0.1f);
+        for (int32_t i = 0; i < sizes[l + 1]; i++) b[l][i] = rand_uniform(&seed, 0.1f);
+    }
+    const tr_mlp_router_desc desc = {.n_layers = 3, .sizes = sizes, .weights = (const float *const *)w,
+                                     .biases = (const float *const *)b, .tau = 0.5f, .slm_name = "t",
+                                     .slm_n_embd = H, .slm_n_vocab = 16};
+    const char *path = temp_path(".gguf");
+    assert_int_equal(tr_router_write_mlp(&desc, path), TR_OK);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(path, NULL, &r), TR_OK);
+    remove(path);
+    float hidden[H], one[8], two[8];
+    for (int trial = 0; trial < 8; trial++) {
+        for (int i = 0; i < H; i++) hidden[i] = rand_uniform(&seed, 2.0f);
+        assert_int_equal(tr_router_set_threads(r, 1), TR_OK);
+        assert_int_equal(tr_router_score(r, hidden, H, NULL, 0, &one[trial]), TR_OK);
+        assert_int_equal(tr_router_set_threads(r, 2), TR_OK);
+        assert_int_equal(tr_router_score(r, hidden, H, NULL, 0, &two[trial]), TR_OK);
+    }
+    assert_memory_equal(one, two, sizeof one);
+    assert_true(one[0] != one[1]); /* the inputs matter */
+    assert_int_equal(tr_router_set_threads(r, -1), TR_ERR_ARG);
+    tr_router_free(r);
+    for (int l = 0; l < 3; l++) {
+        free(w[l]);
+        free(b[l]);
+    }
+}
+
 /* A router for the student SLM, loaded against the real model and fed its hidden state and logits. */
 static void test_scores_the_student_model(void **state) {
     (void)state;
@@ -237,6 +277,7 @@ int main(void) {
         cmocka_unit_test(test_router_without_features_ignores_logits),
         cmocka_unit_test(test_citer_shape_with_features),
         cmocka_unit_test(test_scores_the_student_model),
+        cmocka_unit_test(test_threads_do_not_change_scores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
