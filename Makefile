@@ -20,11 +20,13 @@ build: deps
 demo: build
 	@./scripts/demo.sh $(BUILD)/tokroute $(SHARED)
 
-test-fast: build
+test-fast: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTR_WERROR=ON >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 test-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_WERROR=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
