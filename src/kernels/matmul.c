@@ -13,6 +13,9 @@
 #include "kernels/types.h"
 
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +38,21 @@ static int isa_by_name(const char *name) {
     return -1;
 }
 
+#if defined(__x86_64__)
+/* F16C from CPUID leaf 1, ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c"). */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static void isa_init(void) {
     mm_isa_scalar(&isa_tables[ISA_SCALAR]);
     isa_available[ISA_SCALAR] = true;
     int best = ISA_SCALAR;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
         isa_tables[ISA_AVX2] = isa_tables[ISA_SCALAR];
         mm_isa_avx2(&isa_tables[ISA_AVX2]);
         isa_available[ISA_AVX2] = true;

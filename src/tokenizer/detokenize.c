@@ -71,11 +71,12 @@ int32_t tr_token_to_piece(const tr_vocab *v, int32_t id, bool render_special, ch
     return o;
 }
 
-/* Piece of id into a growable buffer at *len. */
+/* Piece of id into a growable buffer at *len, always leaving one byte free for the final NUL. */
 static tr_status append_piece(const tr_vocab *v, int32_t id, bool render_special, char **buf, size_t *len,
                               size_t *cap) {
     for (;;) {
-        int32_t room = *cap - *len > INT32_MAX ? INT32_MAX : (int32_t)(*cap - *len);
+        const size_t free_bytes = *cap - *len - 1;
+        int32_t room = free_bytes > INT32_MAX ? INT32_MAX : (int32_t)free_bytes;
         int32_t n = tr_token_to_piece(v, id, render_special, *buf + *len, room);
         if (n < 0) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary (%d tokens)", id, v->n_tokens);
         if (n <= room) {

@@ -346,9 +346,37 @@ static void test_stories_vocab(void **state) {
     tr_vocab_free(v);
 }
 
+/* Invalid UTF-8 (lone continuation bytes, truncated and overlong sequences, 0xFF) must tokenize and detokenize
+ * without reading or writing out of bounds, in every kind of vocabulary. The first text is a fuzzer's find: its
+ * detokenized pieces filled the output buffer exactly, leaving no byte for the NUL. */
+static void test_invalid_utf8(void **state) {
+    (void)state;
+    char long_run[128] = " HelWol orld";
+    memset(long_run + 12, 0x90, 57);
+    long_run[69] = '!';
+    const char *texts[] = {long_run, "\x80", "a\xC3", "\xE2\x82", "\xF0\x9F\x98", "\xC0\xAF overlong", "\xFF\xFE\xFD",
+                           "\xED\xA0\x80 surrogate", "ok \xF4\x90\x80\x80 too high"};
+    const char *vocabs[] = {"llama-spm", "gpt-2", "smollm2", "deepseek-coder"};
+    for (size_t vi = 0; vi < sizeof vocabs / sizeof vocabs[0]; vi++) {
+        tr_vocab *v = load(vocabs[vi]);
+        for (size_t ti = 0; ti < sizeof texts / sizeof texts[0]; ti++) {
+            int32_t ids[512], n = -1;
+            tr_tokenize_params p = {.add_special = false, .parse_special = false};
+            assert_int_equal(tr_tokenize(v, texts[ti], strlen(texts[ti]), &p, ids, 512, &n), TR_OK);
+            assert_true(n > 0);
+            char *back = NULL;
+            assert_int_equal(tr_detokenize(v, ids, n, false, false, &back), TR_OK);
+            assert_non_null(back);
+            free(back);
+        }
+        tr_vocab_free(v);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_leading_space),
+        cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_spm_byte_fallback),
         cmocka_unit_test(test_special_tokens_on_request),
         cmocka_unit_test(test_buffer_too_small),

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# fuzz.sh — builds the libFuzzer targets with clang + ASan/UBSan and runs each for SECONDS (default 60), seeded
+# from ../shared. Findings are written to build-fuzz/findings/. Not part of `make test` (it is open-ended).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shared=$(cd ../shared && pwd)
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_FUZZ=ON \
+  -DTR_TESTS=OFF >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenize >/dev/null
+mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok
+# Small seeds: a tiny synthetic model, a router file is made by the tests; the real student model.
+[ -f build-fuzz/corpus-gguf/tiny.gguf ] || build/tokroute synth --shape tiny --type q8_0 -o build-fuzz/corpus-gguf/tiny.gguf 2>/dev/null || true
+cp -n "$shared/models/stories-student.gguf" build-fuzz/corpus-gguf/ 2>/dev/null || true
+awk 'BEGIN{RS="\n__ggml_vocab_test__\n"} {f=sprintf("build-fuzz/corpus-tok/t%03d", NR); printf "%s", $0 > f; close(f)}' \
+  "$shared/tokenizer/ggml-vocab-gpt-2.edge.inp"
+export TOKROUTE_SHARED=$shared
+(cd build-fuzz/findings &&
+  ../fuzz_gguf -max_total_time="$seconds" -max_len=300000 -rss_limit_mb=4096 ../corpus-gguf 2>&1 | tail -3 &&
+  ../fuzz_tokenize -max_total_time="$seconds" -max_len=4096 ../corpus-tok 2>&1 | tail -3)
