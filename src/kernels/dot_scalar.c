@@ -196,7 +196,7 @@ SCALAR_TILE(q6_k)
 
 static size_t q8_0_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_0, cols); }
 static size_t q8_1_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_1, cols); }
-static size_t q8_k_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_K, cols); }
+size_t q8_k_row_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_K, cols); }
 
 void mm_isa_scalar(mm_isa *isa) {
     isa->name = "scalar";
@@ -208,7 +208,7 @@ void mm_isa_scalar(mm_isa *isa) {
     isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0, q8_0_bytes};
     isa->k[TR_TYPE_Q4_1] = (mm_kernel){tile_q4_1, quantize_q8_1, q8_1_bytes};
     isa->k[TR_TYPE_Q5_1] = (mm_kernel){tile_q5_1, quantize_q8_1, q8_1_bytes};
-    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_bytes};
-    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_bytes};
-    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_bytes};
+    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes};
+    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_row_bytes};
+    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_row_bytes};
 }

@@ -44,6 +44,8 @@ size_t q8_0_soa_row_bytes(int64_t cols);
 /* Q8_1 likewise: quants, then the scales d, then the sums s = d * sum(q) (llama.cpp's F16 values, widened). */
 void quantize_q8_1_soa(const float *x, void *dst, int64_t n);
 size_t q8_1_soa_row_bytes(int64_t cols);
+/* Q8_K activations keep ggml's block layout. */
+size_t q8_k_row_bytes(int64_t cols);
 
 /* Each fills in what it implements, on top of what lower sets put there. */
 void mm_isa_scalar(mm_isa *isa);

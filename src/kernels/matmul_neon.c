@@ -197,7 +197,6 @@ NEON_TILE(q4_k)
 NEON_TILE(q5_k)
 NEON_TILE(q6_k)
 
-static size_t q8_k_bytes(int64_t cols) { return (size_t)(cols / QK_K) * sizeof(block_q8_k); }
 
 void mm_isa_neon(mm_isa *isa) {
     isa->name = "neon";
@@ -207,7 +206,7 @@ void mm_isa_neon(mm_isa *isa) {
     isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_soa, q8_0_soa_row_bytes};
     isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_soa, q8_0_soa_row_bytes};
     isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0_soa, q8_0_soa_row_bytes};
-    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_bytes};
-    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_bytes};
-    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_bytes};
+    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes};
+    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_row_bytes};
+    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_row_bytes};
 }
