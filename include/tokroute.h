@@ -202,7 +202,7 @@ const tr_model_info *tr_model_get_info(const tr_model *model);
 typedef struct tr_context_params {
     int32_t n_ctx;        /* KV cache length in tokens; 0 = min(model's training context, 4096) */
     int32_t n_threads;    /* 0 = number of physical cores */
-    int32_t n_batch;      /* most tokens evaluated in one forward chunk (default 512) */
+    int32_t n_batch;      /* most tokens evaluated in one forward chunk (default 256) */
     bool kv_f32;          /* keep K and V in F32 instead of F16 (default false, as llama.cpp) */
 } tr_context_params;
 
