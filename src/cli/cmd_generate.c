@@ -270,12 +270,16 @@ static int setup(const gen_opts *o, gen_state *g) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *stop_storage[64];
+    /* Every --stop takes two arguments, so argc slots always suffice. */
+    const char **stop_storage = calloc((size_t)argc, sizeof *stop_storage);
+    if (!stop_storage) return cli_fail(TR_ERR_NOMEM);
     gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage};
     o.rp.sampling.temperature = 0.0f;
-    if (argc > 64) return cli_usage_error(usage, "too many arguments");
     int rc = parse(argc, argv, &o);
-    if (rc != 0) return rc < 0 ? 0 : rc;
+    if (rc != 0) {
+        free(stop_storage);
+        return rc < 0 ? 0 : rc;
+    }
     gen_state g = {0};
     rc = setup(&o, &g);
     if (rc == 0) {
@@ -306,5 +310,6 @@ int cmd_generate(int argc, char **argv) {
     tr_model_free(g.llm);
     free(g.prompt);
     free(g.chat_prompt);
+    free(stop_storage);
     return rc;
 }
