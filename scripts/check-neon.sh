@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# check-neon.sh — proves the kernels (NEON path included) compile for aarch64, with Debian's cross compiler
-# (installed when missing and running as root). Only src/kernels is compiled: it needs no third-party headers.
+# check-neon.sh — the aarch64 (NEON) kernels: every kernel file must compile with Debian's cross compiler for
+# baseline ARMv8 and for ARMv8.2+dotprod, and tests/neon/neon_check.c (NEON vs scalar vs float64 for every
+# weight type) must pass under qemu-aarch64. Missing tools are installed when running as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cc=aarch64-linux-gnu-gcc
-if ! command -v "$cc" >/dev/null; then
-  if [ "$(id -u)" -ne 0 ]; then echo "check-neon: $cc missing (apt-get install gcc-aarch64-linux-gnu)" >&2; exit 1; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu >/dev/null; }
-fi
+install() {
+  [ "$(id -u)" -eq 0 ] || { echo "check-neon: missing $* (apt-get install $*)" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+}
+command -v "$cc" >/dev/null || install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+command -v qemu-aarch64 >/dev/null || install qemu-user
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+kernels=$(ls src/kernels/*.c | grep -v -E '_(avx2|avx512)\.c$')
 n=0
-# Baseline ARMv8 (NEON without sdot) and ARMv8.2 with the dot-product extension.
 for arch in armv8-a armv8.2-a+dotprod; do
-  for f in src/kernels/*.c; do
-    case "$f" in *_avx2.c|*_avx512.c) continue ;; esac
+  for f in $kernels; do
     "$cc" -std=c11 -D_GNU_SOURCE -O2 -march="$arch" -Wall -Wextra -Werror -Wno-unused-parameter \
       -Iinclude -Isrc -c "$f" -o "$out/$(basename "$f").o"
     n=$((n + 1))
   done
+  "$cc" -std=c11 -D_GNU_SOURCE -O2 -march="$arch" -Iinclude -Isrc tests/neon/neon_check.c $kernels \
+    src/common/error.c -static -lm -lpthread -o "$out/neon_check"
+  # qemu emulates the dot-product extension too, so both builds really run.
+  qemu-aarch64 -cpu max "$out/neon_check" >"$out/log" || { cat "$out/log"; echo "check-neon: $arch FAILED" >&2; exit 1; }
+  echo "check-neon: $arch: $(tail -1 "$out/log")"
 done
 echo "check-neon: $n compilations of the kernels for aarch64 passed ($("$cc" --version | head -1))"
