@@ -5,8 +5,9 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SHARED     ?= $(abspath ../shared)
+MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build demo test test-fast test-asan bench clean
+.PHONY: all deps build cli demo test test-fast test-asan clean
 
 all: build
 
@@ -17,7 +18,12 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
+# The demo needs only the library and the CLI.
+cli: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target tokroute
+
+demo: cli
 	@./scripts/demo.sh $(BUILD)/tokroute $(SHARED)
 
 test-fast: deps
