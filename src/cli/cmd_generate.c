@@ -127,7 +127,7 @@ typedef struct sink {
     const gen_opts *o;
     bool color;
     FILE *trace;
-    bool wrote_id;
+    bool wrote_id, wrote_text;
 } sink;
 
 /* Rounded so the JSON shows 0.4, not 0.40000000596046448. */
@@ -164,6 +164,7 @@ static bool on_token(void *user, const tr_route_token *t) {
         if (red) fputs("\x1b[31m", stdout);
         fwrite(t->text, 1, t->text_len, stdout);
         if (red) fputs("\x1b[0m", stdout);
+        k->wrote_text = true;
     }
     fflush(stdout);
     return true;
@@ -213,23 +214,27 @@ static bool same_vocab(const tr_model *a, const tr_model *b) {
     return true;
 }
 
-static tr_status apply_chat(const gen_opts *o, gen_state *g, const char **text) {
+/* Renders the prompt with the forced or detected chat template; prints the error and returns false on failure. */
+static bool apply_chat(const gen_opts *o, gen_state *g, const char **text) {
     tr_chat_template t = TR_CHAT_NONE;
     tr_status st = TR_OK;
     if (o->chat_template) {
         st = tr_chat_template_from_name(o->chat_template, &t);
     } else {
         tr_gguf *gguf;
-        if ((st = tr_gguf_open(o->mo.model, &gguf)) != TR_OK) return st;
-        t = tr_chat_template_detect(gguf);
-        tr_gguf_close(gguf);
-        if (t == TR_CHAT_NONE) st = TR_ERR_UNSUPPORTED;
-        if (st != TR_OK) fprintf(stderr, "tokroute: the model has no known chat template; use --chat-template NAME\n");
+        if ((st = tr_gguf_open(o->mo.model, &gguf)) == TR_OK) {
+            t = tr_chat_template_detect(gguf);
+            tr_gguf_close(gguf);
+            if (t == TR_CHAT_NONE) {
+                fprintf(stderr, "tokroute: the model has no known chat template; use --chat-template NAME\n");
+                return false;
+            }
+        }
     }
     tr_chat_message msg = {"user", o->prompt};
     if (st == TR_OK) st = tr_chat_apply(t, &msg, 1, true, &g->chat_prompt);
     *text = g->chat_prompt;
-    return st;
+    return st == TR_OK || (cli_fail(st), false);
 }
 
 static int setup(const gen_opts *o, gen_state *g) {
@@ -237,7 +242,7 @@ static int setup(const gen_opts *o, gen_state *g) {
     if (!cli_load_model(&mo, &g->slm, &g->ctx)) return 1;
     const char *text = o->prompt;
     tr_status st = TR_OK;
-    if (o->chat && (st = apply_chat(o, g, &text)) != TR_OK) return cli_fail(st);
+    if (o->chat && !apply_chat(o, g, &text)) return 1;
     bool ok = o->tokens ? cli_token_list(o->tokens, &g->prompt, &g->n_prompt)
                         : cli_tokenize_prompt(g->slm, text, o->no_bos, o->chat, &g->prompt, &g->n_prompt);
     if (!ok) return 1;
@@ -284,19 +289,20 @@ int cmd_generate(int argc, char **argv) {
     rc = setup(&o, &g);
     if (rc == 0) {
         o.rp.tau = o.tau_set ? (float)o.tau : g.router ? tr_router_default_tau(g.router) : 0.5f;
-        sink k = {&o, !o.no_color && isatty(STDOUT_FILENO), NULL, false};
+        sink k = {&o, !o.no_color && isatty(STDOUT_FILENO), NULL, false, false};
         if (o.trace && !(k.trace = fopen(o.trace, "w"))) {
             fprintf(stderr, "tokroute: cannot create %s\n", o.trace);
             rc = 1;
         }
-        if (rc == 0 && o.echo && o.prompt) fputs(o.prompt, stdout);
+        if (rc == 0 && o.echo && o.prompt) fputs(o.prompt, stdout), k.wrote_text = true;
         o.rp.on_token = on_token;
         o.rp.user = &k;
         tr_route_stats stats;
         tr_status st = rc ? TR_OK : tr_route_generate(g.ctx, g.router, g.backend, g.prompt, g.n_prompt, &o.rp, NULL, 0,
                                                       &stats);
         if (rc == 0) {
-            if (!o.ids || k.wrote_id) putchar('\n');
+            /* End the line only if something was written: on an error stdout stays empty. */
+            if (k.wrote_id || k.wrote_text) putchar('\n');
             fflush(stdout);
             if (st != TR_OK) rc = cli_fail(st);
             else if (!o.no_summary) print_summary(&o, &stats);

@@ -86,4 +86,10 @@ grep -q "tokroute:" "$tmp/e" && [ ! -s "$tmp/o" ] || fail "router error not repo
 if "$cli" generate --slm "$slm" --llm "$tmp/missing.gguf" -p hi -n 3 2>"$tmp/e" >/dev/null; then fail "missing LLM accepted"; fi
 grep -q "missing.gguf" "$tmp/e" || fail "missing LLM not named"
 if "$cli" generate --slm "$slm" --mode llm -p hi -n 3 2>"$tmp/e" >/dev/null; then fail "llm mode without --llm"; fi
+# Errors found after generation started leave stdout empty; each failure is one clear line on stderr.
+if "$cli" generate -m "$llm" -p "Once upon a time" -n 100000 >"$tmp/o" 2>"$tmp/e"; then fail "context overflow accepted"; fi
+[ ! -s "$tmp/o" ] || fail "stdout not empty after an error: '$(cat "$tmp/o")'"
+grep -q "exceed the SLM context" "$tmp/e" || fail "context overflow not explained"
+if "$cli" generate -m "$llm" -p hi --chat -n 3 >"$tmp/o" 2>"$tmp/e"; then fail "--chat without a template accepted"; fi
+[ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -q "chat template" "$tmp/e" || fail "--chat error: $(cat "$tmp/e")"
 echo "route e2e: all checks passed"
