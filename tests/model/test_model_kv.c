@@ -211,6 +211,39 @@ static void one_at_a_time_matches_batch(void **state) {
     }
 }
 
+/* A batch longer than attention's 32-token blocks: every block's causal offsets must be right. 150 tokens in one
+ * batch equal one token per call and chunks of 50 (each chunk starting mid-cache). */
+static void long_batch_matches_other_paths(void **state) {
+    (void)state;
+    enum { N_LONG = 150 };
+    int32_t ids[N_LONG];
+    for (int32_t i = 0; i < N_LONG; i++) ids[i] = i == 0 ? 1 : 3 + (i * 97 + 13) % 509;
+    for (int mi = 0; mi < N_MODELS; mi++) {
+        tr_model *m = load(MODELS[mi]);
+        const tr_model_info *in = tr_model_get_info(m);
+        const size_t V = (size_t)in->n_vocab, E = (size_t)in->n_embd;
+        tr_context *batch = new_ctx(m, 256, 256, false), *single = new_ctx(m, 256, 256, false);
+        tr_context *chunked = new_ctx(m, 256, 50, false);
+        outputs ref = eval_copy(batch, ids, N_LONG);
+        outputs got = eval_copy(chunked, ids, N_LONG);
+        compare(MODELS[mi], "150 tokens in chunks of 50 vs one batch", &got, &ref, V, E, false, 1e-4);
+        outputs step = {N_LONG, malloc(N_LONG * V * sizeof(float)), malloc(N_LONG * E * sizeof(float))};
+        for (int32_t i = 0; i < N_LONG; i++) {
+            assert_int_equal(tr_context_eval(single, &ids[i], 1, TR_EVAL_LOGITS_LAST), TR_OK);
+            memcpy(step.logits + (size_t)i * V, tr_context_logits(single, -1), V * sizeof(float));
+            memcpy(step.hidden + (size_t)i * E, tr_context_hidden(single, 0), E * sizeof(float));
+        }
+        compare(MODELS[mi], "150 tokens one per call vs one batch", &step, &ref, V, E, false, 1e-4);
+        outputs_free(&ref);
+        outputs_free(&got);
+        outputs_free(&step);
+        tr_context_free(batch);
+        tr_context_free(single);
+        tr_context_free(chunked);
+        tr_model_free(m);
+    }
+}
+
 /* n_batch smaller than the prompt: the eval is split into chunks internally; outputs of every position match. */
 static void chunked_eval_matches_one_chunk(void **state) {
     (void)state;
@@ -353,6 +386,7 @@ int main(void) {
         cmocka_unit_test(truncate_and_replay_reproduces),
         cmocka_unit_test(one_at_a_time_matches_batch),
         cmocka_unit_test(chunked_eval_matches_one_chunk),
+        cmocka_unit_test(long_batch_matches_other_paths),
         cmocka_unit_test(range_errors_change_nothing),
         cmocka_unit_test(clear_and_counters),
     };
