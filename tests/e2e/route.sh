@@ -92,4 +92,9 @@ if "$cli" generate -m "$llm" -p "Once upon a time" -n 100000 >"$tmp/o" 2>"$tmp/e
 grep -q "exceed the SLM context" "$tmp/e" || fail "context overflow not explained"
 if "$cli" generate -m "$llm" -p hi --chat -n 3 >"$tmp/o" 2>"$tmp/e"; then fail "--chat without a template accepted"; fi
 [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -q "chat template" "$tmp/e" || fail "--chat error: $(cat "$tmp/e")"
+# The README's API example builds beside the CLI and routes.
+example=$(dirname "$cli")/example_route
+out=$("$example" "$slm" "$llm")
+[[ "$out" == ", there was a little girl named Lily."* ]] || fail "example_route: $out"
+echo "$out" | grep -Eq '^64 tokens, [0-9]+ routed$' || fail "example_route summary: $out"
 echo "route e2e: all checks passed"
