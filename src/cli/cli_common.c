@@ -200,6 +200,16 @@ bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, b
     int32_t *buf = malloc((size_t)cap * sizeof *buf);
     if (!buf) return false;
     tr_status st = tr_tokenize(vocab, text, strlen(text), &tp, buf, cap, &count);
+    if (st == TR_ERR_RANGE && count > cap) { /* the exact count is known now: retry once with room for it */
+        int32_t *bigger = realloc(buf, (size_t)count * sizeof *buf);
+        if (!bigger) {
+            free(buf);
+            return false;
+        }
+        buf = bigger;
+        cap = count;
+        st = tr_tokenize(vocab, text, strlen(text), &tp, buf, cap, &count);
+    }
     if (st != TR_OK) {
         free(buf);
         return cli_fail(st), false;
