@@ -22,44 +22,37 @@ static __m256i pack_32(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* One 32-value block as llama.cpp does it: amax, q = round(x * 127/amax) to 32 int8 at qs. Returns amax; the
+ * quants stay in q[] (int32 lanes) for callers that also need their sum. */
+static float quantize_block_32(const float *x, int8_t *qs, __m256i q[4]) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    const float am = hmax8(amax);
+    const __m256 vid = _mm256_set1_ps(am != 0.0f ? 127.0f / am : 0.0f);
+    for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+    _mm256_storeu_si256((__m256i *)qs, pack_32(q[0], q[1], q[2], q[3]));
+    return am;
+}
+
 void quantize_q8_0_soa_avx2(const float *x, void *dst, int64_t n) {
     int8_t *qs = dst;
     float *d = (float *)(qs + n);
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
-        __m256 v[4];
-        __m256 amax = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
-        }
-        const float am = hmax8(amax);
-        const float id = am != 0.0f ? 127.0f / am : 0.0f;
-        d[i] = fp16_to_fp32(fp32_to_fp16(am / 127.0f));
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
-        _mm256_storeu_si256((__m256i *)(qs + 32 * i), pack_32(q[0], q[1], q[2], q[3]));
-    }
+    __m256i q[4];
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0)
+        d[i] = fp16_to_fp32(fp32_to_fp16(quantize_block_32(x, qs + 32 * i, q) / 127.0f));
 }
 
 void quantize_q8_1_soa_avx2(const float *x, void *dst, int64_t n) {
     int8_t *qs = dst;
     float *d = (float *)(qs + n), *sum = d + n / QK8_1;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256i q[4];
     for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
-        __m256 v[4];
-        __m256 amax = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
-        }
-        const float am = hmax8(amax);
-        const float id = am != 0.0f ? 127.0f / am : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
-        _mm256_storeu_si256((__m256i *)(qs + 32 * i), pack_32(q[0], q[1], q[2], q[3]));
+        const float am = quantize_block_32(x, qs + 32 * i, q);
         const __m256i t = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
         __m128i h = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
         h = _mm_hadd_epi32(h, h);
