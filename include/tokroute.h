@@ -299,8 +299,9 @@ tr_status tr_tokenize(const tr_vocab *vocab, const char *text, size_t len, const
                       int32_t *tokens, int32_t cap, int32_t *n_tokens);
 
 /* The bytes a token stands for (byte-level and byte-fallback tokens decoded; SentencePiece "▁" → " "). Writes at
- * most cap bytes (no NUL); returns the full length, or -1 for an invalid id. Special/control tokens render as
- * their text only when render_special is true. */
+ * most cap bytes (no NUL); returns the full length, or -1 for a negative id. Ids past the token list render as
+ * empty text (a model's n_vocab may exceed its token list). Special/control tokens render as their text only when
+ * render_special is true. */
 int32_t tr_token_to_piece(const tr_vocab *vocab, int32_t id, bool render_special, char *buf, int32_t cap);
 
 /* Detokenizes a whole sequence into a malloc'ed NUL-terminated string (free with free()). With SentencePiece,
@@ -314,7 +315,7 @@ typedef struct tr_detok_stream tr_detok_stream;
 tr_status tr_detok_stream_create(const tr_vocab *vocab, bool remove_leading_space, tr_detok_stream **out);
 void tr_detok_stream_free(tr_detok_stream *s);
 /* Appends the token; returns a pointer to the newly completed text (NUL-terminated, valid until the next call)
- * and its length in *len. Invalid ids give TR_ERR_RANGE. */
+ * and its length in *len. Negative ids give TR_ERR_RANGE; ids past the token list add no text. */
 tr_status tr_detok_stream_push(tr_detok_stream *s, int32_t id, const char **text, size_t *len);
 /* Emits whatever is held back (incomplete bytes become U+FFFD). */
 tr_status tr_detok_stream_flush(tr_detok_stream *s, const char **text, size_t *len);

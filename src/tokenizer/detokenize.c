@@ -4,7 +4,11 @@
  * A piece follows llama.cpp's token_to_piece: control and unknown tokens render only with render_special; user-
  * defined tokens render as their text; normal tokens are unescaped (SPM "▁" → " ", byte-level BPE characters →
  * their bytes); byte tokens <0xNN> give the byte; unused and undefined tokens give nothing. Unlike llama.cpp's
- * llama_detokenize we do not "clean up" spaces before punctuation, so byte-level BPE round-trips exactly. */
+ * llama_detokenize we do not "clean up" spaces before punctuation, so byte-level BPE round-trips exactly.
+ *
+ * Ids at or past the end of the token list render as empty text: a model's n_vocab (rows of its output matrix) may
+ * exceed its token list (padded vocabularies), so a sampler can legitimately produce them. Only negative ids are
+ * invalid. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +29,8 @@ static void put(char *buf, int32_t cap, int32_t *o, const char *s, size_t n) {
 }
 
 int32_t tr_token_to_piece(const tr_vocab *v, int32_t id, bool render_special, char *buf, int32_t cap) {
-    if (!v || id < 0 || id >= v->n_tokens || (cap > 0 && !buf)) return -1;
+    if (!v || id < 0 || (cap > 0 && !buf)) return -1;
+    if (id >= v->n_tokens) return 0; /* padding id without a token: no text */
     if (cap < 0) cap = 0;
     uint32_t a = v->attr[id];
     const char *t = v->text[id];
@@ -78,7 +83,7 @@ static tr_status append_piece(const tr_vocab *v, int32_t id, bool render_special
         const size_t free_bytes = *cap - *len - 1;
         int32_t room = free_bytes > INT32_MAX ? INT32_MAX : (int32_t)free_bytes;
         int32_t n = tr_token_to_piece(v, id, render_special, *buf + *len, room);
-        if (n < 0) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary (%d tokens)", id, v->n_tokens);
+        if (n < 0) return tr_fail(TR_ERR_RANGE, "token id %d is negative", id);
         if (n <= room) {
             *len += (size_t)n;
             return TR_OK;
@@ -209,7 +214,7 @@ tr_status tr_detok_stream_push(tr_detok_stream *s, int32_t id, const char **text
     *text = "";
     *len = 0;
     int32_t n = tr_token_to_piece(s->vocab, id, false, NULL, 0);
-    if (n < 0) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary (%d tokens)", id, s->vocab->n_tokens);
+    if (n < 0) return tr_fail(TR_ERR_RANGE, "token id %d is negative", id);
     if (!reserve(&s->piece, &s->piece_cap, (size_t)n + 1)) return tr_fail(TR_ERR_NOMEM, "detokenizer stream");
     tr_token_to_piece(s->vocab, id, false, s->piece, n);
     const char *p = s->piece;

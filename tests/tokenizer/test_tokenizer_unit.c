@@ -84,7 +84,7 @@ static void test_spm_byte_fallback(void **state) {
     assert_int_equal((unsigned char)piece[0], 0xF0);
     assert_int_equal(tr_token_to_piece(v, 1, false, piece, sizeof piece), 0);   /* BOS renders as nothing */
     assert_int_equal(tr_token_to_piece(v, 1, true, piece, sizeof piece), 3);    /* ... or as "<s>" */
-    assert_int_equal(tr_token_to_piece(v, 99999, true, piece, sizeof piece), -1);
+    assert_int_equal(tr_token_to_piece(v, -1, true, piece, sizeof piece), -1);
     tr_vocab_free(v);
 }
 
@@ -174,7 +174,7 @@ static void test_stream_holds_split_characters(void **state) {
     assert_int_equal(len, 0);
     assert_int_equal(tr_detok_stream_flush(s, &t, &len), TR_OK);
     assert_string_equal(t, "\xEF\xBF\xBD");
-    assert_int_equal(tr_detok_stream_push(s, 1 << 30, &t, &len), TR_ERR_RANGE);
+    assert_int_equal(tr_detok_stream_push(s, -5, &t, &len), TR_ERR_RANGE);
     tr_detok_stream_free(s);
     tr_vocab_free(v);
 
@@ -373,6 +373,43 @@ static void test_invalid_utf8(void **state) {
     }
 }
 
+/* A model's n_vocab may exceed its token list (padded output matrices): ids in [n_tokens, n_vocab) can be sampled
+ * and must render as empty text, not abort generation. Negative ids stay errors. */
+static void test_ids_past_token_list_render_empty(void **state) {
+    (void)state;
+    tr_vocab *v = load("gpt-2");
+    const int32_t n_tokens = tr_vocab_n_tokens(v);
+    char piece[8];
+    assert_int_equal(tr_token_to_piece(v, n_tokens, true, piece, sizeof piece), 0);
+    assert_int_equal(tr_token_to_piece(v, n_tokens + 127, false, piece, sizeof piece), 0);
+    assert_int_equal(tr_token_to_piece(v, -1, false, piece, sizeof piece), -1);
+
+    int32_t ids[16];
+    int32_t n = tok(v, "Hello", false, false, ids, 14);
+    ids[n] = n_tokens;      /* padding ids in the middle of a sequence */
+    ids[n + 1] = n_tokens + 3;
+    char *out = NULL;
+    assert_int_equal(tr_detokenize(v, ids, n + 2, false, false, &out), TR_OK);
+    assert_string_equal(out, "Hello");
+    free(out);
+    int32_t neg = -2;
+    assert_int_equal(tr_detokenize(v, &neg, 1, false, false, &out), TR_ERR_RANGE);
+
+    tr_detok_stream *s = NULL;
+    const char *t;
+    size_t len = 99;
+    assert_int_equal(tr_detok_stream_create(v, false, &s), TR_OK);
+    assert_int_equal(tr_detok_stream_push(s, n_tokens, &t, &len), TR_OK);
+    assert_int_equal(len, 0);
+    assert_int_equal(tr_detok_stream_push(s, ids[0], &t, &len), TR_OK);
+    assert_string_equal(t, "Hello");
+    assert_int_equal(tr_detok_stream_push(s, -1, &t, &len), TR_ERR_RANGE);
+    tr_detok_stream_free(s);
+    assert_false(tr_vocab_is_eog(v, n_tokens));
+    assert_null(tr_vocab_token_text(v, n_tokens));
+    tr_vocab_free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_leading_space),
@@ -381,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_special_tokens_on_request),
         cmocka_unit_test(test_buffer_too_small),
         cmocka_unit_test(test_stream_holds_split_characters),
+        cmocka_unit_test(test_ids_past_token_list_render_empty),
         cmocka_unit_test(test_chat_templates),
         cmocka_unit_test(test_pre_tokenizer_names),
         cmocka_unit_test(test_pre_tokenizer_splits),
