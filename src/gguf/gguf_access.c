@@ -14,9 +14,7 @@ int64_t tr_gguf_n_tensors(const tr_gguf *g) { return g ? g->n_tensors : 0; }
 
 int64_t tr_gguf_find_kv(const tr_gguf *g, const char *key) {
     if (!g || !key) return -1;
-    for (int64_t i = 0; i < g->n_kv; i++)
-        if (strcmp(g->kv[i].key.s, key) == 0) return i;
-    return -1;
+    return gguf_index_get(&g->kv_index, key);
 }
 
 static const gguf_kv *kv_at(const tr_gguf *g, int64_t i) {
@@ -128,9 +126,7 @@ void tr_gguf_kv_format(const tr_gguf *g, int64_t i, char *buf, size_t cap) {
 
 int64_t tr_gguf_find_tensor(const tr_gguf *g, const char *name) {
     if (!g || !name) return -1;
-    for (int64_t i = 0; i < g->n_tensors; i++)
-        if (strcmp(g->tensors[i].info.name, name) == 0) return i;
-    return -1;
+    return gguf_index_get(&g->tensor_index, name);
 }
 
 const tr_gguf_tensor *tr_gguf_tensor_at(const tr_gguf *g, int64_t i) {

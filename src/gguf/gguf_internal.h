@@ -31,6 +31,24 @@ typedef struct gguf_tensor {
     tr_gguf_tensor info;
 } gguf_tensor;
 
+/* Name → entry number (gguf_index.c). Keys are not copied: they must outlive the index. */
+typedef struct gguf_index_slot {
+    const char *key;
+    uint64_t hash;
+    int64_t value;
+} gguf_index_slot;
+
+typedef struct gguf_index {
+    gguf_index_slot *slots;
+    uint64_t cap, n;
+} gguf_index;
+
+/* Adds key → value unless key is present; *existing gets the present entry's value (or -1 when added). False
+ * only when out of memory. */
+bool gguf_index_put(gguf_index *x, const char *key, int64_t value, int64_t *existing);
+int64_t gguf_index_get(const gguf_index *x, const char *key); /* -1 when absent */
+void gguf_index_free(gguf_index *x);
+
 typedef struct arena_chunk {
     struct arena_chunk *next;
     char data[];
@@ -45,6 +63,7 @@ struct tr_gguf {
     int64_t n_kv, n_tensors;
     gguf_kv *kv;
     gguf_tensor *tensors;
+    gguf_index kv_index, tensor_index; /* built when the file is opened */
     arena_chunk *arena;
     size_t arena_used, arena_cap;
 };

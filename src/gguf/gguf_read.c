@@ -272,17 +272,20 @@ static tr_status check_tensor_layout(tr_gguf *g) {
 
 /* ---------------------------------------------------------------- open */
 
-static tr_status check_unique_names(const tr_gguf *g) {
-    for (int64_t i = 0; i < g->n_kv; i++)
-        for (int64_t j = i + 1; j < g->n_kv; j++)
-            if (strcmp(g->kv[i].key.s, g->kv[j].key.s) == 0)
-                return tr_fail(TR_ERR_FORMAT, "duplicate metadata key '%s'", g->kv[i].key.s);
-    for (int64_t i = 0; i < g->n_tensors; i++)
-        for (int64_t j = i + 1; j < g->n_tensors; j++)
-            if (strcmp(g->tensors[i].info.name, g->tensors[j].info.name) == 0)
-                return tr_fail(TR_ERR_FORMAT, "duplicate tensor name '%s'", g->tensors[i].info.name);
+/* Builds the name → entry index, rejecting a name that appears twice (hashing: linear in the count). */
+static tr_status index_names(gguf_index *x, int64_t n, const char *(*name_of)(const tr_gguf *, int64_t),
+                             const tr_gguf *g, const char *what) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t existing;
+        if (!gguf_index_put(x, name_of(g, i), i, &existing))
+            return tr_fail(TR_ERR_NOMEM, "out of memory for the GGUF %s index", what);
+        if (existing >= 0) return tr_fail(TR_ERR_FORMAT, "duplicate %s '%s'", what, name_of(g, i));
+    }
     return TR_OK;
 }
+
+static const char *kv_name(const tr_gguf *g, int64_t i) { return g->kv[i].key.s; }
+static const char *tensor_name(const tr_gguf *g, int64_t i) { return g->tensors[i].info.name; }
 
 static tr_status parse(tr_gguf *g) {
     cursor c = {g->base, g->size, 0, "header"};
@@ -306,6 +309,7 @@ static tr_status parse(tr_gguf *g) {
         g->n_kv = (int64_t)i + 1;
         if ((st = read_kv(g, &c, &g->kv[i])) != TR_OK) return tr_fail_prefix(st, "metadata entry %" PRIu64, i);
     }
+    if ((st = index_names(&g->kv_index, g->n_kv, kv_name, g, "metadata key")) != TR_OK) return st;
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
     int64_t ai = tr_gguf_find_kv(g, "general.alignment");
     if (ai >= 0) {
@@ -319,7 +323,7 @@ static tr_status parse(tr_gguf *g) {
         if ((st = read_tensor_info(g, &c, &g->tensors[i])) != TR_OK)
             return tr_fail_prefix(st, "tensor entry %" PRIu64, i);
     }
-    if ((st = check_unique_names(g)) != TR_OK) return st;
+    if ((st = index_names(&g->tensor_index, g->n_tensors, tensor_name, g, "tensor name")) != TR_OK) return st;
     uint64_t data = c.pos + (g->alignment - c.pos % g->alignment) % g->alignment;
     if (n_tensors > 0 && data > g->size)
         return tr_fail(TR_ERR_FORMAT, "truncated file: the data section would start at %" PRIu64 " of %" PRIu64,
@@ -384,6 +388,8 @@ void tr_gguf_close(tr_gguf *g) {
     for (int64_t i = 0; i < g->n_kv; i++) free(g->kv[i].arr_strs);
     free(g->kv);
     free(g->tensors);
+    gguf_index_free(&g->kv_index);
+    gguf_index_free(&g->tensor_index);
     while (g->arena) {
         arena_chunk *next = g->arena->next;
         free(g->arena);

@@ -61,8 +61,13 @@ static void free_kv(wkv *kv) {
     free(kv->arr_data);
 }
 
+/* a * b, false when the product does not fit 64 bits (sizes come from callers and copied files: never wrap). */
+static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
 static bool dup_bytes(wstr *out, const char *s, uint64_t len) {
     out->len = len;
+    out->s = NULL;
+    if (len >= SIZE_MAX) return false;
     out->s = malloc((size_t)len + 1);
     if (!out->s) return false;
     if (len) memcpy(out->s, s, (size_t)len);
@@ -141,11 +146,14 @@ tr_status tr_gguf_writer_set_str(tr_gguf_writer *w, const char *key, const char 
 static tr_status set_array(tr_gguf_writer *w, const char *key, tr_gguf_value_type et, const void *v, uint64_t n,
                            const uint64_t *lens) {
     if (!v && n) return tr_fail(TR_ERR_ARG, "NULL array for key %s", key ? key : "(null)");
+    uint64_t bytes;
+    if (!mul_u64(n, et == TR_GGUF_STRING ? sizeof(wstr) : gguf_value_size(et), &bytes) || bytes > SIZE_MAX / 2)
+        return tr_fail(TR_ERR_RANGE, "array %s: %" PRIu64 " elements do not fit in memory", key ? key : "(null)", n);
     wkv *kv = kv_slot(w, key);
     if (!kv) return tr_fail(TR_ERR_NOMEM, "out of memory");
     kv->type = TR_GGUF_ARRAY;
     kv->arr_type = et;
-    kv->arr_len = n;
+    kv->arr_len = 0; /* set once the elements are in place, so a failure leaves nothing to read past */
     if (et == TR_GGUF_STRING) {
         wstr *dst = calloc((size_t)(n ? n : 1), sizeof *dst);
         if (!dst) return tr_fail(TR_ERR_NOMEM, "out of memory");
@@ -153,13 +161,15 @@ static tr_status set_array(tr_gguf_writer *w, const char *key, tr_gguf_value_typ
         const char *const *src = v;
         for (uint64_t i = 0; i < n; i++) {
             const char *e = src[i] ? src[i] : "";
+            kv->arr_len = i; /* free_kv frees exactly the elements copied so far */
             if (!dup_bytes(&dst[i], e, lens ? lens[i] : strlen(e))) return tr_fail(TR_ERR_NOMEM, "out of memory");
         }
+        kv->arr_len = n;
         return TR_OK;
     }
-    size_t bytes = (size_t)n * gguf_value_size(et);
-    if (!(kv->arr_data = malloc(bytes ? bytes : 1))) return tr_fail(TR_ERR_NOMEM, "out of memory");
-    if (bytes) memcpy(kv->arr_data, v, bytes);
+    if (!(kv->arr_data = malloc(bytes ? (size_t)bytes : 1))) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (bytes) memcpy(kv->arr_data, v, (size_t)bytes);
+    kv->arr_len = n;
     return TR_OK;
 }
 
@@ -230,20 +240,27 @@ tr_status tr_gguf_writer_add_tensor(tr_gguf_writer *w, const char *name, tr_type
     memset(t, 0, sizeof *t);
     t->type = type;
     t->n_dims = n_dims;
-    uint64_t bytes = (uint64_t)(ne[0] / be) * tr_type_block_bytes(type);
+    uint64_t bytes = 0;
+    bool fits = mul_u64((uint64_t)(ne[0] / be), tr_type_block_bytes(type), &bytes);
     for (int d = 0; d < 4; d++) {
         t->ne[d] = d < n_dims ? ne[d] : 1;
         if (t->ne[d] < 1) return tr_fail(TR_ERR_ARG, "tensor %s: dimension %d is %" PRId64, name, d, t->ne[d]);
-        if (d > 0) bytes *= (uint64_t)t->ne[d];
+        if (d > 0) fits = fits && mul_u64(bytes, (uint64_t)t->ne[d], &bytes);
     }
+    /* The data section is addressed with 64-bit offsets: keep room for the padding of every tensor after it. */
+    if (!fits || bytes > UINT64_MAX / 2)
+        return tr_fail(TR_ERR_RANGE, "tensor %s: %" PRId64 " x %" PRId64 " x %" PRId64 " x %" PRId64 " elements of %s "
+                       "exceed 2^63 bytes", name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], tr_type_name(type));
+    if (data && bytes > SIZE_MAX / 2)
+        return tr_fail(TR_ERR_RANGE, "tensor %s: %" PRIu64 " bytes do not fit in memory", name, bytes);
     t->n_bytes = bytes;
     if (!(t->name = strdup(name))) return tr_fail(TR_ERR_NOMEM, "out of memory");
     if (data) {
-        if (!(t->data = malloc(bytes ? bytes : 1))) {
+        if (!(t->data = malloc(bytes ? (size_t)bytes : 1))) {
             free(t->name);
             return tr_fail(TR_ERR_NOMEM, "out of memory for tensor %s", name);
         }
-        memcpy(t->data, data, bytes);
+        memcpy(t->data, data, (size_t)bytes);
     }
     if (index) *index = (int64_t)w->n_t;
     w->n_t++;
@@ -298,8 +315,10 @@ static tr_status write_all(tr_gguf_writer *w, out_file *o, tr_gguf_fill_fn fill,
     uint64_t offset = 0;
     for (size_t i = 0; i < w->n_t; i++) {
         w->t[i].offset = offset;
-        offset += w->t[i].n_bytes;
-        offset += (WRITE_ALIGNMENT - offset % WRITE_ALIGNMENT) % WRITE_ALIGNMENT;
+        /* each n_bytes is below 2^63 (add_tensor): the sum of two can still wrap, so check every step */
+        if (__builtin_add_overflow(offset, w->t[i].n_bytes, &offset) ||
+            __builtin_add_overflow(offset, (WRITE_ALIGNMENT - offset % WRITE_ALIGNMENT) % WRITE_ALIGNMENT, &offset))
+            return tr_fail(TR_ERR_RANGE, "tensor data past %s exceeds 2^64 bytes", w->t[i].name);
     }
     put(o, "GGUF", 4);
     put_u32(o, 3);
@@ -324,6 +343,10 @@ static tr_status write_all(tr_gguf_writer *w, out_file *o, tr_gguf_fill_fn fill,
         if (!src) {
             if (!fill) {
                 st = tr_fail(TR_ERR_ARG, "tensor %s has no data and no fill callback was given", t->name);
+                break;
+            }
+            if (t->n_bytes > SIZE_MAX / 2) {
+                st = tr_fail(TR_ERR_RANGE, "tensor %s: %" PRIu64 " bytes do not fit in memory", t->name, t->n_bytes);
                 break;
             }
             if (t->n_bytes > buf_cap) {

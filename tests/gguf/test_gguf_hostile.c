@@ -423,6 +423,71 @@ static void duplicates(void **state) {
     gb_free(&b);
 }
 
+/* Files with tens of thousands of names (large vocabularies' metadata, many-tensor models): every name is found
+ * at its own index, and one repeated name among them is still rejected, whichever entries it repeats. */
+static void duplicates_among_many(void **state) {
+    (void)state;
+    enum { N = 40000 };
+    char name[32];
+    for (int dup = 0; dup < 3; dup++) {
+        const int n = dup ? N + 1 : N;
+        gbuf b = {0};
+        gb_header(&b, 3, 0, (uint64_t)n);
+        for (int i = 0; i < N; i++) {
+            snprintf(name, sizeof name, "meta.key.%d", i);
+            gb_kv_u32(&b, name, (uint32_t)i);
+        }
+        const int again = dup == 1 ? 0 : N - 1; /* repeat the first key, then the one just before */
+        if (dup) {
+            snprintf(name, sizeof name, "meta.key.%d", again);
+            gb_kv_u32(&b, name, 7);
+            char want[64];
+            snprintf(want, sizeof want, "duplicate metadata key '%s'", name);
+            expect_open_fails(b.data, b.len, TR_ERR_FORMAT, want);
+        } else {
+            tr_gguf *g = NULL;
+            assert_int_equal(tr_gguf_open_memory(b.data, b.len, &g), TR_OK);
+            assert_int_equal(tr_gguf_n_kv(g), N);
+            for (int i = 0; i < N; i++) {
+                snprintf(name, sizeof name, "meta.key.%d", i);
+                assert_int_equal(tr_gguf_find_kv(g, name), i);
+            }
+            assert_int_equal(tr_gguf_find_kv(g, "meta.key.40000"), -1);
+            assert_int_equal(tr_gguf_find_kv(g, "meta.key."), -1);
+            tr_gguf_close(g);
+        }
+        gb_free(&b);
+    }
+
+    /* the same for tensor names: N one-element F32 tensors 32 bytes apart */
+    for (int dup = 0; dup < 2; dup++) {
+        const int n = dup ? N + 1 : N;
+        gbuf b = {0};
+        gb_header(&b, 3, (uint64_t)n, 0);
+        const uint64_t one = 1;
+        for (int i = 0; i < n; i++) {
+            snprintf(name, sizeof name, "blk.%d.weight", i < N ? i : N / 2);
+            gb_tensor_info(&b, name, 1, &one, TR_TYPE_F32, (uint64_t)i * 32);
+        }
+        gb_pad(&b, 32);
+        gb_zeros(&b, (size_t)n * 32);
+        if (dup) {
+            snprintf(name, sizeof name, "duplicate tensor name 'blk.%d.weight'", N / 2);
+            expect_open_fails(b.data, b.len, TR_ERR_FORMAT, name);
+        } else {
+            tr_gguf *g = NULL;
+            assert_int_equal(tr_gguf_open_memory(b.data, b.len, &g), TR_OK);
+            for (int i = 0; i < N; i += 7) {
+                snprintf(name, sizeof name, "blk.%d.weight", i);
+                assert_int_equal(tr_gguf_find_tensor(g, name), i);
+            }
+            assert_int_equal(tr_gguf_find_tensor(g, "blk.weight"), -1);
+            tr_gguf_close(g);
+        }
+        gb_free(&b);
+    }
+}
+
 /* One kv general.alignment of the given type/value, one F32 [8] tensor at `offset`, data padded to 64. */
 static void alignment_file(gbuf *b, uint32_t type, uint64_t value, uint64_t offset) {
     memset(b, 0, sizeof *b);
@@ -556,6 +621,7 @@ int main(void) {
         cmocka_unit_test(bad_offsets),
         cmocka_unit_test(overlapping_tensors),
         cmocka_unit_test(duplicates),
+        cmocka_unit_test(duplicates_among_many),
         cmocka_unit_test(bad_alignment),
         cmocka_unit_test(every_truncation_point),
         cmocka_unit_test(truncated_files_through_model_load),

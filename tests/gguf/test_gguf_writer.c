@@ -575,6 +575,43 @@ static void bad_arguments_are_rejected(void **state) {
     tr_gguf_writer_free(NULL);
 }
 
+/* Sizes are products of caller-given counts: every product and the running data offset are overflow-checked, so
+ * a huge shape is refused instead of wrapping to a small size (which would under-allocate and read past buffers). */
+static void size_overflow_is_rejected(void **state) {
+    (void)state;
+    tr_gguf_writer *w = NULL;
+    assert_int_equal(tr_gguf_writer_create(&w), TR_OK);
+    /* 2^32 x 2^32 F32 elements: 2^66 bytes wraps to 0 in 64 bits */
+    const int64_t wrap[] = {INT64_C(1) << 32, INT64_C(1) << 32};
+    tr_clear_error();
+    assert_int_equal(tr_gguf_writer_add_tensor(w, "wrap", TR_TYPE_F32, 2, wrap, NULL, NULL), TR_ERR_RANGE);
+    assert_non_null(strstr(tr_last_error(), "wrap"));
+    /* Q8_0: 2^62 elements / 32 per block x 34 bytes: 2^57 x 34 overflows, before any other dimension */
+    const int64_t q8[] = {INT64_C(1) << 62, 1, 1, 4};
+    assert_int_equal(tr_gguf_writer_add_tensor(w, "q8", TR_TYPE_Q8_0, 4, q8, NULL, NULL), TR_ERR_RANGE);
+    /* each tensor fits (2^62 bytes) but their data offsets add past 2^64: the write fails, leaving no file */
+    const int64_t big[] = {INT64_C(1) << 60};
+    for (int i = 0; i < 5; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "b%d", i);
+        assert_int_equal(tr_gguf_writer_add_tensor(w, name, TR_TYPE_F32, 1, big, NULL, NULL), TR_OK);
+    }
+    char *path = dup_temp(".gguf"), *tmp = tmp_name(path);
+    fill_log log = {.fail_at = -1};
+    assert_int_equal(tr_gguf_writer_write(w, path, fill, &log), TR_ERR_RANGE);
+    assert_int_equal(log.calls, 0); /* refused before producing any data */
+    assert_false(file_exists(path));
+    assert_false(file_exists(tmp));
+    /* an array whose byte size wraps (2^62 + 1 int32 values: 4 bytes after wrapping) */
+    const int32_t four[1] = {7};
+    assert_int_equal(tr_gguf_writer_set_arr_i32(w, "arr", four, (UINT64_C(1) << 62) + 1), TR_ERR_RANGE);
+    const char *strs[1] = {"x"};
+    assert_int_equal(tr_gguf_writer_set_arr_str(w, "strs", strs, UINT64_MAX / 2), TR_ERR_RANGE);
+    tr_gguf_writer_free(w);
+    free(path);
+    free(tmp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_public_setters),
@@ -586,6 +623,7 @@ int main(void) {
         cmocka_unit_test(failed_fill_leaves_no_file),
         cmocka_unit_test(unwritable_path_fails),
         cmocka_unit_test(bad_arguments_are_rejected),
+        cmocka_unit_test(size_overflow_is_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
