@@ -43,6 +43,7 @@ struct tr_gguf_writer {
     size_t n_kv, cap_kv;
     wtensor *t;
     size_t n_t, cap_t;
+    gguf_index kv_index, t_index; /* key / tensor name → entry, so setting and adding stay O(1) */
 };
 
 tr_status tr_gguf_writer_create(tr_gguf_writer **out) {
@@ -84,21 +85,23 @@ void tr_gguf_writer_free(tr_gguf_writer *w) {
     }
     free(w->kv);
     free(w->t);
+    gguf_index_free(&w->kv_index);
+    gguf_index_free(&w->t_index);
     free(w);
 }
 
 /* Returns the entry for key, replacing an earlier value of the same key. */
 static wkv *kv_slot(tr_gguf_writer *w, const char *key) {
     if (!w || !key) return NULL;
-    for (size_t i = 0; i < w->n_kv; i++)
-        if (strcmp(w->kv[i].key, key) == 0) {
-            char *k = w->kv[i].key;
-            w->kv[i].key = NULL;
-            free_kv(&w->kv[i]);
-            memset(&w->kv[i], 0, sizeof w->kv[i]);
-            w->kv[i].key = k;
-            return &w->kv[i];
-        }
+    const int64_t i = gguf_index_get(&w->kv_index, key);
+    if (i >= 0) {
+        char *k = w->kv[i].key;
+        w->kv[i].key = NULL;
+        free_kv(&w->kv[i]);
+        memset(&w->kv[i], 0, sizeof w->kv[i]);
+        w->kv[i].key = k;
+        return &w->kv[i];
+    }
     if (w->n_kv == w->cap_kv) {
         size_t cap = w->cap_kv ? w->cap_kv * 2 : 32;
         wkv *kv = realloc(w->kv, cap * sizeof *kv);
@@ -108,7 +111,12 @@ static wkv *kv_slot(tr_gguf_writer *w, const char *key) {
     }
     wkv *kv = &w->kv[w->n_kv];
     memset(kv, 0, sizeof *kv);
-    if (!(kv->key = strdup(key))) return NULL;
+    int64_t existing;
+    if (!(kv->key = strdup(key)) || !gguf_index_put(&w->kv_index, kv->key, (int64_t)w->n_kv, &existing)) {
+        free(kv->key);
+        kv->key = NULL;
+        return NULL;
+    }
     w->n_kv++;
     return kv;
 }
@@ -227,8 +235,7 @@ tr_status tr_gguf_writer_add_tensor(tr_gguf_writer *w, const char *name, tr_type
     if (be == 0) return tr_fail(TR_ERR_UNSUPPORTED, "tensor %s: unknown type %d", name, (int)type);
     if (ne[0] % be != 0)
         return tr_fail(TR_ERR_ARG, "tensor %s: row length %" PRId64 " is not a multiple of %" PRId64, name, ne[0], be);
-    for (size_t i = 0; i < w->n_t; i++)
-        if (strcmp(w->t[i].name, name) == 0) return tr_fail(TR_ERR_ARG, "tensor %s was already added", name);
+    if (gguf_index_get(&w->t_index, name) >= 0) return tr_fail(TR_ERR_ARG, "tensor %s was already added", name);
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? w->cap_t * 2 : 64;
         wtensor *t = realloc(w->t, cap * sizeof *t);
@@ -261,6 +268,12 @@ tr_status tr_gguf_writer_add_tensor(tr_gguf_writer *w, const char *name, tr_type
             return tr_fail(TR_ERR_NOMEM, "out of memory for tensor %s", name);
         }
         memcpy(t->data, data, (size_t)bytes);
+    }
+    int64_t existing;
+    if (!gguf_index_put(&w->t_index, t->name, (int64_t)w->n_t, &existing)) {
+        free(t->name);
+        free(t->data);
+        return tr_fail(TR_ERR_NOMEM, "out of memory");
     }
     if (index) *index = (int64_t)w->n_t;
     w->n_t++;

@@ -612,6 +612,43 @@ static void size_overflow_is_rejected(void **state) {
     free(tmp);
 }
 
+/* Many keys and tensors: re-setting a key replaces it in place and a repeated tensor name is refused, also after
+ * tens of thousands of entries (the writer indexes names instead of scanning them). */
+static void many_names_stay_unique(void **state) {
+    (void)state;
+    enum { N = 20000 };
+    tr_gguf_writer *w = NULL;
+    assert_int_equal(tr_gguf_writer_create(&w), TR_OK);
+    char name[32];
+    const int64_t one[] = {1};
+    const float zero = 0.0f;
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "k.%d", i);
+        assert_int_equal(tr_gguf_writer_set_u32(w, name, (uint32_t)i), TR_OK);
+        snprintf(name, sizeof name, "t.%d", i);
+        assert_int_equal(tr_gguf_writer_add_tensor(w, name, TR_TYPE_F32, 1, one, &zero, NULL), TR_OK);
+    }
+    assert_int_equal(tr_gguf_writer_set_str(w, "k.17", "replaced"), TR_OK);
+    assert_int_equal(tr_gguf_writer_add_tensor(w, "t.19999", TR_TYPE_F32, 1, one, &zero, NULL), TR_ERR_ARG);
+    assert_int_equal(tr_gguf_writer_add_tensor(w, "t.0", TR_TYPE_F32, 1, one, &zero, NULL), TR_ERR_ARG);
+    char *path = dup_temp(".gguf");
+    assert_int_equal(tr_gguf_writer_write(w, path, NULL, NULL), TR_OK);
+    tr_gguf_writer_free(w);
+    tr_gguf *g = NULL;
+    assert_int_equal(tr_gguf_open(path, &g), TR_OK);
+    assert_int_equal(tr_gguf_n_kv(g), N);
+    assert_int_equal(tr_gguf_n_tensors(g), N);
+    assert_int_equal(tr_gguf_find_kv(g, "k.17"), 17);
+    assert_string_equal(tr_gguf_get_str(g, "k.17", NULL), "replaced");
+    int64_t v = -1;
+    assert_true(tr_gguf_get_int(g, "k.18", &v));
+    assert_int_equal(v, 18);
+    assert_int_equal(tr_gguf_find_tensor(g, "t.12345"), 12345);
+    tr_gguf_close(g);
+    unlink(path);
+    free(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_public_setters),
@@ -624,6 +661,7 @@ int main(void) {
         cmocka_unit_test(unwritable_path_fails),
         cmocka_unit_test(bad_arguments_are_rejected),
         cmocka_unit_test(size_overflow_is_rejected),
+        cmocka_unit_test(many_names_stay_unique),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
