@@ -2,7 +2,8 @@
 # deps.sh — installs the Debian packages tokroute builds and tests with, when any is missing.
 # Run as root it installs them (apt-get); otherwise it names what is missing and fails.
 set -euo pipefail
-packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev libcmocka-dev)
+packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev libcmocka-dev
+  python3 bsdutils binutils)  # the tests run: python3 (e2e checks), script (bsdutils: a pseudo-terminal), nm (binutils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

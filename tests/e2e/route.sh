@@ -56,12 +56,11 @@ assert s["llm_evaluated"] <= s["n_prompt"] + s["n_tokens"]
 PY
 
 # Colors on a terminal (script gives the command a pseudo-terminal), none with --no-color.
-if command -v script >/dev/null; then
-  script -qec "$cli generate --slm $slm --llm $llm --threshold 0.6 -p 'Once upon a time' -n 30 --no-summary" /dev/null >"$tmp/tty.txt"
-  grep -q $'\x1b\[31m' "$tmp/tty.txt" || fail "no red LLM tokens on a terminal"
-  script -qec "$cli generate --slm $slm --llm $llm --threshold 0.6 -p 'Once upon a time' -n 30 --no-summary --no-color" /dev/null >"$tmp/tty2.txt"
-  ! grep -q $'\x1b\[31m' "$tmp/tty2.txt" || fail "--no-color still colors"
-fi
+command -v script >/dev/null || fail "the 'script' command (Debian bsdutils, see scripts/deps.sh) is needed"
+script -qec "$cli generate --slm $slm --llm $llm --threshold 0.6 -p 'Once upon a time' -n 30 --no-summary" /dev/null >"$tmp/tty.txt"
+grep -q $'\x1b\[31m' "$tmp/tty.txt" || fail "no red LLM tokens on a terminal"
+script -qec "$cli generate --slm $slm --llm $llm --threshold 0.6 -p 'Once upon a time' -n 30 --no-summary --no-color" /dev/null >"$tmp/tty2.txt"
+! grep -q $'\x1b\[31m' "$tmp/tty2.txt" || fail "--no-color still colors"
 
 # Modes: slm equals the student alone, llm equals stories260K alone.
 a=$("$cli" generate -m "$slm" -p "Tom and his dog" -n 30 --no-summary)
