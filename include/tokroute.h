@@ -256,9 +256,11 @@ typedef struct tr_sampler_params {
 tr_sampler_params tr_sampler_default_params(void);
 tr_status tr_sampler_create(const tr_sampler_params *params, tr_sampler **out);
 void tr_sampler_free(tr_sampler *s);
-/* Picks a token from n_vocab logits. Greedy picks the lowest id among equal maxima. */
+/* Picks a token from n_vocab logits. Greedy picks the lowest id among equal maxima. Candidates are ordered by logit
+ * (lowest id first on ties); only those top-k, top-p and the draw need are ever sorted, so a call costs about one
+ * pass over the logits (plus one expf per logit when top_k is 0). Returns -1 for invalid arguments. */
 int32_t tr_sampler_sample(tr_sampler *s, const float *logits, int32_t n_vocab);
-/* Convenience: index of the largest logit (lowest id on ties). */
+/* Convenience: index of the largest logit (lowest id on ties; NaNs never win). Vectorized. */
 int32_t tr_argmax(const float *logits, int32_t n);
 
 /* ---------------------------------------------------------------- vocabularies and tokenizing */

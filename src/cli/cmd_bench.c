@@ -1,6 +1,8 @@
 /* cmd_bench.c — `tokroute bench`: prefill tokens/s for a P-token prompt evaluated as one batch, decode tokens/s
  * over N tokens generated one at a time from an empty cache (as llama-bench's pp/tg tests), and peak RSS. One
- * warm-up pass first, so the mapping is paged in; then R repetitions, reporting the mean and the best. */
+ * warm-up pass first, so the mapping is paged in; then R repetitions, reporting the mean and the best. Then the
+ * cost of picking a token from the last logits at the model's vocabulary size: sampling (temperature 0.8, top-k
+ * 40, top-p 0.95; and top-p alone) and greedy, in µs per token. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@ static const char *usage =
 
 typedef struct bench_result {
     double pp_mean, pp_best, tg_mean, tg_best;
+    double sample_us, sample_top_p_us, argmax_us; /* per token, at the model's n_vocab */
 } bench_result;
 
 static tr_status time_prefill(tr_context *ctx, const int32_t *ids, int32_t n, double *tps) {
@@ -37,6 +40,27 @@ static tr_status time_decode(tr_context *ctx, int32_t first, int32_t n, int32_t 
     return st;
 }
 
+/* Mean µs per token of picking from one row of logits, over ~50 ms of calls (the sampler's state advances, so
+ * every call draws anew). top_k < 0: greedy through tr_argmax. */
+static double time_sampling(const float *logits, int32_t n_vocab, int32_t top_k, float top_p) {
+    tr_sampler_params sp = tr_sampler_default_params();
+    sp.temperature = 0.8f;
+    sp.top_k = top_k < 0 ? 0 : top_k;
+    sp.top_p = top_p;
+    tr_sampler *s = NULL;
+    if (tr_sampler_create(&sp, &s) != TR_OK) return -1.0;
+    volatile int32_t sink = 0;
+    int64_t n = 0;
+    const double t0 = cli_now_ms();
+    do {
+        sink += top_k < 0 ? tr_argmax(logits, n_vocab) : tr_sampler_sample(s, logits, n_vocab);
+        n++;
+    } while (cli_now_ms() - t0 < 50.0);
+    const double us = (cli_now_ms() - t0) * 1e3 / (double)n;
+    tr_sampler_free(s);
+    return us;
+}
+
 static tr_status run(tr_context *ctx, int32_t n_prompt, int32_t n_gen, int reps, bench_result *r) {
     const tr_model_info *in = tr_model_get_info(tr_context_model(ctx));
     int32_t *ids = malloc((size_t)n_prompt * sizeof *ids);
@@ -56,6 +80,12 @@ static tr_status run(tr_context *ctx, int32_t n_prompt, int32_t n_gen, int reps,
         if ((st = time_decode(ctx, ids[0], n_gen, in->n_vocab, &tps)) != TR_OK) break;
         r->tg_mean += tps / reps;
         if (tps > r->tg_best) r->tg_best = tps;
+    }
+    const float *logits = st == TR_OK ? tr_context_logits(ctx, -1) : NULL;
+    if (logits) {
+        r->sample_us = time_sampling(logits, in->n_vocab, 40, 0.95f);
+        r->sample_top_p_us = time_sampling(logits, in->n_vocab, 0, 0.95f);
+        r->argmax_us = time_sampling(logits, in->n_vocab, -1, 1.0f);
     }
     free(ids);
     return st;
@@ -102,6 +132,10 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "prefill_tps_best", r.pp_best);
         cJSON_AddNumberToObject(o, "decode_tps", r.tg_mean);
         cJSON_AddNumberToObject(o, "decode_tps_best", r.tg_best);
+        cJSON_AddNumberToObject(o, "n_vocab", in->n_vocab);
+        cJSON_AddNumberToObject(o, "sample_us", r.sample_us);
+        cJSON_AddNumberToObject(o, "sample_top_p_us", r.sample_top_p_us);
+        cJSON_AddNumberToObject(o, "argmax_us", r.argmax_us);
         cJSON_AddNumberToObject(o, "peak_rss_mib", rss_mib);
         cJSON_AddNumberToObject(o, "weights_mib", weights_mib);
         cJSON_AddNumberToObject(o, "kv_cache_mib", kv_mib);
@@ -115,6 +149,8 @@ int cmd_bench(int argc, char **argv) {
         printf("threads  %d, kernels %s\n", tr_context_n_threads(ctx), tr_kernels_isa());
         printf("prefill  %7.1f tokens/s (best %.1f)  [%ld-token prompt, one batch]\n", r.pp_mean, r.pp_best, n_prompt);
         printf("decode   %7.1f tokens/s (best %.1f)  [%ld tokens, one at a time]\n", r.tg_mean, r.tg_best, n_gen);
+        printf("sampling %7.1f µs/token (temperature 0.8, top-k 40, top-p 0.95); top-p 0.95 alone %.1f µs; greedy "
+               "%.1f µs  [vocabulary %d]\n", r.sample_us, r.sample_top_p_us, r.argmax_us, in->n_vocab);
         printf("peak RSS %7.1f MiB (weights %.1f + KV cache %.1f + %.1f other)\n", rss_mib, weights_mib, kv_mib,
                rss_mib - weights_mib - kv_mib);
     }

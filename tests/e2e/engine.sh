@@ -137,8 +137,9 @@ d = json.load(open(sys.argv[1]))
 assert d["prefill_tps"] > 0 and d["decode_tps"] > 0, d
 assert d["prompt_tokens"] == 16 and d["gen_tokens"] == 8, d
 assert d["type"] == "q8_0", d["type"]
+assert d["n_vocab"] > 0 and d["sample_us"] > 0 and d["sample_top_p_us"] > 0 and d["argmax_us"] > 0, d
 EOF
-pass "synth --shape tiny --type q8_0, then bench --json reports prefill_tps > 0"
+pass "synth --shape tiny --type q8_0, then bench --json reports prefill_tps > 0 and sampling µs per token"
 
 # ---------------------------------------------------------------- bad inputs fail cleanly
 head -c 5000 "$MODEL" >"$TMP/truncated.gguf"

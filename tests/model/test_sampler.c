@@ -1,6 +1,8 @@
 /* test_sampler.c — the sampler: greedy is argmax with the lowest id on ties; a seed reproduces a run and another
  * seed changes it; top_k = 1 and a tiny top_p reduce to greedy; sampled frequencies follow the softmax at the
- * temperature, restricted and renormalized by top-k and top-p; invalid parameters are refused. */
+ * temperature, restricted and renormalized by top-k and top-p; invalid parameters are refused; and the sampler,
+ * which selects only the candidates it needs, draws exactly what the full-sort reference (support/sampler_ref.h)
+ * draws, seed for seed, at vocabularies up to Qwen2.5's. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "support/sampler_ref.h"
 #include "tokroute.h"
 
 static tr_sampler *make(float temperature, int32_t top_k, float top_p, uint64_t seed) {
@@ -270,6 +273,96 @@ static void negative_temperature_is_greedy_per_header(void **state) {
     tr_sampler_free(s);
 }
 
+/* Logit rows of several kinds: a soft random spread, coarse values with many exact ties (the order's id
+ * tie-break matters), a peaked LM-like row, and rows with -inf entries. */
+static void make_row(float *l, int32_t n, int kind, uint64_t seed) {
+    for (int32_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        const double u = (double)(seed >> 11) / 9007199254740992.0;
+        switch (kind) {
+        case 0: l[i] = (float)(u * 8.0 - 4.0); break;
+        case 1: l[i] = (float)floor(u * 6.0); break;
+        case 2: l[i] = (float)(-10.0 + 3.0 * u); break;
+        default: l[i] = u < 0.3 ? -INFINITY : (float)(u * 5.0); break;
+        }
+    }
+    if (kind == 2)
+        for (int32_t i = 0; i < 12 && i < n; i++) l[(int32_t)((uint64_t)i * 7919 % (uint64_t)n)] = 6.0f - (float)i * 0.4f;
+}
+
+static void argmax_matches_reference(void **state) {
+    (void)state;
+    const int32_t sizes[] = {1, 2, 7, 8, 9, 15, 16, 17, 100, 4099, 151936};
+    float *l = malloc(151936 * sizeof *l);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (int kind = 0; kind < 4; kind++)
+            for (uint64_t seed = 1; seed <= 4; seed++) {
+                const int32_t n = sizes[k];
+                make_row(l, n, kind, seed * 31 + (uint64_t)k);
+                assert_int_equal(tr_argmax(l, n), ref_argmax(l, n));
+                l[n - 1] = 1e9f; /* the maximum in the tail, then tied at the front */
+                assert_int_equal(tr_argmax(l, n), n - 1);
+                l[0] = 1e9f;
+                assert_int_equal(tr_argmax(l, n), 0);
+            }
+    for (int32_t i = 0; i < 100; i++) l[i] = -INFINITY;
+    assert_int_equal(tr_argmax(l, 100), 0);
+    l[57] = -1e30f;
+    assert_int_equal(tr_argmax(l, 100), 57);
+    free(l);
+}
+
+/* The sampler against the full-sort reference: same seed, same draws. With top-k the arithmetic is the same
+ * operation for operation, so every draw must match; without it only the normalizing sum is taken in another
+ * order (last-bit differences), and over these rows every draw matches too. */
+static void draws_match_full_sort_reference(void **state) {
+    (void)state;
+    const struct {
+        int32_t n_vocab, draws;
+    } sizes[] = {{7, 300}, {64, 300}, {1000, 50}, {50000, 8}, {151936, 4}};
+    const float temps[] = {0.3f, 0.8f, 1.0f, 1.7f};
+    const struct {
+        int32_t top_k;
+        float top_p;
+    } cuts[] = {{0, 1.0f}, {0, 0.95f}, {0, 0.5f}, {40, 0.95f}, {40, 1.0f}, {1, 1.0f}, {5, 0.3f}, {300, 0.9f},
+                {-1 /* = n_vocab */, 0.95f}, {-2 /* = n_vocab + 3 */, 1.0f}};
+    float *l = malloc(151936 * sizeof *l);
+    ref_candidate *scratch = malloc(151936 * sizeof *scratch);
+    int64_t n_draws = 0;
+    for (size_t v = 0; v < sizeof sizes / sizeof sizes[0]; v++) {
+        const int32_t n = sizes[v].n_vocab;
+        for (int kind = 0; kind < 4; kind++) {
+            make_row(l, n, kind, 1000 + (uint64_t)v * 10 + (uint64_t)kind);
+            for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++)
+                for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+                    /* big rows (the reference sorts them whole per draw): tied and peaked rows, T = 0.8, no cut,
+                     * top-p alone, top-k + top-p */
+                    if (n > 1000 && (kind == 0 || kind == 3 || t != 1 || c > 3 || c == 2)) continue;
+                    tr_sampler_params p = tr_sampler_default_params();
+                    p.temperature = temps[t];
+                    p.top_k = cuts[c].top_k == -1 ? n : cuts[c].top_k == -2 ? n + 3 : cuts[c].top_k;
+                    p.top_p = cuts[c].top_p;
+                    p.seed = 77 + c * 13 + t;
+                    tr_sampler *s = NULL;
+                    assert_int_equal(tr_sampler_create(&p, &s), TR_OK);
+                    ref_sampler r;
+                    ref_sampler_init(&r, &p, scratch);
+                    for (int32_t d = 0; d < sizes[v].draws; d++) {
+                        const int32_t want = ref_sampler_sample(&r, l, n), got = tr_sampler_sample(s, l, n);
+                        if (got != want)
+                            fail_msg("n_vocab %d row kind %d temperature %g top_k %d top_p %g draw %d: got %d, the "
+                                     "reference drew %d", n, kind, p.temperature, p.top_k, p.top_p, d, got, want);
+                        n_draws++;
+                    }
+                    tr_sampler_free(s);
+                }
+        }
+    }
+    assert_true(n_draws > 30000);
+    free(l);
+    free(scratch);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults),
@@ -280,6 +373,8 @@ int main(void) {
         cmocka_unit_test(large_vocabulary_after_small),
         cmocka_unit_test(invalid_parameters),
         cmocka_unit_test(negative_temperature_is_greedy_per_header),
+        cmocka_unit_test(argmax_matches_reference),
+        cmocka_unit_test(draws_match_full_sort_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
