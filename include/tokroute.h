@@ -339,6 +339,16 @@ const char *tr_chat_template_name(tr_chat_template t);
 /* Renders messages into a malloc'ed prompt string; add_assistant opens the assistant's turn. */
 tr_status tr_chat_apply(tr_chat_template t, const tr_chat_message *messages, size_t n_messages, bool add_assistant,
                         char **out);
+/* Renders messages and tokenizes the prompt so that control tokens come only from the template's own text: a
+ * message (content or role) containing "<|im_end|>" or "<s>" stays plain text, as tr_tokenize with parse_special =
+ * false would treat it, while the template's markers become their tokens. Text is otherwise tokenized as in the
+ * whole rendered string (so a prompt whose messages hold no special-token text gets the same ids as tr_chat_apply
+ * followed by tr_tokenize with parse_special). Use this, not tr_chat_apply + parse_special, for untrusted text.
+ * add_special adds BOS/EOS as the vocabulary asks. Buffer contract as tr_tokenize: at most cap ids, *n_tokens gets
+ * the full count, TR_ERR_RANGE when it exceeds cap. */
+tr_status tr_chat_tokenize(const tr_vocab *vocab, tr_chat_template t, const tr_chat_message *messages,
+                           size_t n_messages, bool add_assistant, bool add_special, int32_t *tokens, int32_t cap,
+                           int32_t *n_tokens);
 
 /* ---------------------------------------------------------------- routers */
 

@@ -202,7 +202,6 @@ typedef struct gen_state {
     tr_router *router;
     tr_llm_backend *backend;
     int32_t *prompt, n_prompt;
-    char *chat_prompt;
 } gen_state;
 
 static bool same_vocab(const tr_model *a, const tr_model *b) {
@@ -214,8 +213,9 @@ static bool same_vocab(const tr_model *a, const tr_model *b) {
     return true;
 }
 
-/* Renders the prompt with the forced or detected chat template; prints the error and returns false on failure. */
-static bool apply_chat(const gen_opts *o, gen_state *g, const char **text) {
+/* Tokenizes the prompt as a user message in the forced or detected chat template (control tokens only from the
+ * template, never from the text); prints the error and returns false on failure. */
+static bool chat_tokens(const gen_opts *o, gen_state *g) {
     tr_chat_template t = TR_CHAT_NONE;
     tr_status st = TR_OK;
     if (o->chat_template) {
@@ -231,20 +231,29 @@ static bool apply_chat(const gen_opts *o, gen_state *g, const char **text) {
             }
         }
     }
-    tr_chat_message msg = {"user", o->prompt};
-    if (st == TR_OK) st = tr_chat_apply(t, &msg, 1, true, &g->chat_prompt);
-    *text = g->chat_prompt;
-    return st == TR_OK || (cli_fail(st), false);
+    const tr_vocab *vocab = tr_model_vocab(g->slm);
+    if (!vocab) return fprintf(stderr, "tokroute: the model has no vocabulary for a chat prompt\n"), false;
+    const tr_chat_message msg = {"user", o->prompt};
+    int32_t n = 0;
+    if (st == TR_OK) st = tr_chat_tokenize(vocab, t, &msg, 1, true, true, NULL, 0, &n); /* counts */
+    if (st == TR_OK || st == TR_ERR_RANGE) {
+        if (!(g->prompt = malloc((size_t)(n > 0 ? n : 1) * sizeof *g->prompt))) return cli_fail(TR_ERR_NOMEM), false;
+        st = tr_chat_tokenize(vocab, t, &msg, 1, true, true, g->prompt, n, &n);
+    }
+    if (st != TR_OK) return cli_fail(st), false;
+    if (o->no_bos && n > 0 && g->prompt[0] == tr_vocab_bos(vocab))
+        memmove(g->prompt, g->prompt + 1, (size_t)--n * sizeof *g->prompt);
+    g->n_prompt = n;
+    return true;
 }
 
 static int setup(const gen_opts *o, gen_state *g) {
     cli_model_opts mo = o->mo;
     if (!cli_load_model(&mo, &g->slm, &g->ctx)) return 1;
-    const char *text = o->prompt;
     tr_status st = TR_OK;
-    if (o->chat && !apply_chat(o, g, &text)) return 1;
     bool ok = o->tokens ? cli_token_list(o->tokens, &g->prompt, &g->n_prompt)
-                        : cli_tokenize_prompt(g->slm, text, o->no_bos, o->chat, &g->prompt, &g->n_prompt);
+              : o->chat ? chat_tokens(o, g)
+                        : cli_tokenize_prompt(g->slm, o->prompt, o->no_bos, false, &g->prompt, &g->n_prompt);
     if (!ok) return 1;
     if (g->n_prompt == 0) return fprintf(stderr, "tokroute: the prompt is empty\n"), 1;
     if (o->llm) {
@@ -315,7 +324,6 @@ int cmd_generate(int argc, char **argv) {
     tr_model_free(g.slm);
     tr_model_free(g.llm);
     free(g.prompt);
-    free(g.chat_prompt);
     free(stop_storage);
     return rc;
 }

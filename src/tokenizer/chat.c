@@ -8,14 +8,18 @@
  *   Llama 2  [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {answer} </s><s>[INST] {user} [/INST]
  *            (Meta's reference chat_completion format; the system text goes inside the first instruction)
  *   Llama 3  <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|> ...
- *            <|start_header_id|>assistant<|end_header_id|>\n\n */
+ *            <|start_header_id|>assistant<|end_header_id|>\n\n
+ *
+ * Rendering also marks which bytes are the template's own: tr_chat_tokenize lets only those become control
+ * tokens, so a message that contains "<|im_end|>" cannot close its turn (prompt injection), while the text runs
+ * are tokenized exactly as in the whole rendered string. Roles count as message text. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "tokroute.h"
+#include "tokenizer/tok_internal.h"
 
 tr_chat_template tr_chat_template_detect(const tr_gguf *gguf) {
     const char *t = gguf ? tr_gguf_get_str(gguf, "tokenizer.chat_template", NULL) : NULL;
@@ -45,45 +49,51 @@ const char *tr_chat_template_name(tr_chat_template t) {
     }
 }
 
+/* The rendered prompt and, per byte, whether the template wrote it (1) or a message did (0). */
 typedef struct sbuf {
     char *s;
+    uint8_t *tmpl;
     size_t n, cap;
     bool oom;
 } sbuf;
 
-static void add(sbuf *b, const char *s, size_t n) {
+static void add(sbuf *b, const char *s, size_t n, bool tmpl) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = (b->n + n + 1) * 2;
         char *ns = realloc(b->s, cap);
-        if (!ns) {
+        if (ns) b->s = ns;
+        uint8_t *nt = ns ? realloc(b->tmpl, cap) : NULL;
+        if (!nt) {
             b->oom = true;
             return;
         }
-        b->s = ns;
+        b->tmpl = nt;
         b->cap = cap;
     }
     memcpy(b->s + b->n, s, n);
+    memset(b->tmpl + b->n, tmpl, n);
     b->n += n;
     b->s[b->n] = '\0';
 }
 
-static void adds(sbuf *b, const char *s) { add(b, s, strlen(s)); }
+static void adds(sbuf *b, const char *s) { add(b, s, strlen(s), true); }  /* the template's own text */
+static void addm(sbuf *b, const char *s) { add(b, s, strlen(s), false); } /* a message's text */
 
 /* Content without leading and trailing whitespace (Llama 2 and 3 strip messages). */
 static void add_trimmed(sbuf *b, const char *s) {
     size_t n = strlen(s);
     while (n > 0 && isspace((unsigned char)*s)) s++, n--;
     while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
-    add(b, s, n);
+    add(b, s, n, false);
 }
 
 static void render_chatml(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
     for (size_t i = 0; i < n; i++) {
         adds(b, "<|im_start|>");
-        adds(b, m[i].role);
+        addm(b, m[i].role);
         adds(b, "\n");
-        adds(b, m[i].content);
+        addm(b, m[i].content);
         adds(b, "<|im_end|>\n");
     }
     if (add_assistant) adds(b, "<|im_start|>assistant\n");
@@ -92,7 +102,7 @@ static void render_chatml(sbuf *b, const tr_chat_message *m, size_t n, bool add_
 static void render_llama3(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
     for (size_t i = 0; i < n; i++) {
         adds(b, "<|start_header_id|>");
-        adds(b, m[i].role);
+        addm(b, m[i].role);
         adds(b, "<|end_header_id|>\n\n");
         add_trimmed(b, m[i].content);
         adds(b, "<|eot_id|>");
@@ -127,25 +137,52 @@ static void render_llama2(sbuf *b, const tr_chat_message *m, size_t n, bool add_
     (void)add_assistant; /* the assistant's turn is open right after [/INST] */
 }
 
-tr_status tr_chat_apply(tr_chat_template t, const tr_chat_message *messages, size_t n_messages, bool add_assistant,
-                        char **out) {
-    if (!out || (n_messages > 0 && !messages)) return tr_fail(TR_ERR_ARG, "tr_chat_apply: NULL argument");
-    *out = NULL;
+static tr_status render(tr_chat_template t, const tr_chat_message *messages, size_t n_messages, bool add_assistant,
+                        sbuf *b) {
+    if (n_messages > 0 && !messages) return tr_fail(TR_ERR_ARG, "chat: NULL messages");
     for (size_t i = 0; i < n_messages; i++)
         if (!messages[i].role || !messages[i].content)
             return tr_fail(TR_ERR_ARG, "chat message %zu has no role or content", i);
-    sbuf b = {0};
-    adds(&b, "");
+    *b = (sbuf){0};
+    adds(b, "");
     switch (t) {
-    case TR_CHAT_CHATML: render_chatml(&b, messages, n_messages, add_assistant); break;
-    case TR_CHAT_LLAMA2: render_llama2(&b, messages, n_messages, add_assistant); break;
-    case TR_CHAT_LLAMA3: render_llama3(&b, messages, n_messages, add_assistant); break;
-    default: free(b.s); return tr_fail(TR_ERR_ARG, "no chat template chosen");
+    case TR_CHAT_CHATML: render_chatml(b, messages, n_messages, add_assistant); break;
+    case TR_CHAT_LLAMA2: render_llama2(b, messages, n_messages, add_assistant); break;
+    case TR_CHAT_LLAMA3: render_llama3(b, messages, n_messages, add_assistant); break;
+    default: free(b->s), free(b->tmpl); return tr_fail(TR_ERR_ARG, "no chat template chosen");
     }
-    if (b.oom) {
-        free(b.s);
+    if (b->oom) {
+        free(b->s);
+        free(b->tmpl);
         return tr_fail(TR_ERR_NOMEM, "chat prompt");
     }
+    return TR_OK;
+}
+
+tr_status tr_chat_apply(tr_chat_template t, const tr_chat_message *messages, size_t n_messages, bool add_assistant,
+                        char **out) {
+    if (!out) return tr_fail(TR_ERR_ARG, "tr_chat_apply: NULL argument");
+    *out = NULL;
+    sbuf b;
+    tr_status st = render(t, messages, n_messages, add_assistant, &b);
+    if (st != TR_OK) return st;
+    free(b.tmpl);
     *out = b.s;
     return TR_OK;
+}
+
+tr_status tr_chat_tokenize(const tr_vocab *vocab, tr_chat_template t, const tr_chat_message *messages,
+                           size_t n_messages, bool add_assistant, bool add_special, int32_t *tokens, int32_t cap,
+                           int32_t *n_tokens) {
+    if (n_tokens) *n_tokens = 0;
+    if (!vocab || !n_tokens || cap < 0 || (cap > 0 && !tokens))
+        return tr_fail(TR_ERR_ARG, "tr_chat_tokenize: invalid argument");
+    sbuf b;
+    tr_status st = render(t, messages, n_messages, add_assistant, &b);
+    if (st != TR_OK) return st;
+    const tr_tokenize_params p = {.add_special = add_special, .parse_special = true};
+    st = tokenize_masked(vocab, b.s, b.n, &p, b.tmpl, tokens, cap, n_tokens);
+    free(b.s);
+    free(b.tmpl);
+    return st;
 }

@@ -120,6 +120,12 @@ struct tr_vocab {
 
 /* ---------------------------------------------------------------- stages */
 
+/* tr_tokenize with control/unknown tokens recognized only where special_ok[i] is set for every byte of their text
+ * (NULL: as params->parse_special says). Chat prompts use it so markers come from the template, never from a
+ * message (chat.c). */
+tr_status tokenize_masked(const tr_vocab *v, const char *text, size_t len, const tr_tokenize_params *params,
+                          const uint8_t *special_ok, int32_t *tokens, int32_t cap, int32_t *n_tokens);
+
 /* Growable id buffer used while tokenizing. */
 typedef struct idbuf {
     int32_t *ids;

@@ -56,10 +56,21 @@ static const char *find_bytes(const char *hay, size_t hlen, const char *needle, 
     return memmem(hay, hlen, needle, nlen);
 }
 
-/* Splits every raw fragment of *cur at the occurrences of token id; the result goes to *next. */
-static bool split_at_token(const tr_vocab *v, const char *text, int32_t id, const fragbuf *cur, fragbuf *next) {
+/* True when bytes [pos, pos + n) may become a control token: everywhere without a mask, else where the mask is set. */
+static bool special_allowed(const uint8_t *special_ok, size_t pos, size_t n) {
+    if (!special_ok) return true;
+    for (size_t i = 0; i < n; i++)
+        if (!special_ok[pos + i]) return false;
+    return true;
+}
+
+/* Splits every raw fragment of *cur at the occurrences of token id; the result goes to *next. With a mask, an
+ * occurrence of a control/unknown token counts only where every byte of it is allowed; elsewhere it stays text. */
+static bool split_at_token(const tr_vocab *v, const char *text, int32_t id, const uint8_t *special_ok,
+                           const fragbuf *cur, fragbuf *next) {
     const char *tt = v->text[id];
     size_t tl = v->len[id];
+    if (!(v->attr[id] & (ATTR_CONTROL | ATTR_UNKNOWN))) special_ok = NULL; /* user-defined: always cut */
     next->n = 0;
     for (size_t i = 0; i < cur->n; i++) {
         fragment f = cur->f[i];
@@ -67,9 +78,13 @@ static bool split_at_token(const tr_vocab *v, const char *text, int32_t id, cons
             if (!frag_push(next, f.token, 0, 0)) return false;
             continue;
         }
-        size_t off = f.off, end = f.off + f.len;
+        size_t off = f.off, end = f.off + f.len, search = off;
         for (;;) {
-            const char *m = find_bytes(text + off, end - off, tt, tl);
+            const char *m = find_bytes(text + search, end - search, tt, tl);
+            if (m && !special_allowed(special_ok, (size_t)(m - text), tl)) {
+                search = (size_t)(m - text) + 1; /* message text: not a token here, look further */
+                continue;
+            }
             if (!m) {
                 if (end > off && !frag_push(next, -1, off, end - off)) return false;
                 break;
@@ -82,12 +97,14 @@ static bool split_at_token(const tr_vocab *v, const char *text, int32_t id, cons
             off = mpos + tl;
             if (v->attr[id] & ATTR_RSTRIP)
                 while (off < end && isspace((unsigned char)text[off])) off++;
+            search = off;
         }
     }
     return true;
 }
 
-static tr_status partition(const tr_vocab *v, const char *text, size_t len, bool parse_special, fragbuf *out) {
+static tr_status partition(const tr_vocab *v, const char *text, size_t len, bool parse_special,
+                           const uint8_t *special_ok, fragbuf *out) {
     fragbuf other = {0};
     out->n = 0;
     if (len > 0 && !frag_push(out, -1, 0, len)) return tr_fail(TR_ERR_NOMEM, "fragments");
@@ -98,7 +115,7 @@ static tr_status partition(const tr_vocab *v, const char *text, size_t len, bool
         for (size_t i = 0; i < out->n && !any_raw; i++)
             any_raw = out->f[i].token < 0 && find_bytes(text + out->f[i].off, out->f[i].len, v->text[id], v->len[id]);
         if (!any_raw) continue;
-        if (!split_at_token(v, text, id, out, &other)) {
+        if (!split_at_token(v, text, id, special_ok, out, &other)) {
             free(other.f);
             return tr_fail(TR_ERR_NOMEM, "fragments");
         }
@@ -127,15 +144,16 @@ static tr_status spm_fragment(const tr_vocab *v, const char *s, size_t len, bool
     return st;
 }
 
-tr_status tr_tokenize(const tr_vocab *v, const char *text, size_t len, const tr_tokenize_params *params,
-                      int32_t *tokens, int32_t cap, int32_t *n_tokens) {
+tr_status tokenize_masked(const tr_vocab *v, const char *text, size_t len, const tr_tokenize_params *params,
+                          const uint8_t *special_ok, int32_t *tokens, int32_t cap, int32_t *n_tokens) {
     if (n_tokens) *n_tokens = 0;
     if (!v || (!text && len > 0) || !n_tokens || cap < 0 || (cap > 0 && !tokens))
         return tr_fail(TR_ERR_ARG, "tr_tokenize: invalid argument");
     tr_tokenize_params p = params ? *params : tr_tokenize_default_params();
+    if (special_ok) p.parse_special = true; /* gated by the mask, byte by byte */
     idbuf out = {0};
     fragbuf frags = {0};
-    tr_status st = partition(v, text, len, p.parse_special, &frags);
+    tr_status st = partition(v, text, len, p.parse_special, special_ok, &frags);
     if (st == TR_OK && p.add_special && v->add_bos && v->bos >= 0 && !idbuf_push(&out, v->bos))
         st = tr_fail(TR_ERR_NOMEM, "token buffer");
     bool prev_special = true; /* SPM: the first fragment gets the dummy prefix */
@@ -168,4 +186,9 @@ tr_status tr_tokenize(const tr_vocab *v, const char *text, size_t len, const tr_
     free(out.ids);
     if (out.n > (size_t)cap) return tr_fail(TR_ERR_RANGE, "%zu tokens do not fit in a buffer of %d", out.n, cap);
     return TR_OK;
+}
+
+tr_status tr_tokenize(const tr_vocab *v, const char *text, size_t len, const tr_tokenize_params *params,
+                      int32_t *tokens, int32_t cap, int32_t *n_tokens) {
+    return tokenize_masked(v, text, len, params, NULL, tokens, cap, n_tokens);
 }
