@@ -8,6 +8,18 @@
  *
  * The order of this file follows a token's path: status → tensor types → GGUF files → models and contexts →
  * sampling → vocabularies and tokenizing → chat templates → synthetic models.
+ *
+ * Thread safety. The library keeps no global state beyond tables built once (pthread_once) and the instruction
+ * set chosen at first use. Objects that are read-only once created may be shared by any number of threads:
+ * models (tr_model, with the vocabulary they loaded), vocabularies (tr_vocab: tokenizing, detokenizing and chat
+ * rendering only read them) and open GGUF files (tr_gguf). Everything else holds per-call state and must be used
+ * by one thread at a time (different objects in different threads are fine): contexts (KV cache, activations,
+ * their thread pool), samplers (the random state), routers (scratch buffers), LLM backends (their own context and
+ * counters), streaming detokenizers and GGUF writers. A context or backend may be used while other threads use
+ * other contexts over the same model. tr_last_error() is per thread: it reports the calling thread's last failure.
+ *
+ * Symbols: everything declared here is exported from the shared library (libtokroute.so) and nothing else is;
+ * TR_VERSION_* give the version this header belongs to, tr_version() the one of the library actually linked.
  */
 #ifndef TOKROUTE_H
 #define TOKROUTE_H
@@ -16,8 +28,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define TR_VERSION_MAJOR 0
+#define TR_VERSION_MINOR 1
+#define TR_VERSION_PATCH 0
+#define TR_STRINGIFY_(x) #x
+#define TR_STRINGIFY(x) TR_STRINGIFY_(x)
+/* "MAJOR.MINOR.PATCH", equal to what tr_version() returns. */
+#define TR_VERSION TR_STRINGIFY(TR_VERSION_MAJOR) "." TR_STRINGIFY(TR_VERSION_MINOR) "." TR_STRINGIFY(TR_VERSION_PATCH)
+
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* The library is built with -fvisibility=hidden; the declarations below are its public, exported API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 /* ---------------------------------------------------------------- status */
@@ -41,7 +66,7 @@ const char *tr_status_name(tr_status status);
 /* Message of the last failure in the calling thread ("" if none). Valid until the next failing call. */
 const char *tr_last_error(void);
 
-/* Version string of the library, e.g. "0.1.0". */
+/* Version string of the library, e.g. "0.1.0" (TR_VERSION of the header it was built with). */
 const char *tr_version(void);
 
 /* ---------------------------------------------------------------- tensor types (ggml numbering) */
@@ -505,6 +530,10 @@ tr_synth_params tr_synth_default_params(void);
 const char *const *tr_synth_shapes(void);
 /* Writes a model with random weights at a real model's exact shape and a dummy vocabulary. */
 tr_status tr_synth_write(const tr_synth_params *params, const char *path);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -5,11 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TR_VERSION_STRING "0.1.0"
-
 static _Thread_local char last_error[1024];
 
-const char *tr_version(void) { return TR_VERSION_STRING; }
+const char *tr_version(void) { return TR_VERSION; }
 
 const char *tr_status_name(tr_status status) {
     switch (status) {
