@@ -8,7 +8,8 @@
  * heap in one pass over the logits and sorts only those k; without top-k, candidates are drawn out in that order
  * lazily, a selected block at a time, only as far as the top-p walk and the draw actually reach. With top-k the
  * draws are bit-identical to sorting everything first (tests/support/sampler_ref.h keeps that implementation);
- * without it the normalizing sum is taken in id order, which changes it only in its last bits.
+ * without it the normalizing sum is taken in id order, which changes it only in its last bits, and top_p = 1 keeps
+ * every candidate (the full sort's walk could stop a few negligible tokens early by rounding).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -165,9 +166,9 @@ static bool reserve(tr_sampler *s, int32_t n) {
     return true;
 }
 
-/* The reference path's arithmetic, shared by both paths so they agree bit for bit: p = exp((logit - max) / T)
- * in float, sums in double, top-p keeps the shortest prefix whose normalized mass reaches top_p, and the draw
- * walks that prefix subtracting p from u * total. */
+/* The arithmetic is the full-sort sampler's, step for step: p = exp((logit - max) / T) in float, sums in double,
+ * top-p keeps the shortest prefix whose normalized mass reaches top_p, and the draw walks that prefix subtracting
+ * p from u * total. */
 int32_t tr_sampler_sample(tr_sampler *s, const float *logits, int32_t n_vocab) {
     if (!s || !logits || n_vocab <= 0) return -1;
     if (s->params.temperature <= 0.0f) return tr_argmax(logits, n_vocab);
