@@ -291,6 +291,120 @@ static void vocabulary_compatibility(void **state) {
     tr_vocab_free(dif);
 }
 
+
+/* stories260K with N_PAD "[PADn]" entries (type UNUSED) appended, as a converter pads a larger model's vocabulary.
+ * The padding rows of output.weight are 3× the rows of merge tokens 259.., so an unrestricted argmax picks padding
+ * wherever a merge token would win with a positive logit: the restriction to the shared ids must be real. */
+#define N_PAD 253
+static const char *write_padded_llm(void) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s", temp_path("-padded.gguf"));
+    tr_gguf *src;
+    assert_int_equal(tr_gguf_open(shared_path("models/stories260K.gguf"), &src), TR_OK);
+    tr_gguf_writer *w;
+    assert_int_equal(tr_gguf_writer_create(&w), TR_OK);
+    assert_int_equal(tr_gguf_writer_copy_kv(w, src), TR_OK);
+    const int64_t kt = tr_gguf_find_kv(src, "tokenizer.ggml.tokens"), ks = tr_gguf_find_kv(src, "tokenizer.ggml.scores");
+    const int64_t ky = tr_gguf_find_kv(src, "tokenizer.ggml.token_type");
+    const int32_t V = 512, NV = V + N_PAD;
+    const char **texts = calloc(NV, sizeof *texts);
+    char (*pads)[16] = calloc(N_PAD, 16);
+    float *scores = calloc(NV, sizeof *scores);
+    int32_t *types = calloc(NV, sizeof *types);
+    for (int32_t i = 0; i < V; i++) {
+        texts[i] = tr_gguf_arr_str(src, kt, (uint64_t)i, NULL);
+        double f;
+        int64_t t;
+        assert_true(tr_gguf_arr_float(src, ks, (uint64_t)i, &f) && tr_gguf_arr_int(src, ky, (uint64_t)i, &t));
+        scores[i] = (float)f, types[i] = (int32_t)t;
+    }
+    for (int32_t i = 0; i < N_PAD; i++) {
+        snprintf(pads[i], 16, "[PAD%d]", V + i);
+        texts[V + i] = pads[i], types[V + i] = 5;
+    }
+    assert_int_equal(tr_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", texts, (uint64_t)NV), TR_OK);
+    assert_int_equal(tr_gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", scores, (uint64_t)NV), TR_OK);
+    assert_int_equal(tr_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)NV), TR_OK);
+    for (int64_t i = 0; i < tr_gguf_n_tensors(src); i++) {
+        const tr_gguf_tensor *t = tr_gguf_tensor_at(src, i);
+        const bool emb = strcmp(t->name, "token_embd.weight") == 0, out = strcmp(t->name, "output.weight") == 0;
+        if (!emb && !out) {
+            assert_int_equal(tr_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, NULL), TR_OK);
+            continue;
+        }
+        assert_int_equal(t->type, TR_TYPE_F32);
+        const int64_t E = t->ne[0];
+        float *data = calloc((size_t)(E * NV), sizeof *data);
+        memcpy(data, t->data, (size_t)(E * V) * sizeof *data);
+        for (int32_t r = 0; out && r < N_PAD; r++)
+            for (int64_t c = 0; c < E; c++) data[(V + r) * E + c] = 3.0f * ((const float *)t->data)[(259 + r) * E + c];
+        const int64_t ne[2] = {E, NV};
+        assert_int_equal(tr_gguf_writer_add_tensor(w, t->name, t->type, 2, ne, data, NULL), TR_OK);
+        free(data);
+    }
+    assert_int_equal(tr_gguf_writer_write(w, path, NULL, NULL), TR_OK);
+    tr_gguf_writer_free(w);
+    tr_gguf_close(src);
+    free(texts), free(pads), free(scores), free(types);
+    return path;
+}
+
+static void padded_llm_vocabulary_routes_like_the_original(void **state) {
+    pair *p = *state;
+    const char *path = write_padded_llm();
+    tr_model_params mp = tr_model_default_params();
+    tr_model *padded;
+    assert_int_equal(tr_model_load(path, &mp, &padded), TR_OK);
+    assert_int_equal(tr_model_get_info(padded)->n_vocab, 512 + N_PAD);
+    tr_vocab_match m;
+    int32_t n_shared = 0;
+    assert_int_equal(tr_vocab_compatible(tr_model_vocab(p->slm), tr_model_vocab(padded), &m, &n_shared), TR_OK);
+    assert_int_equal(m, TR_VOCAB_PADDED);
+    assert_int_equal(n_shared, 512);
+    /* Unrestricted, the padded LLM does pick padding; restricted, it routes exactly like the original LLM. */
+    int32_t prompt[32], ref[40], out[40];
+    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 32);
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 128;
+    tr_llm_backend *orig, *pad;
+    assert_int_equal(tr_llm_backend_embedded(p->llm, &cp, NULL, &orig), TR_OK);
+    assert_int_equal(tr_llm_backend_embedded(padded, &cp, NULL, &pad), TR_OK);
+    int32_t next = -1;
+    assert_int_equal(tr_llm_next_token(pad, prompt, n_prompt, &next), TR_OK);
+    assert_true(next >= 512);
+    tr_llm_backend_set_allowed(pad, n_shared);
+    tr_context *ctx = new_ctx(p->slm);
+    tr_route_params rp = tr_route_default_params();
+    rp.mode = TR_MODE_LLM;
+    rp.n_predict = 40;
+    rp.stop_at_eog = false;
+    assert_int_equal(tr_route_generate(ctx, NULL, orig, prompt, n_prompt, &rp, ref, 40, NULL), TR_OK);
+    assert_int_equal(tr_route_generate(ctx, NULL, pad, prompt, n_prompt, &rp, out, 40, NULL), TR_OK);
+    assert_memory_equal(out, ref, sizeof ref);
+    /* The CLI accepts the pair, says which case applies, and restricts the LLM the same way. */
+    char cmd[2048], line[4096] = "", ids_pad[4096] = "", ids_ref[4096] = "", slm_path[1024];
+    snprintf(slm_path, sizeof slm_path, "%s", shared_path("models/stories-student.gguf")); /* a static buffer */
+    snprintf(cmd, sizeof cmd, "%s generate --slm %s --llm %s -p 'Once upon a time' -n 40 --threshold 0.7 --ids "
+             "--no-summary 2>&1", TR_CLI_PATH, slm_path, path);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_non_null(fgets(ids_pad, sizeof ids_pad, f));
+    assert_int_equal(pclose(f), 0);
+    assert_non_null(strstr(line, "253 padding entries beyond the SLM's 512"));
+    snprintf(cmd, sizeof cmd, "%s generate --slm %s --llm %s -p 'Once upon a time' -n 40 --threshold 0.7 --ids "
+             "--no-summary 2>/dev/null", TR_CLI_PATH, slm_path, shared_path("models/stories260K.gguf"));
+    assert_non_null(f = popen(cmd, "r"));
+    assert_non_null(fgets(ids_ref, sizeof ids_ref, f));
+    assert_int_equal(pclose(f), 0);
+    if (strcmp(ids_pad, ids_ref) != 0) fail_msg("padded: %s\nline %s\nref: %s", ids_pad, line, ids_ref);
+    tr_context_free(ctx);
+    tr_llm_backend_free(orig);
+    tr_llm_backend_free(pad);
+    tr_model_free(padded);
+    remove(path);
+}
+
 /* ---------------------------------------------------------------- abort */
 
 typedef struct abort_after {
@@ -423,6 +537,7 @@ int main(void) {
         cmocka_unit_test(failures_fall_back_and_the_breaker_stops_calling),
         cmocka_unit_test(embedded_is_restricted_to_the_shared_ids),
         cmocka_unit_test(vocabulary_compatibility),
+        cmocka_unit_test(padded_llm_vocabulary_routes_like_the_original),
         cmocka_unit_test(abort_callback_stops_generation),
         cmocka_unit_test(read_timeout_and_abort_inside_a_call),
         cmocka_unit_test(bad_remote_params),
