@@ -417,7 +417,9 @@ tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *
 
 /* Remote backends. timeout_ms bounds one next-token call as a whole, retries and backoff included; a call never
  * waits longer. One connection is kept alive and reused. https:// URLs verify the server's certificate (against
- * cacert when given, else the system store); there is no switch that turns verification off. */
+ * cacert when given, else the system store); there is no switch that turns verification off. Failures: TR_ERR_TIMEOUT
+ * and TR_ERR_NETWORK (unreachable, 5xx: routing may fall back to the SLM), TR_ERR_ARG (401/403, a certificate that
+ * does not verify), TR_ERR_FORMAT (other 4xx, a reply without a usable token), TR_ERR_STATE (aborted). */
 typedef struct tr_remote_params {
     const char *url;            /* base URL, e.g. "http://127.0.0.1:8080" (no trailing path needed) */
     const char *api_key;        /* sent as "Authorization: Bearer KEY" (NULL: none) */

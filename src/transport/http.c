@@ -212,7 +212,11 @@ tr_status http_request(http_client *c, const char *method, const char *path, con
                 resp->len = c->len;
                 break;
             }
-            const tr_status kind = rc == CURLE_OPERATION_TIMEDOUT ? TR_ERR_TIMEOUT : TR_ERR_NETWORK;
+            /* A certificate that does not verify is a configuration error: neither retried nor papered over by a
+             * fallback to the SLM. */
+            const bool cert = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+                              rc == CURLE_SSL_CERTPROBLEM;
+            const tr_status kind = cert ? TR_ERR_ARG : rc == CURLE_OPERATION_TIMEDOUT ? TR_ERR_TIMEOUT : TR_ERR_NETWORK;
             st = tr_fail(kind, "%s %s%s: %s (after %d attempt%s)", method, c->base, path,
                          c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc), attempt + 1, attempt ? "s" : "");
             break;
