@@ -87,13 +87,13 @@ ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 2 -n 60)
 gen_pid=$!
 sleep 0.6
 crash_pid "$server_pid"
+sleep 0.3 # down for a while: calls in between fail and are retried
 start_llama "$port"
 wait "$gen_pid" || fail "generation across a restart failed: $(cat "$tmp/restart.err")"
 [ "$(cat "$tmp/restart.out")" == "$ref" ] || fail "output changed across a restart"
 grep -q '"n_fallback":0' "$tmp/restart.err" || fail "fallback across a restart: $(cat "$tmp/restart.err")"
-# Proof that the server really was down in the middle: one call (25 ms simulated + ~2 ms) waited at least one
-# 25 ms backoff for the new server.
-python3 -c 'import json,sys; assert max(json.loads(l)["llm_ms"] for l in open(sys.argv[1])) > 45' "$tmp/restart.jsonl" ||
+# Proof that the server really was down in the middle: one call waited out the 300 ms downtime, retrying.
+python3 -c 'import json,sys; assert max(json.loads(l)["llm_ms"] for l in open(sys.argv[1])) > 250' "$tmp/restart.jsonl" ||
   fail "no call spanned the restart"
 echo "restart mid-generation: output unchanged"
 
