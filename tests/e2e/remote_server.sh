@@ -89,7 +89,9 @@ grep -q '"n_fallback":0' "$tmp/restart.err" || fail "fallback across a restart: 
 # Proof that the server really was down in the middle: one call waited out the 300 ms downtime, retrying.
 python3 -c 'import json,sys; assert max(json.loads(l)["llm_ms"] for l in open(sys.argv[1])) > 250' "$tmp/restart.jsonl" ||
   fail "no call spanned the restart"
-curl -sf "$url/metrics" | grep -Eq 'status="409"\} [1-9]' || fail "the restarted server never answered 409 (no resync happened)"
+curl -sf "$url/metrics" >"$tmp/metrics" || fail "no /metrics"
+grep -Eq 'status="409"\} [1-9]' "$tmp/metrics" ||
+  fail "the restarted server never answered 409 (no resync happened): $(grep requests_total "$tmp/metrics")"
 echo "restart mid-generation: 409, resync, output unchanged"
 
 # 3. Killed mid-generation: finishes on the SLM, the gap is marked, no call waits past the timeout.
