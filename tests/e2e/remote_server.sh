@@ -92,7 +92,16 @@ python3 -c 'import json,sys; assert max(json.loads(l)["llm_ms"] for l in open(sy
 curl -sf "$url/metrics" >"$tmp/metrics" || fail "no /metrics"
 grep -Eq 'status="409"\} [1-9]' "$tmp/metrics" ||
   fail "the restarted server never answered 409 (no resync happened): $(grep requests_total "$tmp/metrics")"
-echo "restart mid-generation: 409, resync, output unchanged"
+grep -Eq 'route="route_delete",status="204"\} [1-9]' "$tmp/metrics" || fail "the client did not delete its session"
+echo "restart mid-generation: 409, resync, output unchanged; session deleted at the end"
+
+# Two clients at once on one server: random session ids, no interference.
+gen --server "$url" -p "Once upon a time" --threshold 2 -n 60 >"$tmp/c1" &
+c1=$!
+gen --server "$url" -p "Once upon a time" --threshold 2 -n 60 >"$tmp/c2" &
+c2=$!
+wait "$c1" && wait "$c2" || fail "concurrent clients failed"
+[ "$(cat "$tmp/c1")" == "$ref" ] && [ "$(cat "$tmp/c2")" == "$ref" ] || fail "concurrent clients interfered"
 
 # 3. Killed mid-generation: finishes on the SLM, the gap is marked, no call waits past the timeout.
 "$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
