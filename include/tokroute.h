@@ -398,7 +398,8 @@ tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
 
 /* Where the LLM's tokens come from. Every backend keeps its own KV cache (in this process or on a server): it is
  * handed the whole sequence and evaluates only the tokens it has not seen since its last call (rolling back to the
- * common prefix if the sequence changed), then returns the LLM's next token. */
+ * common prefix if the sequence changed), then returns the LLM's next token. A backend is used by one thread at a
+ * time (one per conversation); distinct backends may run in parallel. */
 typedef struct tr_llm_backend tr_llm_backend;
 
 typedef struct tr_llm_stats {
