@@ -459,7 +459,8 @@ void tr_llm_backend_set_breaker(tr_llm_backend *b, int32_t cooldown_ms, int32_t 
 /* Polled by blocking calls (remote backends check it while waiting on the network). */
 void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *user);
 /* Vocabulary size the LLM reports (the local model's, /health n_vocab, llama.cpp's /v1/models meta.n_vocab);
- * 0 when the backend cannot tell. May contact the server. */
+ * 0 when the backend cannot tell, and then tr_last_error() says why if the server could not be reached or refused
+ * the key ("" when it simply does not report a size). May contact the server. */
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b);
 
 tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next);
