@@ -8,8 +8,11 @@
  *
  * Prints one JSON line: calls, errors, wall seconds, routed tokens/s, latency percentiles (ms).
  *
+ * With --resend-prefix every call sends the whole sequence from pos 0 instead (what a stateless client does): the
+ * cost of not keeping the session, for the README's round-trip comparison.
+ *
  * usage: serve_load --url URL [--sessions 32] [--calls 200] [--prompt-len 8] [--deadline-s 120]
- *                   [--api-key KEY] [--cacert FILE] [--check MODEL] [--no-rollback]
+ *                   [--api-key KEY] [--cacert FILE] [--check MODEL] [--no-rollback] [--resend-prefix]
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +29,7 @@ typedef struct opts {
     const char *url, *api_key, *cacert, *check;
     int sessions, calls, prompt_len, n_vocab, run_id;
     double deadline_s;
-    bool rollback;
+    bool rollback, resend;
 } opts;
 
 typedef struct worker {
@@ -115,7 +118,7 @@ static void *run(void *arg) {
         }
         w->served_at[w->len] = 1;
         w->seq[w->len++] = tok->valueint;
-        sent_from = w->len - 1;
+        sent_from = o->resend ? 0 : w->len - 1;
         cJSON_Delete(j);
         free(b.p);
     }
@@ -198,6 +201,11 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-rollback")) {
+            o.rollback = false;
+            continue;
+        }
+        if (!strcmp(a, "--resend-prefix")) { /* every call sends the whole sequence from pos 0 (no session reuse) */
+            o.resend = true;
             o.rollback = false;
             continue;
         }
