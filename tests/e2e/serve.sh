@@ -239,7 +239,8 @@ PY
 # Metrics in Prometheus text.
 curl -sS -m 10 -H 'Authorization: Bearer s3cret' "$url/metrics" >"$tmp/metrics.txt"
 for m in 'tokroute_requests_total{route="route_next",status="200"}' 'tokroute_requests_total{route="route_next",status="409"}' \
-  'tokroute_requests_total{route="route_next",status="400"}' tokroute_tokens_evaluated_total tokroute_active_sessions \
+  'tokroute_requests_total{route="route_next",status="400"}' 'tokroute_requests_total{route="route_next",status="401"}' \
+  'tokroute_requests_total{route="route_next",status="413"}' tokroute_tokens_evaluated_total tokroute_active_sessions \
   tokroute_session_evictions_total tokroute_session_expirations_total 'tokroute_batch_sessions_bucket{le="1"}' \
   'tokroute_request_duration_seconds_bucket{route="route_next",le="+Inf"}'; do
   grep -qF "$m" "$tmp/metrics.txt" || fail "metrics lack $m"
