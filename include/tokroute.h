@@ -431,6 +431,9 @@ typedef struct tr_remote_params {
     int32_t connect_timeout_ms; /* one connection attempt (default 2000, capped by timeout_ms) */
     int32_t retries;            /* further attempts after a failed one, with exponential backoff (default 2) */
     int32_t top_logprobs;       /* alternatives to ask for (default 0; the chosen token's logprob always) */
+    tr_sampler_params sampling; /* --server only: temperature > 0 samples on the server, the draw at a position
+                                   depending only on (seed, position); default greedy. OpenAI-compatible and
+                                   llama.cpp requests are always greedy (temperature 0). */
 } tr_remote_params;
 
 tr_remote_params tr_remote_default_params(void);

@@ -107,6 +107,7 @@ bool cli_backend_open(const cli_backend_opts *o, const tr_model *slm, const tr_c
         if (st == TR_OK) st = tr_llm_backend_embedded(*llm_model, cp, sp, out);
     } else {
         tr_remote_params rp = o->remote;
+        if (sp) rp.sampling = *sp;
         if (o->server) rp.url = o->server, st = tr_llm_backend_server(&rp, out);
         else if (o->openai) rp.url = o->openai, st = tr_llm_backend_openai(&rp, out);
         else rp.url = o->llamacpp, st = tr_llm_backend_llamacpp(&rp, out);

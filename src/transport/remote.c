@@ -10,6 +10,8 @@
 
 tr_remote_params tr_remote_default_params(void) {
     tr_remote_params p = {.timeout_ms = 10000, .connect_timeout_ms = 2000, .retries = 2};
+    p.sampling = tr_sampler_default_params();
+    p.sampling.temperature = 0.0f;
     return p;
 }
 
