@@ -50,8 +50,10 @@ echo
 echo "| context | session protocol p50 ms | resend whole prefix p50 ms |"
 echo "|---|---|---|"
 for ctx in 64 1024; do
-  a=$("$build/serve_load" --url "$url" --sessions 1 --calls 30 --prompt-len $ctx --no-rollback | field p50_ms)
-  b=$("$build/serve_load" --url "$url" --sessions 1 --calls 10 --prompt-len $ctx --resend-prefix | field p50_ms)
+  a=$("$build/serve_load" --url "$url" --sessions 1 --calls 30 --prompt-len $ctx --no-rollback --timeout-s 600 \
+    --deadline-s 900 | field p50_ms)
+  b=$("$build/serve_load" --url "$url" --sessions 1 --calls 4 --prompt-len $ctx --resend-prefix --timeout-s 600 \
+    --deadline-s 900 | field p50_ms)
   echo "| $ctx | $a | $b |"
 done
 stop

@@ -12,7 +12,8 @@
  * cost of not keeping the session, for the README's round-trip comparison.
  *
  * usage: serve_load --url URL [--sessions 32] [--calls 200] [--prompt-len 8] [--deadline-s 120]
- *                   [--api-key KEY] [--cacert FILE] [--check MODEL] [--no-rollback] [--resend-prefix]
+ *                   [--timeout-s 30] [--api-key KEY] [--cacert FILE] [--check MODEL] [--no-rollback]
+ *                   [--resend-prefix]
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@
 typedef struct opts {
     const char *url, *api_key, *cacert, *check;
     int sessions, calls, prompt_len, n_vocab, run_id;
-    double deadline_s;
+    double deadline_s, timeout_s;
     bool rollback, resend;
 } opts;
 
@@ -80,7 +81,7 @@ static void *run(void *arg) {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(o->timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (o->cacert) curl_easy_setopt(c, CURLOPT_CAINFO, o->cacert);
     const double deadline = now_s() + o->deadline_s;
@@ -199,7 +200,7 @@ static int health_vocab(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.sessions = 32, .calls = 200, .prompt_len = 8, .deadline_s = 120, .rollback = true};
+    opts o = {.sessions = 32, .calls = 200, .prompt_len = 8, .deadline_s = 120, .timeout_s = 30, .rollback = true};
     o.run_id = (int)(time(NULL) % 100000);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -219,6 +220,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--calls")) o.calls = atoi(v);
         else if (!strcmp(a, "--prompt-len")) o.prompt_len = atoi(v);
         else if (!strcmp(a, "--deadline-s")) o.deadline_s = atof(v);
+        else if (!strcmp(a, "--timeout-s")) o.timeout_s = atof(v); /* per call (default 30) */
         else if (!strcmp(a, "--api-key")) o.api_key = v;
         else if (!strcmp(a, "--cacert")) o.cacert = v;
         else if (!strcmp(a, "--check")) o.check = v;
