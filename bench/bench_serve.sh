@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_serve.sh — throughput and latency of `tokroute serve` on loopback (numbers for the README, not a test):
 #   1. aggregate routed tokens/s with 1, 4, 16 and 64 concurrent sessions, batched vs --no-batch (one session per
-#      forward pass), each session making CALLS one-token calls after a 16-token prompt;
+#      forward pass), each session making CALLS one-token calls after a 16-token prompt (steady state: calls counted
+#      after every session's prompt call and until the first session finishes);
 #   2. round trip of one routed token at context 64 and 1024: the session protocol (only the new token is sent and
 #      evaluated) vs resending the whole prefix from pos 0 every call.
 # usage: bench/bench_serve.sh BUILD_DIR MODEL [THREADS] [CALLS]
@@ -10,7 +11,7 @@ set -euo pipefail
 build=$1
 model=$2
 threads=${3:-0}
-calls=${4:-20}
+calls=${4:-30}
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -33,7 +34,7 @@ for mode in batch nobatch; do
   if [ $mode = batch ]; then start; else start --no-batch; fi
   for n in 1 4 16 64; do
     tps[$mode,$n]=$("$build/serve_load" --url "$url" --sessions $n --calls $calls --prompt-len 16 --no-rollback \
-      --deadline-s 300 | field tokens_per_s)
+      --deadline-s 300 | field steady_tokens_per_s)
   done
   stop
 done
@@ -49,8 +50,10 @@ echo
 echo "| context | session protocol p50 ms | resend whole prefix p50 ms |"
 echo "|---|---|---|"
 for ctx in 64 1024; do
-  a=$("$build/serve_load" --url "$url" --sessions 1 --calls 30 --prompt-len $ctx --no-rollback | field p50_ms)
-  b=$("$build/serve_load" --url "$url" --sessions 1 --calls 10 --prompt-len $ctx --resend-prefix | field p50_ms)
+  a=$("$build/serve_load" --url "$url" --sessions 1 --calls 30 --prompt-len $ctx --no-rollback --timeout-s 600 \
+    --deadline-s 900 | field p50_ms)
+  b=$("$build/serve_load" --url "$url" --sessions 1 --calls 4 --prompt-len $ctx --resend-prefix --timeout-s 600 \
+    --deadline-s 900 | field p50_ms)
   echo "| $ctx | $a | $b |"
 done
 stop

@@ -12,7 +12,8 @@
  * cost of not keeping the session, for the README's round-trip comparison.
  *
  * usage: serve_load --url URL [--sessions 32] [--calls 200] [--prompt-len 8] [--deadline-s 120]
- *                   [--api-key KEY] [--cacert FILE] [--check MODEL] [--no-rollback] [--resend-prefix]
+ *                   [--timeout-s 30] [--api-key KEY] [--cacert FILE] [--check MODEL] [--no-rollback]
+ *                   [--resend-prefix]
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@
 typedef struct opts {
     const char *url, *api_key, *cacert, *check;
     int sessions, calls, prompt_len, n_vocab, run_id;
-    double deadline_s;
+    double deadline_s, timeout_s;
     bool rollback, resend;
 } opts;
 
@@ -40,6 +41,7 @@ typedef struct worker {
     int32_t *served_at;    /* served_at[p] = 1 when seq[p] was served by the server as the greedy next token */
     int errors, calls;
     double *lat_ms;
+    double *end_s;         /* completion time of each call */
     char err_msg[256];
 } worker;
 
@@ -79,7 +81,7 @@ static void *run(void *arg) {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(o->timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (o->cacert) curl_easy_setopt(c, CURLOPT_CAINFO, o->cacert);
     const double deadline = now_s() + o->deadline_s;
@@ -101,7 +103,9 @@ static void *run(void *arg) {
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
         const double t0 = now_s();
         CURLcode rc = curl_easy_perform(c);
-        w->lat_ms[w->calls++] = (now_s() - t0) * 1e3;
+        const double t1 = now_s();
+        w->end_s[w->calls] = t1;
+        w->lat_ms[w->calls++] = (t1 - t0) * 1e3;
         long status = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         cJSON *j = b.p ? cJSON_Parse(b.p) : NULL;
@@ -196,7 +200,7 @@ static int health_vocab(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.sessions = 32, .calls = 200, .prompt_len = 8, .deadline_s = 120, .rollback = true};
+    opts o = {.sessions = 32, .calls = 200, .prompt_len = 8, .deadline_s = 120, .timeout_s = 30, .rollback = true};
     o.run_id = (int)(time(NULL) % 100000);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -216,6 +220,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--calls")) o.calls = atoi(v);
         else if (!strcmp(a, "--prompt-len")) o.prompt_len = atoi(v);
         else if (!strcmp(a, "--deadline-s")) o.deadline_s = atof(v);
+        else if (!strcmp(a, "--timeout-s")) o.timeout_s = atof(v); /* per call (default 30) */
         else if (!strcmp(a, "--api-key")) o.api_key = v;
         else if (!strcmp(a, "--cacert")) o.cacert = v;
         else if (!strcmp(a, "--check")) o.check = v;
@@ -236,6 +241,7 @@ int main(int argc, char **argv) {
         w[i].seq = calloc((size_t)cap, sizeof(int32_t));
         w[i].served_at = calloc((size_t)cap, sizeof(int32_t));
         w[i].lat_ms = calloc((size_t)o.calls + 1, sizeof(double));
+        w[i].end_s = calloc((size_t)o.calls + 1, sizeof(double));
     }
     const double t0 = now_s();
     for (int i = 0; i < o.sessions; i++) pthread_create(&th[i], NULL, run, &w[i]);
@@ -243,6 +249,17 @@ int main(int argc, char **argv) {
     const double wall = now_s() - t0;
     long calls = 0, errors = 0;
     for (int i = 0; i < o.sessions; i++) calls += w[i].calls, errors += w[i].errors;
+    /* Steady state: calls completed after every session's prompt call and before the first session finished. */
+    double from = 0, to = 1e300;
+    for (int i = 0; i < o.sessions; i++)
+        if (w[i].calls > 1) {
+            if (w[i].end_s[0] > from) from = w[i].end_s[0];
+            if (w[i].end_s[w[i].calls - 1] < to) to = w[i].end_s[w[i].calls - 1];
+        }
+    long steady = 0;
+    for (int i = 0; i < o.sessions; i++)
+        for (int k = 1; k < w[i].calls; k++) steady += w[i].end_s[k] > from && w[i].end_s[k] <= to;
+    const double steady_tps = to > from ? steady / (to - from) : 0;
     /* Latency of the single-token calls (the first call of each session carries the prompt). */
     double *lat = calloc((size_t)calls + 1, sizeof *lat);
     long n_lat = 0;
@@ -255,11 +272,12 @@ int main(int argc, char **argv) {
         if (w[i].errors) fprintf(stderr, "serve_load: %s\n", w[i].err_msg);
     const int bad = o.check ? check(&o, w, o.sessions) : 0;
     printf("{\"sessions\":%d,\"calls\":%ld,\"errors\":%ld,\"wall_s\":%.3f,\"tokens_per_s\":%.1f,"
-           "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"mean_ms\":%.3f,\"check_mismatches\":%d}\n",
-           o.sessions, calls, errors, wall, calls / wall, n_lat ? lat[n_lat / 2] : 0,
+           "\"steady_tokens_per_s\":%.1f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"mean_ms\":%.3f,"
+           "\"check_mismatches\":%d}\n",
+           o.sessions, calls, errors, wall, calls / wall, steady_tps, n_lat ? lat[n_lat / 2] : 0,
            n_lat ? lat[n_lat * 9 / 10] : 0, n_lat ? lat[n_lat * 99 / 100] : 0,
            n_lat ? sum_lat / n_lat : 0, bad);
-    for (int i = 0; i < o.sessions; i++) free(w[i].seq), free(w[i].served_at), free(w[i].lat_ms);
+    for (int i = 0; i < o.sessions; i++) free(w[i].seq), free(w[i].served_at), free(w[i].lat_ms), free(w[i].end_s);
     free(w);
     free(th);
     free(lat);

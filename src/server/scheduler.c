@@ -72,7 +72,7 @@ struct scheduler {
  * batches fragment: the first request back runs alone while the rest arrive. The wait is bounded by 20% of a pass,
  * so a slow client costs the others little, and with a tiny model (sub-millisecond passes) it is nearly zero. */
 #define GATHER_FRACTION 0.2
-#define GATHER_MAX_MS 5.0
+#define GATHER_MAX_MS 50.0
 
 static double now_ms(void) {
     struct timespec ts;

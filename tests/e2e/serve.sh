@@ -52,7 +52,7 @@ set +e
 set -e
 
 # --- the protocol, auth and bad input (one server with an API key, 4 KiB bodies, 256-token sessions)
-start main --api-key s3cret --max-body-kib 4 -c 256 --session-idle-s 2
+start main --api-key s3cret --max-body-kib 4 -c 256 --session-idle-s 4
 case $url in http://127.0.0.1:*) ;; *) fail "ready file holds '$url'";; esac
 main_pid=$pid
 code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$url/health")
@@ -214,8 +214,8 @@ assert s == 400 and j["error"]["field"] == "prompt", j
 s, j = call("POST", "/v1/completions", {"prompt": [1, 2], "max_tokens": -1})
 assert s == 400 and j["error"]["field"] == "max_tokens", j
 
-# Idle expiry (--session-idle-s 2): an unused session is gone after a few seconds.
-time.sleep(3.5)
+# Idle expiry (--session-idle-s 4): an unused session is gone after a few seconds.
+time.sleep(6)
 j = expect_error(409, "pos_mismatch", None, {"session": "dev1", "pos": 9, "tokens": []})
 assert j["pos"] == 0, j
 print("protocol ok")
@@ -290,6 +290,9 @@ model_kib=$(( $(stat -c %s "$model") / 1024 ))
 # Allowance for what is not KV or weights: code and shared libraries (~10 MiB), the batch engine's buffers,
 # connection threads' touched stacks.
 limit_kib=$(( budget_mib * 1024 + model_kib + 32 * 1024 ))
+# Under AddressSanitizer (make test-asan) shadow memory and the quarantine inflate RSS by design: the bound is
+# checked by the Release pass; the sanitizer pass still runs the load and the token check.
+if ldd "$cli" 2>/dev/null | grep -q libasan; then limit_kib=$(( 1 << 30 )); fi
 python3 - "$tmp/load.json" "$hwm_kib" "$limit_kib" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read())
