@@ -197,7 +197,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
     tr_ui *ui = job->ui;
     ssize_t n;
     pthread_mutex_lock(&ui->mu);
-    while (job->sent == job->len && !job->finished && !ui->stopping) {
+    while (job->sent == job->len && !job->finished) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += (long)HEARTBEAT_MS * 1000000L;
@@ -210,7 +210,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
         memcpy(buf, job->buf + job->sent, k);
         job->sent += k;
         n = (ssize_t)k;
-    } else if (job->finished || ui->stopping) {
+    } else if (job->finished) { /* tr_ui_stop waits for every job to finish, so this ends every stream */
         n = MHD_CONTENT_READER_END_OF_STREAM;
     } else {
         static const char heartbeat[] = ":\n\n"; /* an SSE comment: keeps the connection checked */
