@@ -13,6 +13,7 @@ const els = {
 };
 let info = null;
 let running = [];          // runs in flight: {id, controller, ...}
+let lastChart = { scores: [], tau: 0.5 };  // redrawn when the window changes size
 
 // ------------------------------------------------------------------ server-sent events over fetch
 
@@ -81,7 +82,9 @@ function onHover(ev) {
 
 const SVG = "http://www.w3.org/2000/svg";
 function drawChart(svg, scores, tau) {
-  const W = 600, H = 140, pad = 8;
+  // Drawn in the element's own pixels, so dots stay round and labels unstretched at any width.
+  const W = Math.max(100, svg.clientWidth || 600), H = Math.max(60, svg.clientHeight || 140), pad = 8;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const n = Math.max(scores.length, 2);
   const x = (i) => pad + (i * (W - 2 * pad)) / (n - 1);
   const y = (s) => H - pad - s * (H - 2 * pad);
@@ -92,9 +95,15 @@ function drawChart(svg, scores, tau) {
   tauLine.setAttribute("y1", y(tau)); tauLine.setAttribute("y2", y(tau));
   svg.appendChild(tauLine);
   const label = document.createElementNS(SVG, "text");
-  label.setAttribute("x", W - 40); label.setAttribute("y", Math.max(10, y(tau) - 3));
+  label.setAttribute("x", W - 44); label.setAttribute("y", Math.max(10, y(tau) - 4));
   label.textContent = "τ " + tau.toFixed(2);
   svg.appendChild(label);
+  for (const [v, text] of [[1, "1"], [0, "0"]]) {
+    const t = document.createElementNS(SVG, "text");
+    t.setAttribute("x", 2); t.setAttribute("y", v ? 10 : H - 2);
+    t.textContent = text;
+    svg.appendChild(t);
+  }
   const pts = [];
   scores.forEach((p, i) => { if (p.score !== null) pts.push(x(i).toFixed(1) + "," + y(p.score).toFixed(1)); });
   const line = document.createElementNS(SVG, "polyline");
@@ -110,7 +119,7 @@ function drawChart(svg, scores, tau) {
   });
 }
 
-function fmtMs(v) { return v === null || v === undefined ? "—" : v.toFixed(1) + " ms"; }
+function fmtMs(v) { return v === null || v === undefined ? "—" : v.toFixed(v < 10 ? 2 : 1) + " ms"; }
 function fillProfile(table, d) {
   const rows = [
     ["time to first token", fmtMs(d.ttft_ms)],
@@ -164,11 +173,16 @@ async function run(mode, out, profile, chart) {
   running.push(run);
   setRunning();
   out.textContent = "";
+  const shown = document.createElement("span");
+  shown.className = "prompt";
+  shown.textContent = els.prompt.value;
+  out.appendChild(shown);
   profile.textContent = "";
   delete profile.dataset.routed;
   const scores = [];
   let tau = Number(els.tau.value), pending = false, result = null;
   const redraw = () => { pending = false; drawChart(chart, scores, tau); };
+  if (chart === els.chart) lastChart = { scores, get tau() { return tau; } };
   try {
     const res = await fetch("/api/generate", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request(mode)),
@@ -271,8 +285,11 @@ async function init() {
 
 els.tau.addEventListener("input", () => {
   els.tauValue.textContent = Number(els.tau.value).toFixed(2);
-  if (!running.length) drawChart(els.chart, [], Number(els.tau.value));
+  // The last run's scores stay; the τ line moves, showing which tokens the new value would route.
+  if (!running.length) drawChart(els.chart, lastChart.scores, Number(els.tau.value));
 });
+window.addEventListener("resize", () =>
+  drawChart(els.chart, lastChart.scores, running.length ? lastChart.tau : Number(els.tau.value)));
 els.form.addEventListener("submit", (e) => { e.preventDefault(); start(); });
 els.stop.addEventListener("click", () => running.forEach(cancel));
 els.compare.addEventListener("click", compare);
