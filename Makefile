@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SHARED     ?= $(abspath ../shared)
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build cli demo test test-fast test-asan clean
+.PHONY: all deps build cli demo test test-fast test-asan clean llamacpp
 
 all: build
 
@@ -26,12 +26,16 @@ cli: deps
 demo: cli
 	@./scripts/demo.sh $(BUILD)/tokroute $(SHARED)
 
-test-fast: deps
+# The remote-backend tests run a real llama.cpp server: build it once per machine (cached in ~/.cache/tokroute).
+llamacpp:
+	@./scripts/llamacpp.sh llama-server >/dev/null
+
+test-fast: deps llamacpp
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTR_WERROR=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
-test-asan: deps
+test-asan: deps llamacpp
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_WERROR=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)

@@ -256,6 +256,8 @@ typedef struct tr_sampler_params {
 tr_sampler_params tr_sampler_default_params(void);
 tr_status tr_sampler_create(const tr_sampler_params *params, tr_sampler **out);
 void tr_sampler_free(tr_sampler *s);
+/* Restarts the generator from seed (routing seeds each position from (seed, position)). */
+void tr_sampler_reseed(tr_sampler *s, uint64_t seed);
 /* Picks a token from n_vocab logits. Greedy picks the lowest id among equal maxima. */
 int32_t tr_sampler_sample(tr_sampler *s, const float *logits, int32_t n_vocab);
 /* Convenience: index of the largest logit (lowest id on ties). */
@@ -393,26 +395,116 @@ tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
 
 /* ---------------------------------------------------------------- LLM backends */
 
-/* Where the LLM's tokens come from. Every backend keeps its own KV cache: it is handed the whole sequence and
- * evaluates only the tokens it has not seen since its last call (rolling back to the common prefix if the
- * sequence changed), then returns the LLM's next token. */
+/* Where the LLM's tokens come from. Every backend keeps its own KV cache (in this process or on a server): it is
+ * handed the whole sequence and evaluates only the tokens it has not seen since its last call (rolling back to the
+ * common prefix if the sequence changed), then returns the LLM's next token. */
 typedef struct tr_llm_backend tr_llm_backend;
 
 typedef struct tr_llm_stats {
     int64_t calls;            /* next-token requests */
-    int64_t tokens_evaluated; /* tokens the LLM evaluated (prefill + catch-up) */
+    int64_t tokens_evaluated; /* tokens the LLM evaluated (prefill + catch-up), as far as the backend can tell */
     double time_ms;           /* wall time inside the backend, transport and simulated delay included */
+    int64_t failures;         /* calls that failed (after the backend's own retries) */
+    int64_t short_circuited;  /* calls refused at once because the circuit breaker was open */
 } tr_llm_stats;
+
+/* Polled during long work (prefill chunks, blocking network calls); return true to abort (TR_ERR_STATE). */
+typedef bool (*tr_abort_fn)(void *user);
 
 /* The LLM loaded in this process. The backend does not own the model. */
 tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *params,
                                   const tr_sampler_params *sampling, tr_llm_backend **out);
+
+/* Remote backends. timeout_ms bounds one next-token call as a whole, retries and backoff included; a call never
+ * waits longer. One connection is kept alive and reused. https:// URLs verify the server's certificate (against
+ * cacert when given, else the system store); there is no switch that turns verification off. Failures: TR_ERR_TIMEOUT
+ * and TR_ERR_NETWORK (unreachable, 5xx: routing may fall back to the SLM), TR_ERR_ARG (401/403, a certificate that
+ * does not verify), TR_ERR_FORMAT (other 4xx, a reply without a usable token), TR_ERR_STATE (aborted). */
+typedef struct tr_remote_params {
+    const char *url;            /* base URL, e.g. "http://127.0.0.1:8080" (no trailing path needed) */
+    const char *api_key;        /* sent as "Authorization: Bearer KEY" (NULL: none) */
+    const char *cacert;         /* PEM file of a private CA for https (NULL: system store) */
+    const char *model;          /* "model" field of OpenAI-compatible requests (NULL: omitted) */
+    int32_t timeout_ms;         /* whole call, retries included (default 10000) */
+    int32_t connect_timeout_ms; /* one connection attempt (default 2000, capped by timeout_ms) */
+    int32_t retries;            /* further attempts after a failed one, with exponential backoff (default 2) */
+    int32_t top_logprobs;       /* alternatives to ask for (default 0; the chosen token's logprob always) */
+} tr_remote_params;
+
+tr_remote_params tr_remote_default_params(void);
+/* tokroute serve's session protocol (docs/protocol.md): sends only the tokens appended since the last call, resyncs
+ * transparently on 409, picks a random session id, deletes the session when freed. */
+tr_status tr_llm_backend_server(const tr_remote_params *params, tr_llm_backend **out);
+/* Any OpenAI-compatible POST /v1/completions: token-id prompt, max_tokens 1, temperature 0, logprobs. The
+ * generated id is read back exactly: choices[0].token_ids (tokroute serve; vLLM with return_token_ids),
+ * choices[0].logprobs.content[0].id (llama.cpp), or "token_id:N" logprob tokens (vLLM/SGLang with
+ * return_tokens_as_token_ids); a reply carrying none of them is an error, never re-tokenized text. */
+tr_status tr_llm_backend_openai(const tr_remote_params *params, tr_llm_backend **out);
+/* llama.cpp's server: POST /completion with a token-id prompt, n_predict 1, cache_prompt true, n_probs. */
+tr_status tr_llm_backend_llamacpp(const tr_remote_params *params, tr_llm_backend **out);
+
 void tr_llm_backend_free(tr_llm_backend *b);
 /* Adds a fixed delay to every call (simulating a network round trip). */
 void tr_llm_backend_set_rtt(tr_llm_backend *b, double rtt_ms);
+/* Restricts the LLM's choice to ids < n_allowed (a padded LLM vocabulary shared with a smaller SLM; 0 = no
+ * restriction). Backends apply it where their API allows (argmax over the first ids, the server's n_vocab, a
+ * logit bias); a returned id outside the range is an error (TR_ERR_RANGE) either way, never passed on. */
+void tr_llm_backend_set_allowed(tr_llm_backend *b, int32_t n_allowed);
+/* Circuit breaker: after a call fails with a network or timeout error, calls fail at once (TR_ERR_NETWORK,
+ * counted in short_circuited) for cooldown_ms, then one call probes the server again; each further failure doubles
+ * the cooldown up to max_cooldown_ms. Defaults 1000 / 16000; cooldown_ms 0 turns the breaker off. */
+void tr_llm_backend_set_breaker(tr_llm_backend *b, int32_t cooldown_ms, int32_t max_cooldown_ms);
+/* Polled by blocking calls (remote backends check it while waiting on the network). */
+void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *user);
+/* Vocabulary size the LLM reports (the local model's, /health n_vocab, llama.cpp's /v1/models meta.n_vocab);
+ * 0 when the backend cannot tell. May contact the server. */
+int32_t tr_llm_backend_n_vocab(tr_llm_backend *b);
+
 tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next);
+/* The same, also giving the LLM's log-probability of the token (NAN when the backend does not report it). */
+tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next,
+                               float *logprob);
 tr_llm_stats tr_llm_backend_stats(const tr_llm_backend *b);
 const char *tr_llm_backend_name(const tr_llm_backend *b);
+
+/* Writing your own backend: fill a tr_llm_backend_ops (static storage; it must outlive the backend) and wrap your
+ * state with tr_llm_backend_create. The wrapper adds argument checks, timing, statistics, the simulated delay, the
+ * allowed-id check and the circuit breaker, so next_token only computes. */
+typedef struct tr_llm_call {
+    const int32_t *tokens;   /* the whole sequence so far (prompt + generated) */
+    int32_t n_tokens;
+    int32_t n_allowed;       /* choose among ids < n_allowed (0: any) */
+    tr_abort_fn abort_fn;    /* may be NULL */
+    void *abort_user;
+    int32_t id;              /* out: the next token */
+    float logprob;           /* out: its log-probability (preset to NAN) */
+    int64_t n_evaluated;     /* out: tokens the LLM evaluated for this call (preset to 0) */
+} tr_llm_call;
+
+typedef struct tr_llm_backend_ops {
+    const char *name;
+    tr_status (*next_token)(void *impl, tr_llm_call *call);
+    int32_t (*n_vocab)(void *impl);  /* optional (NULL: unknown) */
+    void (*free)(void *impl);        /* optional */
+} tr_llm_backend_ops;
+
+/* Wraps impl; ownership passes to the backend (ops->free runs on it even when this call fails). */
+tr_status tr_llm_backend_create(const tr_llm_backend_ops *ops, void *impl, tr_llm_backend **out);
+
+/* Whether an SLM/LLM pair can route: the LLM's vocabulary must agree with every entry the SLM has; extra LLM
+ * entries are accepted only when they are padding (type UNUSED, or "[PAD…]" / "<|PAD…" texts). */
+typedef enum tr_vocab_match {
+    TR_VOCAB_SAME = 0,     /* identical vocabularies */
+    TR_VOCAB_PADDED,       /* the LLM's has n_shared equal entries plus padding */
+    TR_VOCAB_SIZE_ONLY,    /* only sizes known (remote LLM): n_shared = the SLM's size <= the LLM's */
+} tr_vocab_match;
+/* TR_OK and the case (with n_shared, the ids both share) when compatible, else TR_ERR_UNSUPPORTED with a message
+ * naming the first differing entry. */
+tr_status tr_vocab_compatible(const tr_vocab *slm, const tr_vocab *llm, tr_vocab_match *match, int32_t *n_shared);
+/* For a remote LLM that reports only its vocabulary size (0 = unknown: accepted as SIZE_ONLY with the SLM's). */
+tr_status tr_vocab_compatible_size(const tr_vocab *slm, int32_t llm_n_vocab, tr_vocab_match *match,
+                                   int32_t *n_shared);
+const char *tr_vocab_match_name(tr_vocab_match m);
 
 /* ---------------------------------------------------------------- routed generation */
 
@@ -439,10 +531,22 @@ typedef struct tr_route_token {
     double llm_ms;        /* LLM call incl. transport and simulated delay (0 when not routed) */
     const char *text;     /* text completed by this token (UTF-8 safe, stop strings held back); NUL-terminated */
     size_t text_len;
+    float logprob;        /* log-probability of id under the model that produced it (NAN when unknown) */
+    bool llm_unavailable; /* routed, but the LLM failed: the SLM's proposal was used (source is TR_SOURCE_SLM) */
 } tr_route_token;
 
 /* Return false to stop generating. */
 typedef bool (*tr_route_callback)(void *user, const tr_route_token *token);
+/* All shown text, in order: each token's completed text right after its on_token (token points at it), then the
+ * text held back until the end (an incomplete UTF-8 character, a possible stop-string start) with token NULL.
+ * Return false to stop generating. */
+typedef bool (*tr_route_text_callback)(void *user, const char *text, size_t len, const tr_route_token *token);
+
+/* What a routed token gets when the LLM backend fails (after its retries, or at once while its breaker is open). */
+typedef enum tr_llm_failure {
+    TR_LLM_FAILURE_FALLBACK = 0, /* use the SLM's own proposal, mark the token llm_unavailable (joint mode) */
+    TR_LLM_FAILURE_ERROR,        /* stop with the backend's error */
+} tr_llm_failure;
 
 typedef struct tr_route_params {
     tr_route_mode mode;
@@ -454,6 +558,10 @@ typedef struct tr_route_params {
     int32_t n_stop;
     tr_route_callback on_token;    /* optional streaming callback */
     void *user;
+    tr_route_text_callback on_text; /* optional; gets user too */
+    tr_llm_failure on_llm_failure; /* default TR_LLM_FAILURE_FALLBACK (llm mode has no SLM proposal: error) */
+    tr_abort_fn abort_fn;          /* optional: polled between prefill chunks, tokens and inside LLM calls */
+    void *abort_user;
 } tr_route_params;
 
 typedef struct tr_route_stats {
@@ -465,10 +573,13 @@ typedef struct tr_route_stats {
     int64_t slm_evaluated;    /* tokens the SLM evaluated in this call */
     int64_t llm_evaluated;    /* tokens the LLM evaluated in this call */
     bool stopped_by_eog, stopped_by_string;
+    int32_t n_fallback;       /* routed tokens the LLM could not produce (the SLM's proposal was used) */
+    bool aborted;             /* abort_fn asked to stop (the call returned TR_ERR_STATE) */
 } tr_route_stats;
 
 tr_route_params tr_route_default_params(void);
-/* Generates after the prompt. The SLM context is needed in every mode (its model's vocabulary detokenizes and
+/* Generates after the prompt. Sampling (temperature > 0) draws at each position from a generator seeded by
+ * (sampling.seed, position), so a conversation continued over several calls does not repeat its first draws. The SLM context is needed in every mode (its model's vocabulary detokenizes and
  * finds end-of-generation tokens); in llm mode it is not evaluated. router may be NULL outside joint mode, llm may
  * be NULL in slm mode. The SLM context is rolled back to the longest common prefix of its cache and the prompt
  * and extended from there, never re-prefilled. Generated ids go to out_tokens (up to cap; may be NULL). */

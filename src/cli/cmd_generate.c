@@ -7,14 +7,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli_backend.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
+static const char *usage_head =
+    "usage: tokroute generate (-m MODEL | --slm SLM [--llm LLM | --server URL | --openai URL | --llamacpp URL])\n"
+    "                         (-p PROMPT | --tokens 1,2,3) [options]\n"
+    "  -m, --model FILE       one model (same as --slm without an LLM)\n"
+    "  --slm FILE             the small model (on the device)\n";
 static const char *usage =
-    "usage: tokroute generate (-m MODEL | --slm SLM [--llm LLM]) (-p PROMPT | --tokens 1,2,3) [options]\n"
-    "  -m, --model FILE       one model (same as --slm without --llm)\n"
-    "  --slm FILE             the small model (on the device)\n"
-    "  --llm FILE             the large model, loaded in this process (embedded backend)\n"
+    "usage: tokroute generate (-m MODEL | --slm SLM [LLM]) (-p PROMPT | --tokens 1,2,3) [options]; --help for all\n";
+static const char *usage_rest =
     "  --router FILE          trained router file (CITER MLP)\n"
     "  --policy NAME          training-free router: maxprob (default), margin, entropy\n"
     "  --threshold T          route a token when its confidence < T (default: router file's, else 0.5)\n"
@@ -26,8 +30,8 @@ static const char *usage =
     "  --echo                 print the prompt before the generated text\n"
     "  --ids                  print generated token ids instead of text\n"
     "  --no-color             never color LLM tokens (default: red when stdout is a terminal)\n"
-    "  --trace FILE.jsonl     one JSON object per token (index, id, text, source, score, tau, slm_ms, llm_ms, slm_id)\n"
-    "  --simulate-rtt MS      add a network delay to every LLM call\n"
+    "  --trace FILE.jsonl     one JSON object per token (index, id, text, source, score, tau, slm_ms, llm_ms, slm_id,\n"
+    "                         logprob; llm_unavailable when the LLM failed and the SLM's token was used)\n"
     "  --no-summary           no latency summary on stderr;  --summary-json: the summary as JSON on stderr\n"
     "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
     "  --no-bos               do not add BOS to a text prompt\n"
@@ -35,8 +39,9 @@ static const char *usage =
 
 typedef struct gen_opts {
     cli_model_opts mo;
-    const char *llm, *router, *policy, *prompt, *tokens, *trace, *chat_template;
-    double tau, rtt_ms;
+    cli_backend_opts bo;
+    const char *router, *policy, *prompt, *tokens, *trace, *chat_template;
+    double tau;
     bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json;
     tr_route_params rp;
     const char **stop;
@@ -72,11 +77,12 @@ static int parse(int argc, char **argv, gen_opts *o) {
     for (int i = 1; i < argc; i++) {
         int r = cli_model_option(argc, argv, &i, &o->mo);
         if (r == 0) r = parse_sampling(argc, argv, &i, &o->rp.sampling);
+        if (r == 0) r = cli_backend_option(argc, argv, &i, &o->bo);
         if (r < 0) return 2;
         if (r > 0) continue;
-        if (cli_flag(argc, argv, &i, "-h", "--help")) return fputs(usage, stdout), -1;
+        if (cli_flag(argc, argv, &i, "-h", "--help"))
+            return fputs(usage_head, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), -1;
         if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->mo.model = v;
-        else if (cli_option(argc, argv, &i, NULL, "--llm", &v)) o->llm = v;
         else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
         else if (cli_option(argc, argv, &i, NULL, "--policy", &v)) o->policy = v;
         else if (cli_option(argc, argv, &i, NULL, "--threshold", &v) || cli_option(argc, argv, &i, NULL, "--tau", &v)) {
@@ -94,9 +100,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
             if (!v || !*v) return cli_usage_error(usage, "--stop needs a non-empty string");
             o->stop[o->n_stop++] = v;
         } else if (cli_option(argc, argv, &i, NULL, "--trace", &v)) o->trace = v;
-        else if (cli_option(argc, argv, &i, NULL, "--simulate-rtt", &v)) {
-            if (!cli_float("--simulate-rtt", v, &o->rtt_ms) || o->rtt_ms < 0) return 2;
-        } else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) {
+        else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) {
             o->chat_template = v;
             o->chat = true;
         } else if (cli_flag(argc, argv, &i, NULL, "--chat")) o->chat = true;
@@ -112,9 +116,13 @@ static int parse(int argc, char **argv, gen_opts *o) {
     if (!o->mo.model) return cli_usage_error(usage, "no model given (-m MODEL or --slm SLM)");
     if (!o->prompt == !o->tokens) return cli_usage_error(usage, "give exactly one of --prompt and --tokens");
     if (o->router && o->policy) return cli_usage_error(usage, "give --router or --policy, not both");
-    if (!o->llm && o->mode_set && o->rp.mode != TR_MODE_SLM)
-        return cli_usage_error(usage, "mode %s needs --llm", tr_route_mode_name(o->rp.mode));
-    if (!o->mode_set) o->rp.mode = o->llm ? TR_MODE_JOINT : TR_MODE_SLM;
+    const char *bad = cli_backend_check(&o->bo);
+    if (bad) return cli_usage_error(usage, "%s", bad);
+    const bool has_llm = cli_backend_given(&o->bo);
+    if (!has_llm && o->mode_set && o->rp.mode != TR_MODE_SLM)
+        return cli_usage_error(usage, "mode %s needs an LLM (--llm, --server, --openai or --llamacpp)", tr_route_mode_name(o->rp.mode));
+    if (!o->mode_set) o->rp.mode = has_llm ? TR_MODE_JOINT : TR_MODE_SLM;
+    o->rp.on_llm_failure = o->bo.on_failure;
     if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");
     o->rp.stop = o->stop;
     o->rp.n_stop = o->n_stop;
@@ -148,6 +156,8 @@ static void write_trace(FILE *f, const tr_route_token *t) {
         if (t->slm_id >= 0) cJSON_AddNumberToObject(j, "slm_id", t->slm_id);
         else cJSON_AddNullToObject(j, "slm_id");
     }
+    if (t->logprob == t->logprob) cJSON_AddNumberToObject(j, "logprob", rounded(t->logprob, 1e4));
+    if (t->llm_unavailable) cJSON_AddTrueToObject(j, "llm_unavailable");
     char *s = cJSON_PrintUnformatted(j);
     if (s) fprintf(f, "%s\n", s);
     cJSON_free(s);
@@ -156,16 +166,20 @@ static void write_trace(FILE *f, const tr_route_token *t) {
 
 static bool on_token(void *user, const tr_route_token *t) {
     sink *k = user;
-    if (t->index >= 0 && k->trace) write_trace(k->trace, t);
-    if (k->o->ids) {
-        if (t->index >= 0) printf(k->wrote_id ? " %d" : "%d", t->id), k->wrote_id = true;
-    } else if (t->text_len) {
-        const bool red = k->color && t->index >= 0 && t->source == TR_SOURCE_LLM;
-        if (red) fputs("\x1b[31m", stdout);
-        fwrite(t->text, 1, t->text_len, stdout);
-        if (red) fputs("\x1b[0m", stdout);
-        k->wrote_text = true;
-    }
+    if (k->trace) write_trace(k->trace, t);
+    if (k->o->ids) printf(k->wrote_id ? " %d" : "%d", t->id), k->wrote_id = true, fflush(stdout);
+    return true;
+}
+
+/* Text of a token (t set) or the held-back tail at the end (t NULL). */
+static bool on_text(void *user, const char *text, size_t len, const tr_route_token *t) {
+    sink *k = user;
+    if (k->o->ids) return true;
+    const bool red = k->color && t && t->source == TR_SOURCE_LLM;
+    if (red) fputs("\x1b[31m", stdout);
+    fwrite(text, 1, len, stdout);
+    if (red) fputs("\x1b[0m", stdout);
+    k->wrote_text = true;
     fflush(stdout);
     return true;
 }
@@ -175,10 +189,10 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
     if (o->summary_json) {
         fprintf(stderr, "{\"mode\":\"%s\",\"tau\":%g,\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"routed_pct\":%.2f,"
                 "\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,\"slm_ms\":%.3f,\"router_ms\":%.3f,\"llm_ms\":%.3f,"
-                "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld}\n",
+                "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld,\"n_fallback\":%d}\n",
                 tr_route_mode_name(o->rp.mode), o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
                 s->mean_tbt_ms, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms, (long long)s->slm_evaluated,
-                (long long)s->llm_evaluated);
+                (long long)s->llm_evaluated, s->n_fallback);
         return;
     }
     fprintf(stderr,
@@ -187,11 +201,12 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
             "mean time between tokens   %9.2f ms\n"
             "tokens                     %6d\n"
             "routed to the LLM          %6d (%.1f%%)\n"
+            "LLM unavailable (fallback) %6d\n"
             "SLM time                   %9.2f ms (router %.2f ms)\n"
             "LLM + communication time   %9.2f ms\n"
             "total                      %9.2f ms\n",
             tr_route_mode_name(o->rp.mode), o->rp.tau, s->ttft_ms, s->mean_tbt_ms, s->n_tokens, s->n_routed, pct,
-            s->slm_ms, s->router_ms, s->llm_ms, s->total_ms);
+            s->n_fallback, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms);
 }
 
 /* ---------------------------------------------------------------- set-up */
@@ -204,15 +219,6 @@ typedef struct gen_state {
     int32_t *prompt, n_prompt;
     char *chat_prompt;
 } gen_state;
-
-static bool same_vocab(const tr_model *a, const tr_model *b) {
-    const tr_vocab *va = tr_model_vocab(a), *vb = tr_model_vocab(b);
-    if (!va || !vb) return tr_model_get_info(a)->n_vocab == tr_model_get_info(b)->n_vocab;
-    if (tr_vocab_n_tokens(va) != tr_vocab_n_tokens(vb)) return false;
-    for (int32_t i = 0; i < tr_vocab_n_tokens(va); i++)
-        if (strcmp(tr_vocab_token_text(va, i), tr_vocab_token_text(vb, i)) != 0) return false;
-    return true;
-}
 
 /* Renders the prompt with the forced or detected chat template; prints the error and returns false on failure. */
 static bool apply_chat(const gen_opts *o, gen_state *g, const char **text) {
@@ -247,18 +253,13 @@ static int setup(const gen_opts *o, gen_state *g) {
                         : cli_tokenize_prompt(g->slm, text, o->no_bos, o->chat, &g->prompt, &g->n_prompt);
     if (!ok) return 1;
     if (g->n_prompt == 0) return fprintf(stderr, "tokroute: the prompt is empty\n"), 1;
-    if (o->llm) {
-        tr_model_params mp = tr_model_default_params();
-        if ((st = tr_model_load(o->llm, &mp, &g->llm)) != TR_OK) return cli_fail(st);
-        if (!same_vocab(g->slm, g->llm))
-            return fprintf(stderr, "tokroute: the SLM and the LLM do not share a tokenizer\n"), 1;
+    if (cli_backend_given(&o->bo)) {
         tr_context_params cp = tr_context_default_params();
         cp.n_threads = o->mo.n_threads;
         cp.n_ctx = tr_context_n_ctx(g->ctx);
         tr_sampler_params sp = o->rp.sampling;
         sp.seed += 1;
-        if ((st = tr_llm_backend_embedded(g->llm, &cp, &sp, &g->backend)) != TR_OK) return cli_fail(st);
-        tr_llm_backend_set_rtt(g->backend, o->rtt_ms);
+        if (!cli_backend_open(&o->bo, g->slm, &cp, &sp, &g->llm, &g->backend)) return 1;
     }
     if (o->rp.mode == TR_MODE_JOINT) {
         if (o->router) {
@@ -279,6 +280,7 @@ int cmd_generate(int argc, char **argv) {
     const char **stop_storage = calloc((size_t)argc, sizeof *stop_storage);
     if (!stop_storage) return cli_fail(TR_ERR_NOMEM);
     gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage};
+    cli_backend_init(&o.bo);
     o.rp.sampling.temperature = 0.0f;
     int rc = parse(argc, argv, &o);
     if (rc != 0) {
@@ -296,6 +298,7 @@ int cmd_generate(int argc, char **argv) {
         }
         if (rc == 0 && o.echo && o.prompt) fputs(o.prompt, stdout), k.wrote_text = true;
         o.rp.on_token = on_token;
+        o.rp.on_text = on_text;
         o.rp.user = &k;
         tr_route_stats stats;
         tr_status st = rc ? TR_OK : tr_route_generate(g.ctx, g.router, g.backend, g.prompt, g.n_prompt, &o.rp, NULL, 0,

@@ -41,6 +41,10 @@ tr_status tr_sampler_create(const tr_sampler_params *params, tr_sampler **out) {
     return TR_OK;
 }
 
+void tr_sampler_reseed(tr_sampler *s, uint64_t seed) {
+    if (s) s->state = seed ? seed : 0x9E3779B97F4A7C15ull;
+}
+
 void tr_sampler_free(tr_sampler *s) {
     if (!s) return;
     free(s->cand);

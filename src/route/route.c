@@ -4,10 +4,16 @@
  * side catches up lazily, evaluating on its next call only the tokens it has not seen. So each token is evaluated
  * once by the SLM and at most once by the LLM, and nothing is re-prefilled.
  *
+ * When the LLM fails (network, timeout: after the backend's retries, or at once while its circuit breaker is open),
+ * joint mode by default keeps the SLM's proposal for that token and marks it llm_unavailable: generation goes on at
+ * the SLM's pace instead of waiting out a timeout per token, and no token appears that no model produced.
+ *
  * Timing per token: slm_ms is the SLM forward that produced the position's logits plus the router; llm_ms is the
  * backend call (transport and simulated delay included). Text goes through the UTF-8-safe streaming detokenizer
  * and the stop-string hold-back before it reaches the callback.
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,7 +50,8 @@ tr_status tr_route_mode_from_name(const char *name, tr_route_mode *out) {
 }
 
 tr_route_params tr_route_default_params(void) {
-    tr_route_params p = {.mode = TR_MODE_JOINT, .tau = 0.5f, .n_predict = 128, .stop_at_eog = true};
+    tr_route_params p = {.mode = TR_MODE_JOINT, .tau = 0.5f, .n_predict = 128, .stop_at_eog = true,
+                         .on_llm_failure = TR_LLM_FAILURE_FALLBACK};
     p.sampling = tr_sampler_default_params();
     return p;
 }
@@ -67,6 +74,17 @@ typedef struct route_run {
     tr_route_stats *stats;
 } route_run;
 
+/* Prefill is evaluated in chunks of this many tokens so that abort_fn is polled during a long prompt. */
+#define PREFILL_CHUNK 256
+
+static bool aborted(route_run *r) {
+    if (!r->p->abort_fn || !r->p->abort_fn(r->p->abort_user)) return false;
+    r->stats->aborted = true;
+    return true;
+}
+
+static tr_status abort_status(void) { return tr_fail(TR_ERR_STATE, "generation aborted by the caller"); }
+
 static tr_status prefill_slm(route_run *r, const int32_t *prompt, int32_t n_prompt) {
     const int32_t *cached = tr_context_tokens(r->slm);
     int32_t keep = 0, n_past = tr_context_n_past(r->slm);
@@ -74,9 +92,34 @@ static tr_status prefill_slm(route_run *r, const int32_t *prompt, int32_t n_prom
     if (keep == n_prompt) keep = n_prompt - 1; /* the last prompt token must be evaluated for its logits */
     const double t0 = now_ms();
     tr_status st = tr_context_truncate(r->slm, keep);
-    if (st == TR_OK) st = tr_context_eval(r->slm, prompt + keep, n_prompt - keep, TR_EVAL_LOGITS_LAST);
+    for (int32_t at = keep; st == TR_OK && at < n_prompt; at += PREFILL_CHUNK) {
+        if (aborted(r)) {
+            st = abort_status();
+            break;
+        }
+        const int32_t n = n_prompt - at < PREFILL_CHUNK ? n_prompt - at : PREFILL_CHUNK;
+        st = tr_context_eval(r->slm, prompt + at, n, at + n == n_prompt ? TR_EVAL_LOGITS_LAST : TR_EVAL_LOGITS_NONE);
+    }
     r->slm_pending_ms = now_ms() - t0;
     return st;
+}
+
+/* log-softmax of logits[id] over n entries. */
+static float log_prob(const float *logits, int32_t n, int32_t id) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
+    return (float)((double)(logits[id] - mx) - log(sum));
+}
+
+/* The draw at a position depends only on (seed, position), so separate calls continuing one conversation do not
+ * restart the generator (splitmix64 of the two). */
+static uint64_t position_seed(uint64_t seed, int32_t pos) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 /* Picks the token for the next position: the SLM's proposal or, when routed, the LLM's. */
@@ -90,7 +133,9 @@ static tr_status choose_token(route_run *r, tr_route_token *tok) {
     if (p->mode != TR_MODE_LLM) {
         const float *logits = tr_context_logits(r->slm, -1), *hidden = tr_context_hidden(r->slm, -1);
         if (!logits || !hidden) return tr_fail(TR_ERR_STATE, "the SLM has no logits for the current position");
+        if (p->sampling.temperature > 0) tr_sampler_reseed(r->sampler, position_seed(p->sampling.seed, r->len));
         tok->slm_id = tr_sampler_sample(r->sampler, logits, r->n_vocab);
+        tok->logprob = log_prob(logits, r->n_vocab, tok->slm_id);
         if (p->mode == TR_MODE_JOINT) {
             const double t0 = now_ms();
             tr_status st = tr_router_score(r->router, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
@@ -106,12 +151,28 @@ static tr_status choose_token(route_run *r, tr_route_token *tok) {
     tok->llm_ms = 0.0;
     if (routed) {
         const double t0 = now_ms();
-        tr_status st = tr_llm_next_token(r->llm, r->seq, r->len, &tok->id);
+        int32_t id = -1;
+        float lp = NAN;
+        tr_status st = tr_llm_next_token_ex(r->llm, r->seq, r->len, &id, &lp);
         tok->llm_ms = now_ms() - t0;
-        if (st != TR_OK) return st;
-        if (tok->id < 0 || tok->id >= r->n_vocab)
-            return tr_fail(TR_ERR_RANGE, "the LLM returned token %d, outside the SLM's vocabulary (0..%d)", tok->id,
-                           r->n_vocab - 1);
+        if (st == TR_OK && (id < 0 || id >= r->n_vocab))
+            st = tr_fail(TR_ERR_RANGE, "the LLM returned token %d, outside the SLM's vocabulary (0..%d)", id,
+                         r->n_vocab - 1);
+        if (st == TR_OK) {
+            tok->id = id;
+            tok->logprob = lp;
+        } else if (st == TR_ERR_STATE && aborted(r)) {
+            return st;
+        } else if ((st == TR_ERR_NETWORK || st == TR_ERR_TIMEOUT) && p->mode == TR_MODE_JOINT &&
+                   p->on_llm_failure == TR_LLM_FAILURE_FALLBACK) {
+            /* The SLM's proposal stands; the failure is counted and marked, not hidden. */
+            tok->source = TR_SOURCE_SLM;
+            tok->llm_unavailable = true;
+            r->stats->n_fallback++;
+            tr_clear_error();
+        } else {
+            return st;
+        }
     }
     return TR_OK;
 }
@@ -136,7 +197,11 @@ static tr_status run_loop(route_run *r, int32_t *out, int32_t cap) {
     tr_route_stats *s = r->stats;
     tr_status st = TR_OK;
     for (int32_t i = 0; i < p->n_predict && st == TR_OK; i++) {
-        tr_route_token tok = {.index = i};
+        if (aborted(r)) {
+            st = abort_status();
+            break;
+        }
+        tr_route_token tok = {.index = i, .logprob = NAN};
         if ((st = choose_token(r, &tok)) != TR_OK) break;
         r->seq[r->len++] = tok.id;
         if (out && i < cap) out[i] = tok.id;
@@ -149,6 +214,7 @@ static tr_status run_loop(route_run *r, int32_t *out, int32_t cap) {
         r->t_last = now_ms();
         if (i == 0) r->t_first = r->t_last;
         bool more = !p->on_token || p->on_token(p->user, &tok);
+        if (p->on_text && tok.text_len) more = p->on_text(p->user, tok.text, tok.text_len, &tok) && more;
         if (eog) s->stopped_by_eog = true;
         if (r->stop.stopped) s->stopped_by_string = true;
         if (eog || r->stop.stopped || !more || i + 1 == p->n_predict) break;
@@ -161,8 +227,8 @@ static tr_status run_loop(route_run *r, int32_t *out, int32_t cap) {
     return st;
 }
 
-/* Emits text still held back (an incomplete UTF-8 character, a possible stop-string start) in one last callback
- * with index -1 and no token. */
+/* Emits text still held back (an incomplete UTF-8 character, a possible stop-string start) through on_text with
+ * no token: it belongs to no single token, so on_token never sees it. */
 static tr_status flush_text(route_run *r) {
     if (!r->detok || r->stop.stopped) return TR_OK;
     const char *piece;
@@ -181,11 +247,7 @@ static tr_status flush_text(route_run *r) {
             tail_len += r->stop.out_len;
         }
     }
-    if (ok && tail_len && r->p->on_token) {
-        tr_route_token t = {.index = -1, .id = -1, .slm_id = -1, .score = -1, .tau = r->p->tau, .text = tail,
-                            .text_len = tail_len};
-        r->p->on_token(r->p->user, &t);
-    }
+    if (ok && tail_len && r->p->on_text) r->p->on_text(r->p->user, tail, tail_len, NULL);
     free(tail);
     return ok ? TR_OK : tr_fail(TR_ERR_NOMEM, "out of memory");
 }
@@ -203,7 +265,10 @@ static tr_status check_args(tr_context *slm, tr_router *router, tr_llm_backend *
         if (prompt[i] < 0 || prompt[i] >= n_vocab)
             return tr_fail(TR_ERR_RANGE, "prompt token %d at index %d is outside the vocabulary (0..%d)", prompt[i], i,
                            n_vocab - 1);
-    if (p->mode != TR_MODE_LLM && n_prompt + p->n_predict > tr_context_n_ctx(slm) + 1)
+    if (p->on_llm_failure != TR_LLM_FAILURE_FALLBACK && p->on_llm_failure != TR_LLM_FAILURE_ERROR)
+        return tr_fail(TR_ERR_ARG, "unknown on_llm_failure %d", (int)p->on_llm_failure);
+    /* In 64 bits: n_predict near INT32_MAX must not wrap the sum. */
+    if (p->mode != TR_MODE_LLM && (int64_t)n_prompt + p->n_predict > (int64_t)tr_context_n_ctx(slm) + 1)
         return tr_fail(TR_ERR_RANGE, "prompt (%d) + tokens to generate (%d) exceed the SLM context (%d)", n_prompt,
                        p->n_predict, tr_context_n_ctx(slm));
     return TR_OK;
@@ -213,16 +278,17 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
                             int32_t n_prompt, const tr_route_params *params, int32_t *out_tokens, int32_t cap,
                             tr_route_stats *stats) {
     tr_route_params p = params ? *params : tr_route_default_params();
-    tr_status st = check_args(slm, router, llm, prompt, n_prompt, &p);
-    if (st != TR_OK) return st;
     tr_route_stats local;
     if (!stats) stats = &local;
-    memset(stats, 0, sizeof *stats);
+    memset(stats, 0, sizeof *stats); /* before any return, so a failed call never leaves stale numbers */
+    tr_status st = check_args(slm, router, llm, prompt, n_prompt, &p);
+    if (st != TR_OK) return st;
     const tr_model *m = tr_context_model(slm);
     route_run r = {.slm = slm, .router = router, .llm = llm, .p = &p, .vocab = tr_model_vocab(m), .stats = stats};
     r.n_vocab = tr_model_get_info(m)->n_vocab;
     r.n_embd = tr_model_get_info(m)->n_embd;
     stop_text_init(&r.stop, p.stop, p.n_stop);
+    /* In llm mode n_predict is not bounded by the SLM context: the LLM's own context bounds it. */
     r.seq = malloc(((size_t)n_prompt + (size_t)p.n_predict) * sizeof *r.seq);
     if (!r.seq) return tr_fail(TR_ERR_NOMEM, "out of memory");
     memcpy(r.seq, prompt, (size_t)n_prompt * sizeof *prompt);
@@ -231,6 +297,7 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     const int64_t slm_before = tr_context_n_evaluated(slm);
     const int64_t llm_before = tr_llm_backend_stats(llm).tokens_evaluated;
 
+    if (llm) tr_llm_backend_set_abort(llm, p.abort_fn, p.abort_user);
     r.t_start = now_ms();
     st = tr_sampler_create(&p.sampling, &r.sampler);
     if (st == TR_OK && r.vocab) st = tr_detok_stream_create(r.vocab, false, &r.detok);
@@ -244,6 +311,7 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     stats->mean_tbt_ms = stats->n_tokens > 1 ? (r.t_last - r.t_first) / (stats->n_tokens - 1) : 0.0;
     stats->slm_evaluated = tr_context_n_evaluated(slm) - slm_before;
     stats->llm_evaluated = tr_llm_backend_stats(llm).tokens_evaluated - llm_before;
+    if (llm) tr_llm_backend_set_abort(llm, NULL, NULL);
     tr_detok_stream_free(r.detok);
     tr_sampler_free(r.sampler);
     stop_text_free(&r.stop);

@@ -1,6 +1,7 @@
 /* embedded.c — the LLM loaded in this process as a backend. It keeps one context whose cache always holds a
  * prefix of the routed sequence: each call rolls back to the longest common prefix (usually a no-op) and
  * evaluates only the new tokens in one batch, so no token is evaluated twice unless the sequence changed. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "common/error.h"
@@ -13,8 +14,18 @@ typedef struct embedded {
     bool logits_valid; /* the context's last logits belong to its last cached position */
 } embedded;
 
-static tr_status embedded_next(void *impl, const int32_t *tokens, int32_t n, int32_t *next, int64_t *evaluated) {
+/* log-softmax of logits[id] over the first n entries. */
+static float log_prob(const float *logits, int32_t n, int32_t id) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
+    return (float)((double)(logits[id] - mx) - log(sum));
+}
+
+static tr_status embedded_next(void *impl, tr_llm_call *call) {
     embedded *e = impl;
+    const int32_t *tokens = call->tokens, n = call->n_tokens;
     const int32_t *cached = tr_context_tokens(e->ctx);
     int32_t keep = 0, n_past = tr_context_n_past(e->ctx);
     while (keep < n_past && keep < n && cached[keep] == tokens[keep]) keep++;
@@ -26,11 +37,17 @@ static tr_status embedded_next(void *impl, const int32_t *tokens, int32_t n, int
         if (st == TR_OK) st = tr_context_eval(e->ctx, tokens + keep, n - keep, TR_EVAL_LOGITS_LAST);
         e->logits_valid = st == TR_OK;
         if (st != TR_OK) return st;
-        *evaluated += n - keep;
+        call->n_evaluated = n - keep;
     }
-    *next = tr_sampler_sample(e->sampler, tr_context_logits(e->ctx, -1), e->n_vocab);
+    /* A padded vocabulary: the choice is restricted to the ids the SLM shares. */
+    const int32_t n_choice = call->n_allowed > 0 && call->n_allowed < e->n_vocab ? call->n_allowed : e->n_vocab;
+    const float *logits = tr_context_logits(e->ctx, -1);
+    call->id = tr_sampler_sample(e->sampler, logits, n_choice);
+    if (call->id >= 0) call->logprob = log_prob(logits, n_choice, call->id);
     return TR_OK;
 }
+
+static int32_t embedded_n_vocab(void *impl) { return ((embedded *)impl)->n_vocab; }
 
 static void embedded_free(void *impl) {
     embedded *e = impl;
@@ -40,7 +57,7 @@ static void embedded_free(void *impl) {
     free(e);
 }
 
-static const backend_ops embedded_ops = {"embedded", embedded_next, embedded_free};
+static const backend_ops embedded_ops = {"embedded", embedded_next, embedded_n_vocab, embedded_free};
 
 tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *params,
                                   const tr_sampler_params *sampling, tr_llm_backend **out) {

@@ -97,4 +97,7 @@ example=$(dirname "$cli")/example_route
 out=$("$example" "$slm" "$llm")
 [[ "$out" == ", there was a little girl named Lily."* ]] || fail "example_route: $out"
 echo "$out" | grep -Eq '^64 tokens, [0-9]+ routed$' || fail "example_route summary: $out"
+# ... and checks every status: a missing model is one error line and exit status 1.
+if "$example" "$slm" "$tmp/missing.gguf" >/dev/null 2>"$tmp/e"; then fail "example_route ignored a missing model"; fi
+grep -q "missing.gguf" "$tmp/e" || fail "example_route error: $(cat "$tmp/e")"
 echo "route e2e: all checks passed"

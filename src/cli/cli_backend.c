@@ -1,0 +1,132 @@
+/* cli_backend.c — LLM-backend flags and backend construction shared by the commands that route (see
+ * cli_backend.h). The vocabulary check is the library's (tr_vocab_compatible); this file only reports it. */
+#include "cli/cli_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_common.h"
+
+const char cli_backend_usage[] =
+    "  --llm FILE             the large model, loaded in this process (embedded backend)\n"
+    "  --server URL           the LLM on a `tokroute serve` (session protocol: only new tokens are sent)\n"
+    "  --openai URL           any OpenAI-compatible /v1/completions (vLLM, SGLang, llama.cpp, tokroute serve)\n"
+    "  --openai-model NAME    \"model\" of --openai requests (-m/--model names the local model file)\n"
+    "  --llamacpp URL         llama.cpp's server (POST /completion with cache_prompt)\n"
+    "  --api-key KEY          Bearer key for the LLM server (default: env TOKROUTE_API_KEY)\n"
+    "  --timeout-ms MS        most time one LLM call may take, retries included (default 10000)\n"
+    "  --retries N            further attempts after a failed request, with backoff (default 2)\n"
+    "  --cacert FILE          PEM CA certificate for https:// URLs (certificates are always verified)\n"
+    "  --on-llm-failure P     fallback (default: the SLM's token, marked in the trace) or error\n"
+    "  --simulate-rtt MS      add a network delay to every LLM call\n";
+
+void cli_backend_init(cli_backend_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->remote = tr_remote_default_params();
+    const char *key = getenv("TOKROUTE_API_KEY");
+    if (key && *key) o->remote.api_key = key;
+    o->on_failure = TR_LLM_FAILURE_FALLBACK;
+}
+
+int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o) {
+    const char *v;
+    long x;
+    double f;
+    if (cli_option(argc, argv, i, NULL, "--llm", &v)) o->llm = v;
+    else if (cli_option(argc, argv, i, NULL, "--server", &v)) o->server = v;
+    else if (cli_option(argc, argv, i, NULL, "--openai", &v)) o->openai = v;
+    else if (cli_option(argc, argv, i, NULL, "--llamacpp", &v)) o->llamacpp = v;
+    else if (cli_option(argc, argv, i, NULL, "--openai-model", &v)) o->remote.model = v;
+    else if (cli_option(argc, argv, i, NULL, "--api-key", &v)) o->remote.api_key = v;
+    else if (cli_option(argc, argv, i, NULL, "--cacert", &v)) o->remote.cacert = v;
+    else if (cli_option(argc, argv, i, NULL, "--timeout-ms", &v)) {
+        if (!cli_int("--timeout-ms", v, 1, 3600000, &x)) return -1;
+        o->remote.timeout_ms = (int32_t)x;
+    } else if (cli_option(argc, argv, i, NULL, "--retries", &v)) {
+        if (!cli_int("--retries", v, 0, 100, &x)) return -1;
+        o->remote.retries = (int32_t)x;
+    } else if (cli_option(argc, argv, i, NULL, "--on-llm-failure", &v)) {
+        if (v && strcmp(v, "fallback") == 0) o->on_failure = TR_LLM_FAILURE_FALLBACK;
+        else if (v && strcmp(v, "error") == 0) o->on_failure = TR_LLM_FAILURE_ERROR;
+        else return fprintf(stderr, "tokroute: --on-llm-failure must be fallback or error\n"), -1;
+    } else if (cli_option(argc, argv, i, NULL, "--simulate-rtt", &v)) {
+        if (!cli_float("--simulate-rtt", v, &f)) return -1;
+        if (f < 0) return fprintf(stderr, "tokroute: --simulate-rtt must not be negative\n"), -1;
+        o->rtt_ms = f;
+    } else {
+        return 0;
+    }
+    if (!v) return fprintf(stderr, "tokroute: %s needs a value\n", argv[*i]), -1;
+    return 1;
+}
+
+bool cli_backend_given(const cli_backend_opts *o) { return o->llm || o->server || o->openai || o->llamacpp; }
+
+const char *cli_backend_check(const cli_backend_opts *o) {
+    if ((o->llm != NULL) + (o->server != NULL) + (o->openai != NULL) + (o->llamacpp != NULL) > 1)
+        return "give one LLM: --llm, --server, --openai or --llamacpp";
+    if (o->remote.model && !o->openai) return "--openai-model applies to --openai";
+    return NULL;
+}
+
+/* The one start-up line on which vocabulary case applies. */
+static void report_vocab(tr_vocab_match m, int32_t n_shared, int32_t n_llm) {
+    switch (m) {
+    case TR_VOCAB_SAME: fprintf(stderr, "tokroute: vocabulary: SLM and LLM identical (%d tokens)\n", n_shared); break;
+    case TR_VOCAB_PADDED:
+        fprintf(stderr, "tokroute: vocabulary: LLM has %d padding entries beyond the SLM's %d; the LLM is restricted "
+                "to the %d shared ids\n", n_llm - n_shared, n_shared, n_shared);
+        break;
+    case TR_VOCAB_SIZE_ONLY:
+        if (n_llm > 0)
+            fprintf(stderr, "tokroute: vocabulary: remote LLM reports %d tokens, SLM has %d; entries not comparable "
+                    "remotely, the LLM is restricted to ids < %d\n", n_llm, n_shared, n_shared);
+        else
+            fprintf(stderr, "tokroute: vocabulary: remote LLM does not report its size; its tokens are checked against "
+                    "the SLM's %d ids\n", n_shared);
+        break;
+    }
+}
+
+bool cli_backend_open(const cli_backend_opts *o, const tr_model *slm, const tr_context_params *cp,
+                      const tr_sampler_params *sp, tr_model **llm_model, tr_llm_backend **out) {
+    *llm_model = NULL;
+    *out = NULL;
+    tr_status st = TR_OK;
+    tr_vocab_match match = TR_VOCAB_SAME;
+    int32_t n_shared = tr_model_get_info(slm)->n_vocab, n_llm = 0;
+    const tr_vocab *sv = tr_model_vocab(slm);
+    if (o->llm) {
+        tr_model_params mp = tr_model_default_params();
+        if ((st = tr_model_load(o->llm, &mp, llm_model)) != TR_OK) return cli_fail(st), false;
+        const tr_vocab *lv = tr_model_vocab(*llm_model);
+        n_llm = tr_model_get_info(*llm_model)->n_vocab;
+        if (sv && lv) st = tr_vocab_compatible(sv, lv, &match, &n_shared);
+        else if (n_llm != n_shared) st = TR_ERR_UNSUPPORTED, fprintf(stderr, "tokroute: the models' sizes differ\n");
+        if (st == TR_OK) st = tr_llm_backend_embedded(*llm_model, cp, sp, out);
+    } else {
+        tr_remote_params rp = o->remote;
+        if (o->server) rp.url = o->server, st = tr_llm_backend_server(&rp, out);
+        else if (o->openai) rp.url = o->openai, st = tr_llm_backend_openai(&rp, out);
+        else rp.url = o->llamacpp, st = tr_llm_backend_llamacpp(&rp, out);
+        if (st == TR_OK) {
+            n_llm = tr_llm_backend_n_vocab(*out);
+            st = sv ? tr_vocab_compatible_size(sv, n_llm, &match, &n_shared)
+                    : (n_llm && n_llm < n_shared ? TR_ERR_UNSUPPORTED : TR_OK);
+        }
+    }
+    if (st != TR_OK) {
+        if (st == TR_ERR_UNSUPPORTED && !sv) fprintf(stderr, "tokroute: the LLM's vocabulary is smaller than the SLM's\n");
+        else cli_fail(st);
+        tr_llm_backend_free(*out);
+        tr_model_free(*llm_model);
+        *out = NULL;
+        *llm_model = NULL;
+        return false;
+    }
+    report_vocab(match, n_shared, n_llm);
+    tr_llm_backend_set_allowed(*out, n_shared);
+    tr_llm_backend_set_rtt(*out, o->rtt_ms);
+    return true;
+}

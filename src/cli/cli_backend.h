@@ -1,0 +1,41 @@
+/* cli_backend.h — the LLM-backend options every command that routes shares (generate, ui): parsing the flags
+ * (--llm FILE | --server URL | --openai URL [--openai-model NAME] | --llamacpp URL, --api-key, --timeout-ms, --retries,
+ * --cacert, --on-llm-failure, --simulate-rtt) and opening the backend, including the SLM/LLM vocabulary check and
+ * its one start-up line on stderr. */
+#ifndef TR_CLI_BACKEND_H
+#define TR_CLI_BACKEND_H
+
+#include <stdbool.h>
+
+#include "tokroute.h"
+
+typedef struct cli_backend_opts {
+    const char *llm;        /* --llm FILE: embedded */
+    const char *server;     /* --server URL: tokroute serve's session protocol */
+    const char *openai;     /* --openai URL: OpenAI-compatible /v1/completions */
+    const char *llamacpp;   /* --llamacpp URL: llama.cpp's /completion */
+    tr_remote_params remote;/* --openai-model, --api-key (or TOKROUTE_API_KEY), --cacert, --timeout-ms, --retries */
+    tr_llm_failure on_failure; /* --on-llm-failure fallback|error */
+    double rtt_ms;          /* --simulate-rtt MS */
+} cli_backend_opts;
+
+/* Help lines for the flags above (each ends in a newline). */
+extern const char cli_backend_usage[];
+
+/* Defaults (reads TOKROUTE_API_KEY). */
+void cli_backend_init(cli_backend_opts *o);
+/* Consumes one backend flag at argv[*i] (advancing *i past its value): 1 consumed, 0 not a backend flag, -1 bad
+ * value (message printed). */
+int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o);
+/* True when an LLM is given (any of --llm, --server, --openai, --llamacpp). */
+bool cli_backend_given(const cli_backend_opts *o);
+/* Checks the combination after parsing; NULL when fine, else a message for cli_usage_error. */
+const char *cli_backend_check(const cli_backend_opts *o);
+/* Opens the backend: loads --llm (returned in *llm_model, which the caller frees; NULL for remote backends),
+ * checks the vocabulary against the SLM's (tr_vocab_compatible / _size), prints one line saying which case applies,
+ * restricts the LLM to the shared ids, sets the simulated delay. cp/sp are for the embedded backend. Prints the
+ * error and returns false on failure. */
+bool cli_backend_open(const cli_backend_opts *o, const tr_model *slm, const tr_context_params *cp,
+                      const tr_sampler_params *sp, tr_model **llm_model, tr_llm_backend **out);
+
+#endif /* TR_CLI_BACKEND_H */

@@ -1,0 +1,37 @@
+/* http.h — the HTTP client the remote backends share: one libcurl handle per backend (so one kept-alive
+ * connection is reused), JSON bodies, Bearer auth, https with verification (optionally a private CA), bounded
+ * retries with exponential backoff inside an absolute deadline, and an abort callback polled while waiting. */
+#ifndef TR_HTTP_H
+#define TR_HTTP_H
+
+#include <stddef.h>
+
+#include "tokroute.h"
+
+typedef struct http_client http_client;
+
+typedef struct http_response {
+    long status;     /* HTTP status (0 when no response) */
+    char *body;      /* NUL-terminated, owned by the client; valid until the next request */
+    size_t len;
+} http_response;
+
+/* Copies what it needs from p (url, api_key, cacert, timeouts, retries). */
+tr_status http_client_create(const tr_remote_params *p, http_client **out);
+void http_client_free(http_client *c);
+/* Monotonic milliseconds, for deadlines. */
+double http_now_ms(void);
+/* The deadline of a call starting now (now + timeout_ms). */
+double http_deadline(const http_client *c);
+
+/* One request: method "GET"/"POST"/"DELETE", path appended to the base URL, body (JSON) or NULL. Transport
+ * failures and 502/503/504 are retried with backoff while the deadline allows; the final failure is TR_ERR_TIMEOUT
+ * or TR_ERR_NETWORK with a message. Any HTTP status the server sends is a success of this call (resp->status).
+ * abort_fn (optional) aborts with TR_ERR_STATE. */
+tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
+                       tr_abort_fn abort_fn, void *abort_user, http_response *resp);
+
+/* The message of an error body {"error": {"message": ...}} or {"error": "..."}, else the body's first bytes. */
+const char *http_error_text(const http_response *resp, char *buf, size_t cap);
+
+#endif /* TR_HTTP_H */

@@ -1,0 +1,173 @@
+/* server.c — the tokroute session protocol (docs/protocol.md) as a backend. The server keeps this session's KV
+ * cache; the client remembers which tokens it has sent (held) and, per call, sends only what follows the longest
+ * common prefix of held and the new sequence, with pos = that prefix's length. So a routed token costs one small
+ * request whatever the context length.
+ *
+ * Resync: a 409 carries the server's own pos (0 after a restart or an eviction); the client resends from there, at
+ * most a few times per call, all within the call's deadline. The session id is random, so two clients (or two runs)
+ * never share a cache; the session is deleted when the backend is freed. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "transport/remote.h"
+
+#define MAX_RESYNCS 3
+
+typedef struct session_backend {
+    http_client *http;
+    char id[40];
+    int32_t *held;         /* tokens the server holds for this session, as far as we know */
+    int32_t n_held, cap;
+    bool created;
+    int32_t top_logprobs;
+    int32_t n_vocab;       /* from /health; -1 before asking */
+} session_backend;
+
+static void random_id(char *out, size_t cap) {
+    uint64_t r[2] = {0, 0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && read(fd, r, sizeof r) == (ssize_t)sizeof r;
+    if (fd >= 0) close(fd);
+    if (!ok) { /* no urandom: time, address and pid still make a collision unlikely */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r[0] = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)(uintptr_t)out;
+        r[1] = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull;
+    }
+    snprintf(out, cap, "tr-%016llx%08llx", (unsigned long long)r[0], (unsigned long long)(r[1] & 0xffffffffu));
+}
+
+static int32_t session_n_vocab(void *impl) {
+    session_backend *b = impl;
+    if (b->n_vocab < 0) b->n_vocab = remote_query_n_vocab(b->http);
+    return b->n_vocab;
+}
+
+static char *build_request(const session_backend *b, const tr_llm_call *call, int32_t pos) {
+    cJSON *req = cJSON_CreateObject();
+    bool ok = req && cJSON_AddStringToObject(req, "session", b->id) && cJSON_AddNumberToObject(req, "pos", pos) &&
+              json_add_ids(req, "tokens", call->tokens + pos, call->n_tokens - pos) &&
+              cJSON_AddNumberToObject(req, "top_logprobs", b->top_logprobs);
+    if (ok && call->n_allowed > 0) ok = cJSON_AddNumberToObject(req, "n_vocab", call->n_allowed) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(req) : NULL;
+    cJSON_Delete(req);
+    return s;
+}
+
+/* The pos a 409 reports: top level, or inside "error". */
+static bool conflict_pos(const http_response *resp, int64_t *pos) {
+    cJSON *j = cJSON_ParseWithLength(resp->body, resp->len);
+    bool ok = j && (json_int(j, "pos", 0, INT32_MAX, pos) ||
+                    json_int(cJSON_GetObjectItemCaseSensitive(j, "error"), "pos", 0, INT32_MAX, pos));
+    cJSON_Delete(j);
+    return ok;
+}
+
+static tr_status remember(session_backend *b, const int32_t *tokens, int32_t n) {
+    if (n > b->cap) {
+        int32_t cap = b->cap ? b->cap : 256;
+        while (cap < n) cap *= 2;
+        int32_t *h = realloc(b->held, (size_t)cap * sizeof *h);
+        if (!h) return tr_fail(TR_ERR_NOMEM, "out of memory");
+        b->held = h;
+        b->cap = cap;
+    }
+    memcpy(b->held, tokens, (size_t)n * sizeof *tokens);
+    b->n_held = n;
+    return TR_OK;
+}
+
+static tr_status parse_reply(session_backend *b, const http_response *resp, tr_llm_call *call) {
+    cJSON *j = cJSON_ParseWithLength(resp->body, resp->len);
+    if (!j) return tr_fail(TR_ERR_FORMAT, "/v1/route/next: the reply is not JSON");
+    int64_t id, pos, n_eval = 0;
+    tr_status st = TR_OK;
+    if (!json_int(j, "token", 0, INT32_MAX, &id)) st = tr_fail(TR_ERR_FORMAT, "/v1/route/next: no valid \"token\"");
+    else if (!json_int(j, "pos", 0, INT32_MAX, &pos) || pos != call->n_tokens)
+        st = tr_fail(TR_ERR_FORMAT, "/v1/route/next: the server holds %lld tokens, expected %d",
+                     json_int(j, "pos", 0, INT32_MAX, &pos) ? (long long)pos : -1LL, call->n_tokens);
+    if (st == TR_OK) {
+        call->id = (int32_t)id;
+        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(j, "logprob");
+        if (cJSON_IsNumber(lp)) call->logprob = (float)lp->valuedouble;
+        if (json_int(j, "n_evaluated", 0, INT32_MAX, &n_eval)) call->n_evaluated += n_eval;
+    }
+    cJSON_Delete(j);
+    return st;
+}
+
+static tr_status session_next(void *impl, tr_llm_call *call) {
+    session_backend *b = impl;
+    int32_t pos = 0;
+    while (pos < b->n_held && pos < call->n_tokens && b->held[pos] == call->tokens[pos]) pos++;
+    /* Always send at least the last token, so the server evaluates the position whose next token we want. */
+    if (pos == call->n_tokens) pos--;
+    const double deadline = http_deadline(b->http);
+    for (int resync = 0;; resync++) {
+        char *body = build_request(b, call, pos);
+        if (!body) return tr_fail(TR_ERR_NOMEM, "out of memory");
+        http_response resp = {0};
+        tr_status st = http_request(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
+                                    call->abort_user, &resp);
+        free(body);
+        if (st != TR_OK) {
+            b->n_held = 0; /* after a failure we cannot know what the server holds; a 409 will tell */
+            return st;
+        }
+        b->created = true;
+        if (resp.status == 200) {
+            st = parse_reply(b, &resp, call);
+            if (st == TR_OK) st = remember(b, call->tokens, call->n_tokens);
+            return st;
+        }
+        int64_t server_pos;
+        if (resp.status != 409) return http_status_error("/v1/route/next", &resp);
+        if (!conflict_pos(&resp, &server_pos))
+            return tr_fail(TR_ERR_FORMAT, "/v1/route/next: a 409 reply without the server's pos");
+        if (resync == MAX_RESYNCS)
+            return tr_fail(TR_ERR_NETWORK, "/v1/route/next: still out of sync after %d resends", MAX_RESYNCS);
+        /* Resend from what the server holds (a 409 reports less than we sent; anything else: from scratch). */
+        pos = server_pos < pos ? (int32_t)server_pos : 0;
+    }
+}
+
+static void session_free(void *impl) {
+    session_backend *b = impl;
+    if (!b) return;
+    if (b->created && b->http) {
+        char path[96];
+        snprintf(path, sizeof path, "/v1/route/sessions/%s", b->id);
+        http_response resp;
+        /* Best effort and short: a dead server must not hold up the caller's exit. */
+        const double deadline = http_now_ms() + 1000.0;
+        http_request(b->http, "DELETE", path, NULL, deadline, NULL, NULL, &resp);
+        tr_clear_error();
+    }
+    http_client_free(b->http);
+    free(b->held);
+    free(b);
+}
+
+static const backend_ops session_ops = {"server", session_next, session_n_vocab, session_free};
+
+tr_status tr_llm_backend_server(const tr_remote_params *p, tr_llm_backend **out) {
+    if (!p || !out) return tr_fail(TR_ERR_ARG, "remote backend: NULL argument");
+    *out = NULL;
+    if (p->top_logprobs < 0 || p->top_logprobs > 20) return tr_fail(TR_ERR_ARG, "top_logprobs must be in 0..20");
+    session_backend *b = calloc(1, sizeof *b);
+    if (!b) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    b->top_logprobs = p->top_logprobs;
+    b->n_vocab = -1;
+    random_id(b->id, sizeof b->id);
+    tr_status st = http_client_create(p, &b->http);
+    if (st != TR_OK) {
+        session_free(b);
+        return st;
+    }
+    return backend_create(&session_ops, b, out);
+}

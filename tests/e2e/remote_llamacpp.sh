@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# remote_llamacpp.sh — `generate --llamacpp` and `--openai` against a real llama.cpp server (built from
+# node-llama-cpp's bundled source by scripts/llamacpp.sh, cached) on 127.0.0.1, free ports, bounded in time:
+# routed output equals the embedded backend's token for token at several tau and in llm mode; the server killed
+# mid-generation → the run finishes on the SLM, the trace marks the gap, no call waits past the timeout; the server
+# restarted mid-generation → output unchanged; a server that accepts and never answers → bounded by the timeout
+# and the circuit breaker; API keys (flag and TOKROUTE_API_KEY). Never skipped: a missing llama.cpp is a failure.
+# usage: remote_llamacpp.sh CLI SHARED
+set -euo pipefail
+cli=$1
+shared=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$("$root/scripts/llamacpp.sh" llama-server) || { echo "FAIL: cannot build llama-server" >&2; exit 1; }
+slm=$shared/models/stories-student.gguf
+llm=$shared/models/stories260K.gguf
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Starts llama-server on port $1 (extra args after), waits until /health answers; sets $server_pid.
+start_llama() {
+  local port=$1
+  shift
+  timeout 300 "$bin/llama-server" -m "$llm" --host 127.0.0.1 --port "$port" -t 1 -c 1024 -np 1 "$@" \
+    >>"$tmp/llama-$port.log" 2>&1 &
+  server_pid=$!
+  pids+=("$server_pid")
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
+    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/llama-$port.log" >&2; fail "llama-server exited"; }
+    sleep 0.1
+  done
+  fail "llama-server did not come up on port $port"
+}
+stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+port=$(free_port)
+start_llama "$port"
+url=http://127.0.0.1:$port
+gen() { "$cli" generate --slm "$slm" -n 48 --ids --no-summary "$@" 2>>"$tmp/stderr"; }
+
+# 1. Token for token equal to the embedded backend, several tau (2 routes every token) and llm mode.
+n_checked=0
+for prompt in "Once upon a time" "Tom and his dog went to the park." "The little bird"; do
+  for tau in 0.3 0.6 0.9 2; do
+    ref=$(gen --llm "$llm" -p "$prompt" --threshold "$tau")
+    [ -n "$ref" ] || fail "embedded run gave no tokens"
+    for backend in --llamacpp --openai; do
+      got=$(gen $backend "$url" -p "$prompt" --threshold "$tau")
+      [ "$got" == "$ref" ] || fail "$backend tau $tau '$prompt': $got != embedded $ref"
+      n_checked=$((n_checked + 1))
+    done
+  done
+  ref=$(gen --llm "$llm" -p "$prompt" --mode llm)
+  for backend in --llamacpp --openai; do
+    [ "$(gen $backend "$url" -p "$prompt" --mode llm)" == "$ref" ] || fail "$backend llm mode differs"
+  done
+done
+grep -q "remote LLM reports 512 tokens" "$tmp/stderr" || fail "no vocabulary line: $(head -3 "$tmp/stderr")"
+echo "equal to embedded: $n_checked routed runs + llm mode"
+
+# The number routed must be meaningful at tau 0.6 (both models contribute).
+"$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 48 --threshold 0.6 --ids --summary-json \
+  >/dev/null 2>"$tmp/sum"
+routed=$(grep -o '"n_routed":[0-9]*' "$tmp/sum" | cut -d: -f2)
+[ "$routed" -ge 5 ] && [ "$routed" -le 43 ] || fail "routed $routed of 48"
+
+# 2. The server restarted mid-generation: the client retries within its timeout; output unchanged, no fallback.
+ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 2 -n 60)
+"$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
+  --timeout-ms 15000 --retries 12 --summary-json >"$tmp/restart.out" 2>"$tmp/restart.err" &
+gen_pid=$!
+sleep 0.6
+stop_pid "$server_pid"
+start_llama "$port"
+wait "$gen_pid" || fail "generation across a restart failed: $(cat "$tmp/restart.err")"
+[ "$(cat "$tmp/restart.out")" == "$ref" ] || fail "output changed across a restart"
+grep -q '"n_fallback":0' "$tmp/restart.err" || fail "fallback across a restart: $(cat "$tmp/restart.err")"
+echo "restart mid-generation: output unchanged"
+
+# 3. The server killed mid-generation: finishes on the SLM, the gap is marked, no call waits past the timeout.
+"$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
+  --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" 2>"$tmp/kill.err" &
+gen_pid=$!
+sleep 0.6
+stop_pid "$server_pid"
+wait "$gen_pid" || fail "generation with a dead server failed: $(cat "$tmp/kill.err")"
+[ "$(wc -w <"$tmp/kill.out")" -eq 60 ] || fail "not all 60 tokens: $(cat "$tmp/kill.out")"
+python3 - "$tmp/kill.jsonl" "$ref" <<'PY' || fail "trace after the server died is wrong"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ref = [int(x) for x in sys.argv[2].split()]
+first_gap = next(i for i, r in enumerate(rows) if r.get("llm_unavailable"))
+assert first_gap > 0, "the server was up at the start"
+assert [r["id"] for r in rows[:first_gap]] == ref[:first_gap], "tokens before the gap differ from the embedded run"
+for r in rows[first_gap:]:
+    assert r["source"] == "slm" and r.get("llm_unavailable") is True, r
+assert max(r["llm_ms"] for r in rows) <= 1000 + 25 + 200, max(r["llm_ms"] for r in rows)
+print(f"killed: {first_gap} tokens from the LLM, then {len(rows) - first_gap} on the SLM, marked")
+PY
+n_fb=$(grep -o '"n_fallback":[0-9]*' "$tmp/kill.err" | cut -d: -f2)
+[ "$n_fb" -ge 1 ] || fail "summary does not count fallbacks"
+# --on-llm-failure error: a dead server is an error (exit 1, one message, stdout empty).
+if "$cli" generate --slm "$slm" --llamacpp "$url" -p "Once" -n 8 --threshold 2 --on-llm-failure error --retries 0 \
+  >"$tmp/o" 2>"$tmp/e"; then fail "dead server accepted with --on-llm-failure error"; fi
+grep -q "tokroute:.*llamacpp" "$tmp/e" || fail "error not named: $(cat "$tmp/e")"
+
+# 4. A server that accepts and never answers: each call ends at the timeout, the breaker spares the rest.
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+end = time.time() + 60
+s.settimeout(1)
+while time.time() < end:
+    try: held.append(s.accept()[0])
+    except socket.timeout: pass
+' >"$tmp/silent.port" &
+pids+=($!)
+for _ in $(seq 1 50); do [ -s "$tmp/silent.port" ] && break; sleep 0.1; done
+silent=http://127.0.0.1:$(cat "$tmp/silent.port")
+start=$(date +%s%N)
+"$cli" generate --slm "$slm" --openai "$silent" -p "Once upon a time" -n 40 --threshold 2 --ids --timeout-ms 300 \
+  --trace "$tmp/silent.jsonl" --summary-json >"$tmp/o" 2>"$tmp/e" || fail "silent server: $(cat "$tmp/e")"
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$(wc -w <"$tmp/o")" -eq 40 ] || fail "silent server: not all tokens"
+python3 - "$tmp/silent.jsonl" <<'PY' || fail "silent server trace"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert all(r["llm_unavailable"] and r["source"] == "slm" for r in rows)
+assert max(r["llm_ms"] for r in rows) <= 300 + 150, max(r["llm_ms"] for r in rows)
+waited = sum(1 for r in rows if r["llm_ms"] > 100)
+assert waited <= 3, f"{waited} calls waited out the timeout (the breaker should have opened)"
+PY
+[ "$elapsed_ms" -lt 5000 ] || fail "silent server: took $elapsed_ms ms"
+echo "silent server: 40 tokens in $elapsed_ms ms, each call bounded by the timeout"
+
+# 5. API keys: without the key the server refuses (a clear error, no silent fallback); with it, the same tokens.
+port2=$(free_port)
+start_llama "$port2" --api-key sekrit
+ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 0.6)
+if gen --llamacpp "http://127.0.0.1:$port2" -p "Once upon a time" --threshold 0.6 >/dev/null 2>"$tmp/e"; then
+  fail "accepted without the API key"
+fi
+[ "$(gen --llamacpp "http://127.0.0.1:$port2" -p "Once upon a time" --threshold 0.6 --api-key sekrit)" == "$ref" ] ||
+  fail "--api-key run differs"
+[ "$(TOKROUTE_API_KEY=sekrit gen --openai "http://127.0.0.1:$port2" -p "Once upon a time" --threshold 0.6)" == "$ref" ] ||
+  fail "TOKROUTE_API_KEY run differs"
+grep -q "401" "$tmp/stderr" || fail "401 not reported"
+
+# 6. Bad flags: one clear line each.
+if "$cli" generate --slm "$slm" --llamacpp ftp://x -p hi -n 1 2>"$tmp/e" >/dev/null; then fail "ftp URL accepted"; fi
+grep -q "http://" "$tmp/e" || fail "bad URL not explained"
+if "$cli" generate --slm "$slm" --llm "$llm" --openai "$url" -p hi 2>"$tmp/e" >/dev/null; then fail "two LLMs accepted"; fi
+if "$cli" generate --slm "$slm" --llamacpp "$url" --timeout-ms 0 -p hi 2>"$tmp/e" >/dev/null; then fail "timeout 0"; fi
+echo "remote llama.cpp e2e: all checks passed"

@@ -1,0 +1,342 @@
+/* test_route_api.c — the routed loop's contract beyond greedy policies (issue 12): a trained-style MLP router equals
+ * a slow reference; sampling at temperature > 0 is seeded by position, so a generation split over two calls equals
+ * one call; text held back to the end reaches on_text, never a fake token; stats are zeroed even when the call
+ * fails at once; n_prompt + n_predict cannot overflow; every token carries its log-probability. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "support/fixtures.h"
+#include "tokroute.h"
+
+#define N_GEN 40
+
+typedef struct pair {
+    tr_model *slm, *llm;
+} pair;
+
+static int setup(void **state) {
+    pair *p = calloc(1, sizeof *p);
+    tr_model_params mp = tr_model_default_params();
+    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &p->slm) != TR_OK ||
+        tr_model_load(shared_path("models/stories260K.gguf"), &mp, &p->llm) != TR_OK)
+        return -1;
+    *state = p;
+    return 0;
+}
+
+static int teardown(void **state) {
+    pair *p = *state;
+    tr_model_free(p->slm);
+    tr_model_free(p->llm);
+    free(p);
+    return 0;
+}
+
+static tr_context *new_ctx(const tr_model *m) {
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 2;
+    tr_context *ctx = NULL;
+    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
+    return ctx;
+}
+
+static tr_llm_backend *new_backend(const tr_model *llm) {
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 2;
+    tr_llm_backend *b = NULL;
+    assert_int_equal(tr_llm_backend_embedded(llm, &cp, NULL, &b), TR_OK);
+    return b;
+}
+
+static int32_t prompt_tokens(const tr_model *m, const char *text, int32_t *ids, int32_t cap) {
+    tr_tokenize_params tp = tr_tokenize_default_params();
+    int32_t n = 0;
+    assert_int_equal(tr_tokenize(tr_model_vocab(m), text, strlen(text), &tp, ids, cap, &n), TR_OK);
+    return n;
+}
+
+/* A one-layer MLP router over the hidden state plus the maxprob feature, deterministic pseudo-random weights. */
+static tr_router *small_mlp(const pair *p) {
+    const tr_model_info *si = tr_model_get_info(p->slm);
+    const int32_t in = si->n_embd + 1;
+    int32_t sizes[3] = {in, 8, 1};
+    float *w0 = malloc((size_t)in * 8 * sizeof *w0), b0[8], w1[8], b1[1] = {0.0f};
+    uint32_t x = 12345;
+    for (int32_t i = 0; i < in * 8; i++) {
+        x = x * 1664525u + 1013904223u;
+        w0[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.6f;
+    }
+    for (int i = 0; i < 8; i++) b0[i] = 0.05f * (float)i, w1[i] = i % 2 ? 0.7f : -0.5f;
+    const float *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
+    tr_mlp_router_desc d = {.n_layers = 2, .sizes = sizes, .weights = ws, .biases = bs,
+                            .features = TR_FEATURE_MAXPROB, .tau = 0.5f, .slm_name = si->name,
+                            .slm_n_embd = si->n_embd, .slm_n_vocab = si->n_vocab};
+    const char *path = temp_path(".gguf");
+    assert_int_equal(tr_router_write_mlp(&d, path), TR_OK);
+    free(w0);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(path, si, &r), TR_OK);
+    remove(path);
+    return r;
+}
+
+/* Fresh contexts at every step, the whole sequence from scratch; the given router decides. */
+static void slow_reference(const pair *p, tr_router *router, const int32_t *prompt, int32_t n_prompt, float tau,
+                           int32_t *out, float *scores) {
+    int32_t seq[256];
+    memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
+    int32_t len = n_prompt;
+    const tr_model_info *si = tr_model_get_info(p->slm);
+    for (int32_t i = 0; i < N_GEN; i++) {
+        tr_context *s = new_ctx(p->slm);
+        assert_int_equal(tr_context_eval(s, seq, len, TR_EVAL_LOGITS_LAST), TR_OK);
+        assert_int_equal(tr_router_score(router, tr_context_hidden(s, -1), si->n_embd, tr_context_logits(s, -1),
+                                         si->n_vocab, &scores[i]), TR_OK);
+        int32_t tok = tr_argmax(tr_context_logits(s, -1), si->n_vocab);
+        if (scores[i] < tau) {
+            tr_context *l = new_ctx(p->llm);
+            assert_int_equal(tr_context_eval(l, seq, len, TR_EVAL_LOGITS_LAST), TR_OK);
+            tok = tr_argmax(tr_context_logits(l, -1), si->n_vocab);
+            tr_context_free(l);
+        }
+        tr_context_free(s);
+        out[i] = seq[len++] = tok;
+    }
+}
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void mlp_router_equals_slow_reference(void **state) {
+    pair *p = *state;
+    tr_router *router = small_mlp(p);
+    int32_t prompt[64], out[N_GEN], ref[N_GEN];
+    float scores[N_GEN], sorted[N_GEN];
+    const int32_t n_prompt = prompt_tokens(p->slm, "Tom and his dog went to the park.", prompt, 64);
+    /* First pass with tau 0 only to learn the score range; then tau at the median of the SLM-only path's scores. */
+    slow_reference(p, router, prompt, n_prompt, 0.0f, ref, scores);
+    memcpy(sorted, scores, sizeof sorted);
+    qsort(sorted, N_GEN, sizeof *sorted, cmp_float);
+    const float tau = sorted[N_GEN / 2];
+    slow_reference(p, router, prompt, n_prompt, tau, ref, scores);
+    tr_context *ctx = new_ctx(p->slm);
+    tr_llm_backend *llm = new_backend(p->llm);
+    tr_route_params rp = tr_route_default_params();
+    rp.tau = tau;
+    rp.n_predict = N_GEN;
+    rp.stop_at_eog = false;
+    tr_route_stats st;
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, out, N_GEN, &st), TR_OK);
+    assert_memory_equal(out, ref, sizeof ref);
+    int32_t routed = 0;
+    for (int i = 0; i < N_GEN; i++) routed += scores[i] < tau;
+    fprintf(stderr, "MLP router: %d of %d routed at tau %.4f\n", routed, N_GEN, tau);
+    assert_true(routed >= 3 && routed <= N_GEN - 3);
+    assert_int_equal(st.n_routed, routed);
+    tr_llm_backend_free(llm);
+    tr_context_free(ctx);
+    tr_router_free(router);
+}
+
+static tr_route_params sampled(float tau, int32_t n) {
+    tr_route_params rp = tr_route_default_params();
+    rp.tau = tau;
+    rp.n_predict = n;
+    rp.stop_at_eog = false;
+    rp.sampling.temperature = 0.9f;
+    rp.sampling.top_k = 0;
+    rp.sampling.top_p = 1.0f;
+    rp.sampling.seed = 42;
+    return rp;
+}
+
+/* Temperature > 0, routed: deterministic for a seed, different for another, LLM tokens are the LLM's argmax, and
+ * a generation split over two calls (a conversation's turns) equals one call: draws depend on the position. */
+static void temperature_above_zero(void **state) {
+    pair *p = *state;
+    tr_router *router;
+    assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &router), TR_OK);
+    tr_context *ctx = new_ctx(p->slm);
+    tr_llm_backend *llm = new_backend(p->llm);
+    int32_t prompt[128], a[N_GEN], b[N_GEN], c[N_GEN], greedy[N_GEN];
+    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 64);
+    tr_route_params rp = sampled(0.4f, N_GEN);
+    tr_route_stats st;
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, a, N_GEN, &st), TR_OK);
+    assert_true(st.n_routed > 0);
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, b, N_GEN, &st), TR_OK);
+    assert_memory_equal(a, b, sizeof a);
+    rp.sampling.seed = 43;
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, c, N_GEN, &st), TR_OK);
+    assert_memory_not_equal(a, c, sizeof a);
+    rp.sampling.temperature = 0.0f;
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, greedy, N_GEN, &st), TR_OK);
+    assert_memory_not_equal(a, greedy, sizeof a);
+    /* Split: N_GEN/2 tokens, then the rest from prompt + those. SLM-only, so the only randomness is the SLM's. */
+    rp = sampled(0.0f, N_GEN);
+    rp.mode = TR_MODE_SLM;
+    assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, n_prompt, &rp, a, N_GEN, &st), TR_OK);
+    rp.n_predict = N_GEN / 2;
+    assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, n_prompt, &rp, b, N_GEN, &st), TR_OK);
+    memcpy(prompt + n_prompt, b, (size_t)(N_GEN / 2) * sizeof *b);
+    assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, n_prompt + N_GEN / 2, &rp, b + N_GEN / 2, N_GEN / 2,
+                                       &st), TR_OK);
+    assert_memory_equal(a, b, sizeof a);
+    tr_llm_backend_free(llm);
+    tr_context_free(ctx);
+    tr_router_free(router);
+}
+
+typedef struct texts {
+    char token_text[4096], all_text[4096];
+    size_t token_len, all_len;
+    int tail_calls, bad_index;
+} texts;
+
+static bool on_token(void *user, const tr_route_token *t) {
+    texts *x = user;
+    if (t->index < 0 || t->id < 0) x->bad_index++;
+    memcpy(x->token_text + x->token_len, t->text, t->text_len);
+    x->token_len += t->text_len;
+    return true;
+}
+
+static bool on_text(void *user, const char *text, size_t len, const tr_route_token *t) {
+    texts *x = user;
+    x->tail_calls += t == NULL;
+    memcpy(x->all_text + x->all_len, text, len);
+    x->all_len += len;
+    x->all_text[x->all_len] = '\0';
+    return true;
+}
+
+/* The end of the text is held back as a possible start of a stop string and released at the end: on_text gets it
+ * with no token; on_token never sees a fake token. */
+static void tail_text_has_its_own_signal(void **state) {
+    pair *p = *state;
+    tr_context *ctx = new_ctx(p->slm);
+    int32_t prompt[64];
+    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 64);
+    tr_route_params rp = tr_route_default_params();
+    rp.mode = TR_MODE_SLM;
+    rp.n_predict = 6; /* ", there was a little girl" */
+    rp.stop_at_eog = false;
+    texts full = {0};
+    rp.on_token = on_token;
+    rp.on_text = on_text;
+    rp.user = &full;
+    assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, n_prompt, &rp, NULL, 0, NULL), TR_OK);
+    assert_int_equal(full.tail_calls, 0);
+    /* A stop string starting with the text's last character and never completed holds that character back. */
+    char stop[8] = {full.all_text[full.all_len - 1], '\x01', 0};
+    const char *stops[1] = {stop};
+    rp.stop = stops;
+    rp.n_stop = 1;
+    texts cut = {0};
+    rp.user = &cut;
+    assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, n_prompt, &rp, NULL, 0, NULL), TR_OK);
+    assert_int_equal(cut.bad_index, 0);
+    assert_int_equal(cut.tail_calls, 1);
+    assert_int_equal(cut.token_len, full.all_len - 1);
+    assert_string_equal(cut.all_text, full.all_text);
+    tr_context_free(ctx);
+}
+
+static void stats_zeroed_and_no_overflow(void **state) {
+    pair *p = *state;
+    tr_context *ctx = new_ctx(p->slm);
+    int32_t prompt[2] = {1, 403};
+    tr_route_params rp = tr_route_default_params();
+    rp.mode = TR_MODE_SLM;
+    tr_route_stats st;
+    memset(&st, 0x5a, sizeof st);
+    assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, 0, &rp, NULL, 0, &st), TR_ERR_ARG);
+    assert_int_equal(st.n_tokens, 0);
+    assert_int_equal(st.n_prompt, 0);
+    assert_true(st.total_ms == 0.0);
+    assert_int_equal(st.n_fallback, 0);
+    /* n_prompt + n_predict above INT32_MAX must not wrap around and pass the context check. */
+    rp.n_predict = INT32_MAX;
+    assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, 2, &rp, NULL, 0, &st), TR_ERR_RANGE);
+    assert_non_null(strstr(tr_last_error(), "exceed the SLM context")); /* refused up front, nothing generated */
+    assert_int_equal(st.n_tokens, 0);
+    tr_context_free(ctx);
+}
+
+typedef struct lp_rec {
+    int32_t n;
+    float logprob[N_GEN];
+    int32_t id[N_GEN];
+} lp_rec;
+
+static bool record_lp(void *user, const tr_route_token *t) {
+    lp_rec *r = user;
+    r->logprob[r->n] = t->logprob;
+    r->id[r->n++] = t->id;
+    return true;
+}
+
+/* log-softmax from a fresh evaluation, in double precision. */
+static double ref_logprob(const tr_model *m, const int32_t *seq, int32_t len, int32_t id) {
+    tr_context *c = new_ctx(m);
+    assert_int_equal(tr_context_eval(c, seq, len, TR_EVAL_LOGITS_LAST), TR_OK);
+    const float *l = tr_context_logits(c, -1);
+    const int32_t V = tr_model_get_info(m)->n_vocab;
+    double mx = l[0], sum = 0;
+    for (int32_t i = 1; i < V; i++) mx = l[i] > mx ? l[i] : mx;
+    for (int32_t i = 0; i < V; i++) sum += exp(l[i] - mx);
+    const double r = l[id] - mx - log(sum);
+    tr_context_free(c);
+    return r;
+}
+
+static void tokens_carry_logprobs(void **state) {
+    pair *p = *state;
+    tr_context *ctx = new_ctx(p->slm);
+    tr_llm_backend *llm = new_backend(p->llm);
+    int32_t seq[128];
+    const int32_t n_prompt = prompt_tokens(p->slm, "The little bird", seq, 64);
+    for (int mode = 0; mode < 2; mode++) {
+        tr_route_params rp = tr_route_default_params();
+        rp.mode = mode ? TR_MODE_LLM : TR_MODE_SLM;
+        rp.n_predict = 12;
+        rp.stop_at_eog = false;
+        lp_rec r = {0};
+        rp.on_token = record_lp;
+        rp.user = &r;
+        assert_int_equal(tr_route_generate(ctx, NULL, llm, seq, n_prompt, &rp, NULL, 0, NULL), TR_OK);
+        int32_t full[128];
+        memcpy(full, seq, (size_t)n_prompt * sizeof *seq);
+        for (int32_t i = 0; i < r.n; i++) {
+            const double want = ref_logprob(mode ? p->llm : p->slm, full, n_prompt + i, r.id[i]);
+            assert_true(r.logprob[i] <= 0.0f);
+            assert_true(fabs(r.logprob[i] - want) < 1e-3);
+            full[n_prompt + i] = r.id[i];
+        }
+    }
+    tr_llm_backend_free(llm);
+    tr_context_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mlp_router_equals_slow_reference),
+        cmocka_unit_test(temperature_above_zero),
+        cmocka_unit_test(tail_text_has_its_own_signal),
+        cmocka_unit_test(stats_zeroed_and_no_overflow),
+        cmocka_unit_test(tokens_carry_logprobs),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
