@@ -613,6 +613,7 @@ typedef struct tr_ui_params {
     int32_t max_generations;       /* generations running at once (default 4); more get 503 */
     int32_t max_tokens;            /* upper bound for a request's max_tokens (default 1024) */
     float default_tau;             /* the slider's initial value (default: the router file's, else 0.5) */
+    tr_llm_failure on_llm_failure; /* routed tokens when the LLM fails (default: the SLM's, marked "fallback") */
 } tr_ui_params;
 
 tr_ui_params tr_ui_default_params(void);

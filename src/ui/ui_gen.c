@@ -4,8 +4,9 @@
  * (the client disconnected, POST /api/cancel, or the server stopping).
  *
  * Events: "start" {id}, "token" {i, id, text, source: slm|llm|fallback, score, tau, slm_ms, llm_ms and, when the
- * LLM overrode the SLM, slm_id and slm_text}, "text" {text} for text held back until the end, "error" {message},
- * and last "done" with the profiling figures. */
+ * LLM overrode the SLM, slm_id and slm_text}, "text" {text} for text held back until the end, "warning" {message}
+ * once when the LLM is unavailable (its tokens fall back to the SLM's), "error" {message}, and last "done" with the
+ * profiling figures. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +52,10 @@ static double rounded(double x, double scale) { return (double)(long long)(x * s
 typedef struct gen_sink {
     ui_job *job;
     const tr_vocab *vocab;
+    bool warned;   /* the "LLM unavailable" warning went out */
 } gen_sink;
+
+static bool cancelled(void *user) { return atomic_load(&((ui_job *)user)->cancel); }
 
 static bool on_token(void *user, const tr_route_token *t) {
     gen_sink *s = user;
@@ -64,7 +68,7 @@ static bool on_token(void *user, const tr_route_token *t) {
     cJSON_AddNumberToObject(d, "i", t->index);
     cJSON_AddNumberToObject(d, "id", t->id);
     cJSON_AddStringToObject(d, "text", t->text ? t->text : "");
-    cJSON_AddStringToObject(d, "source", t->source == TR_SOURCE_LLM ? "llm" : "slm");
+    cJSON_AddStringToObject(d, "source", t->llm_unavailable ? "fallback" : t->source == TR_SOURCE_LLM ? "llm" : "slm");
     if (t->score >= 0) cJSON_AddNumberToObject(d, "score", rounded(t->score, 1e4));
     else cJSON_AddNullToObject(d, "score");
     cJSON_AddNumberToObject(d, "tau", rounded(t->tau, 1e4));
@@ -76,6 +80,16 @@ static bool on_token(void *user, const tr_route_token *t) {
         piece[n < 0 ? 0 : n < (int32_t)sizeof piece ? n : (int32_t)sizeof piece - 1] = 0;
         cJSON_AddNumberToObject(d, "slm_id", t->slm_id);
         cJSON_AddStringToObject(d, "slm_text", piece);
+    }
+    if (t->llm_unavailable && !s->warned) { /* once per generation, before the token it concerns */
+        s->warned = true;
+        const tr_ui *ui = s->job->ui;
+        char msg[512];
+        snprintf(msg, sizeof msg, "the LLM (%s) is unavailable: routed tokens use the SLM's own proposal, marked as "
+                 "fallbacks", ui->llm_name ? ui->llm_name : "remote");
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddStringToObject(w, "message", msg);
+        emit(s->job, "warning", w);
     }
     emit(s->job, "token", d);
     return !atomic_load(&s->job->cancel);
@@ -124,6 +138,7 @@ static cJSON *summary(const ui_job *job, const tr_route_stats *s, int64_t llm_ca
     cJSON_AddNumberToObject(d, "router_ms", rounded(s->router_ms, 1e3));
     cJSON_AddNumberToObject(d, "llm_ms", rounded(s->llm_ms, 1e3));
     cJSON_AddNumberToObject(d, "total_ms", rounded(s->total_ms, 1e3));
+    cJSON_AddNumberToObject(d, "n_fallback", s->n_fallback);
     cJSON_AddNumberToObject(d, "llm_calls", (double)llm_calls);
     cJSON_AddNullToObject(d, "bytes_sent"); /* the embedded backend sends nothing over a network */
     cJSON_AddStringToObject(d, "stop", stop);
@@ -141,19 +156,23 @@ static void *worker(void *arg) {
     if (st != TR_OK) {
         emit_error(job, tr_last_error());
     } else {
-        gen_sink sink = {job, tr_model_vocab(ui->p.slm)};
+        gen_sink sink = {job, tr_model_vocab(ui->p.slm), false};
         tr_route_params rp = tr_route_default_params();
         rp.mode = r->mode;
         rp.tau = r->tau;
         rp.n_predict = r->max_tokens;
         rp.on_token = on_token;
         rp.user = &sink;
+        rp.abort_fn = cancelled; /* also interrupts a long prefill or a blocking LLM call */
+        rp.abort_user = job;
+        rp.on_llm_failure = ui->p.on_llm_failure;
         const int64_t calls0 = slot->llm ? tr_llm_backend_stats(slot->llm).calls : 0;
         tr_route_stats stats;
         memset(&stats, 0, sizeof stats);
         st = tr_route_generate(slot->ctx, slot->router ? slot->router : policy_router, slot->llm, r->prompt,
                                r->n_prompt, &rp, NULL, 0, &stats);
         const int64_t calls = slot->llm ? tr_llm_backend_stats(slot->llm).calls - calls0 : 0;
+        if (st != TR_OK && stats.aborted) st = TR_OK; /* cancelled: a normal end, reported as such */
         if (st != TR_OK) {
             emit_error(job, tr_last_error());
             /* A failed generation may leave the context mid-way; the next one starts clean. */

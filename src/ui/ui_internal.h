@@ -56,6 +56,7 @@ struct tr_ui {
     pthread_cond_t cv;
     ui_slot *slots;
     int32_t active;
+    int32_t streams;       /* event-stream responses not yet freed by libmicrohttpd */
     uint64_t next_id;
     ui_job *jobs;
     bool stopping;

@@ -22,6 +22,7 @@
 
 #define MAX_BODY_BYTES (256 * 1024)
 #define HEARTBEAT_MS 1000
+#define STOP_DRAIN_MS 2000
 
 /* ---------------------------------------------------------------- responses */
 
@@ -227,7 +228,9 @@ static void free_events(void *cls) {
     tr_ui *ui = job->ui;
     atomic_store(&job->cancel, true);
     pthread_mutex_lock(&ui->mu);
+    ui->streams--;
     ui_job_release_locked(job);
+    pthread_cond_broadcast(&ui->cv);
     pthread_mutex_unlock(&ui->mu);
 }
 
@@ -245,6 +248,9 @@ static enum MHD_Result handle_generate(struct MHD_Connection *c, tr_ui *ui, cons
     int status = 0;
     ui_job *job = ui_job_start(ui, &r, &status);
     if (!job) return send_error(c, (unsigned)status, tr_last_error());
+    pthread_mutex_lock(&ui->mu);
+    ui->streams++;
+    pthread_mutex_unlock(&ui->mu);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_events, job, free_events);
     if (!resp) {
         free_events(job);
@@ -420,6 +426,12 @@ void tr_ui_stop(tr_ui *ui) {
     for (ui_job *j = ui->jobs; j; j = j->next) atomic_store(&j->cancel, true);
     pthread_cond_broadcast(&ui->cv);
     while (ui->active > 0) pthread_cond_wait(&ui->cv, &ui->mu);
+    /* Let the streams deliver their last events (the "done" of a cancelled generation) before the connections
+     * close; a client that stopped reading gets STOP_DRAIN_MS. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += STOP_DRAIN_MS / 1000;
+    while (ui->streams > 0 && pthread_cond_timedwait(&ui->cv, &ui->mu, &until) != ETIMEDOUT) {}
     pthread_mutex_unlock(&ui->mu);
     if (ui->daemon) MHD_stop_daemon(ui->daemon);
     ui_slots_free(ui);

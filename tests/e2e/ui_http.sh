@@ -252,9 +252,43 @@ grep -q '"stop":"cancelled"' "$tmp/term.sse" || fail "the stream did not end wit
 pass "SIGTERM cancels the running generation and exits 0"
 
 # Start-up errors: a busy port, a bad host, a missing model.
-"$cli" ui --slm "$slm" --port 0 --host 300.1.1.1 2>"$tmp/err.txt" && fail "bad host accepted"
+timeout 20 "$cli" ui --slm "$slm" --port 0 --host 300.1.1.1 2>"$tmp/err.txt" && fail "bad host accepted"
 grep -q "tokroute: " "$tmp/err.txt" || fail "bad host: no message"
-"$cli" ui --slm "$tmp/none.gguf" --port 0 2>"$tmp/err.txt" && fail "missing model accepted"
-"$cli" ui --slm "$slm" --mode joint 2>"$tmp/err.txt" && fail "unknown option accepted"
+timeout 20 "$cli" ui --slm "$tmp/none.gguf" --port 0 2>"$tmp/err.txt" && fail "missing model accepted"
+timeout 20 "$cli" ui --slm "$slm" --mode joint 2>"$tmp/err.txt" && fail "unknown option accepted"
 "$cli" ui --help | grep -q -- "--ready-file" || fail "--help"
 pass "start-up errors"
+
+# ---------------------------------------------------------------- a dead LLM server
+# A port where nothing listens. joint: a warning event, routed tokens fall back to the SLM's (source "fallback"),
+# counted in the summary; llm_only has no SLM proposal to fall back on: an error event names the failure.
+dead_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+rm -f "$tmp/ready"
+"$cli" ui --slm "$slm" --server "http://127.0.0.1:$dead_port" --timeout-ms 500 --retries 0 --port 0 \
+  --ready-file "$tmp/ready" 2>"$tmp/server.log" &
+pid=$!
+for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; kill -0 "$pid" 2>/dev/null || fail "dead-LLM server exited"; sleep 0.1; done
+url=$(cat "$tmp/ready")
+"$cli" generate --slm "$slm" -p "$prompt" -n 40 --no-summary >"$tmp/slm40.txt"
+[ "$(gen '{"prompt":"Once upon a time","mode":"joint","tau":0.9,"max_tokens":40}' "$tmp/dead.sse")" = 200 ] || fail "dead LLM joint"
+python3 - "$tmp/dead.sse" "$tmp/slm40.txt" <<'PY' || fail "dead LLM stream"
+import json, sys
+ev = [(b.split("\n")[0][7:], json.loads(b.split("\n")[1][6:])) for b in open(sys.argv[1]).read().split("\n\n") if b.startswith("event: ")]
+names = [e for e, _ in ev]
+assert names.count("warning") == 1 and "error" not in names and names[-1] == "done", names
+warning = [d for e, d in ev if e == "warning"][0]["message"]
+assert "unavailable" in warning, warning
+toks = [d for e, d in ev if e == "token"]
+fallback = [t for t in toks if t["source"] == "fallback"]
+assert len(toks) == 40 and fallback and not [t for t in toks if t["source"] == "llm"], names
+assert all(t["score"] < t["tau"] for t in fallback)
+done = ev[-1][1]
+assert done["n_fallback"] == len(fallback) and done["n_routed"] == 0, done
+text = "".join(d["text"] for e, d in ev if e in ("token", "text"))
+assert text == open(sys.argv[2]).read().rstrip("\n"), "fallback text differs from the SLM alone"
+PY
+[ "$(gen '{"prompt":"Once upon a time","mode":"llm_only","max_tokens":5}' "$tmp/dead-llm.sse")" = 200 ] || fail "dead LLM llm_only"
+grep -q '^event: error' "$tmp/dead-llm.sse" || fail "llm_only with a dead LLM: no error event"
+[ "$(active)" = 0 ] || fail "dead LLM: generations left running"
+stop_server
+pass "dead LLM: joint falls back to the SLM with a warning; llm_only reports an error"
