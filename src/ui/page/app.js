@@ -113,7 +113,7 @@ function drawChart(svg, scores, tau) {
   scores.forEach((p, i) => {
     if (p.source === "slm" || p.score === null) return;
     const dot = document.createElementNS(SVG, "circle");
-    dot.setAttribute("class", "routed");
+    dot.setAttribute("class", p.source === "fallback" ? "fallback" : "routed");
     dot.setAttribute("cx", x(i)); dot.setAttribute("cy", y(p.score)); dot.setAttribute("r", 2.5);
     svg.appendChild(dot);
   });
@@ -198,9 +198,7 @@ async function run(mode, out, profile, chart) {
         run.id = data.id;
         if (run.stopping) cancel(run);
       } else if (event === "token") {
-        const t = Object.assign({}, data);
-        if (data.source === "fallback") t.source = "fallback";
-        out.appendChild(tokenSpan(t));
+        out.appendChild(tokenSpan(data));
         scores.push({ score: data.score, source: data.source });
         tau = data.tau;
         if (chart && !pending) { pending = true; requestAnimationFrame(redraw); }
