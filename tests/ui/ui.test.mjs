@@ -287,8 +287,9 @@ try {
   await main();
   await cleanup();
   for (const s of servers) if (s.exitCode === null) await new Promise((r) => s.once("exit", r));
-  const bad = servers.filter((s) => s.exitCode !== 0 && s.signalCode === null && s.exitCode !== null);
-  assert.equal(bad.length, 0, "servers exit 0 on SIGTERM");
+  // tokroute ui handles SIGTERM and exits 0; a sanitizer report (leak, UB abort) shows as another status or signal.
+  const bad = servers.filter((s) => s.exitCode !== 0);
+  assert.equal(bad.length, 0, "servers exit 0 on SIGTERM: " + bad.map((s) => s.exitCode ?? s.signalCode).join(", "));
   clearTimeout(deadline);
   console.log("ok   all browser checks; screenshots in " + artifacts);
 } catch (e) {

@@ -95,7 +95,7 @@ function drawChart(svg, scores, tau) {
   tauLine.setAttribute("y1", y(tau)); tauLine.setAttribute("y2", y(tau));
   svg.appendChild(tauLine);
   const label = document.createElementNS(SVG, "text");
-  label.setAttribute("x", W - 44); label.setAttribute("y", Math.max(10, y(tau) - 4));
+  label.setAttribute("x", W - 44); label.setAttribute("y", y(tau) < 22 ? y(tau) + 12 : y(tau) - 4);
   label.textContent = "τ " + tau.toFixed(2);
   svg.appendChild(label);
   for (const [v, text] of [[1, "1"], [0, "0"]]) {
