@@ -5,7 +5,8 @@
  * libmicrohttpd runs one thread per connection, so the event reader may block: it waits on the job's events and
  * sends a comment line every second while there are none. That write is also how a closed tab is noticed: the
  * connection fails, libmicrohttpd frees the response, and freeing it cancels the generation. Every bad request
- * gets a 4xx with a JSON {"error": message}. */
+ * gets a 4xx with a JSON {"error": message}. POST bodies must be declared application/json, so other sites' pages
+ * cannot start generations here through a simple cross-origin form post. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -314,6 +316,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_YES;
         }
         if (b->too_large) return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "the request body is too large");
+        /* JSON only: a page on another origin cannot send that without a CORS preflight, which gets no approval. */
+        const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!type || strncasecmp(type, "application/json", 16) != 0)
+            return send_error(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "send the body as Content-Type: application/json");
         if (strcmp(url, "/api/generate") == 0) return handle_generate(c, ui, b->data ? b->data : "", b->len);
         if (strcmp(url, "/api/cancel") == 0) return handle_cancel(c, ui, b->data ? b->data : "", b->len);
         return send_error(c, strncmp(url, "/api/", 5) == 0 ? MHD_HTTP_NOT_FOUND : MHD_HTTP_METHOD_NOT_ALLOWED,

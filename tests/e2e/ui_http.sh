@@ -181,6 +181,10 @@ bad 405 PUT / '' "PUT /"
 bad 404 GET /nope.js '' "unknown file"
 bad 404 GET /../../etc/passwd '' "path outside the page"
 bad 404 POST /api/nope '{}' "unknown endpoint"
+code=$(curl -sS -o "$tmp/bad.json" -w '%{http_code}' -X POST --data-binary '{"prompt":"a"}' "${url}api/generate")
+[ "$code" = 415 ] || fail "a form-encoded POST: HTTP $code, expected 415"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: text/plain' --data-binary '{"id":1}' "${url}api/cancel")
+[ "$code" = 415 ] || fail "a text/plain cancel: HTTP $code, expected 415"
 head -c 300000 /dev/zero | tr '\0' 'a' >"$tmp/big.txt"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST --data-binary @"$tmp/big.txt" "${url}api/generate")
 [ "$code" = 413 ] || fail "oversized body: HTTP $code"
@@ -199,7 +203,7 @@ for _ in $(seq 100); do grep -q '"i":3,' "$tmp/cancel.sse" 2>/dev/null && break;
 id=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().split("data: ",1)[1].split("\n",1)[0])["id"])' \
   "$tmp/cancel.sse") || fail "no start event"
 [ "$(active)" = 1 ] || fail "not running during a generation"
-curl -sS -f -X POST --data-binary "{\"id\":$id}" "${url}api/cancel" | grep -q '"cancelled":true' || fail "cancel by id"
+curl -sS -f -X POST -H "Content-Type: application/json" --data-binary "{\"id\":$id}" "${url}api/cancel" | grep -q '"cancelled":true' || fail "cancel by id"
 wait "$curl_pid" || fail "the cancelled stream did not end cleanly"
 python3 - "$tmp/cancel.sse" <<'PY' || fail "cancelled stream"
 import json, sys
@@ -210,7 +214,7 @@ d = json.loads(last[1][6:])
 assert d["stop"] == "cancelled" and 0 < d["n_tokens"] < 400, d
 PY
 wait_idle "cancel"
-curl -sS -X POST --data-binary '{"id":999}' "${url}api/cancel" | grep -q '"cancelled":false' || fail "cancel of an unknown id"
+curl -sS -X POST -H "Content-Type: application/json" --data-binary '{"id":999}' "${url}api/cancel" | grep -q '"cancelled":false' || fail "cancel of an unknown id"
 pass "POST /api/cancel ends the stream with stop=cancelled; the server is idle"
 
 # A client that goes away: curl gives up after 1 s; the server must notice and stop generating.
@@ -258,6 +262,25 @@ timeout 20 "$cli" ui --slm "$tmp/none.gguf" --port 0 2>"$tmp/err.txt" && fail "m
 timeout 20 "$cli" ui --slm "$slm" --mode joint 2>"$tmp/err.txt" && fail "unknown option accepted"
 "$cli" ui --help | grep -q -- "--ready-file" || fail "--help"
 pass "start-up errors"
+
+# ---------------------------------------------------------------- no LLM, a chat template
+rm -f "$tmp/ready"
+"$cli" ui --slm "$slm" --chat-template chatml --port 0 --ready-file "$tmp/ready" 2>"$tmp/server.log" &
+pid=$!
+for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; kill -0 "$pid" 2>/dev/null || fail "SLM-only server exited"; sleep 0.1; done
+url=$(cat "$tmp/ready")
+curl -sS -f "${url}api/info" | python3 -c '
+import json, sys
+i = json.load(sys.stdin)
+assert i["llm"] is None and i["modes"] == ["small_only"] and i["chat_template"] == "chatml", i' || fail "SLM-only /api/info"
+[ "$(gen '{"prompt":"Tell a story","chat":true,"max_tokens":8}' "$tmp/chat.sse")" = 200 ] || fail "chat generation"
+grep -q '^event: done' "$tmp/chat.sse" || fail "chat generation: no summary"
+python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().split("data: ",1)[1].split("\n",1)[0]); assert d["n_prompt"] > 10, d' \
+  "$tmp/chat.sse" || fail "the chat template was not applied to the prompt"
+bad 400 POST /api/generate '{"prompt":"a","mode":"joint"}' "joint without an LLM"
+grep -q "no LLM" "$tmp/bad.json" || fail "joint without an LLM: $(cat "$tmp/bad.json")"
+stop_server
+pass "without an LLM: small_only only; the chat template applies"
 
 # ---------------------------------------------------------------- a dead LLM server
 # A port where nothing listens. joint: a warning event, routed tokens fall back to the SLM's (source "fallback"),

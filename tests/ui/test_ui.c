@@ -78,10 +78,13 @@ static long http(const tr_ui *ui, const char *path, const char *post_json, body 
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
     if (post_json) curl_easy_setopt(c, CURLOPT_POSTFIELDS, post_json);
+    if (post_json) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     long status = 0;
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
+    curl_slist_free_all(headers);
     return status;
 }
 
