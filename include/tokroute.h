@@ -7,7 +7,8 @@
  * aborts on input it was handed.
  *
  * The order of this file follows a token's path: status → tensor types → GGUF files → models and contexts →
- * sampling → vocabularies and tokenizing → chat templates → synthetic models.
+ * sampling → vocabularies and tokenizing → chat templates → routers → LLM backends → routed generation → LLM
+ * server → synthetic models.
  */
 #ifndef TOKROUTE_H
 #define TOKROUTE_H
@@ -397,7 +398,8 @@ tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
 
 /* Where the LLM's tokens come from. Every backend keeps its own KV cache (in this process or on a server): it is
  * handed the whole sequence and evaluates only the tokens it has not seen since its last call (rolling back to the
- * common prefix if the sequence changed), then returns the LLM's next token. */
+ * common prefix if the sequence changed), then returns the LLM's next token. A backend is used by one thread at a
+ * time (one per conversation); distinct backends may run in parallel. */
 typedef struct tr_llm_backend tr_llm_backend;
 
 typedef struct tr_llm_stats {
@@ -429,6 +431,9 @@ typedef struct tr_remote_params {
     int32_t connect_timeout_ms; /* one connection attempt (default 2000, capped by timeout_ms) */
     int32_t retries;            /* further attempts after a failed one, with exponential backoff (default 2) */
     int32_t top_logprobs;       /* alternatives to ask for (default 0; the chosen token's logprob always) */
+    tr_sampler_params sampling; /* --server only: temperature > 0 samples on the server, the draw at a position
+                                   depending only on (seed, position); default greedy. OpenAI-compatible and
+                                   llama.cpp requests are always greedy (temperature 0). */
 } tr_remote_params;
 
 tr_remote_params tr_remote_default_params(void);
@@ -457,7 +462,8 @@ void tr_llm_backend_set_breaker(tr_llm_backend *b, int32_t cooldown_ms, int32_t 
 /* Polled by blocking calls (remote backends check it while waiting on the network). */
 void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *user);
 /* Vocabulary size the LLM reports (the local model's, /health n_vocab, llama.cpp's /v1/models meta.n_vocab);
- * 0 when the backend cannot tell. May contact the server. */
+ * 0 when the backend cannot tell, and then tr_last_error() says why if the server could not be reached or refused
+ * the key ("" when it simply does not report a size). May contact the server. */
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b);
 
 tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next);
@@ -586,6 +592,41 @@ tr_route_params tr_route_default_params(void);
 tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *llm, const int32_t *prompt,
                             int32_t n_prompt, const tr_route_params *params, int32_t *out_tokens, int32_t cap,
                             tr_route_stats *stats);
+
+/* ---------------------------------------------------------------- LLM server */
+
+/* `tokroute serve`: the LLM behind HTTP (libmicrohttpd), speaking the session protocol of docs/protocol.md
+ * (POST /v1/route/next, DELETE /v1/route/sessions/{id}), an OpenAI-compatible POST /v1/completions, GET /health
+ * and GET /metrics. Requests waiting together from different sessions are evaluated in one forward pass. */
+typedef struct tr_server tr_server;
+
+typedef struct tr_server_params {
+    const char *host;           /* address to bind (default "127.0.0.1") */
+    int port;                   /* 0 = any free port (tr_server_port says which) (default 8080) */
+    const char *api_key;        /* Bearer key every request must carry; NULL or "" = none */
+    int32_t n_threads;          /* threads of the one pool for forward passes; 0 = physical cores */
+    int32_t max_sessions;       /* live sessions at most; the least recently used is evicted (default 256) */
+    int64_t kv_budget_bytes;    /* KV memory of all sessions together (default 1 GiB) */
+    int32_t session_idle_s;     /* a session unused this long is freed (default 600) */
+    int32_t n_ctx;              /* longest session in tokens; 0 = min(training context, 4096) */
+    int32_t max_batch_tokens;   /* most tokens in one forward pass over all sessions (default 512) */
+    size_t max_body_bytes;      /* larger request bodies get 413 (default 1 MiB) */
+    const char *tls_cert_path;  /* PEM certificate and key: both or neither; with them the server speaks HTTPS */
+    const char *tls_key_path;
+    bool batch;                 /* evaluate waiting sessions together (default true; false = one per pass) */
+    bool log_requests;          /* log token ids and texts of requests (default false: counts and timings only) */
+    void (*log)(void *user, const char *line); /* where log lines go (NULL = nowhere) */
+    void *log_user;
+} tr_server_params;
+
+tr_server_params tr_server_default_params(void);
+/* Starts listening and serving on background threads; model must outlive the server. */
+tr_status tr_server_start(const tr_model *model, const tr_server_params *params, tr_server **out);
+/* The port actually bound (useful with port 0). */
+int tr_server_port(const tr_server *server);
+/* Stops accepting, finishes or fails waiting requests, joins every thread. Idempotent. */
+void tr_server_stop(tr_server *server);
+void tr_server_free(tr_server *server);  /* stops first when still running */
 
 /* ---------------------------------------------------------------- web UI */
 

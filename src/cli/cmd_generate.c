@@ -22,7 +22,7 @@ static const char *usage_rest =
     "  --router FILE          trained router file (CITER MLP)\n"
     "  --policy NAME          training-free router: maxprob (default), margin, entropy\n"
     "  --threshold T          route a token when its confidence < T (default: router file's, else 0.5)\n"
-    "  --mode M               joint (default with --llm), slm (small only), llm (large only)\n"
+    "  --mode M               joint (default with an LLM), slm (small only), llm (large only)\n"
     "  -p, --prompt TEXT      prompt text;  --chat applies the model's chat template (--chat-template NAME)\n"
     "  --tokens IDS           prompt as comma-separated token ids (used as given)\n"
     "  -n, --n-predict N      most tokens to generate (default 128)\n"

@@ -86,6 +86,7 @@ void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *use
 }
 
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b) {
+    tr_clear_error();
     if (!b || !b->ops->n_vocab) return 0;
     int32_t n = b->ops->n_vocab(b->impl);
     return n > 0 ? n : 0;

@@ -7,6 +7,8 @@
 #include "common/error.h"
 #include "transport/backend.h"
 
+#define CATCH_UP_CHUNK 256
+
 typedef struct embedded {
     tr_context *ctx;
     tr_sampler *sampler;
@@ -34,7 +36,15 @@ static tr_status embedded_next(void *impl, tr_llm_call *call) {
     if (!reuse) {
         if (keep == n) keep = n - 1; /* re-evaluate the last token to get its logits */
         tr_status st = tr_context_truncate(e->ctx, keep);
-        if (st == TR_OK) st = tr_context_eval(e->ctx, tokens + keep, n - keep, TR_EVAL_LOGITS_LAST);
+        /* In chunks, so that a long catch-up (llm mode's first call evaluates the whole prompt) can be aborted. */
+        for (int32_t at = keep; st == TR_OK && at < n; at += CATCH_UP_CHUNK) {
+            if (call->abort_fn && call->abort_fn(call->abort_user)) {
+                st = tr_fail(TR_ERR_STATE, "aborted");
+                break;
+            }
+            const int32_t m = n - at < CATCH_UP_CHUNK ? n - at : CATCH_UP_CHUNK;
+            st = tr_context_eval(e->ctx, tokens + at, m, at + m == n ? TR_EVAL_LOGITS_LAST : TR_EVAL_LOGITS_NONE);
+        }
         e->logits_valid = st == TR_OK;
         if (st != TR_OK) return st;
         call->n_evaluated = n - keep;

@@ -26,6 +26,7 @@ typedef struct session_backend {
     bool created;
     int32_t top_logprobs;
     int32_t n_vocab;       /* from /health; -1 before asking */
+    tr_sampler_params sampling;
 } session_backend;
 
 static void random_id(char *out, size_t cap) {
@@ -54,6 +55,11 @@ static char *build_request(const session_backend *b, const tr_llm_call *call, in
               json_add_ids(req, "tokens", call->tokens + pos, call->n_tokens - pos) &&
               cJSON_AddNumberToObject(req, "top_logprobs", b->top_logprobs);
     if (ok && call->n_allowed > 0) ok = cJSON_AddNumberToObject(req, "n_vocab", call->n_allowed) != NULL;
+    if (ok && b->sampling.temperature > 0)
+        ok = cJSON_AddNumberToObject(req, "temperature", b->sampling.temperature) &&
+             cJSON_AddNumberToObject(req, "top_k", b->sampling.top_k) &&
+             cJSON_AddNumberToObject(req, "top_p", b->sampling.top_p) &&
+             cJSON_AddNumberToObject(req, "seed", (double)(b->sampling.seed & 0x1fffffffffffffull));
     char *s = ok ? cJSON_PrintUnformatted(req) : NULL;
     cJSON_Delete(req);
     return s;
@@ -163,6 +169,7 @@ tr_status tr_llm_backend_server(const tr_remote_params *p, tr_llm_backend **out)
     if (!b) return tr_fail(TR_ERR_NOMEM, "out of memory");
     b->top_logprobs = p->top_logprobs;
     b->n_vocab = -1;
+    b->sampling = p->sampling;
     random_id(b->id, sizeof b->id);
     tr_status st = http_client_create(p, &b->http);
     if (st != TR_OK) {

@@ -40,6 +40,14 @@ start_llama() {
   fail "llama-server did not come up on port $port"
 }
 stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# A crash: the process dies at once and the kernel closes its connections (a graceful SIGTERM may hold an in-flight
+# request open until the client's timeout).
+# $1 is the `timeout` wrapper: the server is its child.
+crash_pid() {
+  local c
+  for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
+  wait "$1" 2>/dev/null || true
+}
 
 port=$(free_port)
 start_llama "$port"
@@ -75,14 +83,18 @@ routed=$(grep -o '"n_routed":[0-9]*' "$tmp/sum" | cut -d: -f2)
 # 2. The server restarted mid-generation: the client retries within its timeout; output unchanged, no fallback.
 ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 2 -n 60)
 "$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
-  --timeout-ms 15000 --retries 12 --summary-json >"$tmp/restart.out" 2>"$tmp/restart.err" &
+  --timeout-ms 15000 --retries 12 --trace "$tmp/restart.jsonl" --summary-json >"$tmp/restart.out" 2>"$tmp/restart.err" &
 gen_pid=$!
 sleep 0.6
-stop_pid "$server_pid"
+crash_pid "$server_pid"
+sleep 0.3 # down for a while: calls in between fail and are retried
 start_llama "$port"
 wait "$gen_pid" || fail "generation across a restart failed: $(cat "$tmp/restart.err")"
 [ "$(cat "$tmp/restart.out")" == "$ref" ] || fail "output changed across a restart"
 grep -q '"n_fallback":0' "$tmp/restart.err" || fail "fallback across a restart: $(cat "$tmp/restart.err")"
+# Proof that the server really was down in the middle: one call waited out the 300 ms downtime, retrying.
+python3 -c 'import json,sys; assert max(json.loads(l)["llm_ms"] for l in open(sys.argv[1])) > 250' "$tmp/restart.jsonl" ||
+  fail "no call spanned the restart"
 echo "restart mid-generation: output unchanged"
 
 # 3. The server killed mid-generation: finishes on the SLM, the gap is marked, no call waits past the timeout.
@@ -90,7 +102,7 @@ echo "restart mid-generation: output unchanged"
   --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" 2>"$tmp/kill.err" &
 gen_pid=$!
 sleep 0.6
-stop_pid "$server_pid"
+crash_pid "$server_pid"
 wait "$gen_pid" || fail "generation with a dead server failed: $(cat "$tmp/kill.err")"
 [ "$(wc -w <"$tmp/kill.out")" -eq 60 ] || fail "not all 60 tokens: $(cat "$tmp/kill.out")"
 python3 - "$tmp/kill.jsonl" "$ref" <<'PY' || fail "trace after the server died is wrong"

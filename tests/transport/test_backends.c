@@ -441,6 +441,36 @@ static void abort_callback_stops_generation(void **state) {
     tr_context_free(ctx);
 }
 
+/* llm mode's first LLM call evaluates the whole prompt: the embedded backend polls abort_fn between chunks. */
+static void abort_inside_a_long_llm_catch_up(void **state) {
+    pair *p = *state;
+    tr_context *ctx = new_ctx(p->slm);
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 512;
+    tr_llm_backend *llm;
+    assert_int_equal(tr_llm_backend_embedded(p->llm, &cp, NULL, &llm), TR_OK);
+    int32_t prompt[400];
+    prompt[0] = 1;
+    for (int i = 1; i < 400; i++) prompt[i] = 259 + i % 200;
+    tr_route_params rp = tr_route_default_params();
+    rp.mode = TR_MODE_LLM;
+    rp.n_predict = 4;
+    abort_after a = {0, 2}; /* the loop's poll, the first chunk's poll, then abort before the second chunk */
+    rp.abort_fn = abort_when;
+    rp.abort_user = &a;
+    tr_route_stats st;
+    assert_int_equal(tr_route_generate(ctx, NULL, llm, prompt, 400, &rp, NULL, 0, &st), TR_ERR_STATE);
+    assert_true(st.aborted);
+    assert_int_equal(st.n_tokens, 0);
+    /* Without an abort the same call completes, reusing the chunk already evaluated. */
+    rp.abort_fn = NULL;
+    assert_int_equal(tr_route_generate(ctx, NULL, llm, prompt, 400, &rp, NULL, 0, &st), TR_OK);
+    assert_int_equal(st.n_tokens, 4);
+    assert_int_equal(st.llm_evaluated, 400 - 256 + 3);
+    tr_llm_backend_free(llm);
+    tr_context_free(ctx);
+}
+
 /* A real TCP server on 127.0.0.1 that accepts connections and never answers (python3), bounded to 60 s. */
 typedef struct silent_server {
     FILE *pipe;
@@ -539,6 +569,7 @@ int main(void) {
         cmocka_unit_test(vocabulary_compatibility),
         cmocka_unit_test(padded_llm_vocabulary_routes_like_the_original),
         cmocka_unit_test(abort_callback_stops_generation),
+        cmocka_unit_test(abort_inside_a_long_llm_catch_up),
         cmocka_unit_test(read_timeout_and_abort_inside_a_call),
         cmocka_unit_test(bad_remote_params),
     };

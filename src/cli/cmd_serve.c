@@ -1,0 +1,144 @@
+/* cmd_serve.c — `tokroute serve`: the LLM behind HTTP (docs/protocol.md). Loads the model, starts tr_server, writes
+ * the base URL to --ready-file once listening, and waits for SIGINT/SIGTERM (blocked in every thread and taken
+ * with sigwait, so shutdown runs on the main thread, not in a signal handler). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+
+static const char *usage =
+    "usage: tokroute serve -m MODEL [options]\n"
+    "  serves the model over HTTP: POST /v1/route/next (session protocol, docs/protocol.md),\n"
+    "  DELETE /v1/route/sessions/ID, POST /v1/completions (OpenAI subset), GET /health, GET /metrics\n"
+    "  --host ADDR            address to bind (default 127.0.0.1)\n"
+    "  --port N               port (default 8080; 0 = a free port)\n"
+    "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY)\n"
+    "  -t, --threads N        threads for forward passes (default: physical cores)\n"
+    "  -c, --ctx N            longest session in tokens (default: min(training context, 4096))\n"
+    "  --max-sessions N       live sessions at most (default 256)\n"
+    "  --kv-budget-mib M      KV cache memory for all sessions (default 1024)\n"
+    "  --session-idle-s S     free sessions idle this long (default 600)\n"
+    "  --batch-tokens N       most tokens in one forward pass (default 512)\n"
+    "  --max-body-kib K       larger request bodies get 413 (default 1024)\n"
+    "  --no-batch             one session per forward pass (for comparison)\n"
+    "  --tls-cert F --tls-key F   serve HTTPS with this PEM certificate and key\n"
+    "  --log-requests         also log request bodies (token ids, text); default: counts and timings only\n"
+    "  --ready-file FILE      write the base URL (e.g. http://127.0.0.1:41234) to FILE once listening\n"
+    "  --quiet                no per-request log lines\n";
+
+static void log_line(void *user, const char *line) {
+    const time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02dZ %s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+            tm.tm_min, tm.tm_sec, line);
+}
+
+static bool write_ready(const char *path, const char *url) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return false;
+    const bool ok = fprintf(f, "%s\n", url) > 0;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) return false;
+    return true;
+}
+
+int cmd_serve(int argc, char **argv) {
+    cli_model_opts mo = {0};
+    tr_server_params sp = tr_server_default_params();
+    const char *ready = NULL, *v;
+    bool quiet = false;
+    long x;
+    sp.api_key = getenv("TOKROUTE_API_KEY");
+    for (int i = 1; i < argc; i++) {
+        int r = cli_model_option(argc, argv, &i, &mo);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (cli_flag(argc, argv, &i, "-h", "--help")) return fputs(usage, stdout), 0;
+        if (cli_flag(argc, argv, &i, NULL, "--no-batch")) sp.batch = false;
+        else if (cli_flag(argc, argv, &i, NULL, "--log-requests")) sp.log_requests = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--quiet")) quiet = true;
+        else if (cli_option(argc, argv, &i, NULL, "--host", &v)) {
+            if (!v) return cli_usage_error(usage, "--host needs a value");
+            sp.host = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--port", &v)) {
+            if (!cli_int("--port", v, 0, 65535, &x)) return 2;
+            sp.port = (int)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--api-key", &v)) {
+            if (!v || !v[0]) return cli_usage_error(usage, "--api-key needs a value");
+            sp.api_key = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-sessions", &v)) {
+            if (!cli_int("--max-sessions", v, 1, 1 << 20, &x)) return 2;
+            sp.max_sessions = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--kv-budget-mib", &v)) {
+            if (!cli_int("--kv-budget-mib", v, 1, 1 << 24, &x)) return 2;
+            sp.kv_budget_bytes = (int64_t)x << 20;
+        } else if (cli_option(argc, argv, &i, NULL, "--session-idle-s", &v)) {
+            if (!cli_int("--session-idle-s", v, 1, 1 << 30, &x)) return 2;
+            sp.session_idle_s = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--batch-tokens", &v)) {
+            if (!cli_int("--batch-tokens", v, 1, 1 << 16, &x)) return 2;
+            sp.max_batch_tokens = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-body-kib", &v)) {
+            if (!cli_int("--max-body-kib", v, 1, 1 << 20, &x)) return 2;
+            sp.max_body_bytes = (size_t)x << 10;
+        } else if (cli_option(argc, argv, &i, NULL, "--tls-cert", &v)) {
+            if (!v) return cli_usage_error(usage, "--tls-cert needs a file");
+            sp.tls_cert_path = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--tls-key", &v)) {
+            if (!v) return cli_usage_error(usage, "--tls-key needs a file");
+            sp.tls_key_path = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--ready-file", &v)) {
+            if (!v) return cli_usage_error(usage, "--ready-file needs a file");
+            ready = v;
+        } else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
+    }
+    if (!mo.model) return cli_usage_error(usage, "need -m MODEL");
+    if (!sp.tls_cert_path != !sp.tls_key_path) return cli_usage_error(usage, "--tls-cert and --tls-key go together");
+    sp.n_threads = mo.n_threads;
+    sp.n_ctx = mo.n_ctx;
+    if (!quiet) sp.log = log_line;
+
+    /* Block the shutdown signals before any thread starts, so all inherit the mask and sigwait gets them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    tr_model_params mp = tr_model_default_params();
+    tr_model *model = NULL;
+    tr_status st = tr_model_load(mo.model, &mp, &model);
+    if (st != TR_OK) return cli_fail(st);
+    tr_server *srv = NULL;
+    if ((st = tr_server_start(model, &sp, &srv)) != TR_OK) {
+        tr_model_free(model);
+        return cli_fail(st);
+    }
+    char url[300];
+    const char *host = sp.host ? sp.host : "127.0.0.1";
+    snprintf(url, sizeof url, strchr(host, ':') ? "%s://[%s]:%d" : "%s://%s:%d", sp.tls_cert_path ? "https" : "http",
+             host, tr_server_port(srv));
+    fprintf(stderr, "tokroute: serving %s on %s (%s, batching %s)\n", mo.model, url,
+            sp.api_key && sp.api_key[0] ? "API key required" : "no API key", sp.batch ? "on" : "off");
+    int rc = 0;
+    if (ready && !write_ready(ready, url)) {
+        fprintf(stderr, "tokroute: cannot write the ready file %s\n", ready);
+        rc = 1;
+    } else {
+        int sig = 0;
+        sigwait(&set, &sig);
+        fprintf(stderr, "tokroute: %s, shutting down\n", sig == SIGINT ? "interrupted" : "terminated");
+    }
+    tr_server_free(srv);
+    tr_model_free(model);
+    if (ready) remove(ready);
+    return rc;
+}

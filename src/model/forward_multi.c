@@ -1,0 +1,304 @@
+/* forward_multi.c — several sequences in one forward pass, for the server: the rows of every sequence go through
+ * each matrix product together (weights read once per pass for all of them), while RoPE positions, the KV store
+ * and attention are per sequence, each on its own cache. Attention reuses attention.c through a context "view"
+ * that borrows the engine's pool, buffers and scratch and the sequence's cache and n_past.
+ *
+ * Per-sequence KV caches (kv_seq) grow by doubling (a relayout copy, amortized O(1) per token) instead of holding
+ * a full context from the start: a server with many short sessions then spends memory on the positions they use.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/fp16.h"
+#include "model/multi.h"
+
+#define KV_MIN_CAPACITY 64
+
+struct multi_engine {
+    tr_context view;     /* model, pool, scratch, act of the engine; kv and n_past set per sequence */
+    int32_t max_rows, max_ctx;
+    int32_t *row_pos;    /* [max_rows] position of each row */
+    float *last_hidden;  /* [max_rows][n_embd] normed last rows for the output product */
+};
+
+/* ---------------------------------------------------------------- per-sequence KV caches */
+
+size_t kv_seq_bytes_for(const tr_model *m, int32_t n_ctx) {
+    return 2 * (size_t)m->info.n_layer * (size_t)m->kv_dim * (size_t)n_ctx * 2 + (size_t)n_ctx * sizeof(int32_t);
+}
+
+size_t kv_seq_bytes(const kv_seq *s) { return s ? kv_seq_bytes_for(s->model, s->kv.n_ctx) : 0; }
+
+static void free_layers(const tr_model *m, kv_cache *kv) {
+    for (int il = 0; kv->k && il < m->info.n_layer; il++) free(kv->k[il]);
+    for (int il = 0; kv->v && il < m->info.n_layer; il++) free(kv->v[il]);
+    free(kv->k);
+    free(kv->v);
+    kv->k = kv->v = NULL;
+}
+
+static tr_status alloc_layers(const tr_model *m, int32_t n_ctx, kv_cache *kv) {
+    kv->f32 = false;
+    kv->elt = 2;
+    kv->n_ctx = n_ctx;
+    kv->layer_bytes = (size_t)m->kv_dim * (size_t)n_ctx * kv->elt;
+    kv->k = calloc((size_t)m->info.n_layer, sizeof *kv->k);
+    kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
+    if (!kv->k || !kv->v) goto fail;
+    for (int il = 0; il < m->info.n_layer; il++)
+        if (!(kv->k[il] = malloc(kv->layer_bytes)) || !(kv->v[il] = malloc(kv->layer_bytes))) goto fail;
+    return TR_OK;
+fail:
+    free_layers(m, kv);
+    return tr_fail(TR_ERR_NOMEM, "out of memory for a KV cache of %d positions", n_ctx);
+}
+
+int32_t kv_seq_capacity_for(const kv_seq *s, int32_t n) {
+    if (n > s->max_ctx) return 0;
+    int32_t cap = s->kv.n_ctx > 0 ? s->kv.n_ctx : KV_MIN_CAPACITY;
+    while (cap < n) cap = cap > s->max_ctx / 2 ? s->max_ctx : cap * 2;
+    return cap < s->max_ctx ? cap : s->max_ctx;
+}
+
+tr_status kv_seq_create(const tr_model *m, int32_t initial_ctx, int32_t max_ctx, kv_seq **out) {
+    if (!m || !out || max_ctx <= 0) return tr_fail(TR_ERR_ARG, "kv_seq_create: bad arguments");
+    kv_seq *s = calloc(1, sizeof *s);
+    if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    s->model = m;
+    s->max_ctx = max_ctx;
+    const int32_t cap = kv_seq_capacity_for(s, initial_ctx > 0 ? initial_ctx : 1);
+    tr_status st = alloc_layers(m, cap > 0 ? cap : max_ctx, &s->kv);
+    if (st == TR_OK && !(s->tokens = malloc((size_t)s->kv.n_ctx * sizeof *s->tokens)))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (st != TR_OK) {
+        kv_seq_free(s);
+        return st;
+    }
+    *out = s;
+    return TR_OK;
+}
+
+void kv_seq_free(kv_seq *s) {
+    if (!s) return;
+    free_layers(s->model, &s->kv);
+    free(s->tokens);
+    free(s);
+}
+
+tr_status kv_seq_reserve(kv_seq *s, int32_t n) {
+    if (n <= s->kv.n_ctx) return TR_OK;
+    const int32_t cap = kv_seq_capacity_for(s, n);
+    if (cap == 0) return tr_fail(TR_ERR_RANGE, "%d positions exceed the context length %d", n, s->max_ctx);
+    const tr_model *m = s->model;
+    const int32_t hd = m->info.head_dim, n_kv = m->info.n_head_kv;
+    kv_cache nk = {0};
+    tr_status st = alloc_layers(m, cap, &nk);
+    if (st != TR_OK) return st;
+    int32_t *tokens = realloc(s->tokens, (size_t)cap * sizeof *tokens);
+    if (!tokens) {
+        free_layers(m, &nk);
+        return tr_fail(TR_ERR_NOMEM, "out of memory");
+    }
+    s->tokens = tokens;
+    for (int il = 0; il < m->info.n_layer; il++)
+        for (int32_t g = 0; g < n_kv; g++) {
+            memcpy(nk.k[il] + kv_head_offset_k(&nk, g, 0, hd), s->kv.k[il] + kv_head_offset_k(&s->kv, g, 0, hd),
+                   (size_t)s->n_past * hd * nk.elt);
+            for (int32_t d = 0; d < hd; d++)
+                memcpy(nk.v[il] + kv_head_offset_v(&nk, g, d, 0, hd), s->kv.v[il] + kv_head_offset_v(&s->kv, g, d, 0, hd),
+                       (size_t)s->n_past * nk.elt);
+        }
+    free_layers(m, &s->kv);
+    s->kv = nk;
+    return TR_OK;
+}
+
+void kv_seq_truncate(kv_seq *s, int32_t n_past) {
+    if (n_past >= 0 && n_past < s->n_past) s->n_past = n_past;
+}
+
+/* ---------------------------------------------------------------- engine */
+
+static void free_acts(activations *A) {
+    float *bufs[] = {A->x, A->xb, A->q, A->k, A->v, A->att, A->gate, A->up, A->rope_cos, A->rope_sin, A->att_q};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(A, 0, sizeof *A);
+}
+
+void multi_engine_free(multi_engine *e) {
+    if (!e) return;
+    free_acts(&e->view.act);
+    matmul_scratch_free(&e->view.scratch);
+    thread_pool_free(e->view.pool);
+    free(e->row_pos);
+    free(e->last_hidden);
+    free(e);
+}
+
+int32_t multi_engine_max_rows(const multi_engine *e) { return e ? e->max_rows : 0; }
+
+tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_rows, int32_t max_ctx,
+                              multi_engine **out) {
+    if (!m || !out || max_rows <= 0 || max_ctx <= 0 || n_threads < 0 || n_threads > 512)
+        return tr_fail(TR_ERR_ARG, "multi_engine_create: bad arguments");
+    multi_engine *e = calloc(1, sizeof *e);
+    if (!e) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    e->max_rows = max_rows;
+    e->max_ctx = max_ctx;
+    tr_context *v = &e->view;
+    v->model = m;
+    v->params = tr_context_default_params();
+    v->params.n_threads = n_threads > 0 ? n_threads : tr_physical_cores();
+    v->params.n_batch = max_rows;
+    v->params.n_ctx = max_ctx;
+    activations *A = &v->act;
+    const size_t cap = (size_t)max_rows;
+    A->cap = max_rows;
+    A->x = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
+    A->xb = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
+    A->q = malloc(cap * (size_t)m->q_dim * sizeof(float));
+    A->att = malloc(cap * (size_t)m->q_dim * sizeof(float));
+    A->k = malloc(cap * (size_t)m->kv_dim * sizeof(float));
+    A->v = malloc(cap * (size_t)m->kv_dim * sizeof(float));
+    A->gate = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
+    A->up = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
+    A->rope_cos = malloc(cap * (size_t)(m->rope_dim / 2 + 1) * sizeof(float));
+    A->rope_sin = malloc(cap * (size_t)(m->rope_dim / 2 + 1) * sizeof(float));
+    A->att_q = malloc(attention_scratch_floats(m, max_ctx) * sizeof(float));
+    if (A->att_q) attention_blocks(m, max_ctx, A->att_q, &A->att_scores, &A->att_o);
+    e->row_pos = malloc(cap * sizeof *e->row_pos);
+    e->last_hidden = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
+    v->pool = thread_pool_create(v->params.n_threads);
+    if (!A->x || !A->xb || !A->q || !A->att || !A->k || !A->v || !A->gate || !A->up || !A->rope_cos ||
+        !A->rope_sin || !A->att_q || !e->row_pos || !e->last_hidden || !v->pool) {
+        multi_engine_free(e);
+        return tr_fail(TR_ERR_NOMEM, "out of memory for the batch engine (%d rows)", max_rows);
+    }
+    *out = e;
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+typedef struct silu_job {
+    float *gate;
+    const float *up;
+    int64_t n;
+} silu_job;
+
+static void silu_task(void *arg, int ith, int nth) {
+    const silu_job *job = arg;
+    const int64_t per = (job->n + nth - 1) / nth, lo = ith * per, hi = lo + per < job->n ? lo + per : job->n;
+    if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
+}
+
+/* As forward.c's store_kv: K as a row at pos, V into its transposed rows. */
+static void store_kv(const kv_cache *kv, int layer, int32_t pos, const float *k, const float *v, int32_t n_heads,
+                     int32_t hd) {
+    uint8_t *K = kv->k[layer], *V = kv->v[layer];
+    for (int32_t g = 0; g < n_heads; g++)
+        for (int32_t d = 0; d < hd; d++) {
+            const uint16_t kh = fp32_to_fp16(k[g * hd + d]), vh = fp32_to_fp16(v[g * hd + d]);
+            memcpy(K + kv_head_offset_k(kv, g, pos, hd) + (size_t)d * kv->elt, &kh, 2);
+            memcpy(V + kv_head_offset_v(kv, g, d, pos, hd), &vh, 2);
+        }
+}
+
+static void add_bias(float *rows, const float *bias, int32_t n, int32_t width) {
+    if (!bias) return;
+    for (int32_t t = 0; t < n; t++) add_vec(rows + (int64_t)t * width, bias, width);
+}
+
+static void head_norm(float *rows, const float *w, int32_t n, int32_t n_heads, int32_t hd, float eps) {
+    if (!w) return;
+    for (int64_t i = 0; i < (int64_t)n * n_heads; i++) rms_norm(rows + i * hd, rows + i * hd, w, hd, eps);
+}
+
+static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const int32_t *n_tokens, int32_t n_seq,
+                             int32_t n) {
+    tr_context *ctx = &e->view;
+    const tr_model *m = ctx->model;
+    const layer_weights *L = &m->layers[il];
+    activations *A = &ctx->act;
+    const int32_t dim = m->info.n_embd, hd = m->info.head_dim, half = m->rope_dim / 2;
+    const float eps = m->info.norm_eps;
+    tr_status st;
+
+    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
+    if ((st = matmul(ctx->pool, &L->wq, A->xb, n, A->q, m->q_dim, &ctx->scratch)) != TR_OK ||
+        (st = matmul(ctx->pool, &L->wk, A->xb, n, A->k, m->kv_dim, &ctx->scratch)) != TR_OK ||
+        (st = matmul(ctx->pool, &L->wv, A->xb, n, A->v, m->kv_dim, &ctx->scratch)) != TR_OK)
+        return st;
+    add_bias(A->q, L->bq, n, m->q_dim);
+    add_bias(A->k, L->bk, n, m->kv_dim);
+    add_bias(A->v, L->bv, n, m->kv_dim);
+    head_norm(A->q, L->q_norm, n, m->info.n_head, hd, eps);
+    head_norm(A->k, L->k_norm, n, m->info.n_head_kv, hd, eps);
+    for (int32_t s = 0, row = 0; s < n_seq; row += n_tokens[s], s++) {
+        for (int32_t t = row; t < row + n_tokens[s]; t++) {
+            const float *c = A->rope_cos + (int64_t)t * half, *sn = A->rope_sin + (int64_t)t * half;
+            rope_apply(m, A->q + (int64_t)t * m->q_dim, m->info.n_head, c, sn);
+            rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, sn);
+            store_kv(&seqs[s]->kv, il, e->row_pos[t], A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
+                     m->info.n_head_kv, hd);
+        }
+        ctx->kv = seqs[s]->kv;
+        ctx->n_past = seqs[s]->n_past;
+        st = attention(ctx, il, A->q + (int64_t)row * m->q_dim, n_tokens[s], A->att + (int64_t)row * m->q_dim);
+        if (st != TR_OK) return st;
+    }
+    if ((st = matmul(ctx->pool, &L->wo, A->att, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
+    add_vec(A->x, A->xb, (int64_t)n * dim);
+
+    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
+    if ((st = matmul(ctx->pool, &L->w_gate, A->xb, n, A->gate, m->info.n_ff, &ctx->scratch)) != TR_OK ||
+        (st = matmul(ctx->pool, &L->w_up, A->xb, n, A->up, m->info.n_ff, &ctx->scratch)) != TR_OK)
+        return st;
+    silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
+    run_parallel(ctx, silu_task, &sj, sj.n * 16);
+    if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
+    add_vec(A->x, A->xb, (int64_t)n * dim);
+    return TR_OK;
+}
+
+tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *const *tokens, const int32_t *n_tokens,
+                        int32_t n_seq, float *logits_out) {
+    if (!e || !seqs || !tokens || !n_tokens || n_seq <= 0 || !logits_out)
+        return tr_fail(TR_ERR_ARG, "multi_forward: bad arguments");
+    tr_context *ctx = &e->view;
+    const tr_model *m = ctx->model;
+    activations *A = &ctx->act;
+    const int32_t dim = m->info.n_embd, half = m->rope_dim / 2;
+    const size_t embd_row = type_row_bytes(m->tok_embd.type, dim);
+    int32_t n = 0;
+    for (int32_t s = 0; s < n_seq; s++) {
+        if (n_tokens[s] <= 0 || n_tokens[s] > e->max_rows - n ||
+            seqs[s]->n_past + n_tokens[s] > seqs[s]->kv.n_ctx || seqs[s]->kv.n_ctx > e->max_ctx)
+            return tr_fail(TR_ERR_RANGE, "multi_forward: sequence %d does not fit the pass", s);
+        for (int32_t t = 0; t < n_tokens[s]; t++) {
+            const int32_t id = tokens[s][t];
+            if (id < 0 || id >= m->info.n_vocab) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", id);
+            const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)id * embd_row;
+            tr_status st = dequantize_row(m->tok_embd.type, row, A->x + (int64_t)(n + t) * dim, dim);
+            if (st != TR_OK) return st;
+            e->row_pos[n + t] = seqs[s]->n_past + t;
+        }
+        rope_tables(m, seqs[s]->n_past, n_tokens[s], A->rope_cos + (int64_t)n * half, A->rope_sin + (int64_t)n * half);
+        n += n_tokens[s];
+    }
+    tr_status st = TR_OK;
+    for (int il = 0; il < m->info.n_layer && st == TR_OK; il++) st = layer_multi(e, il, seqs, n_tokens, n_seq, n);
+    if (st != TR_OK) return st;
+    for (int32_t s = 0, row = 0; s < n_seq; row += n_tokens[s], s++) {
+        const int32_t last = row + n_tokens[s] - 1;
+        rms_norm(e->last_hidden + (int64_t)s * dim, A->x + (int64_t)last * dim, m->output_norm, dim, m->info.norm_eps);
+    }
+    st = matmul(ctx->pool, &m->output, e->last_hidden, n_seq, logits_out, m->info.n_vocab, &ctx->scratch);
+    if (st != TR_OK) return st;
+    for (int32_t s = 0; s < n_seq; s++) {
+        memcpy(seqs[s]->tokens + seqs[s]->n_past, tokens[s], (size_t)n_tokens[s] * sizeof(int32_t));
+        seqs[s]->n_past += n_tokens[s];
+    }
+    return TR_OK;
+}

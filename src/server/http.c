@@ -1,0 +1,422 @@
+/* http.c — tr_server: the libmicrohttpd daemon (one thread per connection, optionally TLS with GnuTLS), request
+ * bodies (size-limited: 413), the API key check (Bearer token, constant-time compare: 401), routing, and the JSON
+ * bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /health and /metrics. Completions live in
+ * completions.c, the sessions and forward passes in scheduler.c.
+ *
+ * Logging: one line per request with method, route, status and milliseconds; bodies (token ids, text) only with
+ * log_requests. */
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "common/error.h"
+#include "server/server_internal.h"
+
+typedef struct conn_state {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    double t0_ms;
+    const char *route;  /* metrics label */
+} conn_state;
+
+static const char *route_label(const char *url, const char *method) {
+    if (strcmp(url, "/v1/route/next") == 0) return "route_next";
+    if (strncmp(url, "/v1/route/sessions/", 19) == 0 && strcmp(method, "DELETE") == 0) return "route_delete";
+    if (strcmp(url, "/v1/completions") == 0) return "completions";
+    if (strcmp(url, "/health") == 0) return "health";
+    if (strcmp(url, "/metrics") == 0) return "metrics";
+    return "other";
+}
+
+double server_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void server_log(const tr_server *srv, const char *fmt, ...) {
+    if (!srv->params.log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    srv->params.log(srv->params.log_user, line);
+}
+
+tr_server_params tr_server_default_params(void) {
+    tr_server_params p = {0};
+    p.host = "127.0.0.1";
+    p.port = 8080;
+    p.max_sessions = 256;
+    p.kv_budget_bytes = (int64_t)1 << 30;
+    p.session_idle_s = 600;
+    p.max_batch_tokens = 512;
+    p.max_body_bytes = (size_t)1 << 20;
+    p.batch = true;
+    return p;
+}
+
+int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
+    if (!json_owned) {
+        static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        struct MHD_Response *r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        const int ret = MHD_queue_response(conn, 500, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json_owned), json_owned, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(json_owned);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    const int ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static char *error_json(const api_error *err) {
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "code", err->code);
+    cJSON_AddStringToObject(e, "message", err->message);
+    if (err->field[0]) cJSON_AddStringToObject(e, "field", err->field);
+    if (err->status == 409) cJSON_AddNumberToObject(root, "pos", err->pos);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *route, const api_error *err,
+                    double t0_ms) {
+    const double ms = server_now_ms() - t0_ms;
+    metrics_request(&srv->metrics, route, err->status, ms);
+    server_log(srv, "%s %d %.2f ms %s%s%s", route, err->status, ms, err->code, err->field[0] ? " field=" : "",
+               err->field);
+    if (err->status == 204) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        const int ret = MHD_queue_response(conn, 204, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    return http_send_json(conn, err->status, error_json(err));
+}
+
+/* ---------------------------------------------------------------- routes */
+
+static char *route_result_json(const route_request *req, const route_result *res) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "session", req->session);
+    cJSON_AddNumberToObject(root, "token", res->token);
+    cJSON_AddNumberToObject(root, "logprob", res->logprob);
+    cJSON *tops = cJSON_AddArrayToObject(root, "top_logprobs");
+    for (int32_t i = 0; i < res->n_top; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t, "id", res->top[i].id);
+        cJSON_AddNumberToObject(t, "logprob", res->top[i].logprob);
+        cJSON_AddItemToArray(tops, t);
+    }
+    cJSON_AddNumberToObject(root, "pos", res->pos);
+    cJSON *la = cJSON_AddArrayToObject(root, "lookahead");
+    for (int32_t i = 0; i < res->n_lookahead; i++) cJSON_AddItemToArray(la, cJSON_CreateNumber(res->lookahead[i]));
+    cJSON_AddNumberToObject(root, "n_evaluated", res->n_evaluated);
+    cJSON *tm = cJSON_AddObjectToObject(root, "timings");
+    cJSON_AddNumberToObject(tm, "eval_ms", round(res->eval_ms * 1000) / 1000);
+    cJSON_AddNumberToObject(tm, "queue_ms", round(res->queue_ms * 1000) / 1000);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+static int handle_route_next(tr_server *srv, struct MHD_Connection *conn, const conn_state *cs) {
+    route_request req;
+    api_error err = {0};
+    if (srv->params.log_requests) server_log(srv, "route_next body: %.*s", (int)(cs->len < 900 ? cs->len : 900),
+                                             cs->body ? cs->body : "");
+    if (!route_request_parse(cs->body ? cs->body : "", cs->len, srv->model->info.n_vocab,
+                             scheduler_n_ctx(srv->sched), &req, &err))
+        return http_send_error(srv, conn, "route_next", &err, cs->t0_ms);
+    route_result res;
+    const int status = scheduler_route(srv->sched, &req, &res, &err);
+    route_request_free(&req);
+    if (status != 200) return http_send_error(srv, conn, "route_next", &err, cs->t0_ms);
+    const double ms = server_now_ms() - cs->t0_ms;
+    metrics_request(&srv->metrics, "route_next", 200, ms);
+    server_log(srv, "route_next 200 %.2f ms n_evaluated=%d", ms, res.n_evaluated);
+    return http_send_json(conn, 200, route_result_json(&req, &res));
+}
+
+static int handle_delete(tr_server *srv, struct MHD_Connection *conn, const char *id, double t0) {
+    api_error err = {0};
+    const int status = scheduler_delete(srv->sched, id);
+    if (status == 204) api_error_set(&err, 204, "ok", "", "deleted");
+    else if (status == 404) api_error_set(&err, 404, "not_found", "session", "no such session");
+    else api_error_set(&err, status, "busy", "", "the server is shutting down");
+    return http_send_error(srv, conn, "route_delete", &err, t0);
+}
+
+static int handle_health(tr_server *srv, struct MHD_Connection *conn, double t0) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "status", "ok");
+    const tr_model_info *mi = tr_model_get_info(srv->model);
+    cJSON_AddStringToObject(root, "model", mi->name && mi->name[0] ? mi->name : mi->arch_name);
+    cJSON_AddNumberToObject(root, "n_vocab", mi->n_vocab);
+    cJSON_AddNumberToObject(root, "n_ctx", scheduler_n_ctx(srv->sched));
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    metrics_request(&srv->metrics, "health", 200, server_now_ms() - t0);
+    return http_send_json(conn, 200, out);
+}
+
+static int handle_metrics(tr_server *srv, struct MHD_Connection *conn, double t0) {
+    metrics_request(&srv->metrics, "metrics", 200, server_now_ms() - t0);
+    char *text = metrics_render(&srv->metrics);
+    if (!text) return http_send_json(conn, 500, NULL);
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    const int ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Constant-time comparison of the presented header with "Bearer KEY": the time depends only on the key's length. */
+static bool authorized(const tr_server *srv, struct MHD_Connection *conn) {
+    if (!srv->api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    const char *got = h + 7;
+    const size_t n_key = strlen(srv->api_key), n_got = strlen(got);
+    unsigned diff = (unsigned)(n_key != n_got);
+    for (size_t i = 0; i < n_key; i++) diff |= (unsigned char)srv->api_key[i] ^ (unsigned char)(n_got ? got[i % n_got] : 0);
+    return diff == 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    tr_server *srv = cls;
+    conn_state *cs = *con_cls;
+    if (!cs) {
+        if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        cs->t0_ms = server_now_ms();
+        cs->route = route_label(url, method);
+        *con_cls = cs;
+        api_error err = {0};
+        if (!authorized(srv, conn)) {
+            api_error_set(&err, 401, "unauthorized", "", "missing or wrong API key");
+            return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+        }
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > srv->params.max_body_bytes) {
+            api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", srv->params.max_body_bytes);
+            return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (!cs->too_large && cs->len + *upload_data_size > srv->params.max_body_bytes) cs->too_large = true;
+        if (!cs->too_large) {
+            if (cs->len + *upload_data_size + 1 > cs->cap) {
+                size_t cap = (cs->len + *upload_data_size + 1) * 2;
+                if (cap > srv->params.max_body_bytes + 1) cap = srv->params.max_body_bytes + 1;
+                char *p = realloc(cs->body, cap);
+                if (!p) return MHD_NO;
+                cs->body = p;
+                cs->cap = cap;
+            }
+            memcpy(cs->body + cs->len, upload_data, *upload_data_size);
+            cs->len += *upload_data_size;
+            cs->body[cs->len] = 0;
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    api_error err = {0};
+    if (cs->too_large) {
+        api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", srv->params.max_body_bytes);
+        return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    }
+    const bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    static const char del_prefix[] = "/v1/route/sessions/";
+    if (strcmp(url, "/v1/route/next") == 0 && post) return (enum MHD_Result)handle_route_next(srv, conn, cs);
+    if (strcmp(url, "/v1/completions") == 0 && post)
+        return (enum MHD_Result)completions_handle(srv, conn, cs->body ? cs->body : "", cs->len);
+    if (strcmp(url, "/health") == 0 && get) return (enum MHD_Result)handle_health(srv, conn, cs->t0_ms);
+    if (strcmp(url, "/metrics") == 0 && get) return (enum MHD_Result)handle_metrics(srv, conn, cs->t0_ms);
+    if (strncmp(url, del_prefix, sizeof del_prefix - 1) == 0 && strcmp(method, "DELETE") == 0) {
+        const char *id = url + sizeof del_prefix - 1;
+        if (strlen(id) > SESSION_ID_MAX) {
+            api_error_set(&err, 404, "not_found", "session", "no such session");
+            return (enum MHD_Result)http_send_error(srv, conn, "route_delete", &err, cs->t0_ms);
+        }
+        return (enum MHD_Result)handle_delete(srv, conn, id, cs->t0_ms);
+    }
+    api_error_set(&err, 404, "not_found", "", "no route %s %s", method, url);
+    return (enum MHD_Result)http_send_error(srv, conn, "other", &err, cs->t0_ms);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {
+    conn_state *cs = *con_cls;
+    if (cs) {
+        free(cs->body);
+        free(cs);
+        *con_cls = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = (len + 4096 + 1) * 2;
+            char *p = realloc(buf, cap);
+            if (!p || cap > (64u << 20)) {
+                free(p ? p : buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = p;
+        }
+        const size_t n = fread(buf + len, 1, 4096, f);
+        len += n;
+        if (n < 4096) break;
+    }
+    fclose(f);
+    buf[len] = 0;
+    return buf;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    const tr_server *srv = cls;
+    if (!srv->params.log) return;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    srv->params.log(srv->params.log_user, line);
+}
+
+tr_status tr_server_start(const tr_model *model, const tr_server_params *params, tr_server **out) {
+    if (!model || !out) return tr_fail(TR_ERR_ARG, "tr_server_start: NULL argument");
+    *out = NULL;
+    tr_server_params p = params ? *params : tr_server_default_params();
+    const tr_model_info *mi = tr_model_get_info(model);
+    if (p.port < 0 || p.port > 65535) return tr_fail(TR_ERR_ARG, "port %d is not in 0..65535", p.port);
+    if (p.max_sessions <= 0 || p.kv_budget_bytes <= 0 || p.session_idle_s <= 0 || p.max_batch_tokens <= 0 ||
+        p.n_ctx < 0 || p.n_threads < 0 || p.max_body_bytes == 0)
+        return tr_fail(TR_ERR_ARG, "server parameters must be positive");
+    if (!p.tls_cert_path != !p.tls_key_path)
+        return tr_fail(TR_ERR_ARG, "TLS needs both a certificate and a key");
+    if (p.tls_cert_path && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return tr_fail(TR_ERR_UNSUPPORTED, "this libmicrohttpd was built without TLS");
+    const int32_t n_ctx = p.n_ctx > 0 ? p.n_ctx : (mi->n_ctx_train < 4096 ? mi->n_ctx_train : 4096);
+    if (n_ctx <= 0) return tr_fail(TR_ERR_ARG, "the model has no context length; set n_ctx");
+
+    union {
+        struct sockaddr_in v4;
+        struct sockaddr_in6 v6;
+    } addr;
+    memset(&addr, 0, sizeof addr);
+    const char *host = p.host ? p.host : "127.0.0.1";
+    bool v6 = false;
+    if (inet_pton(AF_INET, host, &addr.v4.sin_addr) == 1) {
+        addr.v4.sin_family = AF_INET;
+        addr.v4.sin_port = htons((uint16_t)p.port);
+    } else if (inet_pton(AF_INET6, host, &addr.v6.sin6_addr) == 1) {
+        addr.v6.sin6_family = AF_INET6;
+        addr.v6.sin6_port = htons((uint16_t)p.port);
+        v6 = true;
+    } else {
+        return tr_fail(TR_ERR_ARG, "host '%s' is not an IPv4 or IPv6 address", host);
+    }
+
+    tr_server *srv = calloc(1, sizeof *srv);
+    if (!srv) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    srv->model = model;
+    srv->params = p;
+    srv->params.n_ctx = n_ctx;
+    metrics_init(&srv->metrics);
+    tr_status st = TR_OK;
+    if (p.api_key && p.api_key[0] && !(srv->api_key = strdup(p.api_key))) st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (st == TR_OK && p.tls_cert_path) {
+        if (!(srv->tls_cert = read_file(p.tls_cert_path)))
+            st = tr_fail(TR_ERR_IO, "cannot read the TLS certificate %s", p.tls_cert_path);
+        else if (!(srv->tls_key = read_file(p.tls_key_path)))
+            st = tr_fail(TR_ERR_IO, "cannot read the TLS key %s", p.tls_key_path);
+    }
+    srv->params.api_key = NULL;
+    srv->params.tls_cert_path = srv->params.tls_key_path = NULL;
+    srv->params.host = NULL;
+    if (st == TR_OK) {
+        sched_params sp = {p.n_threads, p.max_sessions, n_ctx, p.max_batch_tokens, p.session_idle_s,
+                           p.kv_budget_bytes, p.batch};
+        st = scheduler_create(model, &sp, &srv->metrics, &srv->sched);
+    }
+    if (st == TR_OK) {
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+        if (v6) flags |= MHD_USE_IPv6;
+        if (srv->tls_cert) flags |= MHD_USE_TLS;
+        struct MHD_OptionItem opts[] = {
+            {MHD_OPTION_SOCK_ADDR, 0, &addr},
+            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
+            {MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
+            {MHD_OPTION_CONNECTION_LIMIT, 1024, NULL},
+            {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->tls_cert},
+            {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, srv->tls_key},
+            {MHD_OPTION_END, 0, NULL},
+        };
+        srv->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, srv,
+                                       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_ARRAY, opts,
+                                       MHD_OPTION_END);
+        if (!srv->daemon) st = tr_fail(TR_ERR_NETWORK, "cannot listen on %s port %d (in use, or bad TLS files?)", host, p.port);
+    }
+    if (st != TR_OK) {
+        tr_server_free(srv);
+        return st;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info ? info->port : p.port;
+    *out = srv;
+    return TR_OK;
+}
+
+int tr_server_port(const tr_server *srv) { return srv ? srv->port : 0; }
+
+void tr_server_stop(tr_server *srv) {
+    if (!srv || srv->stopped) return;
+    srv->stopped = true;
+    /* Fail queued jobs first so connection threads blocked on them return (later ones get 503), then stop the
+     * daemon, which joins the connection threads; only then is the scheduler freed. */
+    scheduler_shutdown(srv->sched);
+    if (srv->daemon) MHD_stop_daemon(srv->daemon);
+    srv->daemon = NULL;
+    scheduler_free(srv->sched);
+    srv->sched = NULL;
+}
+
+void tr_server_free(tr_server *srv) {
+    if (!srv) return;
+    tr_server_stop(srv);
+    scheduler_free(srv->sched);
+    free(srv->api_key);
+    free(srv->tls_cert);
+    free(srv->tls_key);
+    pthread_mutex_destroy(&srv->metrics.mu);
+    free(srv);
+}

@@ -1,0 +1,161 @@
+/* request.c — parsing and validating a POST /v1/route/next body (docs/protocol.md). Everything from the network is
+ * checked here, before it reaches the scheduler: types, ranges, session id characters, ids in the vocabulary and
+ * pos + tokens + lookahead within the session context. Errors name the field at fault. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "server/server_internal.h"
+
+void api_error_set(api_error *err, int status, const char *code, const char *field, const char *fmt, ...) {
+    err->status = status;
+    snprintf(err->code, sizeof err->code, "%s", code);
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+void route_request_free(route_request *req) {
+    if (!req) return;
+    free(req->tokens);
+    req->tokens = NULL;
+    req->n_tokens = 0;
+}
+
+/* An integer field: absent → *out unchanged; present → must be a JSON number holding an integer in [lo, hi]. */
+static bool int_field(const cJSON *root, const char *name, int64_t lo, int64_t hi, int64_t *out, api_error *err) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!f || cJSON_IsNull(f)) return true;
+    if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble != floor(f->valuedouble)) {
+        api_error_set(err, 400, "bad_request", name, "'%s' must be an integer", name);
+        return false;
+    }
+    if (f->valuedouble < (double)lo || f->valuedouble > (double)hi) {
+        api_error_set(err, 400, "bad_request", name, "'%s' must be in [%lld, %lld]", name, (long long)lo,
+                      (long long)hi);
+        return false;
+    }
+    *out = (int64_t)f->valuedouble;
+    return true;
+}
+
+static bool float_field(const cJSON *root, const char *name, double lo, double hi, float *out, api_error *err) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!f || cJSON_IsNull(f)) return true;
+    if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < lo || f->valuedouble > hi) {
+        api_error_set(err, 400, "bad_request", name, "'%s' must be a number in [%g, %g]", name, lo, hi);
+        return false;
+    }
+    *out = (float)f->valuedouble;
+    return true;
+}
+
+static bool session_id_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > SESSION_ID_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-'))
+            return false;
+    }
+    return true;
+}
+
+bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, int32_t n_ctx, route_request *req,
+                         api_error *err) {
+    memset(req, 0, sizeof *req);
+    req->n_vocab = model_n_vocab;
+    req->samp.top_p = 1.0f;
+    /* cJSON decodes \u0000 into a NUL that would silently cut a string short ("a\u0000b" would name session
+     * "a"); no field of this request may hold one. */
+    if (memmem(body, len, "\\u0000", 6)) {
+        api_error_set(err, 400, "bad_request", "", "strings must not contain \\u0000");
+        return false;
+    }
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    bool ok = false;
+    int64_t v;
+    if (!root || !cJSON_IsObject(root)) {
+        api_error_set(err, 400, "bad_request", "", "the body is not a JSON object");
+        goto done;
+    }
+    const cJSON *sess = cJSON_GetObjectItemCaseSensitive(root, "session");
+    if (!cJSON_IsString(sess) || !session_id_ok(sess->valuestring)) {
+        api_error_set(err, 400, "bad_request", "session", "'session' must be a string of 1-64 of [A-Za-z0-9_.-]");
+        goto done;
+    }
+    snprintf(req->session, sizeof req->session, "%s", sess->valuestring);
+    const cJSON *pos = cJSON_GetObjectItemCaseSensitive(root, "pos");
+    if (!pos) {
+        api_error_set(err, 400, "bad_request", "pos", "'pos' is required");
+        goto done;
+    }
+    v = 0;
+    if (!int_field(root, "pos", 0, n_ctx, &v, err)) goto done;
+    req->pos = (int32_t)v;
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    if (!cJSON_IsArray(toks)) {
+        api_error_set(err, 400, "bad_request", "tokens", "'tokens' must be an array of token ids");
+        goto done;
+    }
+    const int n = cJSON_GetArraySize(toks);
+    if (n > n_ctx - req->pos) {
+        api_error_set(err, 400, "bad_request", "tokens", "pos %d + %d tokens exceed the session context of %d",
+                      req->pos, n, n_ctx);
+        goto done;
+    }
+    if (n > 0 && !(req->tokens = malloc((size_t)n * sizeof *req->tokens))) {
+        api_error_set(err, 503, "busy", "", "out of memory");
+        goto done;
+    }
+    int i = 0;
+    for (const cJSON *t = toks->child; t; t = t->next, i++) {
+        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
+            t->valuedouble >= model_n_vocab) {
+            api_error_set(err, 400, "bad_request", "tokens", "tokens[%d] is not a token id in [0, %d)", i,
+                          model_n_vocab);
+            goto done;
+        }
+        req->tokens[i] = (int32_t)t->valuedouble;
+    }
+    req->n_tokens = n;
+    if (n == 0 && req->pos == 0) {
+        api_error_set(err, 400, "bad_request", "tokens", "'tokens' may be empty only when pos > 0");
+        goto done;
+    }
+    v = 0;
+    if (!int_field(root, "top_logprobs", 0, TOP_LOGPROBS_MAX, &v, err)) goto done;
+    req->top_logprobs = (int32_t)v;
+    v = model_n_vocab;
+    if (!int_field(root, "n_vocab", 1, model_n_vocab, &v, err)) goto done;
+    req->n_vocab = (int32_t)v;
+    v = 0;
+    if (!int_field(root, "lookahead", 0, LOOKAHEAD_MAX, &v, err)) goto done;
+    req->lookahead = (int32_t)v;
+    if ((int64_t)req->pos + n + 1 + req->lookahead > (int64_t)n_ctx + 1) {
+        api_error_set(err, 400, "bad_request", "lookahead", "pos + tokens + lookahead exceed the session context of %d",
+                      n_ctx);
+        goto done;
+    }
+    if (!float_field(root, "temperature", 0, 100, &req->samp.temperature, err)) goto done;
+    v = 0;
+    if (!int_field(root, "top_k", 0, model_n_vocab, &v, err)) goto done;
+    req->samp.top_k = (int32_t)v;
+    if (!float_field(root, "top_p", 0, 1, &req->samp.top_p, err)) goto done;
+    if (req->samp.top_p <= 0) req->samp.top_p = 1.0f;
+    v = 0;
+    if (!int_field(root, "seed", 0, (int64_t)1 << 53, &v, err)) goto done;
+    req->samp.seed = (uint64_t)v;
+    ok = true;
+done:
+    cJSON_Delete(root);
+    if (!ok) route_request_free(req);
+    return ok;
+}

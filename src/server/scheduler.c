@@ -1,0 +1,482 @@
+/* scheduler.c — the session table and the one worker thread that runs every forward pass.
+ *
+ * HTTP threads queue jobs and sleep on them; the worker takes, per pass, the waiting jobs of distinct sessions (up
+ * to max_batch_tokens rows and MAX_SEQS sessions, or one session with batching off) and evaluates them together
+ * with multi_forward, so the weights are read once for all of them. Only the worker touches sessions, so the table
+ * needs no finer locking; the mutex guards the queue and is released during the pass.
+ *
+ * Memory: a session's KV cache starts at 64 positions and doubles on demand up to n_ctx (kv_seq). The sum of the
+ * caches' bytes never exceeds kv_budget_bytes: growing or creating a session first evicts least-recently-used idle
+ * sessions, and fails with 503 when nothing is left to evict. A long prompt is evaluated over several passes of at
+ * most max_batch_tokens rows, sharing them with the others.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "server/server_internal.h"
+
+#define MAX_SEQS 64
+
+typedef struct session {
+    char id[SESSION_ID_MAX + 2];
+    kv_seq *seq;
+    double last_used_ms;
+    bool busy;             /* a job on it has started and not finished */
+    struct session *next;
+} session;
+
+typedef enum job_kind { JOB_ROUTE, JOB_DELETE } job_kind;
+
+typedef struct job {
+    job_kind kind;
+    const route_request *req;
+    const char *delete_id;
+    route_result *res;
+    api_error *err;
+    int status;
+    bool started, done, main_done;
+    session *sess;
+    const int32_t *feed;   /* tokens to evaluate: the request's, or own_feed */
+    int32_t n_feed, fed, chunk;
+    int32_t own_feed[1];
+    int32_t la_left;
+    double t_enqueue_ms, t_start_ms;
+    pthread_cond_t cv;
+    struct job *next;
+} job;
+
+struct scheduler {
+    const tr_model *model;
+    sched_params p;
+    server_metrics *metrics;
+    multi_engine *engine;
+    float *logits;          /* [MAX_SEQS][n_vocab] */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    pthread_t worker;
+    bool worker_started, stop;
+    job *queue;
+    session *sessions;
+    int32_t n_sessions;
+    int64_t kv_bytes;
+    int32_t last_pass_seqs;   /* sessions in the last pass: their clients are likely to send the next token soon */
+    double last_pass_ms, last_pass_end_ms;
+};
+
+/* The gather window: when fewer jobs wait than the last pass served, the worker waits up to this fraction of the
+ * last pass's duration (at most GATHER_MAX_MS) for the others' next requests, instead of starting a small pass that
+ * makes them wait a whole pass. Each routed token costs its client a network round trip, so without the window
+ * batches fragment: the first request back runs alone while the rest arrive. The wait is bounded by 20% of a pass,
+ * so a slow client costs the others little, and with a tiny model (sub-millisecond passes) it is nearly zero. */
+#define GATHER_FRACTION 0.2
+#define GATHER_MAX_MS 5.0
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int32_t scheduler_n_ctx(const scheduler *s) { return s->p.n_ctx; }
+
+/* ---------------------------------------------------------------- sessions (worker thread, mutex held) */
+
+static void publish_gauges(scheduler *s) {
+    pthread_mutex_lock(&s->metrics->mu);
+    s->metrics->active_sessions = s->n_sessions;
+    s->metrics->kv_bytes = s->kv_bytes;
+    pthread_mutex_unlock(&s->metrics->mu);
+}
+
+static session *find_session(scheduler *s, const char *id) {
+    for (session *x = s->sessions; x; x = x->next)
+        if (strcmp(x->id, id) == 0) return x;
+    return NULL;
+}
+
+static void remove_session(scheduler *s, session *victim) {
+    for (session **pp = &s->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == victim) {
+            *pp = victim->next;
+            break;
+        }
+    s->kv_bytes -= (int64_t)kv_seq_bytes(victim->seq);
+    s->n_sessions--;
+    kv_seq_free(victim->seq);
+    free(victim);
+}
+
+/* Evicts the least recently used idle session other than keep; false when there is none. */
+static bool evict_lru(scheduler *s, const session *keep) {
+    session *lru = NULL;
+    for (session *x = s->sessions; x; x = x->next)
+        if (!x->busy && x != keep && (!lru || x->last_used_ms < lru->last_used_ms)) lru = x;
+    if (!lru) return false;
+    remove_session(s, lru);
+    pthread_mutex_lock(&s->metrics->mu);
+    s->metrics->evictions++;
+    pthread_mutex_unlock(&s->metrics->mu);
+    return true;
+}
+
+static void expire_idle(scheduler *s) {
+    const double cutoff = now_ms() - s->p.session_idle_s * 1e3;
+    for (session *x = s->sessions, *next; x; x = next) {
+        next = x->next;
+        if (!x->busy && x->last_used_ms < cutoff) {
+            remove_session(s, x);
+            pthread_mutex_lock(&s->metrics->mu);
+            s->metrics->expirations++;
+            pthread_mutex_unlock(&s->metrics->mu);
+        }
+    }
+}
+
+/* Makes room for extra bytes of KV within the budget by evicting idle sessions. */
+static bool make_room(scheduler *s, int64_t extra, const session *keep) {
+    while (s->kv_bytes + extra > s->p.kv_budget_bytes)
+        if (!evict_lru(s, keep)) return false;
+    return true;
+}
+
+static bool ensure_capacity(scheduler *s, session *x, int32_t n_positions) {
+    if (n_positions <= x->seq->kv.n_ctx) return true;
+    const int32_t cap = kv_seq_capacity_for(x->seq, n_positions);
+    if (cap == 0) return false;
+    const int64_t extra = (int64_t)kv_seq_bytes_for(s->model, cap) - (int64_t)kv_seq_bytes(x->seq);
+    if (!make_room(s, extra, x) || kv_seq_reserve(x->seq, n_positions) != TR_OK) return false;
+    s->kv_bytes += extra;
+    return true;
+}
+
+static session *create_session(scheduler *s, const char *id) {
+    if (s->n_sessions >= s->p.max_sessions && !evict_lru(s, NULL)) return NULL;
+    const int32_t initial = s->p.n_ctx < 64 ? s->p.n_ctx : 64;
+    if (!make_room(s, (int64_t)kv_seq_bytes_for(s->model, initial), NULL)) return NULL;
+    session *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    if (kv_seq_create(s->model, initial, s->p.n_ctx, &x->seq) != TR_OK) {
+        free(x);
+        return NULL;
+    }
+    snprintf(x->id, sizeof x->id, "%s", id);
+    x->last_used_ms = now_ms();
+    x->next = s->sessions;
+    s->sessions = x;
+    s->n_sessions++;
+    s->kv_bytes += (int64_t)kv_seq_bytes(x->seq);
+    pthread_mutex_lock(&s->metrics->mu);
+    s->metrics->sessions_created++;
+    pthread_mutex_unlock(&s->metrics->mu);
+    return x;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+static void finish(job *j, int status) {
+    j->status = status;
+    j->done = true;
+    if (j->sess) {
+        j->sess->busy = false;
+        j->sess->last_used_ms = now_ms();
+    }
+    pthread_cond_signal(&j->cv);
+}
+
+static void fail(job *j, int status, const char *code, const char *field, const char *msg) {
+    api_error_set(j->err, status, code, field, "%s", msg);
+    finish(j, status);
+}
+
+/* Resolves the session and the tokens to evaluate. Returns false when the job finished (with an error). */
+static bool start_job(scheduler *s, job *j) {
+    const route_request *r = j->req;
+    session *x = find_session(s, r->session);
+    if (!x) {
+        if (r->pos > 0) {
+            api_error_set(j->err, 409, "pos_mismatch", "pos", "unknown session: the server holds 0 tokens");
+            j->err->pos = 0;
+            finish(j, 409);
+            return false;
+        }
+        if (!(x = create_session(s, r->session))) {
+            fail(j, 503, "busy", "", "no session slot or KV budget left");
+            return false;
+        }
+    }
+    if (r->pos > x->seq->n_past) {
+        api_error_set(j->err, 409, "pos_mismatch", "pos", "pos %d is beyond the %d tokens the server holds", r->pos,
+                      x->seq->n_past);
+        j->err->pos = x->seq->n_past;
+        finish(j, 409);
+        return false;
+    }
+    kv_seq_truncate(x->seq, r->pos);
+    if (r->n_tokens == 0) {
+        /* No new tokens: evaluate the last held token again for its logits. */
+        kv_seq_truncate(x->seq, r->pos - 1);
+        j->own_feed[0] = x->seq->tokens[r->pos - 1];
+        j->feed = j->own_feed;
+        j->n_feed = 1;
+    } else {
+        j->feed = r->tokens;
+        j->n_feed = r->n_tokens;
+    }
+    j->la_left = r->lookahead;
+    j->sess = x;
+    x->busy = true;
+    j->started = true;
+    return true;
+}
+
+/* After the job's last fed token: choose the answer (or the next lookahead token). True when the job is done. */
+static bool take_logits(scheduler *s, job *j, const float *logits) {
+    const route_request *r = j->req;
+    route_result *res = j->res;
+    if (!j->main_done) {
+        res->token = sample_token(logits, r->n_vocab, &r->samp, j->sess->seq->n_past, &res->logprob, res->top,
+                                  r->top_logprobs);
+        res->n_top = r->top_logprobs < r->n_vocab ? r->top_logprobs : r->n_vocab;
+        res->pos = j->sess->seq->n_past;
+        j->main_done = true;
+        j->own_feed[0] = res->token;
+    } else {
+        const sampling greedy = {0, 0, 1, 0};
+        float lp;
+        const int32_t t = sample_token(logits, r->n_vocab, &greedy, j->sess->seq->n_past, &lp, NULL, 0);
+        res->lookahead[res->n_lookahead++] = t;
+        j->la_left--;
+        j->own_feed[0] = t;
+    }
+    if (j->la_left <= 0) return true;
+    j->feed = j->own_feed;
+    j->n_feed = 1;
+    j->fed = 0;
+    return false;
+}
+
+static void unlink_job(scheduler *s, job *j) {
+    for (job **pp = &s->queue; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            return;
+        }
+}
+
+static void run_delete(scheduler *s, job *j) {
+    session *x = find_session(s, j->delete_id);
+    if (!x) {
+        finish(j, 404);
+        return;
+    }
+    if (x->busy) return; /* after its running job */
+    remove_session(s, x);
+    finish(j, 204);
+}
+
+static int32_t count_waiting(const scheduler *s) {
+    int32_t n = 0;
+    for (const job *j = s->queue; j; j = j->next) n += j->kind == JOB_ROUTE;
+    return n;
+}
+
+static void *worker_main(void *arg) {
+    scheduler *s = arg;
+    const int32_t n_vocab = s->model->info.n_vocab;
+    kv_seq *seqs[MAX_SEQS];
+    const int32_t *toks[MAX_SEQS];
+    int32_t ntok[MAX_SEQS];
+    job *jobs[MAX_SEQS];
+    double last_expiry = now_ms();
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        if (now_ms() - last_expiry > 1000) {
+            expire_idle(s);
+            last_expiry = now_ms();
+            publish_gauges(s);
+        }
+        if (!s->queue) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+            continue;
+        }
+        if (s->p.batch && s->last_pass_seqs > 1) {
+            double window = GATHER_FRACTION * s->last_pass_ms;
+            if (window > GATHER_MAX_MS) window = GATHER_MAX_MS;
+            const double deadline = s->last_pass_end_ms + window;
+            while (!s->stop && count_waiting(s) < s->last_pass_seqs && now_ms() < deadline) {
+                const double left_ms = deadline - now_ms();
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                const long ns = ts.tv_nsec + (long)(left_ms * 1e6);
+                ts.tv_sec += ns / 1000000000;
+                ts.tv_nsec = ns % 1000000000;
+                pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+            }
+            if (s->stop) break;
+        }
+        int32_t n_seq = 0, rows = 0;
+        const int32_t max_seqs = s->p.batch ? MAX_SEQS : 1;
+        for (job *j = s->queue, *next; j; j = next) {
+            next = j->next;
+            if (j->kind == JOB_DELETE) {
+                run_delete(s, j);
+                if (j->done) unlink_job(s, j);
+                continue;
+            }
+            if (!j->started) {
+                session *x = find_session(s, j->req->session);
+                if (x && x->busy) continue; /* one request per session at a time, in arrival order */
+                if (n_seq == max_seqs || rows == s->p.max_batch_tokens) break;
+                if (!start_job(s, j)) {
+                    unlink_job(s, j);
+                    continue;
+                }
+            }
+            if (j->chunk > 0) continue; /* already in this pass */
+            if (n_seq == max_seqs || rows == s->p.max_batch_tokens) break;
+            int32_t chunk = j->n_feed - j->fed;
+            if (chunk > s->p.max_batch_tokens - rows) chunk = s->p.max_batch_tokens - rows;
+            if (!ensure_capacity(s, j->sess, j->sess->seq->n_past + chunk)) {
+                fail(j, 503, "busy", "", "no KV budget left for this session");
+                unlink_job(s, j);
+                continue;
+            }
+            if (j->t_start_ms == 0) j->t_start_ms = now_ms();
+            j->chunk = chunk;
+            seqs[n_seq] = j->sess->seq;
+            toks[n_seq] = j->feed + j->fed;
+            ntok[n_seq] = chunk;
+            jobs[n_seq++] = j;
+            rows += chunk;
+        }
+        if (n_seq == 0) {
+            publish_gauges(s);
+            if (s->queue) { /* only deletes of busy sessions can wait here; they cannot, as busy jobs run */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 1000000;
+                if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+                pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+            }
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        const double t0 = now_ms();
+        const tr_status st = multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits);
+        const double dt = now_ms() - t0;
+        pthread_mutex_lock(&s->mu);
+        s->last_pass_seqs = n_seq;
+        s->last_pass_ms = dt;
+        s->last_pass_end_ms = now_ms();
+        metrics_pass(s->metrics, n_seq, rows);
+        for (int32_t b = 0; b < n_seq; b++) {
+            job *j = jobs[b];
+            const int32_t chunk = j->chunk;
+            j->chunk = 0;
+            if (st != TR_OK) {
+                fail(j, 500, "internal", "", "the forward pass failed");
+                unlink_job(s, j);
+                continue;
+            }
+            j->fed += chunk;
+            j->res->n_evaluated += chunk;
+            j->res->eval_ms += dt;
+            if (j->fed < j->n_feed) continue;
+            if (take_logits(s, j, s->logits + (size_t)b * n_vocab)) {
+                j->res->queue_ms = j->t_start_ms - j->t_enqueue_ms;
+                finish(j, 200);
+                unlink_job(s, j);
+            }
+        }
+        publish_gauges(s);
+    }
+    /* Shutting down: nothing more runs. */
+    for (job *j = s->queue; j; j = j->next) fail(j, 503, "busy", "", "the server is shutting down");
+    s->queue = NULL;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- public (HTTP threads) */
+
+static int submit(scheduler *s, job *j) {
+    pthread_cond_init(&j->cv, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        pthread_cond_destroy(&j->cv);
+        api_error_set(j->err, 503, "busy", "", "the server is shutting down");
+        return 503;
+    }
+    j->t_enqueue_ms = now_ms();
+    job **pp = &s->queue;
+    while (*pp) pp = &(*pp)->next;
+    *pp = j;
+    pthread_cond_signal(&s->wake);
+    while (!j->done) pthread_cond_wait(&j->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    pthread_cond_destroy(&j->cv);
+    return j->status;
+}
+
+int scheduler_route(scheduler *s, const route_request *req, route_result *res, api_error *err) {
+    memset(res, 0, sizeof *res);
+    memset(err, 0, sizeof *err);
+    job j = {.kind = JOB_ROUTE, .req = req, .res = res, .err = err};
+    return submit(s, &j);
+}
+
+int scheduler_delete(scheduler *s, const char *session_id) {
+    api_error err;
+    job j = {.kind = JOB_DELETE, .delete_id = session_id, .err = &err};
+    return submit(s, &j);
+}
+
+tr_status scheduler_create(const tr_model *model, const sched_params *p, server_metrics *metrics, scheduler **out) {
+    scheduler *s = calloc(1, sizeof *s);
+    if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    s->model = model;
+    s->p = *p;
+    s->metrics = metrics;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    tr_status st = multi_engine_create(model, p->n_threads, p->max_batch_tokens, p->n_ctx, &s->engine);
+    if (st == TR_OK && !(s->logits = malloc((size_t)MAX_SEQS * model->info.n_vocab * sizeof(float))))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory for logits");
+    if (st == TR_OK && pthread_create(&s->worker, NULL, worker_main, s) != 0)
+        st = tr_fail(TR_ERR_NOMEM, "cannot start the server's worker thread");
+    if (st != TR_OK) {
+        scheduler_free(s);
+        return st;
+    }
+    s->worker_started = true;
+    *out = s;
+    return TR_OK;
+}
+
+void scheduler_shutdown(scheduler *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    if (s->worker_started) pthread_join(s->worker, NULL);
+    s->worker_started = false;
+}
+
+void scheduler_free(scheduler *s) {
+    if (!s) return;
+    scheduler_shutdown(s);
+    while (s->sessions) remove_session(s, s->sessions);
+    multi_engine_free(s->engine);
+    free(s->logits);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->wake);
+    free(s);
+}

@@ -1,0 +1,135 @@
+/* server_internal.h — the LLM server's parts: request parsing (request.c), the session table and the batching
+ * worker (scheduler.c), sampling (sample.c), HTTP (http.c), OpenAI completions (completions.c), metrics
+ * (metrics.c). One worker thread owns the session table and runs every forward pass on one engine; HTTP threads
+ * hand it jobs and wait on them. */
+#ifndef TR_SERVER_INTERNAL_H
+#define TR_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "model/multi.h"
+#include "tokroute.h"
+
+#define SESSION_ID_MAX 64
+#define TOP_LOGPROBS_MAX 20
+#define LOOKAHEAD_MAX 16
+
+/* A protocol error: HTTP status, stable code, message, the field at fault (or ""), and for 409 the server's pos. */
+typedef struct api_error {
+    int status;
+    char code[24];
+    char message[200];
+    char field[32];
+    int32_t pos;
+} api_error;
+
+typedef struct sampling {
+    float temperature;  /* <= 0: greedy */
+    int32_t top_k;      /* 0 = off */
+    float top_p;        /* 1 = off */
+    uint64_t seed;
+} sampling;
+
+typedef struct route_request {
+    char session[SESSION_ID_MAX + 2]; /* internal sessions (completions) start with '!' */
+    int32_t pos;
+    int32_t *tokens;    /* malloc'ed (may be NULL when n_tokens is 0) */
+    int32_t n_tokens;
+    int32_t top_logprobs;
+    int32_t n_vocab;    /* choice restricted to ids < n_vocab */
+    int32_t lookahead;
+    sampling samp;
+} route_request;
+
+/* Parses a /v1/route/next body. model_n_vocab bounds ids, n_ctx bounds pos + tokens + lookahead. On failure fills
+ * err (400, field named) and returns false; req->tokens is then freed. */
+bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, int32_t n_ctx, route_request *req,
+                         api_error *err);
+void route_request_free(route_request *req);
+void api_error_set(api_error *err, int status, const char *code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* What a route job returns. */
+typedef struct top_entry {
+    int32_t id;
+    float logprob;
+} top_entry;
+
+typedef struct route_result {
+    int32_t token;
+    float logprob;
+    top_entry top[TOP_LOGPROBS_MAX];
+    int32_t n_top;
+    int32_t pos;
+    int32_t lookahead[LOOKAHEAD_MAX];
+    int32_t n_lookahead;
+    int32_t n_evaluated;
+    double eval_ms, queue_ms;
+} route_result;
+
+/* sample.c: picks a token among ids < n_vocab of logits; the draw depends only on (seed, position). Fills the
+ * chosen token's log-probability (of the untempered distribution) and the n_top best alternatives. */
+int32_t sample_token(const float *logits, int32_t n_vocab, const sampling *s, int32_t position, float *logprob,
+                     top_entry *top, int32_t n_top);
+
+/* metrics.c */
+#define LAT_BUCKETS 12
+#define N_STATUS 10
+typedef struct server_metrics {
+    pthread_mutex_t mu;
+    int64_t requests[6][N_STATUS]; /* route x status (see metrics.c) */
+    int64_t tokens_evaluated, passes, batch_rows, batch_seqs, evictions, expirations, sessions_created;
+    int64_t lat_count[3][LAT_BUCKETS + 1];
+    double lat_sum[3];
+    int64_t batch_hist[8];
+    int32_t active_sessions;
+    int64_t kv_bytes;
+} server_metrics;
+void metrics_init(server_metrics *m);
+void metrics_request(server_metrics *m, const char *route, int status, double ms);
+void metrics_pass(server_metrics *m, int32_t n_seq, int32_t n_rows);
+char *metrics_render(server_metrics *m);  /* malloc'ed Prometheus text */
+
+/* scheduler.c */
+typedef struct scheduler scheduler;
+typedef struct sched_params {
+    int32_t n_threads, max_sessions, n_ctx, max_batch_tokens, session_idle_s;
+    int64_t kv_budget_bytes;
+    bool batch;
+} sched_params;
+tr_status scheduler_create(const tr_model *model, const sched_params *p, server_metrics *metrics, scheduler **out);
+/* Stops the worker: waiting and later jobs get 503. Idempotent; scheduler_free calls it. */
+void scheduler_shutdown(scheduler *s);
+void scheduler_free(scheduler *s);
+/* Runs one route request to completion (blocks). Returns the HTTP status; on 200 fills res, otherwise err. */
+int scheduler_route(scheduler *s, const route_request *req, route_result *res, api_error *err);
+/* Frees a session: 204 or 404. */
+int scheduler_delete(scheduler *s, const char *session);
+int32_t scheduler_n_ctx(const scheduler *s);
+
+struct tr_server {
+    const tr_model *model;
+    tr_server_params params;
+    char *api_key;
+    char *tls_cert, *tls_key;   /* PEM contents */
+    struct MHD_Daemon *daemon;
+    scheduler *sched;
+    server_metrics metrics;
+    atomic_long cmpl_counter;
+    int port;
+    bool stopped;
+};
+
+/* completions.c: handles POST /v1/completions on an HTTP thread. */
+struct MHD_Connection;
+int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
+/* http.c helpers shared with completions.c */
+int http_send_json(struct MHD_Connection *conn, int status, char *json_owned);
+int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *route, const api_error *err,
+                    double t0_ms);
+double server_now_ms(void);
+void server_log(const tr_server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif /* TR_SERVER_INTERNAL_H */
