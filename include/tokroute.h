@@ -666,6 +666,45 @@ int tr_server_port(const tr_server *server);
 void tr_server_stop(tr_server *server);
 void tr_server_free(tr_server *server);  /* stops first when still running */
 
+/* ---------------------------------------------------------------- web UI */
+
+/* `tokroute ui`: an HTTP server (libmicrohttpd, its own threads) serving one page compiled into the library and
+ * the generation endpoints: POST /api/generate streams server-sent events (one per token, then a summary), POST
+ * /api/cancel stops a generation, GET /api/info and /api/status describe the server. Each generation runs in its own
+ * worker thread on a slot of a small pool (an SLM context, an LLM backend and a router per slot; the models are
+ * shared read-only), so several tabs generate at once. A generation stops when its client disconnects. */
+typedef struct tr_ui tr_ui;
+
+/* Opens one LLM backend for a slot (called at most once per slot, from a worker thread). */
+typedef tr_status (*tr_ui_backend_fn)(void *user, tr_llm_backend **out);
+
+typedef struct tr_ui_params {
+    const char *host;              /* address to listen on (default "127.0.0.1") */
+    int32_t port;                  /* 0 = any free port (default 8080); tr_ui_port tells which */
+    const tr_model *slm;           /* required; not owned */
+    const char *slm_name;          /* shown on the page (default: the model's general.name) */
+    tr_ui_backend_fn open_backend; /* NULL: no LLM (small_only only) */
+    void *backend_user;
+    const char *llm_name;          /* shown on the page */
+    const char *router_path;       /* trained router file loaded once per slot; NULL: the page picks a policy */
+    tr_chat_template chat_template;/* TR_CHAT_NONE: no chat toggle on the page */
+    tr_context_params context;     /* for the SLM context of each slot */
+    int32_t max_generations;       /* generations running at once (default 4); more get 503 */
+    int32_t max_tokens;            /* upper bound for a request's max_tokens (default 1024) */
+    float default_tau;             /* the slider's initial value (default: the router file's, else 0.5) */
+    tr_llm_failure on_llm_failure; /* routed tokens when the LLM fails (default: the SLM's, marked "fallback") */
+} tr_ui_params;
+
+tr_ui_params tr_ui_default_params(void);
+/* Starts listening (the server runs in its own threads) and returns at once. */
+tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out);
+/* The port actually listened on (useful with port 0). */
+int32_t tr_ui_port(const tr_ui *ui);
+/* Generations running now. */
+int32_t tr_ui_active(const tr_ui *ui);
+/* Cancels running generations, waits for their threads, closes connections and frees everything. */
+void tr_ui_stop(tr_ui *ui);
+
 /* ---------------------------------------------------------------- synthetic models */
 
 typedef struct tr_synth_params {

@@ -8,6 +8,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_ui(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 #endif /* TR_CLI_COMMANDS_H */

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "measure prefill and decode tokens/s and peak memory"},
     {"inspect", cmd_inspect, "show a GGUF file's metadata and tensors"},
     {"synth", cmd_synth, "write a random-weight model at a real model's shape"},
+    {"ui", cmd_ui, "serve the web UI: prompt, threshold slider, live tokens (LLM in red), profiling"},
     {"serve", cmd_serve, "serve the LLM over HTTP (session protocol, OpenAI completions)"},
 };
 

@@ -1,0 +1,300 @@
+// app.js — tokroute's web UI: sends POST /api/generate, reads the server-sent events from the response body (fetch,
+// so the request can carry JSON and be cancelled), paints tokens as they arrive (LLM tokens red, fallbacks marked),
+// draws the router score per token against the τ line, and fills the profiling table from the final event.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const els = {
+  form: $("form"), prompt: $("prompt"), mode: $("mode"), tau: $("tau"), tauValue: $("tau-value"),
+  maxTokens: $("max-tokens"), policy: $("policy"), policyLabel: $("policy-label"), chat: $("chat"),
+  chatLabel: $("chat-label"), start: $("start"), stop: $("stop"), compare: $("compare"), status: $("status"),
+  error: $("error"), output: $("output"), chart: $("chart"), profile: $("profile"), single: $("single"),
+  compareView: $("compare-view"), tip: $("tip"), models: $("models"),
+};
+let info = null;
+let running = [];          // runs in flight: {id, controller, ...}
+let lastChart = { scores: [], tau: 0.5 };  // redrawn when the window changes size
+
+// ------------------------------------------------------------------ server-sent events over fetch
+
+async function* readEvents(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data += line.slice(5).trim();
+      }
+      if (data) yield { event, data: JSON.parse(data) };
+    }
+  }
+}
+
+// ------------------------------------------------------------------ painting
+
+function showError(message) {
+  els.error.textContent = message;
+  els.error.hidden = !message;
+}
+
+function tokenSpan(t) {
+  const span = document.createElement("span");
+  const fallback = t.source === "fallback";
+  span.className = "tok " + t.source;
+  span.textContent = t.text;
+  span.dataset.score = t.score === null ? "" : t.score;
+  span.dataset.tau = t.tau;
+  span.dataset.source = t.source;
+  if (t.slm_text !== undefined) span.dataset.slm = t.slm_text;
+  if (fallback) span.dataset.fallback = "1";
+  return span;
+}
+
+function tipText(span) {
+  const d = span.dataset;
+  const lines = [];
+  lines.push(d.source === "llm" ? "from the LLM" : d.source === "fallback" ? "LLM unavailable: the SLM's token" : "from the SLM");
+  lines.push("router score " + (d.score === "" ? "—" : Number(d.score).toFixed(3)) + "   τ " + Number(d.tau).toFixed(2));
+  if (d.slm !== undefined) lines.push("SLM proposed " + JSON.stringify(d.slm));
+  return lines.join("\n");
+}
+
+function onHover(ev) {
+  const span = ev.target.closest && ev.target.closest(".tok[data-source]");
+  if (!span || !span.closest(".output")) { els.tip.hidden = true; return; }
+  els.tip.textContent = tipText(span);
+  els.tip.hidden = false;
+  const r = span.getBoundingClientRect();
+  const x = Math.min(r.left, window.innerWidth - els.tip.offsetWidth - 8);
+  const y = r.bottom + 6 + els.tip.offsetHeight > window.innerHeight ? r.top - els.tip.offsetHeight - 6 : r.bottom + 6;
+  els.tip.style.left = Math.max(4, x) + "px";
+  els.tip.style.top = y + "px";
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function drawChart(svg, scores, tau) {
+  // Drawn in the element's own pixels, so dots stay round and labels unstretched at any width.
+  const W = Math.max(100, svg.clientWidth || 600), H = Math.max(60, svg.clientHeight || 140), pad = 8;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  const n = Math.max(scores.length, 2);
+  const x = (i) => pad + (i * (W - 2 * pad)) / (n - 1);
+  const y = (s) => H - pad - s * (H - 2 * pad);
+  svg.textContent = "";
+  const tauLine = document.createElementNS(SVG, "line");
+  tauLine.setAttribute("class", "tau");
+  tauLine.setAttribute("x1", 0); tauLine.setAttribute("x2", W);
+  tauLine.setAttribute("y1", y(tau)); tauLine.setAttribute("y2", y(tau));
+  svg.appendChild(tauLine);
+  const label = document.createElementNS(SVG, "text");
+  label.setAttribute("x", W - 44); label.setAttribute("y", y(tau) < 22 ? y(tau) + 12 : y(tau) - 4);
+  label.textContent = "τ " + tau.toFixed(2);
+  svg.appendChild(label);
+  for (const [v, text] of [[1, "1"], [0, "0"]]) {
+    const t = document.createElementNS(SVG, "text");
+    t.setAttribute("x", 2); t.setAttribute("y", v ? 10 : H - 2);
+    t.textContent = text;
+    svg.appendChild(t);
+  }
+  const pts = [];
+  scores.forEach((p, i) => { if (p.score !== null) pts.push(x(i).toFixed(1) + "," + y(p.score).toFixed(1)); });
+  const line = document.createElementNS(SVG, "polyline");
+  line.setAttribute("class", "score");
+  line.setAttribute("points", pts.join(" "));
+  svg.appendChild(line);
+  scores.forEach((p, i) => {
+    if (p.source === "slm" || p.score === null) return;
+    const dot = document.createElementNS(SVG, "circle");
+    dot.setAttribute("class", p.source === "fallback" ? "fallback" : "routed");
+    dot.setAttribute("cx", x(i)); dot.setAttribute("cy", y(p.score)); dot.setAttribute("r", 2.5);
+    svg.appendChild(dot);
+  });
+}
+
+function fmtMs(v) { return v === null || v === undefined ? "—" : v.toFixed(v < 10 ? 2 : 1) + " ms"; }
+function fillProfile(table, d) {
+  const rows = [
+    ["time to first token", fmtMs(d.ttft_ms)],
+    ["mean time between tokens", fmtMs(d.mean_tbt_ms)],
+    ["tokens", String(d.n_tokens)],
+    ["routed to the LLM", d.n_routed + " (" + d.routed_pct.toFixed(1) + "%)"],
+    ["SLM time", fmtMs(d.slm_ms)],
+    ["LLM + communication time", fmtMs(d.llm_ms)],
+    ["total", fmtMs(d.total_ms)],
+    ["LLM calls", String(d.llm_calls)],
+    ["bytes sent", d.bytes_sent === null ? "—" : String(d.bytes_sent)],
+  ];
+  if (d.n_fallback) rows.splice(4, 0, ["LLM unavailable (fallbacks)", String(d.n_fallback)]);
+  rows.push(["ended by", d.stop]);
+  table.textContent = "";
+  for (const [k, v] of rows) {
+    const tr = table.insertRow();
+    tr.insertCell().textContent = k;
+    const td = tr.insertCell();
+    td.textContent = v;
+    td.dataset.field = k;
+  }
+  table.dataset.routed = d.n_routed;
+  table.dataset.tokens = d.n_tokens;
+  table.dataset.routedPct = d.routed_pct;
+}
+
+// ------------------------------------------------------------------ running
+
+function request(mode) {
+  const body = {
+    prompt: els.prompt.value, mode, tau: Number(els.tau.value), max_tokens: Number(els.maxTokens.value),
+  };
+  if (!info.router) body.policy = els.policy.value;
+  if (info.chat_template) body.chat = els.chat.checked;
+  return body;
+}
+
+function setRunning() {
+  const busy = running.length > 0;
+  els.start.disabled = busy;
+  els.compare.disabled = busy || !info || !info.llm;
+  els.stop.disabled = !busy;
+  document.body.dataset.state = busy ? "running" : "idle";
+  if (busy) els.status.textContent = "generating…";
+}
+
+// One generation into an output element; resolves when its stream ends.
+async function run(mode, out, profile, chart) {
+  const run = { id: null, controller: new AbortController(), stopping: false };
+  running.push(run);
+  setRunning();
+  out.textContent = "";
+  const shown = document.createElement("span");
+  shown.className = "prompt";
+  shown.textContent = els.prompt.value;
+  out.appendChild(shown);
+  profile.textContent = "";
+  delete profile.dataset.routed;
+  const scores = [];
+  let tau = Number(els.tau.value), pending = false, result = null;
+  const redraw = () => { pending = false; drawChart(chart, scores, tau); };
+  if (chart === els.chart) lastChart = { scores, get tau() { return tau; } };
+  try {
+    const res = await fetch("/api/generate", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request(mode)),
+      signal: run.controller.signal,
+    });
+    if (!res.ok) {
+      let msg = res.status + " " + res.statusText;
+      try { msg = (await res.json()).error || msg; } catch (e) { /* not JSON */ }
+      throw new Error(msg);
+    }
+    for await (const { event, data } of readEvents(res)) {
+      if (event === "start") {
+        run.id = data.id;
+        if (run.stopping) cancel(run);
+      } else if (event === "token") {
+        out.appendChild(tokenSpan(data));
+        scores.push({ score: data.score, source: data.source });
+        tau = data.tau;
+        if (chart && !pending) { pending = true; requestAnimationFrame(redraw); }
+      } else if (event === "text") {
+        out.appendChild(document.createTextNode(data.text));
+      } else if (event === "error") {
+        showError(data.message);
+      } else if (event === "warning") {
+        showError(data.message);
+      } else if (event === "done") {
+        result = data;
+        fillProfile(profile, data);
+      }
+    }
+    if (!result && !run.stopping) showError("the stream ended early (server stopped?)");
+  } catch (e) {
+    if (e.name !== "AbortError") showError(e.message === "Failed to fetch" ? "cannot reach the tokroute server" : e.message);
+  } finally {
+    if (chart) drawChart(chart, scores, tau);
+    running = running.filter((r) => r !== run);
+    setRunning();
+  }
+  return result;
+}
+
+function cancel(run) {
+  run.stopping = true;
+  if (run.id === null) return;  // sent as soon as the id arrives
+  fetch("/api/cancel", { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ id: run.id }) }).catch(() => {});
+  // The server ends the stream with a "done" event; if it does not within 5 s, drop the connection (which cancels).
+  setTimeout(() => run.controller.abort(), 5000);
+}
+
+async function start() {
+  if (running.length || !info) return;
+  showError("");
+  els.single.hidden = false;
+  els.compareView.hidden = true;
+  const r = await run(els.mode.value, els.output, els.profile, els.chart);
+  els.status.textContent = r ? (r.stop === "cancelled" ? "stopped" : "done") : "";
+}
+
+async function compare() {
+  if (running.length || !info || !info.llm) return;
+  showError("");
+  els.single.hidden = true;
+  els.compareView.hidden = false;
+  const svgSmall = document.createElementNS(SVG, "svg"), svgJoint = document.createElementNS(SVG, "svg");
+  await Promise.all([
+    run("small_only", $("out-small"), $("prof-small"), svgSmall),
+    run("joint", $("out-joint"), $("prof-joint"), svgJoint),
+  ]);
+  els.status.textContent = "done";
+}
+
+// ------------------------------------------------------------------ set-up
+
+async function init() {
+  try {
+    const res = await fetch("/api/info");
+    info = await res.json();
+  } catch (e) {
+    showError("cannot reach the tokroute server");
+    return;
+  }
+  els.models.textContent = "SLM " + info.slm + (info.llm ? " · LLM " + info.llm : " · no LLM") +
+    (info.router ? " · router " + info.router.split("/").pop() : "");
+  for (const opt of [...els.mode.options]) if (!info.modes.includes(opt.value)) opt.remove();
+  els.mode.value = info.modes[0];
+  if (info.router) els.policyLabel.hidden = true;
+  for (const p of info.policies) els.policy.add(new Option(p, p));
+  els.chatLabel.hidden = !info.chat_template;
+  if (info.chat_template) els.chat.checked = true;
+  els.tau.value = info.default_tau;
+  els.tauValue.textContent = Number(els.tau.value).toFixed(2);
+  els.maxTokens.max = info.max_tokens;
+  els.maxTokens.value = Math.min(128, info.max_tokens);
+  setRunning();
+  drawChart(els.chart, [], Number(els.tau.value));
+}
+
+els.tau.addEventListener("input", () => {
+  els.tauValue.textContent = Number(els.tau.value).toFixed(2);
+  // The last run's scores stay; the τ line moves, showing which tokens the new value would route.
+  if (!running.length) drawChart(els.chart, lastChart.scores, Number(els.tau.value));
+});
+window.addEventListener("resize", () =>
+  drawChart(els.chart, lastChart.scores, running.length ? lastChart.tau : Number(els.tau.value)));
+els.form.addEventListener("submit", (e) => { e.preventDefault(); start(); });
+els.stop.addEventListener("click", () => running.forEach(cancel));
+els.compare.addEventListener("click", compare);
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); start(); }
+  if (e.key === "Escape") running.forEach(cancel);
+});
+document.addEventListener("mouseover", onHover);
+document.addEventListener("focusin", onHover);
+init();

@@ -1,0 +1,216 @@
+/* test_ui.c — the web UI's library API (tr_ui_*) with a real HTTP client (libcurl) on 127.0.0.1: parameter checks,
+ * a busy port, the embedded page byte-equal to src/ui/page, a generation streamed and summarized, and tr_ui_stop
+ * while a slow generation runs (the client still gets its "done" event, stop=cancelled). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/fixtures.h"
+#include "tokroute.h"
+
+static tr_model *slm, *llm;
+
+static int setup(void **state) {
+    tr_model_params mp = tr_model_default_params();
+    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &slm) != TR_OK) return -1;
+    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &llm) != TR_OK) return -1;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return 0;
+}
+
+static int teardown(void **state) {
+    tr_model_free(slm);
+    tr_model_free(llm);
+    curl_global_cleanup();
+    return 0;
+}
+
+/* Every routed token waits rtt_ms, so a long generation lasts long enough to stop it. */
+static double rtt_ms;
+static tr_status open_embedded(void *user, tr_llm_backend **out) {
+    tr_context_params cp = tr_context_default_params();
+    cp.n_threads = 1;
+    tr_status st = tr_llm_backend_embedded(llm, &cp, NULL, out);
+    if (st == TR_OK) tr_llm_backend_set_rtt(*out, rtt_ms);
+    return st;
+}
+
+static tr_ui_params params(void) {
+    tr_ui_params p = tr_ui_default_params();
+    p.slm = slm;
+    p.port = 0;
+    p.context.n_threads = 1;
+    p.open_backend = open_embedded;
+    return p;
+}
+
+typedef struct body {
+    char *data;
+    size_t len;
+} body;
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *user) {
+    body *b = user;
+    char *d = realloc(b->data, b->len + size * n + 1);
+    if (!d) return 0;
+    memcpy(d + b->len, ptr, size * n);
+    b->data = d;
+    b->len += size * n;
+    b->data[b->len] = 0;
+    return size * n;
+}
+
+/* GET (post_json NULL) or POST; returns the HTTP status, the body in *out (malloc'ed). */
+static long http(const tr_ui *ui, const char *path, const char *post_json, body *out) {
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", (int)tr_ui_port(ui), path);
+    CURL *c = curl_easy_init();
+    memset(out, 0, sizeof *out);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (post_json) curl_easy_setopt(c, CURLOPT_POSTFIELDS, post_json);
+    if (post_json) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(headers);
+    return status;
+}
+
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static void test_bad_params(void **state) {
+    tr_ui *ui = (tr_ui *)1;
+    tr_ui_params p = params();
+    p.slm = NULL;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
+    assert_null(ui);
+    p = params();
+    p.max_generations = 0;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
+    p = params();
+    p.port = 70000;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
+    p = params();
+    p.router_path = "/nonexistent/router.gguf";
+    assert_int_not_equal(tr_ui_start(&p, &ui), TR_OK);
+    assert_non_null(strstr(tr_last_error(), "nonexistent"));
+    tr_ui_stop(NULL);
+}
+
+static void test_busy_port(void **state) {
+    tr_ui_params p = params();
+    tr_ui *a, *b;
+    assert_int_equal(tr_ui_start(&p, &a), TR_OK);
+    assert_true(tr_ui_port(a) > 0);
+    p.port = tr_ui_port(a);
+    assert_int_equal(tr_ui_start(&p, &b), TR_ERR_NETWORK);
+    assert_non_null(strstr(tr_last_error(), "cannot listen"));
+    tr_ui_stop(a);
+}
+
+static void test_page_embedded(void **state) {
+    tr_ui_params p = params();
+    tr_ui *ui;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
+    const char *files[][2] = {{"/", "index.html"}, {"/app.js", "app.js"}, {"/app.css", "app.css"}};
+    for (size_t i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/src/ui/page/%s", TR_SOURCE_DIR, files[i][1]);
+        size_t size;
+        char *want = read_file(path, &size);
+        assert_non_null(want);
+        body b;
+        assert_int_equal(http(ui, files[i][0], NULL, &b), 200);
+        assert_int_equal(b.len, size);
+        assert_memory_equal(b.data, want, size);
+        free(want);
+        free(b.data);
+    }
+    tr_ui_stop(ui);
+}
+
+static void test_generate(void **state) {
+    tr_ui_params p = params();
+    tr_ui *ui;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
+    body b;
+    assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"Once upon a time\",\"tau\":0.9,\"max_tokens\":24}", &b), 200);
+    assert_int_equal(count(b.data, "event: token\n"), 24);
+    assert_int_equal(count(b.data, "event: done\n"), 1);
+    const int llm_tokens = count(b.data, "\"source\":\"llm\"");
+    assert_true(llm_tokens > 0);
+    char want[64];
+    snprintf(want, sizeof want, "\"n_routed\":%d,", llm_tokens);
+    assert_non_null(strstr(b.data, want));
+    assert_non_null(strstr(b.data, "\"stop\":\"length\""));
+    free(b.data);
+    assert_int_equal(tr_ui_active(ui), 0);
+    assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"x\",\"tau\":7}", &b), 400);
+    assert_non_null(strstr(b.data, "\"error\""));
+    free(b.data);
+    tr_ui_stop(ui);
+}
+
+typedef struct client {
+    const tr_ui *ui;
+    body b;
+    long status;
+} client;
+
+static void *run_client(void *arg) {
+    client *c = arg;
+    c->status = http(c->ui, "/api/generate", "{\"prompt\":\"Once upon a time\",\"tau\":1,\"max_tokens\":400}", &c->b);
+    return NULL;
+}
+
+static void test_stop_while_generating(void **state) {
+    rtt_ms = 20;
+    tr_ui_params p = params();
+    tr_ui *ui;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
+    client c = {ui, {0}, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, run_client, &c), 0);
+    for (int i = 0; i < 400 && tr_ui_active(ui) == 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(tr_ui_active(ui), 1);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    tr_ui_stop(ui); /* cancels, waits for the worker, lets the stream finish */
+    pthread_join(t, NULL);
+    rtt_ms = 0;
+    assert_int_equal(c.status, 200);
+    assert_non_null(c.b.data);
+    assert_non_null(strstr(c.b.data, "\"stop\":\"cancelled\""));
+    assert_true(count(c.b.data, "event: token\n") < 400);
+    free(c.b.data);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_busy_port),
+        cmocka_unit_test(test_page_embedded),
+        cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_stop_while_generating),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
