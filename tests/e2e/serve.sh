@@ -4,7 +4,7 @@
 # field, 401, 404, 413), DELETE, idle expiry, LRU eviction under a small KV budget, /v1/completions (plain and
 # streamed), /health, /metrics, TLS with a self-signed certificate, a load test of 32 sessions x 200 routed calls
 # checked token by token against the model run locally with peak RSS within the KV budget plus the model, and
-# shutdown on SIGTERM. Every wait is bounded.
+# shutdown on SIGTERM and SIGINT. Every wait is bounded.
 set -euo pipefail
 cli=$1
 shared=$2
@@ -35,13 +35,13 @@ start() {
   url=$(cat "$tmp/$name.ready")
 }
 
-# stop PID: SIGTERM, then it must exit 0 within 10 s.
+# stop PID [SIGNAL]: SIGTERM (or SIGNAL), then it must exit 0 within 10 s.
 stop() {
-  local p=$1
-  kill -TERM "$p"
+  local p=$1 sig=${2:-TERM}
+  kill -"$sig" "$p"
   for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$p" 2>/dev/null && fail "server did not stop within 10 s of SIGTERM"
-  wait "$p" || fail "server exited with status $? after SIGTERM"
+  kill -0 "$p" 2>/dev/null && fail "server did not stop within 10 s of SIG$sig"
+  wait "$p" || fail "server exited with status $? after SIG$sig"
 }
 
 # --- usage errors
@@ -330,5 +330,5 @@ set +e
 "$cli" serve -m "$model" --port "$port" 2>"$tmp/taken2.log"
 [ $? -eq 1 ] || fail "a taken port must fail with status 1"
 set -e
-stop "$pid"
+stop "$pid" INT   # Ctrl-C shuts down as cleanly as SIGTERM
 echo "serve e2e ok"
