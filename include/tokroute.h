@@ -398,7 +398,8 @@ tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
 
 /* Where the LLM's tokens come from. Every backend keeps its own KV cache (in this process or on a server): it is
  * handed the whole sequence and evaluates only the tokens it has not seen since its last call (rolling back to the
- * common prefix if the sequence changed), then returns the LLM's next token. */
+ * common prefix if the sequence changed), then returns the LLM's next token. A backend is used by one thread at a
+ * time (one per conversation); distinct backends may run in parallel. */
 typedef struct tr_llm_backend tr_llm_backend;
 
 typedef struct tr_llm_stats {
@@ -433,6 +434,9 @@ typedef struct tr_remote_params {
     int32_t connect_timeout_ms; /* one connection attempt (default 2000, capped by timeout_ms) */
     int32_t retries;            /* further attempts after a failed one, with exponential backoff (default 2) */
     int32_t top_logprobs;       /* alternatives to ask for (default 0; the chosen token's logprob always) */
+    tr_sampler_params sampling; /* --server only: temperature > 0 samples on the server, the draw at a position
+                                   depending only on (seed, position); default greedy. OpenAI-compatible and
+                                   llama.cpp requests are always greedy (temperature 0). */
 } tr_remote_params;
 
 tr_remote_params tr_remote_default_params(void);
@@ -461,7 +465,8 @@ void tr_llm_backend_set_breaker(tr_llm_backend *b, int32_t cooldown_ms, int32_t 
 /* Polled by blocking calls (remote backends check it while waiting on the network). */
 void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *user);
 /* Vocabulary size the LLM reports (the local model's, /health n_vocab, llama.cpp's /v1/models meta.n_vocab);
- * 0 when the backend cannot tell. May contact the server. */
+ * 0 when the backend cannot tell, and then tr_last_error() says why if the server could not be reached or refused
+ * the key ("" when it simply does not report a size). May contact the server. */
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b);
 /* Test hook: adds a random extra delay in [0, max_ms) to every call (seeded), so tests can vary when answers
  * arrive relative to the routed loop's own work. 0 turns it off. */

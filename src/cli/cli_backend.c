@@ -107,11 +107,15 @@ bool cli_backend_open(const cli_backend_opts *o, const tr_model *slm, const tr_c
         if (st == TR_OK) st = tr_llm_backend_embedded(*llm_model, cp, sp, out);
     } else {
         tr_remote_params rp = o->remote;
+        if (sp) rp.sampling = *sp;
         if (o->server) rp.url = o->server, st = tr_llm_backend_server(&rp, out);
         else if (o->openai) rp.url = o->openai, st = tr_llm_backend_openai(&rp, out);
         else rp.url = o->llamacpp, st = tr_llm_backend_llamacpp(&rp, out);
         if (st == TR_OK) {
             n_llm = tr_llm_backend_n_vocab(*out);
+            /* Not fatal: the server may come up later (routed tokens fall back until then), but say it now. */
+            if (n_llm == 0 && *tr_last_error())
+                fprintf(stderr, "tokroute: warning: cannot query the LLM server now: %s\n", tr_last_error());
             st = sv ? tr_vocab_compatible_size(sv, n_llm, &match, &n_shared)
                     : (n_llm && n_llm < n_shared ? TR_ERR_UNSUPPORTED : TR_OK);
         }

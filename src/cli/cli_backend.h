@@ -33,7 +33,8 @@ bool cli_backend_given(const cli_backend_opts *o);
 const char *cli_backend_check(const cli_backend_opts *o);
 /* Opens the backend: loads --llm (returned in *llm_model, which the caller frees; NULL for remote backends),
  * checks the vocabulary against the SLM's (tr_vocab_compatible / _size), prints one line saying which case applies,
- * restricts the LLM to the shared ids, sets the simulated delay. cp/sp are for the embedded backend. Prints the
+ * restricts the LLM to the shared ids, sets the simulated delay. cp is for the embedded backend, sp the LLM's
+ * sampling (embedded and --server; OpenAI-compatible and llama.cpp requests are greedy). Prints the
  * error and returns false on failure. */
 bool cli_backend_open(const cli_backend_opts *o, const tr_model *slm, const tr_context_params *cp,
                       const tr_sampler_params *sp, tr_model **llm_model, tr_llm_backend **out);

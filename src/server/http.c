@@ -26,7 +26,17 @@ typedef struct conn_state {
     size_t len, cap;
     bool too_large;
     double t0_ms;
+    const char *route;  /* metrics label */
 } conn_state;
+
+static const char *route_label(const char *url, const char *method) {
+    if (strcmp(url, "/v1/route/next") == 0) return "route_next";
+    if (strncmp(url, "/v1/route/sessions/", 19) == 0 && strcmp(method, "DELETE") == 0) return "route_delete";
+    if (strcmp(url, "/v1/completions") == 0) return "completions";
+    if (strcmp(url, "/health") == 0) return "health";
+    if (strcmp(url, "/metrics") == 0) return "metrics";
+    return "other";
+}
 
 double server_now_ms(void) {
     struct timespec ts;
@@ -200,16 +210,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         cs->t0_ms = server_now_ms();
+        cs->route = route_label(url, method);
         *con_cls = cs;
         api_error err = {0};
         if (!authorized(srv, conn)) {
             api_error_set(&err, 401, "unauthorized", "", "missing or wrong API key");
-            return (enum MHD_Result)http_send_error(srv, conn, "other", &err, cs->t0_ms);
+            return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
         }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > srv->params.max_body_bytes) {
             api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", srv->params.max_body_bytes);
-            return (enum MHD_Result)http_send_error(srv, conn, "other", &err, cs->t0_ms);
+            return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
         }
         return MHD_YES;
     }
@@ -234,7 +245,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     api_error err = {0};
     if (cs->too_large) {
         api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", srv->params.max_body_bytes);
-        return (enum MHD_Result)http_send_error(srv, conn, "other", &err, cs->t0_ms);
+        return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
     }
     const bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     static const char del_prefix[] = "/v1/route/sessions/";

@@ -9,7 +9,7 @@
 #include "server/server_internal.h"
 
 static const char *const routes[6] = {"route_next", "route_delete", "completions", "health", "metrics", "other"};
-static const int statuses[7] = {200, 204, 400, 401, 404, 409, 0}; /* 0: any other (413, 500, 503, ...) */
+static const int statuses[N_STATUS] = {200, 204, 400, 401, 404, 409, 413, 500, 503, 0}; /* 0: any other */
 static const double lat_bounds_ms[LAT_BUCKETS] = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000};
 static const int batch_bounds[8] = {1, 2, 4, 8, 16, 32, 64, 1 << 30};
 
@@ -26,8 +26,8 @@ static int route_index(const char *route) {
 
 void metrics_request(server_metrics *m, const char *route, int status, double ms) {
     const int r = route_index(route);
-    int si = 6;
-    for (int i = 0; i < 6; i++)
+    int si = N_STATUS - 1;
+    for (int i = 0; i < N_STATUS - 1; i++)
         if (statuses[i] == status) si = i;
     pthread_mutex_lock(&m->mu);
     m->requests[r][si]++;
@@ -88,7 +88,7 @@ char *metrics_render(server_metrics *m) {
     pthread_mutex_lock(&m->mu);
     put(&b, "# HELP tokroute_requests_total HTTP requests by route and status.\n# TYPE tokroute_requests_total counter\n");
     for (int r = 0; r < 6; r++)
-        for (int si = 0; si < 7; si++)
+        for (int si = 0; si < N_STATUS; si++)
             if (m->requests[r][si] || (r == 0 && si == 0)) {
                 if (statuses[si]) put(&b, "tokroute_requests_total{route=\"%s\",status=\"%d\"} %lld\n", routes[r],
                                       statuses[si], (long long)m->requests[r][si]);

@@ -73,6 +73,12 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
     memset(req, 0, sizeof *req);
     req->n_vocab = model_n_vocab;
     req->samp.top_p = 1.0f;
+    /* cJSON decodes \u0000 into a NUL that would silently cut a string short ("a\u0000b" would name session
+     * "a"); no field of this request may hold one. */
+    if (memmem(body, len, "\\u0000", 6)) {
+        api_error_set(err, 400, "bad_request", "", "strings must not contain \\u0000");
+        return false;
+    }
     cJSON *root = cJSON_ParseWithLength(body, len);
     bool ok = false;
     int64_t v;

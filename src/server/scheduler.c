@@ -62,7 +62,17 @@ struct scheduler {
     session *sessions;
     int32_t n_sessions;
     int64_t kv_bytes;
+    int32_t last_pass_seqs;   /* sessions in the last pass: their clients are likely to send the next token soon */
+    double last_pass_ms, last_pass_end_ms;
 };
+
+/* The gather window: when fewer jobs wait than the last pass served, the worker waits up to this fraction of the
+ * last pass's duration (at most GATHER_MAX_MS) for the others' next requests, instead of starting a small pass that
+ * makes them wait a whole pass. Each routed token costs its client a network round trip, so without the window
+ * batches fragment: the first request back runs alone while the rest arrive. The wait is bounded by 20% of a pass,
+ * so a slow client costs the others little, and with a tiny model (sub-millisecond passes) it is nearly zero. */
+#define GATHER_FRACTION 0.2
+#define GATHER_MAX_MS 5.0
 
 static double now_ms(void) {
     struct timespec ts;
@@ -267,6 +277,12 @@ static void run_delete(scheduler *s, job *j) {
     finish(j, 204);
 }
 
+static int32_t count_waiting(const scheduler *s) {
+    int32_t n = 0;
+    for (const job *j = s->queue; j; j = j->next) n += j->kind == JOB_ROUTE;
+    return n;
+}
+
 static void *worker_main(void *arg) {
     scheduler *s = arg;
     const int32_t n_vocab = s->model->info.n_vocab;
@@ -288,6 +304,21 @@ static void *worker_main(void *arg) {
             ts.tv_sec += 1;
             pthread_cond_timedwait(&s->wake, &s->mu, &ts);
             continue;
+        }
+        if (s->p.batch && s->last_pass_seqs > 1) {
+            double window = GATHER_FRACTION * s->last_pass_ms;
+            if (window > GATHER_MAX_MS) window = GATHER_MAX_MS;
+            const double deadline = s->last_pass_end_ms + window;
+            while (!s->stop && count_waiting(s) < s->last_pass_seqs && now_ms() < deadline) {
+                const double left_ms = deadline - now_ms();
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                const long ns = ts.tv_nsec + (long)(left_ms * 1e6);
+                ts.tv_sec += ns / 1000000000;
+                ts.tv_nsec = ns % 1000000000;
+                pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+            }
+            if (s->stop) break;
         }
         int32_t n_seq = 0, rows = 0;
         const int32_t max_seqs = s->p.batch ? MAX_SEQS : 1;
@@ -340,6 +371,9 @@ static void *worker_main(void *arg) {
         const tr_status st = multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits);
         const double dt = now_ms() - t0;
         pthread_mutex_lock(&s->mu);
+        s->last_pass_seqs = n_seq;
+        s->last_pass_ms = dt;
+        s->last_pass_end_ms = now_ms();
         metrics_pass(s->metrics, n_seq, rows);
         for (int32_t b = 0; b < n_seq; b++) {
             job *j = jobs[b];

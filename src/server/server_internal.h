@@ -76,9 +76,10 @@ int32_t sample_token(const float *logits, int32_t n_vocab, const sampling *s, in
 
 /* metrics.c */
 #define LAT_BUCKETS 12
+#define N_STATUS 10
 typedef struct server_metrics {
     pthread_mutex_t mu;
-    int64_t requests[6][7];   /* route x status class (see metrics.c) */
+    int64_t requests[6][N_STATUS]; /* route x status (see metrics.c) */
     int64_t tokens_evaluated, passes, batch_rows, batch_seqs, evictions, expirations, sessions_created;
     int64_t lat_count[3][LAT_BUCKETS + 1];
     double lat_sum[3];

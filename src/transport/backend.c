@@ -130,6 +130,7 @@ static double next_jitter_ms(tr_llm_backend *b) {
 }
 
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b) {
+    tr_clear_error();
     if (!b || !b->ops->n_vocab) return 0;
     int32_t n = b->ops->n_vocab(b->impl);
     return n > 0 ? n : 0;

@@ -10,6 +10,8 @@
 
 tr_remote_params tr_remote_default_params(void) {
     tr_remote_params p = {.timeout_ms = 10000, .connect_timeout_ms = 2000, .retries = 2};
+    p.sampling = tr_sampler_default_params();
+    p.sampling.temperature = 0.0f;
     return p;
 }
 
@@ -45,7 +47,13 @@ tr_status http_status_error(const char *what, const http_response *resp) {
 int32_t remote_query_n_vocab(http_client *c) {
     http_response resp = {0};
     int64_t n = 0;
-    if (http_request(c, "GET", "/health", NULL, http_deadline(c), NULL, NULL, &resp) == TR_OK && resp.status == 200) {
+    const tr_status health = http_request(c, "GET", "/health", NULL, http_deadline(c), NULL, NULL, &resp);
+    if (health != TR_OK) return 0; /* unreachable: the message stays for the caller to show */
+    if (resp.status == 401 || resp.status == 403) {
+        tr_fail(TR_ERR_ARG, "GET /health: HTTP %ld (API key missing or wrong)", resp.status);
+        return 0;
+    }
+    if (resp.status == 200) {
         cJSON *j = cJSON_ParseWithLength(resp.body, resp.len);
         bool found = j && json_int(j, "n_vocab", 1, INT32_MAX, &n);
         cJSON_Delete(j);

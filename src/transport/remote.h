@@ -17,7 +17,8 @@ bool json_add_ids(cJSON *obj, const char *key, const int32_t *ids, int32_t n);
  * or falling back), 5xx → TR_ERR_NETWORK, other 4xx → TR_ERR_FORMAT. */
 tr_status http_status_error(const char *what, const http_response *resp);
 /* Vocabulary size from GET /health ("n_vocab", tokroute serve) or GET /v1/models (data[0].meta.n_vocab,
- * llama.cpp); 0 when neither says. */
+ * llama.cpp); 0 when neither says. When the server cannot be reached or refuses the key, the last error says so
+ * (otherwise it is cleared). */
 int32_t remote_query_n_vocab(http_client *c);
 
 #endif /* TR_REMOTE_H */

@@ -30,6 +30,7 @@ typedef struct session_backend {
     bool created;
     int32_t top_logprobs;
     int32_t n_vocab;       /* from /health; -1 before asking */
+    tr_sampler_params sampling;
 } session_backend;
 
 static void random_id(char *out, size_t cap) {
@@ -59,6 +60,11 @@ static char *build_request(const session_backend *b, const tr_llm_call *call, in
               cJSON_AddNumberToObject(req, "top_logprobs", b->top_logprobs);
     if (ok && call->n_allowed > 0) ok = cJSON_AddNumberToObject(req, "n_vocab", call->n_allowed) != NULL;
     if (ok && call->lookahead > 0) ok = cJSON_AddNumberToObject(req, "lookahead", call->lookahead) != NULL;
+    if (ok && b->sampling.temperature > 0)
+        ok = cJSON_AddNumberToObject(req, "temperature", b->sampling.temperature) &&
+             cJSON_AddNumberToObject(req, "top_k", b->sampling.top_k) &&
+             cJSON_AddNumberToObject(req, "top_p", b->sampling.top_p) &&
+             cJSON_AddNumberToObject(req, "seed", (double)(b->sampling.seed & 0x1fffffffffffffull));
     char *s = ok ? cJSON_PrintUnformatted(req) : NULL;
     cJSON_Delete(req);
     return s;
@@ -122,6 +128,8 @@ static tr_status parse_reply(session_backend *b, const http_response *resp, tr_l
 
 static tr_status session_next(void *impl, tr_llm_call *call) {
     session_backend *b = impl;
+    /* The server's lookahead is greedy: a sampled LLM's next draws would differ from it, so none is asked for. */
+    if (b->sampling.temperature > 0) call->lookahead = 0;
     int32_t pos = 0;
     while (pos < b->n_held && pos < call->n_tokens && b->held[pos] == call->tokens[pos]) pos++;
     /* Always send at least the last token, so the server evaluates the position whose next token we want. */
@@ -193,6 +201,7 @@ tr_status tr_llm_backend_server(const tr_remote_params *p, tr_llm_backend **out)
     if (!b) return tr_fail(TR_ERR_NOMEM, "out of memory");
     b->top_logprobs = p->top_logprobs;
     b->n_vocab = -1;
+    b->sampling = p->sampling;
     random_id(b->id, sizeof b->id);
     tr_status st = http_client_create(p, &b->http);
     if (st != TR_OK) {
