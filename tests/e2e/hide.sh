@@ -72,6 +72,15 @@ PY
     n=$((n + 2))
   done
 done
+# Sampled (the SLM's and the server's draws seeded by position; no lookahead is asked for a sampled LLM).
+for seed in 1 2 3; do
+  ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.6 --temp 0.9 --seed "$seed" --sync --no-summary 2>/dev/null)
+  got=$(gen --server "$url" -p "Once upon a time" --threshold 0.6 --temp 0.9 --seed "$seed" --simulate-rtt 5 \
+    --summary-json 2>"$tmp/sum")
+  [ "$got" == "$ref" ] || fail "sampled seed $seed: $got != --sync $ref"
+  grep -q '"lookahead_hits":0,' "$tmp/sum" || fail "lookahead used with a sampled LLM: $(cat "$tmp/sum")"
+  n=$((n + 1))
+done
 echo "identical to --sync: $n runs"
 
 # 2. Fewer blocking round trips than --sync, and the server is not re-prefilled: the LLM evaluates at most the
