@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hide.sh — what speculation + lookahead save on the demo pair (stories-student SLM, stories260K LLM, embedded, with
 # a simulated round trip): per simulated RTT (50, 170 ms) and routed share (maxprob tau chosen for ≈5/10/20%),
-# --sync vs the default (speculate-depth 8, lookahead 4): blocking round trips per 100 tokens and mean time between
+# --sync vs the default (speculate-depth 8, lookahead 4) and lookahead 16: blocking round trips per 100 tokens and mean time between
 # tokens; the RTT-induced part of it is TBT minus the same run's TBT at RTT 0. Also the SLM/LLM agreement rate at
 # routed positions (from --sync traces: slm_id == id), which bounds what speculation alone can keep.
 # usage: bench/hide.sh [BUILD_DIR] [SHARED_DIR] [N_TOKENS]
@@ -46,7 +46,7 @@ hits = sum(r["lookahead_hits"] for r in rows)
 print(f"{100.0 * routed / tok:.1f} {100.0 * blocking / tok:.2f} {tbt:.3f} {agree}/{n_routed} {hits}")
 PY
 }
-printf "%-5s %-6s %-8s %9s %12s %10s %12s %10s %14s\n" rtt tau routed% "loop" "block/100" "TBT ms" "RTT-TBT ms" "cut" "agree@routed"
+printf "%-5s %-6s %-8s %13s %8s %10s %12s %10s %14s\n" rtt tau routed% "loop" "block/100" "TBT ms" "RTT-TBT ms" "cut" "agree@routed"
 for tau in 0.16 0.18 0.26; do
   run "$tau" 0 --sync
   read -r _ _ base _ _ <<<"$(summ)"
@@ -54,16 +54,24 @@ for tau in 0.16 0.18 0.26; do
     run "$tau" "$rtt" --sync
     read -r pct b_sync tbt_sync agree _ <<<"$(summ)"
     for i in "${!prompts[@]}"; do cp "$tmp/ids.$i" "$tmp/sync.$i"; done
-    run "$tau" "$rtt"
-    read -r _ b_hide tbt_hide _ hits <<<"$(summ)"
-    for i in "${!prompts[@]}"; do cmp -s "$tmp/ids.$i" "$tmp/sync.$i" || echo "OUTPUT DIFFERS for prompt $i" >&2; done
-    python3 - "$rtt" "$tau" "$pct" "$b_sync" "$tbt_sync" "$b_hide" "$tbt_hide" "$base" "$agree" "$hits" <<'PY'
+    python3 - "$rtt" "$tau" "$pct" "$b_sync" "$tbt_sync" "$base" "$agree" <<'PY'
 import sys
-rtt, tau, pct, bs, ts, bh, th, base, agree, hits = sys.argv[1:]
-ts, th, base = float(ts), float(th), float(base)
-cut = 100.0 * (1 - (th - base) / (ts - base)) if ts > base else 0.0
-print(f"{rtt:<5} {tau:<6} {pct:<8} {'--sync':>9} {bs:>12} {ts:>10.2f} {ts - base:>12.2f} {'':>10} {agree:>14}")
-print(f"{'':<5} {'':<6} {'':<8} {'default':>9} {bh:>12} {th:>10.2f} {th - base:>12.2f} {cut:>9.0f}% {'(' + hits + ' la hits)':>14}")
+rtt, tau, pct, bs, ts, base, agree = sys.argv[1:]
+ts, base = float(ts), float(base)
+print(f"{rtt:<5} {tau:<6} {pct:<8} {'--sync':>13} {bs:>8} {ts:>10.2f} {ts - base:>12.2f} {'':>10} {agree:>14}")
 PY
+    for flags in "" "--lookahead 16"; do
+      # shellcheck disable=SC2086
+      run "$tau" "$rtt" $flags
+      read -r _ b_hide tbt_hide _ hits <<<"$(summ)"
+      for i in "${!prompts[@]}"; do cmp -s "$tmp/ids.$i" "$tmp/sync.$i" || echo "OUTPUT DIFFERS for prompt $i" >&2; done
+      python3 - "$b_hide" "$tbt_hide" "$base" "$tbt_sync" "$hits" "${flags:-default}" <<'PY'
+import sys
+bh, th, base, ts, hits, label = sys.argv[1:]
+th, base, ts = float(th), float(base), float(ts)
+cut = 100.0 * (1 - (th - base) / (ts - base)) if ts > base else 0.0
+print(f"{'':<5} {'':<6} {'':<8} {label:>13} {bh:>8} {th:>10.2f} {th - base:>12.2f} {cut:>9.0f}% {'(' + hits + ' la hits)':>14}")
+PY
+    done
   done
 done
