@@ -409,7 +409,7 @@ typedef struct tr_llm_stats {
     int64_t failures;         /* calls that failed (after the backend's own retries) */
     int64_t short_circuited;  /* calls refused at once because the circuit breaker was open */
     int64_t lookahead_tokens; /* lookahead tokens returned (part of tokens_evaluated) */
-    int64_t bytes_sent;       /* request bodies sent (remote backends; 0 for the embedded one) */
+    int64_t bytes_sent;       /* request bodies sent (counted by the --server backend; 0 where not counted) */
     int64_t bytes_received;   /* reply bodies received */
 } tr_llm_stats;
 
