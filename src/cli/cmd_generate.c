@@ -119,9 +119,9 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (cli_flag(argc, argv, &i, NULL, "--summary-json")) o->summary_json = true;
         else if (cli_flag(argc, argv, &i, NULL, "--sync")) o->sync = true;
         else if (cli_option(argc, argv, &i, NULL, "--speculate-depth", &v)) {
-            if (!cli_int("--speculate-depth", v, 0, 1024, &o->depth)) return -1;
+            if (!cli_int("--speculate-depth", v, 0, 1024, &o->depth)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--lookahead", &v)) {
-            if (!cli_int("--lookahead", v, 0, TR_LOOKAHEAD_MAX, &o->lookahead)) return -1;
+            if (!cli_int("--lookahead", v, 0, TR_LOOKAHEAD_MAX, &o->lookahead)) return 2;
         }
         else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }

@@ -138,3 +138,14 @@ got=$(tr -d '\n' <"$tmp/err.out")
 [ -n "$got" ] || fail "nothing was generated before the crash"
 case "$ref" in "$got"*) ;; *) fail "printed tokens '$got' are not a prefix of '$ref'" ;; esac
 echo "error policy: stopped with the error after $(echo "$got" | wc -w) confirmed tokens"
+
+# 5. Flags: bad values and --sync with either knob are usage errors (exit 2), with a message.
+for bad in "--lookahead 17" "--speculate-depth -1" "--sync --lookahead 2" "--sync --speculate-depth 1"; do
+  # shellcheck disable=SC2086
+  if "$cli" generate --slm "$slm" --llm "$llm" -p "Once" -n 2 $bad >/dev/null 2>"$tmp/e"; then fail "accepted $bad"; fi
+  # shellcheck disable=SC2086
+  rc=0; "$cli" generate --slm "$slm" --llm "$llm" -p "Once" -n 2 $bad >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || fail "$bad: exit $rc, not 2"
+  grep -q "lookahead\|speculate-depth" "$tmp/e" || fail "$bad: no message: $(cat "$tmp/e")"
+done
+echo "flags: bad values refused"
