@@ -80,6 +80,15 @@ static bool conflict_pos(const http_response *resp, int64_t *pos) {
 }
 
 /* held = tokens[0..n) + extra[0..n_extra). */
+/* A 400 whose error names the lookahead field (pos + tokens + lookahead beyond the server's context). */
+static bool lookahead_refused(const http_response *resp) {
+    cJSON *j = cJSON_ParseWithLength(resp->body, resp->len);
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"), "field");
+    const bool refused = cJSON_IsString(field) && strcmp(field->valuestring, "lookahead") == 0;
+    cJSON_Delete(j);
+    return refused;
+}
+
 static tr_status remember(session_backend *b, const int32_t *tokens, int32_t n, const int32_t *extra, int32_t n_extra) {
     const int32_t total = n + n_extra;
     if (total > b->cap) {
@@ -164,6 +173,11 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
             return st;
         }
         int64_t server_pos;
+        if (resp.status == 400 && call->lookahead > 0 && lookahead_refused(&resp)) {
+            /* Near the end of the server's context: lookahead is a hint, ask again without it. */
+            call->lookahead = 0;
+            continue;
+        }
         if (resp.status != 409) return http_status_error("/v1/route/next", &resp);
         if (!conflict_pos(&resp, &server_pos))
             return tr_fail(TR_ERR_FORMAT, "/v1/route/next: a 409 reply without the server's pos");

@@ -24,8 +24,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 start_serve() {
   local port=$1
+  shift
   rm -f "$tmp/ready"
-  timeout 300 "$cli" serve -m "$llm" --host 127.0.0.1 --port "$port" --ready-file "$tmp/ready" >>"$tmp/serve.log" 2>&1 &
+  timeout 300 "$cli" serve -m "$llm" --host 127.0.0.1 --port "$port" --ready-file "$tmp/ready" "$@" \
+    >>"$tmp/serve.log" 2>&1 &
   server_pid=$!
   pids+=("$server_pid")
   for _ in $(seq 1 200); do
@@ -149,3 +151,16 @@ for bad in "--lookahead 17" "--speculate-depth -1" "--sync --lookahead 2" "--syn
   grep -q "lookahead\|speculate-depth" "$tmp/e" || fail "$bad: no message: $(cat "$tmp/e")"
 done
 echo "flags: bad values refused"
+
+# 6. Near the end of the server's context the server refuses lookahead (400, field lookahead): the client asks again
+# without it, so the run still equals --sync instead of failing.
+port=$(free_port)
+start_serve "$port" -c 48
+n400=$(grep -c " 400 " "$tmp/serve.log" || true)
+ref=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --sync --no-summary 2>/dev/null)
+got=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --lookahead 16 --summary-json \
+  2>"$tmp/sum") || fail "near the context end: $(cat "$tmp/sum")"
+[ "$got" == "$ref" ] || fail "near the context end: $got != --sync $ref"
+grep -q '"n_fallback":0,' "$tmp/sum" || fail "fallback near the context end: $(cat "$tmp/sum")"
+[ "$(grep -c " 400 " "$tmp/serve.log")" -gt "$n400" ] || fail "the server never refused a lookahead (test too weak)"
+echo "context end: lookahead dropped when refused, same tokens"
