@@ -446,6 +446,9 @@ typedef struct tr_llm_stats {
     double time_ms;           /* wall time inside the backend, transport and simulated delay included */
     int64_t failures;         /* calls that failed (after the backend's own retries) */
     int64_t short_circuited;  /* calls refused at once because the circuit breaker was open */
+    int64_t lookahead_tokens; /* lookahead tokens returned (part of tokens_evaluated) */
+    int64_t bytes_sent;       /* request bodies sent (counted by the --server backend; 0 where not counted) */
+    int64_t bytes_received;   /* reply bodies received */
 } tr_llm_stats;
 
 /* Polled during long work (prefill chunks, blocking network calls); return true to abort (TR_ERR_STATE). */
@@ -503,12 +506,35 @@ void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *use
  * 0 when the backend cannot tell, and then tr_last_error() says why if the server could not be reached or refused
  * the key ("" when it simply does not report a size). May contact the server. */
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b);
+/* Test hook: adds a random extra delay in [0, max_ms) to every call (seeded), so tests can vary when answers
+ * arrive relative to the routed loop's own work. 0 turns it off. */
+void tr_llm_backend_set_jitter(tr_llm_backend *b, double max_ms, uint64_t seed);
 
 tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next);
 /* The same, also giving the LLM's log-probability of the token (NAN when the backend does not report it). */
 tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next,
                                float *logprob);
 tr_llm_stats tr_llm_backend_stats(const tr_llm_backend *b);
+
+/* Asynchronous calls: the same request as tr_llm_next_token_ex, run on a helper thread the backend owns, so the
+ * caller keeps working while the answer travels. One request at a time per backend; while it is in flight the
+ * caller must not use the backend otherwise (abort_fn is then polled from the helper thread). lookahead asks for up
+ * to that many further greedy tokens after the answer (backends that cannot give them return none; a sampled LLM
+ * returns none). */
+#define TR_LOOKAHEAD_MAX 16
+typedef struct tr_llm_reply {
+    tr_status status;       /* the call's outcome; on failure tr_llm_finish also sets the message */
+    int32_t id;
+    float logprob;
+    int32_t lookahead[TR_LOOKAHEAD_MAX];
+    int32_t n_lookahead;
+} tr_llm_reply;
+/* Copies tokens and starts the call. TR_ERR_STATE when a request is already in flight. */
+tr_status tr_llm_start(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t lookahead);
+/* True when no request is in flight or its answer has arrived (tr_llm_finish will not block). */
+bool tr_llm_ready(tr_llm_backend *b);
+/* Waits for the request in flight and returns its status (also in reply->status). */
+tr_status tr_llm_finish(tr_llm_backend *b, tr_llm_reply *reply);
 const char *tr_llm_backend_name(const tr_llm_backend *b);
 
 /* Writing your own backend: fill a tr_llm_backend_ops (static storage; it must outlive the backend) and wrap your
@@ -523,6 +549,10 @@ typedef struct tr_llm_call {
     int32_t id;              /* out: the next token */
     float logprob;           /* out: its log-probability (preset to NAN) */
     int64_t n_evaluated;     /* out: tokens the LLM evaluated for this call (preset to 0) */
+    int32_t lookahead;       /* in: further greedy tokens wanted after id (0: none; at most TR_LOOKAHEAD_MAX) */
+    int32_t *lookahead_ids;  /* out: room for lookahead ids */
+    int32_t n_lookahead;     /* out: how many were given (preset to 0; may be fewer, or none) */
+    int64_t bytes_sent, bytes_received; /* out: request and reply body bytes (remote backends) */
 } tr_llm_call;
 
 typedef struct tr_llm_backend_ops {
@@ -577,6 +607,8 @@ typedef struct tr_route_token {
     size_t text_len;
     float logprob;        /* log-probability of id under the model that produced it (NAN when unknown) */
     bool llm_unavailable; /* routed, but the LLM failed: the SLM's proposal was used (source is TR_SOURCE_SLM) */
+    bool lookahead_hit;   /* routed, and taken from an earlier call's lookahead: no round trip */
+    double wait_ms;       /* time the loop blocked on the LLM before this token was confirmed */
 } tr_route_token;
 
 /* Return false to stop generating. */
@@ -606,6 +638,13 @@ typedef struct tr_route_params {
     tr_llm_failure on_llm_failure; /* default TR_LLM_FAILURE_FALLBACK (llm mode has no SLM proposal: error) */
     tr_abort_fn abort_fn;          /* optional: polled between prefill chunks, tokens and inside LLM calls */
     void *abort_user;
+    /* Hiding the round trip (joint mode; both 0 = the synchronous loop, the default). While a routed request is in
+     * flight the SLM keeps decoding up to speculate_depth tokens on its own proposal; tokens are shown only once
+     * confirmed, and a differing LLM answer rolls the SLM back. Each routed call also asks for lookahead further
+     * greedy LLM tokens; a later routed position whose prefix still equals that continuation takes its token from
+     * it without a call. With a greedy LLM the tokens are identical to the synchronous loop's. */
+    int32_t speculate_depth;       /* 0..1024 */
+    int32_t lookahead;             /* 0..TR_LOOKAHEAD_MAX */
 } tr_route_params;
 
 typedef struct tr_route_stats {
@@ -619,6 +658,13 @@ typedef struct tr_route_stats {
     bool stopped_by_eog, stopped_by_string;
     int32_t n_fallback;       /* routed tokens the LLM could not produce (the SLM's proposal was used) */
     bool aborted;             /* abort_fn asked to stop (the call returned TR_ERR_STATE) */
+    int64_t llm_calls;        /* requests sent to the LLM backend */
+    int64_t llm_blocking;     /* of those, how many the loop had to wait for (blocking round trips) */
+    double llm_wait_ms;       /* time the loop spent waiting on the LLM */
+    int32_t n_lookahead_hits; /* routed tokens taken from lookahead (no call) */
+    int32_t n_spec_kept, n_spec_discarded; /* speculative SLM tokens kept / rolled back */
+    int32_t n_spec_agree, n_spec_disagree; /* answered calls whose token equaled / differed from the SLM's */
+    int64_t llm_bytes_sent, llm_bytes_received;
 } tr_route_stats;
 
 tr_route_params tr_route_default_params(void);

@@ -33,6 +33,11 @@ static const char *usage_rest =
     "  --trace FILE.jsonl     one JSON object per token (index, id, text, source, score, tau, slm_ms, llm_ms, slm_id,\n"
     "                         logprob; llm_unavailable when the LLM failed and the SLM's token was used)\n"
     "  --no-summary           no latency summary on stderr;  --summary-json: the summary as JSON on stderr\n"
+    "  --sync                 wait for every routed token (no speculation, no lookahead)\n"
+    "  --speculate-depth D    keep decoding up to D SLM tokens while a routed request is in flight (default 8 for a\n"
+    "                         remote LLM or --simulate-rtt, else 0); shown only once confirmed, same tokens as --sync\n"
+    "  --lookahead K          ask each routed call for K further greedy LLM tokens, used without a round trip while\n"
+    "                         the text still follows them (default 4 for a remote LLM or --simulate-rtt, else 0)\n"
     "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
     "  --no-bos               do not add BOS to a text prompt\n"
     "  -t, --threads N        threads per model (default: physical cores);  -c, --ctx N  context length\n";
@@ -42,7 +47,8 @@ typedef struct gen_opts {
     cli_backend_opts bo;
     const char *router, *policy, *prompt, *tokens, *trace, *chat_template;
     double tau;
-    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json;
+    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json, sync;
+    long depth, lookahead; /* -1: the default */
     tr_route_params rp;
     const char **stop;
     int32_t n_stop;
@@ -111,6 +117,12 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (cli_flag(argc, argv, &i, NULL, "--ignore-eos")) o->rp.stop_at_eog = false;
         else if (cli_flag(argc, argv, &i, NULL, "--no-summary")) o->no_summary = true;
         else if (cli_flag(argc, argv, &i, NULL, "--summary-json")) o->summary_json = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--sync")) o->sync = true;
+        else if (cli_option(argc, argv, &i, NULL, "--speculate-depth", &v)) {
+            if (!cli_int("--speculate-depth", v, 0, 1024, &o->depth)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--lookahead", &v)) {
+            if (!cli_int("--lookahead", v, 0, TR_LOOKAHEAD_MAX, &o->lookahead)) return 2;
+        }
         else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }
     if (!o->mo.model) return cli_usage_error(usage, "no model given (-m MODEL or --slm SLM)");
@@ -123,6 +135,12 @@ static int parse(int argc, char **argv, gen_opts *o) {
         return cli_usage_error(usage, "mode %s needs an LLM (--llm, --server, --openai or --llamacpp)", tr_route_mode_name(o->rp.mode));
     if (!o->mode_set) o->rp.mode = has_llm ? TR_MODE_JOINT : TR_MODE_SLM;
     o->rp.on_llm_failure = o->bo.on_failure;
+    if (o->sync && (o->depth >= 0 || o->lookahead >= 0))
+        return cli_usage_error(usage, "--sync turns speculation and lookahead off; give it alone");
+    /* Hiding the round trip is on by default where there is one: a remote LLM or a simulated delay. */
+    const bool has_rtt = o->bo.server || o->bo.openai || o->bo.llamacpp || o->bo.rtt_ms > 0;
+    o->rp.speculate_depth = o->sync ? 0 : o->depth >= 0 ? (int32_t)o->depth : has_rtt ? 8 : 0;
+    o->rp.lookahead = o->sync ? 0 : o->lookahead >= 0 ? (int32_t)o->lookahead : has_rtt ? 4 : 0;
     if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");
     o->rp.stop = o->stop;
     o->rp.n_stop = o->n_stop;
@@ -158,6 +176,8 @@ static void write_trace(FILE *f, const tr_route_token *t) {
     }
     if (t->logprob == t->logprob) cJSON_AddNumberToObject(j, "logprob", rounded(t->logprob, 1e4));
     if (t->llm_unavailable) cJSON_AddTrueToObject(j, "llm_unavailable");
+    if (t->lookahead_hit) cJSON_AddTrueToObject(j, "lookahead");
+    if (t->wait_ms > 0) cJSON_AddNumberToObject(j, "wait_ms", rounded(t->wait_ms, 1e3));
     char *s = cJSON_PrintUnformatted(j);
     if (s) fprintf(f, "%s\n", s);
     cJSON_free(s);
@@ -189,10 +209,16 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
     if (o->summary_json) {
         fprintf(stderr, "{\"mode\":\"%s\",\"tau\":%g,\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"routed_pct\":%.2f,"
                 "\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,\"slm_ms\":%.3f,\"router_ms\":%.3f,\"llm_ms\":%.3f,"
-                "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld,\"n_fallback\":%d}\n",
+                "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld,\"n_fallback\":%d,"
+                "\"speculate_depth\":%d,\"lookahead\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
+                "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"spec_kept\":%d,\"spec_discarded\":%d,"
+                "\"spec_agree\":%d,\"spec_disagree\":%d,\"llm_bytes_sent\":%lld,\"llm_bytes_received\":%lld}\n",
                 tr_route_mode_name(o->rp.mode), o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
                 s->mean_tbt_ms, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms, (long long)s->slm_evaluated,
-                (long long)s->llm_evaluated, s->n_fallback);
+                (long long)s->llm_evaluated, s->n_fallback, o->rp.speculate_depth, o->rp.lookahead,
+                (long long)s->llm_calls, (long long)s->llm_blocking, s->llm_wait_ms, s->n_lookahead_hits,
+                s->n_spec_kept, s->n_spec_discarded, s->n_spec_agree, s->n_spec_disagree,
+                (long long)s->llm_bytes_sent, (long long)s->llm_bytes_received);
         return;
     }
     fprintf(stderr,
@@ -204,9 +230,16 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
             "LLM unavailable (fallback) %6d\n"
             "SLM time                   %9.2f ms (router %.2f ms)\n"
             "LLM + communication time   %9.2f ms\n"
+            "LLM calls (blocking)       %6lld (%lld), waited %.2f ms\n"
+            "lookahead hits             %6d (lookahead %d, speculation depth %d)\n"
+            "speculative tokens kept    %6d, discarded %d\n"
+            "LLM tokens evaluated       %6lld; bytes sent %lld, received %lld\n"
             "total                      %9.2f ms\n",
             tr_route_mode_name(o->rp.mode), o->rp.tau, s->ttft_ms, s->mean_tbt_ms, s->n_tokens, s->n_routed, pct,
-            s->n_fallback, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms);
+            s->n_fallback, s->slm_ms, s->router_ms, s->llm_ms, (long long)s->llm_calls, (long long)s->llm_blocking,
+            s->llm_wait_ms, s->n_lookahead_hits, o->rp.lookahead, o->rp.speculate_depth, s->n_spec_kept,
+            s->n_spec_discarded, (long long)s->llm_evaluated, (long long)s->llm_bytes_sent,
+            (long long)s->llm_bytes_received, s->total_ms);
 }
 
 /* ---------------------------------------------------------------- set-up */
@@ -288,7 +321,7 @@ int cmd_generate(int argc, char **argv) {
     /* Every --stop takes two arguments, so argc slots always suffice. */
     const char **stop_storage = calloc((size_t)argc, sizeof *stop_storage);
     if (!stop_storage) return cli_fail(TR_ERR_NOMEM);
-    gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage};
+    gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage, .depth = -1, .lookahead = -1};
     cli_backend_init(&o.bo);
     o.rp.sampling.temperature = 0.0f;
     int rc = parse(argc, argv, &o);

@@ -11,6 +11,9 @@
  * Timing per token: slm_ms is the SLM forward that produced the position's logits plus the router; llm_ms is the
  * backend call (transport and simulated delay included). Text goes through the UTF-8-safe streaming detokenizer
  * and the stop-string hold-back before it reaches the callback.
+ *
+ * With speculate_depth or lookahead set (joint mode), the loop in speculate.c runs instead; it shares the steps of
+ * a token defined here (route_internal.h).
  */
 #include <math.h>
 #include <stdint.h>
@@ -19,9 +22,9 @@
 #include <time.h>
 
 #include "common/error.h"
-#include "route/stop_text.h"
+#include "route/route_internal.h"
 
-static double now_ms(void) {
+double route_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
@@ -56,51 +59,33 @@ tr_route_params tr_route_default_params(void) {
     return p;
 }
 
-/* State of one generation, so the loop body reads as the steps of a token. */
-typedef struct route_run {
-    tr_context *slm;
-    tr_router *router;
-    tr_llm_backend *llm;
-    const tr_route_params *p;
-    const tr_vocab *vocab;
-    int32_t n_vocab, n_embd;
-    int32_t *seq;             /* prompt + generated */
-    int32_t len;
-    tr_sampler *sampler;
-    tr_detok_stream *detok;
-    stop_text stop;
-    double slm_pending_ms;    /* SLM time spent producing the current position's logits */
-    double t_start, t_first, t_last;
-    tr_route_stats *stats;
-} route_run;
-
 /* Prefill is evaluated in chunks of this many tokens so that abort_fn is polled during a long prompt. */
 #define PREFILL_CHUNK 256
 
-static bool aborted(route_run *r) {
+bool route_aborted(route_run *r) {
     if (!r->p->abort_fn || !r->p->abort_fn(r->p->abort_user)) return false;
     r->stats->aborted = true;
     return true;
 }
 
-static tr_status abort_status(void) { return tr_fail(TR_ERR_STATE, "generation aborted by the caller"); }
+tr_status route_abort_status(void) { return tr_fail(TR_ERR_STATE, "generation aborted by the caller"); }
 
 static tr_status prefill_slm(route_run *r, const int32_t *prompt, int32_t n_prompt) {
     const int32_t *cached = tr_context_tokens(r->slm);
     int32_t keep = 0, n_past = tr_context_n_past(r->slm);
     while (keep < n_past && keep < n_prompt && cached[keep] == prompt[keep]) keep++;
     if (keep == n_prompt) keep = n_prompt - 1; /* the last prompt token must be evaluated for its logits */
-    const double t0 = now_ms();
+    const double t0 = route_now_ms();
     tr_status st = tr_context_truncate(r->slm, keep);
     for (int32_t at = keep; st == TR_OK && at < n_prompt; at += PREFILL_CHUNK) {
-        if (aborted(r)) {
-            st = abort_status();
+        if (route_aborted(r)) {
+            st = route_abort_status();
             break;
         }
         const int32_t n = n_prompt - at < PREFILL_CHUNK ? n_prompt - at : PREFILL_CHUNK;
         st = tr_context_eval(r->slm, prompt + at, n, at + n == n_prompt ? TR_EVAL_LOGITS_LAST : TR_EVAL_LOGITS_NONE);
     }
-    r->slm_pending_ms = now_ms() - t0;
+    r->slm_pending_ms = route_now_ms() - t0;
     return st;
 }
 
@@ -122,14 +107,14 @@ static uint64_t position_seed(uint64_t seed, int32_t pos) {
     return z ^ (z >> 31);
 }
 
-/* Picks the token for the next position: the SLM's proposal or, when routed, the LLM's. */
-static tr_status choose_token(route_run *r, tr_route_token *tok) {
+tr_status route_decide(route_run *r, tr_route_token *tok, bool *routed) {
     const tr_route_params *p = r->p;
     tok->slm_id = -1;
     tok->score = -1.0f;
     tok->tau = p->tau;
     tok->slm_ms = r->slm_pending_ms;
-    bool routed = p->mode == TR_MODE_LLM;
+    tok->llm_ms = 0.0;
+    *routed = p->mode == TR_MODE_LLM;
     if (p->mode != TR_MODE_LLM) {
         const float *logits = tr_context_logits(r->slm, -1), *hidden = tr_context_hidden(r->slm, -1);
         if (!logits || !hidden) return tr_fail(TR_ERR_STATE, "the SLM has no logits for the current position");
@@ -137,44 +122,58 @@ static tr_status choose_token(route_run *r, tr_route_token *tok) {
         tok->slm_id = tr_sampler_sample(r->sampler, logits, r->n_vocab);
         tok->logprob = log_prob(logits, r->n_vocab, tok->slm_id);
         if (p->mode == TR_MODE_JOINT) {
-            const double t0 = now_ms();
+            const double t0 = route_now_ms();
             tr_status st = tr_router_score(r->router, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
-            const double dt = now_ms() - t0;
+            const double dt = route_now_ms() - t0;
             if (st != TR_OK) return st;
             tok->slm_ms += dt;
             r->stats->router_ms += dt;
-            routed = tok->score < p->tau;
+            *routed = tok->score < p->tau;
         }
     }
-    tok->source = routed ? TR_SOURCE_LLM : TR_SOURCE_SLM;
+    tok->source = *routed ? TR_SOURCE_LLM : TR_SOURCE_SLM;
     tok->id = tok->slm_id;
-    tok->llm_ms = 0.0;
-    if (routed) {
-        const double t0 = now_ms();
-        int32_t id = -1;
-        float lp = NAN;
-        tr_status st = tr_llm_next_token_ex(r->llm, r->seq, r->len, &id, &lp);
-        tok->llm_ms = now_ms() - t0;
-        if (st == TR_OK && (id < 0 || id >= r->n_vocab))
-            st = tr_fail(TR_ERR_RANGE, "the LLM returned token %d, outside the SLM's vocabulary (0..%d)", id,
-                         r->n_vocab - 1);
-        if (st == TR_OK) {
-            tok->id = id;
-            tok->logprob = lp;
-        } else if (st == TR_ERR_STATE && aborted(r)) {
-            return st;
-        } else if ((st == TR_ERR_NETWORK || st == TR_ERR_TIMEOUT) && p->mode == TR_MODE_JOINT &&
-                   p->on_llm_failure == TR_LLM_FAILURE_FALLBACK) {
-            /* The SLM's proposal stands; the failure is counted and marked, not hidden. */
-            tok->source = TR_SOURCE_SLM;
-            tok->llm_unavailable = true;
-            r->stats->n_fallback++;
-            tr_clear_error();
-        } else {
-            return st;
-        }
-    }
     return TR_OK;
+}
+
+tr_status route_llm_outcome(route_run *r, tr_route_token *tok, tr_status st, int32_t id, float logprob) {
+    if (st == TR_OK && (id < 0 || id >= r->n_vocab))
+        st = tr_fail(TR_ERR_RANGE, "the LLM returned token %d, outside the SLM's vocabulary (0..%d)", id,
+                     r->n_vocab - 1);
+    if (st == TR_OK) {
+        tok->source = TR_SOURCE_LLM;
+        tok->id = id;
+        tok->logprob = logprob;
+        return TR_OK;
+    }
+    if (st == TR_ERR_STATE && route_aborted(r)) return st;
+    if ((st == TR_ERR_NETWORK || st == TR_ERR_TIMEOUT) && r->p->mode == TR_MODE_JOINT &&
+        r->p->on_llm_failure == TR_LLM_FAILURE_FALLBACK) {
+        /* The SLM's proposal stands; the failure is counted and marked, not hidden. */
+        tok->source = TR_SOURCE_SLM;
+        tok->id = tok->slm_id;
+        tok->llm_unavailable = true;
+        r->stats->n_fallback++;
+        tr_clear_error();
+        return TR_OK;
+    }
+    return st;
+}
+
+/* Picks the token for the next position: the SLM's proposal or, when routed, the LLM's (a blocking call). */
+static tr_status choose_token(route_run *r, tr_route_token *tok) {
+    bool routed;
+    tr_status st = route_decide(r, tok, &routed);
+    if (st != TR_OK || !routed) return st;
+    const double t0 = route_now_ms();
+    int32_t id = -1;
+    float lp = NAN;
+    st = tr_llm_next_token_ex(r->llm, r->seq, r->len, &id, &lp);
+    tok->llm_ms = route_now_ms() - t0;
+    tok->wait_ms = tok->llm_ms;
+    r->stats->llm_blocking++;
+    r->stats->llm_wait_ms += tok->wait_ms;
+    return route_llm_outcome(r, tok, st, id, lp);
 }
 
 /* Turns the token into shown text (UTF-8 completed, stop strings held back). */
@@ -192,36 +191,50 @@ static tr_status token_text(route_run *r, tr_route_token *tok, bool eog) {
     return TR_OK;
 }
 
-static tr_status run_loop(route_run *r, int32_t *out, int32_t cap) {
+bool route_is_eog(const route_run *r, int32_t id) {
+    return r->p->stop_at_eog && r->vocab && tr_vocab_is_eog(r->vocab, id);
+}
+
+tr_status route_emit(route_run *r, tr_route_token *tok, int32_t *out, int32_t cap, bool *go_on) {
     const tr_route_params *p = r->p;
     tr_route_stats *s = r->stats;
+    const int32_t i = s->n_tokens;
+    tok->index = i;
+    if (out && i < cap) out[i] = tok->id;
+    s->n_tokens++;
+    s->n_routed += tok->source == TR_SOURCE_LLM;
+    s->slm_ms += tok->slm_ms;
+    s->llm_ms += tok->llm_ms;
+    const bool eog = route_is_eog(r, tok->id);
+    tr_status st = token_text(r, tok, eog);
+    if (st != TR_OK) return st;
+    r->t_last = route_now_ms();
+    if (i == 0) r->t_first = r->t_last;
+    bool more = !p->on_token || p->on_token(p->user, tok);
+    if (p->on_text && tok->text_len) more = p->on_text(p->user, tok->text, tok->text_len, tok) && more;
+    if (eog) s->stopped_by_eog = true;
+    if (r->stop.stopped) s->stopped_by_string = true;
+    *go_on = !(eog || r->stop.stopped || !more || i + 1 == p->n_predict);
+    return TR_OK;
+}
+
+static tr_status run_loop(route_run *r, int32_t *out, int32_t cap) {
+    const tr_route_params *p = r->p;
     tr_status st = TR_OK;
     for (int32_t i = 0; i < p->n_predict && st == TR_OK; i++) {
-        if (aborted(r)) {
-            st = abort_status();
+        if (route_aborted(r)) {
+            st = route_abort_status();
             break;
         }
         tr_route_token tok = {.index = i, .logprob = NAN};
         if ((st = choose_token(r, &tok)) != TR_OK) break;
         r->seq[r->len++] = tok.id;
-        if (out && i < cap) out[i] = tok.id;
-        s->n_tokens++;
-        s->n_routed += tok.source == TR_SOURCE_LLM;
-        s->slm_ms += tok.slm_ms;
-        s->llm_ms += tok.llm_ms;
-        const bool eog = p->stop_at_eog && r->vocab && tr_vocab_is_eog(r->vocab, tok.id);
-        if ((st = token_text(r, &tok, eog)) != TR_OK) break;
-        r->t_last = now_ms();
-        if (i == 0) r->t_first = r->t_last;
-        bool more = !p->on_token || p->on_token(p->user, &tok);
-        if (p->on_text && tok.text_len) more = p->on_text(p->user, tok.text, tok.text_len, &tok) && more;
-        if (eog) s->stopped_by_eog = true;
-        if (r->stop.stopped) s->stopped_by_string = true;
-        if (eog || r->stop.stopped || !more || i + 1 == p->n_predict) break;
+        bool go_on;
+        if ((st = route_emit(r, &tok, out, cap, &go_on)) != TR_OK || !go_on) break;
         if (p->mode != TR_MODE_LLM) {
-            const double t0 = now_ms();
+            const double t0 = route_now_ms();
             st = tr_context_eval(r->slm, &tok.id, 1, TR_EVAL_LOGITS_LAST);
-            r->slm_pending_ms = now_ms() - t0;
+            r->slm_pending_ms = route_now_ms() - t0;
         }
     }
     return st;
@@ -265,6 +278,10 @@ static tr_status check_args(tr_context *slm, tr_router *router, tr_llm_backend *
         if (prompt[i] < 0 || prompt[i] >= n_vocab)
             return tr_fail(TR_ERR_RANGE, "prompt token %d at index %d is outside the vocabulary (0..%d)", prompt[i], i,
                            n_vocab - 1);
+    if (p->speculate_depth < 0 || p->speculate_depth > 1024)
+        return tr_fail(TR_ERR_ARG, "speculate_depth must be in 0..1024 (got %d)", p->speculate_depth);
+    if (p->lookahead < 0 || p->lookahead > TR_LOOKAHEAD_MAX)
+        return tr_fail(TR_ERR_ARG, "lookahead must be in 0..%d (got %d)", TR_LOOKAHEAD_MAX, p->lookahead);
     if (p->on_llm_failure != TR_LLM_FAILURE_FALLBACK && p->on_llm_failure != TR_LLM_FAILURE_ERROR)
         return tr_fail(TR_ERR_ARG, "unknown on_llm_failure %d", (int)p->on_llm_failure);
     /* In 64 bits: n_predict near INT32_MAX must not wrap the sum. */
@@ -293,24 +310,31 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     if (!r.seq) return tr_fail(TR_ERR_NOMEM, "out of memory");
     memcpy(r.seq, prompt, (size_t)n_prompt * sizeof *prompt);
     r.len = n_prompt;
+    r.n_prompt = n_prompt;
     stats->n_prompt = n_prompt;
     const int64_t slm_before = tr_context_n_evaluated(slm);
-    const int64_t llm_before = tr_llm_backend_stats(llm).tokens_evaluated;
+    const tr_llm_stats llm_before = tr_llm_backend_stats(llm);
+    const bool speculative = p.mode == TR_MODE_JOINT && (p.speculate_depth > 0 || p.lookahead > 0);
 
     if (llm) tr_llm_backend_set_abort(llm, p.abort_fn, p.abort_user);
-    r.t_start = now_ms();
+    r.t_start = route_now_ms();
     st = tr_sampler_create(&p.sampling, &r.sampler);
     if (st == TR_OK && r.vocab) st = tr_detok_stream_create(r.vocab, false, &r.detok);
     if (st == TR_OK && p.mode != TR_MODE_LLM) st = prefill_slm(&r, prompt, n_prompt);
-    if (st == TR_OK && p.n_predict > 0) st = run_loop(&r, out_tokens, cap);
+    if (st == TR_OK && p.n_predict > 0)
+        st = speculative ? route_run_speculative(&r, out_tokens, cap) : run_loop(&r, out_tokens, cap);
     if (st == TR_OK) st = flush_text(&r);
-    const double t_end = now_ms();
+    const double t_end = route_now_ms();
 
     stats->total_ms = t_end - r.t_start;
     stats->ttft_ms = stats->n_tokens ? r.t_first - r.t_start : 0.0;
     stats->mean_tbt_ms = stats->n_tokens > 1 ? (r.t_last - r.t_first) / (stats->n_tokens - 1) : 0.0;
     stats->slm_evaluated = tr_context_n_evaluated(slm) - slm_before;
-    stats->llm_evaluated = tr_llm_backend_stats(llm).tokens_evaluated - llm_before;
+    const tr_llm_stats llm_after = tr_llm_backend_stats(llm);
+    stats->llm_evaluated = llm_after.tokens_evaluated - llm_before.tokens_evaluated;
+    stats->llm_calls = llm_after.calls - llm_before.calls;
+    stats->llm_bytes_sent = llm_after.bytes_sent - llm_before.bytes_sent;
+    stats->llm_bytes_received = llm_after.bytes_received - llm_before.bytes_received;
     if (llm) tr_llm_backend_set_abort(llm, NULL, NULL);
     tr_detok_stream_free(r.detok);
     tr_sampler_free(r.sampler);

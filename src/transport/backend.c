@@ -3,12 +3,19 @@
  *
  * The breaker is here, not in each remote backend, so that a dead server costs one timeout and then nothing: after
  * a network or timeout failure, calls fail at once until the cooldown has passed; then one call probes again. Each
- * failed probe doubles the cooldown (capped); a success closes the breaker. */
+ * failed probe doubles the cooldown (capped); a success closes the breaker.
+ *
+ * Asynchronous calls (tr_llm_start/ready/finish) run the same call on one helper thread per backend, started on
+ * first use and joined when the backend is freed. The helper owns the backend's state while a request is in flight;
+ * the mutex hands it over in both directions, and the error message (thread-local) travels in the request. */
 #include "transport/backend.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/error.h"
@@ -24,6 +31,17 @@ struct tr_llm_backend {
     double open_until_ms;      /* breaker open while now < open_until_ms */
     int32_t current_cooldown_ms;
     tr_llm_stats stats;
+    double jitter_ms;          /* test hook: extra random delay per call */
+    uint64_t jitter_state;
+    /* the helper thread */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool thread_started, quit, in_flight, done;
+    int32_t *req_tokens;
+    int32_t req_n, req_cap, req_lookahead;
+    tr_llm_reply reply;
+    char error[512];
 };
 
 static double now_ms(void) {
@@ -59,6 +77,17 @@ tr_status tr_llm_backend_create(const tr_llm_backend_ops *ops, void *impl, tr_ll
 
 void tr_llm_backend_free(tr_llm_backend *b) {
     if (!b) return;
+    if (b->thread_started) {
+        pthread_mutex_lock(&b->mu);
+        while (b->in_flight && !b->done) pthread_cond_wait(&b->cv, &b->mu);
+        b->quit = true;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->thread, NULL);
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+    }
+    free(b->req_tokens);
     if (b->ops->free) b->ops->free(b->impl);
     free(b);
 }
@@ -85,6 +114,21 @@ void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *use
     b->abort_user = user;
 }
 
+void tr_llm_backend_set_jitter(tr_llm_backend *b, double max_ms, uint64_t seed) {
+    if (!b) return;
+    b->jitter_ms = max_ms > 0 ? max_ms : 0;
+    b->jitter_state = seed;
+}
+
+static double next_jitter_ms(tr_llm_backend *b) {
+    if (b->jitter_ms <= 0) return 0;
+    uint64_t z = (b->jitter_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return b->jitter_ms * (double)(z >> 11) / 9007199254740992.0;
+}
+
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b) {
     tr_clear_error();
     if (!b || !b->ops->n_vocab) return 0;
@@ -105,32 +149,132 @@ static void breaker_record(tr_llm_backend *b, tr_status st, double t_end) {
     }
 }
 
-tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t *next, float *logprob) {
-    if (!b || !tokens || n <= 0 || !next) return tr_fail(TR_ERR_ARG, "tr_llm_next_token: empty sequence");
+/* One call, synchronous: the simulated delay, the implementation, the checks and the accounting. */
+static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t lookahead, tr_llm_reply *reply) {
+    reply->id = -1;
+    reply->logprob = NAN;
+    reply->n_lookahead = 0;
     const double t0 = now_ms();
     if (b->open_until_ms > t0) {
         b->stats.short_circuited++;
-        return tr_fail(TR_ERR_NETWORK, "LLM backend %s: unavailable (circuit open, next probe in %.0f ms)",
-                       b->ops->name, b->open_until_ms - t0);
+        return reply->status = tr_fail(TR_ERR_NETWORK, "LLM backend %s: unavailable (circuit open, next probe in %.0f ms)",
+                                       b->ops->name, b->open_until_ms - t0);
     }
-    sleep_ms(b->rtt_ms);
+    sleep_ms(b->rtt_ms + next_jitter_ms(b));
+    if (lookahead < 0) lookahead = 0;
+    if (lookahead > TR_LOOKAHEAD_MAX) lookahead = TR_LOOKAHEAD_MAX;
     tr_llm_call call = {.tokens = tokens, .n_tokens = n, .n_allowed = b->n_allowed, .abort_fn = b->abort_fn,
-                        .abort_user = b->abort_user, .id = -1, .logprob = NAN};
+                        .abort_user = b->abort_user, .id = -1, .logprob = NAN, .lookahead = lookahead,
+                        .lookahead_ids = reply->lookahead};
     tr_status st = b->ops->next_token(b->impl, &call);
     const double t1 = now_ms();
     b->stats.calls++;
     b->stats.time_ms += t1 - t0;
     if (call.n_evaluated > 0) b->stats.tokens_evaluated += call.n_evaluated;
+    if (call.bytes_sent > 0) b->stats.bytes_sent += call.bytes_sent;
+    if (call.bytes_received > 0) b->stats.bytes_received += call.bytes_received;
     if (st == TR_OK && (call.id < 0 || (b->n_allowed > 0 && call.id >= b->n_allowed)))
         st = tr_fail(TR_ERR_RANGE, "returned token %d, outside the shared vocabulary (0..%d)", call.id,
                      (b->n_allowed > 0 ? b->n_allowed : 1) - 1);
     breaker_record(b, st, t1);
     if (st != TR_OK) {
         b->stats.failures++;
-        return tr_fail_prefix(st, "LLM backend %s", b->ops->name);
+        return reply->status = tr_fail_prefix(st, "LLM backend %s", b->ops->name);
     }
-    *next = call.id;
-    if (logprob) *logprob = call.logprob;
+    /* Lookahead ids outside the shared range end the lookahead there (they are only hints, never shown). */
+    int32_t n_la = call.n_lookahead < 0 ? 0 : call.n_lookahead > lookahead ? lookahead : call.n_lookahead;
+    for (int32_t i = 0; i < n_la; i++)
+        if (reply->lookahead[i] < 0 || (b->n_allowed > 0 && reply->lookahead[i] >= b->n_allowed)) n_la = i;
+    reply->n_lookahead = n_la;
+    b->stats.lookahead_tokens += n_la;
+    reply->id = call.id;
+    reply->logprob = call.logprob;
+    return reply->status = TR_OK;
+}
+
+tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t *next, float *logprob) {
+    if (!b || !tokens || n <= 0 || !next) return tr_fail(TR_ERR_ARG, "tr_llm_next_token: empty sequence");
+    if (b->in_flight) return tr_fail(TR_ERR_STATE, "tr_llm_next_token: an asynchronous request is in flight");
+    tr_llm_reply reply;
+    tr_status st = do_call(b, tokens, n, 0, &reply);
+    if (st != TR_OK) return st;
+    *next = reply.id;
+    if (logprob) *logprob = reply.logprob;
+    return TR_OK;
+}
+
+static void *helper_main(void *arg) {
+    tr_llm_backend *b = arg;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        while (!b->quit && !(b->in_flight && !b->done)) pthread_cond_wait(&b->cv, &b->mu);
+        if (b->quit) break;
+        pthread_mutex_unlock(&b->mu);
+        tr_llm_reply reply;
+        const tr_status st = do_call(b, b->req_tokens, b->req_n, b->req_lookahead, &reply);
+        pthread_mutex_lock(&b->mu);
+        b->reply = reply;
+        snprintf(b->error, sizeof b->error, "%s", st == TR_OK ? "" : tr_last_error());
+        b->done = true;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+tr_status tr_llm_start(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t lookahead) {
+    if (!b || !tokens || n <= 0) return tr_fail(TR_ERR_ARG, "tr_llm_start: empty sequence");
+    if (b->in_flight) return tr_fail(TR_ERR_STATE, "tr_llm_start: a request is already in flight");
+    if (!b->thread_started) {
+        if (pthread_mutex_init(&b->mu, NULL) != 0) return tr_fail(TR_ERR_NOMEM, "cannot create a mutex");
+        if (pthread_cond_init(&b->cv, NULL) != 0) {
+            pthread_mutex_destroy(&b->mu);
+            return tr_fail(TR_ERR_NOMEM, "cannot create a condition variable");
+        }
+        if (pthread_create(&b->thread, NULL, helper_main, b) != 0) {
+            pthread_cond_destroy(&b->cv);
+            pthread_mutex_destroy(&b->mu);
+            return tr_fail(TR_ERR_NOMEM, "cannot start the LLM helper thread");
+        }
+        b->thread_started = true;
+    }
+    if (n > b->req_cap) {
+        int32_t cap = b->req_cap ? b->req_cap : 256;
+        while (cap < n) cap = cap > INT32_MAX / 2 ? n : cap * 2;
+        int32_t *t = realloc(b->req_tokens, (size_t)cap * sizeof *t);
+        if (!t) return tr_fail(TR_ERR_NOMEM, "out of memory");
+        b->req_tokens = t;
+        b->req_cap = cap;
+    }
+    pthread_mutex_lock(&b->mu);
+    memcpy(b->req_tokens, tokens, (size_t)n * sizeof *tokens);
+    b->req_n = n;
+    b->req_lookahead = lookahead;
+    b->done = false;
+    b->in_flight = true;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return TR_OK;
+}
+
+bool tr_llm_ready(tr_llm_backend *b) {
+    if (!b || !b->in_flight) return true;
+    pthread_mutex_lock(&b->mu);
+    const bool done = b->done;
+    pthread_mutex_unlock(&b->mu);
+    return done;
+}
+
+tr_status tr_llm_finish(tr_llm_backend *b, tr_llm_reply *reply) {
+    if (!b || !reply) return tr_fail(TR_ERR_ARG, "tr_llm_finish: NULL argument");
+    if (!b->in_flight) return reply->status = tr_fail(TR_ERR_STATE, "tr_llm_finish: no request in flight");
+    pthread_mutex_lock(&b->mu);
+    while (!b->done) pthread_cond_wait(&b->cv, &b->mu);
+    *reply = b->reply;
+    b->in_flight = false;
+    b->done = false;
+    pthread_mutex_unlock(&b->mu);
+    if (reply->status != TR_OK) return tr_fail(reply->status, "%s", b->error);
     return TR_OK;
 }
 

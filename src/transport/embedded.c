@@ -1,6 +1,11 @@
 /* embedded.c — the LLM loaded in this process as a backend. It keeps one context whose cache always holds a
  * prefix of the routed sequence: each call rolls back to the longest common prefix (usually a no-op) and
- * evaluates only the new tokens in one batch, so no token is evaluated twice unless the sequence changed. */
+ * evaluates only the new tokens in one batch, so no token is evaluated twice unless the sequence changed.
+ *
+ * Sampling (temperature > 0) draws at each position from a generator seeded by (seed, position), as the server
+ * does, so the token at a position does not depend on how many calls came before it. Lookahead (greedy LLM only)
+ * evaluates the answer and the further tokens one at a time in the same context; the next call's common prefix
+ * keeps what it still agrees with. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -12,6 +17,7 @@
 typedef struct embedded {
     tr_context *ctx;
     tr_sampler *sampler;
+    tr_sampler_params sp;
     int32_t n_vocab;
     bool logits_valid; /* the context's last logits belong to its last cached position */
 } embedded;
@@ -23,6 +29,32 @@ static float log_prob(const float *logits, int32_t n, int32_t id) {
     double sum = 0.0;
     for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
     return (float)((double)(logits[id] - mx) - log(sum));
+}
+
+/* splitmix64 of (seed, position): the same as the routed loop's and the server's. */
+static uint64_t position_seed(uint64_t seed, int32_t pos) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Further greedy tokens after call->id, evaluated one at a time. Stops early (fewer tokens) when the context is
+ * full or an evaluation fails; lookahead is a hint, so that is not an error. */
+static void lookahead(embedded *e, tr_llm_call *call, int32_t n_choice) {
+    int32_t t = call->id;
+    for (int32_t i = 0; i < call->lookahead; i++) {
+        if (tr_context_n_past(e->ctx) >= tr_context_n_ctx(e->ctx)) break;
+        if (tr_context_eval(e->ctx, &t, 1, TR_EVAL_LOGITS_LAST) != TR_OK) {
+            tr_clear_error();
+            break;
+        }
+        call->n_evaluated++;
+        t = tr_argmax(tr_context_logits(e->ctx, -1), n_choice);
+        call->lookahead_ids[call->n_lookahead++] = t;
+    }
+    /* The context's last logits no longer belong to the sequence the next call will most likely send. */
+    e->logits_valid = false;
 }
 
 static tr_status embedded_next(void *impl, tr_llm_call *call) {
@@ -52,8 +84,10 @@ static tr_status embedded_next(void *impl, tr_llm_call *call) {
     /* A padded vocabulary: the choice is restricted to the ids the SLM shares. */
     const int32_t n_choice = call->n_allowed > 0 && call->n_allowed < e->n_vocab ? call->n_allowed : e->n_vocab;
     const float *logits = tr_context_logits(e->ctx, -1);
+    if (e->sp.temperature > 0) tr_sampler_reseed(e->sampler, position_seed(e->sp.seed, n));
     call->id = tr_sampler_sample(e->sampler, logits, n_choice);
     if (call->id >= 0) call->logprob = log_prob(logits, n_choice, call->id);
+    if (call->id >= 0 && call->lookahead > 0 && e->sp.temperature <= 0) lookahead(e, call, n_choice);
     return TR_OK;
 }
 
@@ -76,9 +110,9 @@ tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *
     embedded *e = calloc(1, sizeof *e);
     if (!e) return tr_fail(TR_ERR_NOMEM, "out of memory");
     e->n_vocab = tr_model_get_info(llm)->n_vocab;
-    tr_sampler_params sp = sampling ? *sampling : tr_sampler_default_params();
+    e->sp = sampling ? *sampling : tr_sampler_default_params();
     tr_status st = tr_context_create(llm, params, &e->ctx);
-    if (st == TR_OK) st = tr_sampler_create(&sp, &e->sampler);
+    if (st == TR_OK) st = tr_sampler_create(&e->sp, &e->sampler);
     if (st != TR_OK) {
         embedded_free(e);
         return st;

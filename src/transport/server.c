@@ -5,7 +5,11 @@
  *
  * Resync: a 409 carries the server's own pos (0 after a restart or an eviction); the client resends from there, at
  * most a few times per call, all within the call's deadline. The session id is random, so two clients (or two runs)
- * never share a cache; the session is deleted when the backend is freed. */
+ * never share a cache; the session is deleted when the backend is freed.
+ *
+ * Lookahead: the server evaluates the answer and all but the last lookahead token in the session, so afterwards it
+ * holds sequence + answer + lookahead[0..k-1); held records that, and the next call's pos (the common prefix) tells
+ * the server how much of it the client kept. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +59,7 @@ static char *build_request(const session_backend *b, const tr_llm_call *call, in
               json_add_ids(req, "tokens", call->tokens + pos, call->n_tokens - pos) &&
               cJSON_AddNumberToObject(req, "top_logprobs", b->top_logprobs);
     if (ok && call->n_allowed > 0) ok = cJSON_AddNumberToObject(req, "n_vocab", call->n_allowed) != NULL;
+    if (ok && call->lookahead > 0) ok = cJSON_AddNumberToObject(req, "lookahead", call->lookahead) != NULL;
     if (ok && b->sampling.temperature > 0)
         ok = cJSON_AddNumberToObject(req, "temperature", b->sampling.temperature) &&
              cJSON_AddNumberToObject(req, "top_k", b->sampling.top_k) &&
@@ -74,17 +79,29 @@ static bool conflict_pos(const http_response *resp, int64_t *pos) {
     return ok;
 }
 
-static tr_status remember(session_backend *b, const int32_t *tokens, int32_t n) {
-    if (n > b->cap) {
+/* held = tokens[0..n) + extra[0..n_extra). */
+/* A 400 whose error names the lookahead field (pos + tokens + lookahead beyond the server's context). */
+static bool lookahead_refused(const http_response *resp) {
+    cJSON *j = cJSON_ParseWithLength(resp->body, resp->len);
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"), "field");
+    const bool refused = cJSON_IsString(field) && strcmp(field->valuestring, "lookahead") == 0;
+    cJSON_Delete(j);
+    return refused;
+}
+
+static tr_status remember(session_backend *b, const int32_t *tokens, int32_t n, const int32_t *extra, int32_t n_extra) {
+    const int32_t total = n + n_extra;
+    if (total > b->cap) {
         int32_t cap = b->cap ? b->cap : 256;
-        while (cap < n) cap *= 2;
+        while (cap < total) cap *= 2;
         int32_t *h = realloc(b->held, (size_t)cap * sizeof *h);
         if (!h) return tr_fail(TR_ERR_NOMEM, "out of memory");
         b->held = h;
         b->cap = cap;
     }
     memcpy(b->held, tokens, (size_t)n * sizeof *tokens);
-    b->n_held = n;
+    if (n_extra > 0) memcpy(b->held + n, extra, (size_t)n_extra * sizeof *extra);
+    b->n_held = total;
     return TR_OK;
 }
 
@@ -102,6 +119,17 @@ static tr_status parse_reply(session_backend *b, const http_response *resp, tr_l
         const cJSON *lp = cJSON_GetObjectItemCaseSensitive(j, "logprob");
         if (cJSON_IsNumber(lp)) call->logprob = (float)lp->valuedouble;
         if (json_int(j, "n_evaluated", 0, INT32_MAX, &n_eval)) call->n_evaluated += n_eval;
+        /* Lookahead is a hint: a malformed entry ends it there, it never fails the call. */
+        const cJSON *la = cJSON_GetObjectItemCaseSensitive(j, "lookahead");
+        const int n_la = cJSON_IsArray(la) ? cJSON_GetArraySize(la) : 0;
+        for (int i = 0; i < n_la && call->n_lookahead < call->lookahead; i++) {
+            const cJSON *x = cJSON_GetArrayItem(la, i);
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > INT32_MAX ||
+                x->valuedouble != (double)(int32_t)x->valuedouble)
+                break;
+            call->lookahead_ids[call->n_lookahead++] = (int32_t)x->valuedouble;
+        }
+        call->n_evaluated += call->n_lookahead; /* the server's n_evaluated counts the request's tokens only */
     }
     cJSON_Delete(j);
     return st;
@@ -109,6 +137,8 @@ static tr_status parse_reply(session_backend *b, const http_response *resp, tr_l
 
 static tr_status session_next(void *impl, tr_llm_call *call) {
     session_backend *b = impl;
+    /* The server's lookahead is greedy: a sampled LLM's next draws would differ from it, so none is asked for. */
+    if (b->sampling.temperature > 0) call->lookahead = 0;
     int32_t pos = 0;
     while (pos < b->n_held && pos < call->n_tokens && b->held[pos] == call->tokens[pos]) pos++;
     /* Always send at least the last token, so the server evaluates the position whose next token we want. */
@@ -120,7 +150,9 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         http_response resp = {0};
         tr_status st = http_request(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
                                     call->abort_user, &resp);
+        call->bytes_sent += (int64_t)strlen(body);
         free(body);
+        call->bytes_received += (int64_t)resp.len;
         if (st != TR_OK) {
             b->n_held = 0; /* after a failure we cannot know what the server holds; a 409 will tell */
             return st;
@@ -128,10 +160,24 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         b->created = true;
         if (resp.status == 200) {
             st = parse_reply(b, &resp, call);
-            if (st == TR_OK) st = remember(b, call->tokens, call->n_tokens);
+            if (st == TR_OK) {
+                /* The server now holds the answer and lookahead[0..k-1) beyond the sequence. */
+                int32_t extra[TR_LOOKAHEAD_MAX + 1];
+                int32_t n_extra = 0;
+                if (call->n_lookahead > 0) {
+                    extra[n_extra++] = call->id;
+                    for (int32_t i = 0; i + 1 < call->n_lookahead; i++) extra[n_extra++] = call->lookahead_ids[i];
+                }
+                st = remember(b, call->tokens, call->n_tokens, extra, n_extra);
+            }
             return st;
         }
         int64_t server_pos;
+        if (resp.status == 400 && call->lookahead > 0 && lookahead_refused(&resp)) {
+            /* Near the end of the server's context: lookahead is a hint, ask again without it. */
+            call->lookahead = 0;
+            continue;
+        }
         if (resp.status != 409) return http_status_error("/v1/route/next", &resp);
         if (!conflict_pos(&resp, &server_pos))
             return tr_fail(TR_ERR_FORMAT, "/v1/route/next: a 409 reply without the server's pos");

@@ -75,8 +75,10 @@ echo "equal to embedded: $n_checked routed runs + llm mode"
 grep -q '"llm_evaluated":52,' "$tmp/sum" || fail "server evaluated more than each token once: $(cat "$tmp/sum")"
 
 # 2. Restarted mid-generation: the new server has no session, answers 409 (pos 0), the client resends; unchanged.
+# (--sync: every token a call, so one call surely spans the downtime; the default loop's failure handling is
+# checked in hide.sh.)
 ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 2 -n 60)
-"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
+"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 --sync \
   --timeout-ms 15000 --retries 12 --trace "$tmp/restart.jsonl" --summary-json >"$tmp/restart.out" 2>"$tmp/restart.err" &
 gen_pid=$!
 sleep 0.6
@@ -123,7 +125,7 @@ wait "$gen_pid" || fail "sampled generation across a restart failed: $(cat "$tmp
 echo "sampling on the server: reproducible, unchanged across a restart"
 
 # 3. Killed mid-generation: finishes on the SLM, the gap is marked, no call waits past the timeout.
-"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
+"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 --sync \
   --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" 2>"$tmp/kill.err" &
 gen_pid=$!
 sleep 0.6

@@ -40,8 +40,9 @@ out = open(sys.argv[2]).read()
 assert out.rstrip("\n") == text, (out, text)
 PY
 
-# Summary as JSON; --simulate-rtt adds its delay to every routed token.
-"$cli" generate --slm "$slm" --llm "$llm" --threshold 0.5 -p "Once upon a time" -n 24 --simulate-rtt 40 \
+# Summary as JSON; --simulate-rtt adds its delay to every routed token (--sync: the synchronous loop's accounting;
+# the speculative loop's is checked in hide.sh).
+"$cli" generate --slm "$slm" --llm "$llm" --threshold 0.5 -p "Once upon a time" -n 24 --simulate-rtt 40 --sync \
   --trace "$tmp/rtt.jsonl" --summary-json >/dev/null 2>"$tmp/sum.json"
 python3 - "$tmp/rtt.jsonl" "$tmp/sum.json" <<'PY'
 import json, sys

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# hide.sh — hiding the round trip (speculation + lookahead, the default for a remote LLM) against a real `tokroute
+# serve` on 127.0.0.1, bounded in time: the token ids equal --sync's for several prompts, tau values and simulated
+# RTTs; the summary's accounting adds up (every routed token is a call or a lookahead hit, bytes counted, fewer
+# blocking round trips than --sync); the embedded backend with a delay does the same; the server killed while the
+# loop speculates → the run ends as the failure policy says (fallback: finishes on the SLM with the gap marked, the
+# tokens before it the LLM's; error: exits with the error, showing only confirmed tokens), never hanging.
+# usage: hide.sh CLI SHARED
+set -euo pipefail
+cli=$1
+shared=$2
+slm=$shared/models/stories-student.gguf
+llm=$shared/models/stories260K.gguf
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+start_serve() {
+  local port=$1
+  shift
+  rm -f "$tmp/ready"
+  timeout 300 "$cli" serve -m "$llm" --host 127.0.0.1 --port "$port" --ready-file "$tmp/ready" "$@" \
+    >>"$tmp/serve.log" 2>&1 &
+  server_pid=$!
+  pids+=("$server_pid")
+  for _ in $(seq 1 200); do
+    [ -s "$tmp/ready" ] && { url=$(head -1 "$tmp/ready"); return 0; }
+    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; fail "tokroute serve exited"; }
+    sleep 0.05
+  done
+  fail "tokroute serve did not come up"
+}
+# The server is the child of its `timeout` wrapper: kill -9 it (a crash: the kernel closes its connections).
+crash_pid() {
+  local c
+  for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
+  wait "$1" 2>/dev/null || true
+}
+gen() { timeout 120 "$cli" generate --slm "$slm" -n 48 --ids "$@"; }
+
+port=$(free_port)
+start_serve "$port"
+
+# 1. Identity: default (speculation + lookahead) == --sync, on the server and on the embedded LLM with a delay.
+n=0
+for prompt in "Once upon a time" "Tom and his dog went to the park." "The little bird"; do
+  for tau in 0.3 0.6 0.9; do
+    ref=$(gen --server "$url" -p "$prompt" --threshold "$tau" --sync --no-summary 2>/dev/null)
+    for rtt in 0 5 20; do
+      got=$(gen --server "$url" -p "$prompt" --threshold "$tau" --simulate-rtt "$rtt" --summary-json 2>"$tmp/sum")
+      [ "$got" == "$ref" ] || fail "--server rtt $rtt tau $tau '$prompt': $got != --sync $ref"
+      python3 - "$tmp/sum" <<'PY' || fail "accounting: $(cat "$tmp/sum")"
+import json, sys
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert s["speculate_depth"] == 8 and s["lookahead"] == 4, s
+assert s["llm_calls"] + s["lookahead_hits"] == s["n_routed"], s
+assert s["spec_agree"] + s["spec_disagree"] == s["llm_calls"], s
+assert s["llm_blocking"] <= s["llm_calls"] and s["n_fallback"] == 0, s
+assert (s["llm_bytes_sent"] > 0 and s["llm_bytes_received"] > 0) == (s["llm_calls"] > 0), s
+PY
+      n=$((n + 1))
+    done
+    got=$(gen --llm "$llm" -p "$prompt" --threshold "$tau" --simulate-rtt 5 --no-summary 2>/dev/null)
+    [ "$got" == "$ref" ] || fail "embedded with --simulate-rtt tau $tau '$prompt': $got != --sync $ref"
+    got=$(gen --llm "$llm" -p "$prompt" --threshold "$tau" --speculate-depth 3 --lookahead 1 --no-summary 2>/dev/null)
+    [ "$got" == "$ref" ] || fail "embedded depth 3 lookahead 1 tau $tau '$prompt': $got != --sync $ref"
+    n=$((n + 2))
+  done
+done
+# Sampled (the SLM's and the server's draws seeded by position; no lookahead is asked for a sampled LLM).
+for seed in 1 2 3; do
+  ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.6 --temp 0.9 --seed "$seed" --sync --no-summary 2>/dev/null)
+  got=$(gen --server "$url" -p "Once upon a time" --threshold 0.6 --temp 0.9 --seed "$seed" --simulate-rtt 5 \
+    --summary-json 2>"$tmp/sum")
+  [ "$got" == "$ref" ] || fail "sampled seed $seed: $got != --sync $ref"
+  grep -q '"lookahead_hits":0,' "$tmp/sum" || fail "lookahead used with a sampled LLM: $(cat "$tmp/sum")"
+  n=$((n + 1))
+done
+echo "identical to --sync: $n runs"
+
+# 2. Fewer blocking round trips than --sync, and the server is not re-prefilled: the LLM evaluates at most the
+# sequence plus, per call, its 4 lookahead tokens and one re-evaluated position (a call whose sequence the server
+# already holds from a lookahead re-evaluates its last token for the logits).
+gen --server "$url" -p "Once upon a time" --threshold 0.9 --sync --summary-json >/dev/null 2>"$tmp/sync.json"
+gen --server "$url" -p "Once upon a time" --threshold 0.9 --summary-json >/dev/null 2>"$tmp/hide.json"
+python3 - "$tmp/sync.json" "$tmp/hide.json" <<'PY' || fail "round trips not reduced"
+import json, sys
+a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+assert a["llm_blocking"] == a["n_routed"] == a["llm_calls"], a
+assert b["llm_calls"] < a["llm_calls"] and b["lookahead_hits"] > 0, (a, b)
+assert b["llm_evaluated"] <= b["n_prompt"] + b["n_tokens"] + 5 * b["llm_calls"], b
+print(f"tau 0.9: --sync {a['llm_calls']} calls, default {b['llm_calls']} calls + {b['lookahead_hits']} lookahead hits")
+PY
+
+# 3. The server dies while the loop speculates: fallback finishes on the SLM, gap marked, bounded in time.
+# (tau 0.9 routes about half the tokens, so branches of SLM tokens are in flight; lookahead off keeps it slow enough.)
+ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 -n 60 --sync --no-summary 2>/dev/null)
+start_s=$(date +%s)
+"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 0.9 --ids --simulate-rtt 40 \
+  --lookahead 0 --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" \
+  2>"$tmp/kill.err" &
+gen_pid=$!
+sleep 0.5
+crash_pid "$server_pid"
+wait "$gen_pid" || fail "generation with a dead server failed: $(cat "$tmp/kill.err")"
+[ $(($(date +%s) - start_s)) -lt 30 ] || fail "took too long after the server died"
+python3 - "$tmp/kill.jsonl" "$ref" <<'PY' || fail "trace after the server died is wrong"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ref = [int(x) for x in sys.argv[2].split()]
+assert len(rows) == 60
+gap = next(i for i, r in enumerate(rows) if r.get("llm_unavailable"))
+assert gap > 0
+assert [r["id"] for r in rows[:gap]] == ref[:gap]
+# After the gap: only the SLM's tokens; routed ones marked unavailable.
+after = rows[gap:]
+assert all(r["source"] == "slm" for r in after), after
+assert all(r.get("llm_unavailable") is True for r in after if r["score"] < r["tau"]), after
+print(f"killed while speculating: {gap} tokens from the LLM, then {len(rows) - gap} on the SLM, marked")
+PY
+
+# 4. The same with --on-llm-failure error: exits non-zero with the error; what it printed is a prefix of the run.
+port=$(free_port)
+start_serve "$port"
+"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 0.9 --ids --simulate-rtt 40 \
+  --timeout-ms 1000 --retries 1 --on-llm-failure error --no-summary --lookahead 0 >"$tmp/err.out" 2>"$tmp/err.err" &
+gen_pid=$!
+sleep 0.6
+crash_pid "$server_pid"
+if wait "$gen_pid"; then fail "--on-llm-failure error succeeded with a dead server"; fi
+grep -qi "server" "$tmp/err.err" || fail "no error message: $(cat "$tmp/err.err")"
+got=$(tr -d '\n' <"$tmp/err.out")
+[ -n "$got" ] || fail "nothing was generated before the crash"
+case "$ref" in "$got"*) ;; *) fail "printed tokens '$got' are not a prefix of '$ref'" ;; esac
+echo "error policy: stopped with the error after $(echo "$got" | wc -w) confirmed tokens"
+
+# 5. Flags: bad values and --sync with either knob are usage errors (exit 2), with a message.
+for bad in "--lookahead 17" "--speculate-depth -1" "--sync --lookahead 2" "--sync --speculate-depth 1"; do
+  # shellcheck disable=SC2086
+  if "$cli" generate --slm "$slm" --llm "$llm" -p "Once" -n 2 $bad >/dev/null 2>"$tmp/e"; then fail "accepted $bad"; fi
+  # shellcheck disable=SC2086
+  rc=0; "$cli" generate --slm "$slm" --llm "$llm" -p "Once" -n 2 $bad >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || fail "$bad: exit $rc, not 2"
+  grep -q "lookahead\|speculate-depth" "$tmp/e" || fail "$bad: no message: $(cat "$tmp/e")"
+done
+echo "flags: bad values refused"
+
+# 6. Near the end of the server's context the server refuses lookahead (400, field lookahead): the client asks again
+# without it, so the run still equals --sync instead of failing.
+port=$(free_port)
+start_serve "$port" -c 48
+n400=$(grep -c " 400 " "$tmp/serve.log" || true)
+ref=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --sync --no-summary 2>/dev/null)
+got=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --lookahead 16 --summary-json \
+  2>"$tmp/sum") || fail "near the context end: $(cat "$tmp/sum")"
+[ "$got" == "$ref" ] || fail "near the context end: $got != --sync $ref"
+grep -q '"n_fallback":0,' "$tmp/sum" || fail "fallback near the context end: $(cat "$tmp/sum")"
+[ "$(grep -c " 400 " "$tmp/serve.log")" -gt "$n400" ] || fail "the server never refused a lookahead (test too weak)"
+echo "context end: lookahead dropped when refused, same tokens"

@@ -1,0 +1,367 @@
+/* test_speculate.c — the speculative loop (speculate_depth, lookahead) on the real tiny pair against the
+ * synchronous loop: the same token ids, sources, text and stop point for several prompts, tau values, depths and
+ * lookaheads, under randomized answer delays (the backend's jitter hook); a sampled LLM (draw seeded by position)
+ * gives the same tokens too; the cost accounting adds up; an LLM that fails while the loop speculates ends as the
+ * failure policy says (fallback: the same tokens and marks as the synchronous loop; error: only confirmed tokens
+ * were shown). The failing backend is a real one (the embedded LLM) wrapped to fail chosen calls. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "support/fixtures.h"
+#include "tokroute.h"
+
+#define N_GEN 48
+
+typedef struct pair {
+    tr_model *slm, *llm;
+} pair;
+
+static int setup(void **state) {
+    pair *p = calloc(1, sizeof *p);
+    tr_model_params mp = tr_model_default_params();
+    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &p->slm) != TR_OK ||
+        tr_model_load(shared_path("models/stories260K.gguf"), &mp, &p->llm) != TR_OK) {
+        fprintf(stderr, "%s\n", tr_last_error());
+        return -1;
+    }
+    *state = p;
+    return 0;
+}
+
+static int teardown(void **state) {
+    pair *p = *state;
+    tr_model_free(p->slm);
+    tr_model_free(p->llm);
+    free(p);
+    return 0;
+}
+
+static tr_context *new_ctx(const tr_model *m) {
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 1;
+    tr_context *ctx = NULL;
+    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
+    return ctx;
+}
+
+static tr_llm_backend *new_backend(const tr_model *llm, float temperature) {
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_threads = 1;
+    tr_sampler_params sp = tr_sampler_default_params();
+    sp.temperature = temperature;
+    sp.seed = 1234;
+    tr_llm_backend *b = NULL;
+    assert_int_equal(tr_llm_backend_embedded(llm, &cp, &sp, &b), TR_OK);
+    return b;
+}
+
+static int32_t prompt_tokens(const tr_model *m, const char *text, int32_t *ids, int32_t cap) {
+    tr_tokenize_params tp = tr_tokenize_default_params();
+    int32_t n = 0;
+    assert_int_equal(tr_tokenize(tr_model_vocab(m), text, strlen(text), &tp, ids, cap, &n), TR_OK);
+    return n;
+}
+
+/* What a run showed. */
+typedef struct run_result {
+    int32_t n;
+    int32_t ids[N_GEN];
+    tr_token_source source[N_GEN];
+    bool unavailable[N_GEN];
+    char text[4096];
+    size_t text_len;
+    tr_route_stats stats;
+    tr_status status;
+} run_result;
+
+static bool record(void *user, const tr_route_token *t) {
+    run_result *r = user;
+    assert_int_equal(t->index, r->n);
+    assert_true(r->n < N_GEN);
+    r->ids[r->n] = t->id;
+    r->source[r->n] = t->source;
+    r->unavailable[r->n] = t->llm_unavailable;
+    r->n++;
+    return true;
+}
+
+static bool record_text(void *user, const char *text, size_t len, const tr_route_token *t) {
+    (void)t;
+    run_result *r = user;
+    assert_true(r->text_len + len < sizeof r->text);
+    memcpy(r->text + r->text_len, text, len);
+    r->text_len += len;
+    return true;
+}
+
+typedef struct run_cfg {
+    float tau;
+    int32_t depth, lookahead;
+    float llm_temperature;
+    double jitter_ms;
+    uint64_t jitter_seed;
+    bool stop_at_eog;
+    const char *stop;
+} run_cfg;
+
+static void run(const pair *p, tr_llm_backend *llm, const int32_t *prompt, int32_t n_prompt, const run_cfg *c,
+                run_result *out) {
+    memset(out, 0, sizeof *out);
+    tr_context *ctx = new_ctx(p->slm);
+    tr_router *router;
+    assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &router), TR_OK);
+    tr_route_params rp = tr_route_default_params();
+    rp.mode = TR_MODE_JOINT;
+    rp.tau = c->tau;
+    rp.n_predict = N_GEN;
+    rp.stop_at_eog = c->stop_at_eog;
+    rp.sampling.temperature = 0.0f;
+    rp.speculate_depth = c->depth;
+    rp.lookahead = c->lookahead;
+    rp.on_token = record;
+    rp.on_text = record_text;
+    rp.user = out;
+    const char *stops[1] = {c->stop};
+    if (c->stop) rp.stop = stops, rp.n_stop = 1;
+    tr_llm_backend_set_jitter(llm, c->jitter_ms, c->jitter_seed);
+    int32_t ids[N_GEN];
+    out->status = tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, ids, N_GEN, &out->stats);
+    for (int32_t i = 0; i < out->n; i++) assert_int_equal(ids[i], out->ids[i]);
+    tr_router_free(router);
+    tr_context_free(ctx);
+}
+
+static void assert_same(const run_result *a, const run_result *b, const char *what) {
+    if (a->n != b->n) fail_msg("%s: %d tokens, synchronous %d", what, b->n, a->n);
+    for (int32_t i = 0; i < a->n; i++)
+        if (a->ids[i] != b->ids[i] || a->source[i] != b->source[i] || a->unavailable[i] != b->unavailable[i])
+            fail_msg("%s: token %d is %d (%s%s), synchronous %d (%s%s)", what, i, b->ids[i],
+                     b->source[i] ? "llm" : "slm", b->unavailable[i] ? ", unavailable" : "", a->ids[i],
+                     a->source[i] ? "llm" : "slm", a->unavailable[i] ? ", unavailable" : "");
+    assert_int_equal(a->text_len, b->text_len);
+    assert_memory_equal(a->text, b->text, a->text_len);
+    assert_int_equal(a->stats.n_routed, b->stats.n_routed);
+    assert_int_equal(a->stats.n_fallback, b->stats.n_fallback);
+    assert_int_equal(a->stats.stopped_by_eog, b->stats.stopped_by_eog);
+    assert_int_equal(a->stats.stopped_by_string, b->stats.stopped_by_string);
+}
+
+static const char *prompts[] = {"Once upon a time", "Tom and his dog went to the park.", "The little bird",
+                                "Lily wanted to"};
+
+static void identical_to_sync(void **state) {
+    pair *p = *state;
+    const float taus[] = {0.3f, 0.5f, 0.7f, 0.9f};
+    const int32_t configs[][2] = {{8, 4}, {8, 0}, {0, 4}, {2, 1}, {64, 16}};
+    int64_t n_runs = 0, hits = 0, kept = 0, discarded = 0, agree = 0, disagree = 0;
+    for (size_t k = 0; k < sizeof prompts / sizeof prompts[0]; k++) {
+        int32_t prompt[64];
+        const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
+        for (size_t t = 0; t < sizeof taus / sizeof taus[0]; t++) {
+            tr_llm_backend *llm = new_backend(p->llm, 0.0f);
+            run_cfg c = {.tau = taus[t], .stop_at_eog = true};
+            run_result ref, got;
+            run(p, llm, prompt, n_prompt, &c, &ref);
+            assert_int_equal(ref.status, TR_OK);
+            for (size_t m = 0; m < sizeof configs / sizeof configs[0]; m++)
+                for (int j = 0; j < 3; j++) {
+                    c.depth = configs[m][0];
+                    c.lookahead = configs[m][1];
+                    c.jitter_ms = j == 0 ? 0.0 : j == 1 ? 0.5 : 3.0; /* answers early, mid-branch, late */
+                    c.jitter_seed = 77 + (uint64_t)(k * 131 + t * 17 + m * 5 + (size_t)j);
+                    run(p, llm, prompt, n_prompt, &c, &got);
+                    char what[128];
+                    snprintf(what, sizeof what, "'%s' tau %.1f depth %d lookahead %d jitter %.1f", prompts[k],
+                             (double)c.tau, c.depth, c.lookahead, c.jitter_ms);
+                    assert_int_equal(got.status, TR_OK);
+                    assert_same(&ref, &got, what);
+                    const tr_route_stats *s = &got.stats;
+                    /* Accounting adds up: each routed token is a call or a lookahead hit; each call resolved. */
+                    assert_int_equal(s->llm_calls + s->n_lookahead_hits, s->n_routed);
+                    assert_int_equal(s->n_spec_agree + s->n_spec_disagree, s->llm_calls);
+                    assert_true(s->llm_blocking <= s->llm_calls);
+                    if (c.lookahead == 0) assert_int_equal(s->n_lookahead_hits, 0);
+                    if (c.depth == 0) assert_int_equal(s->n_spec_kept + s->n_spec_discarded, 0);
+                    n_runs++;
+                    hits += s->n_lookahead_hits;
+                    kept += s->n_spec_kept;
+                    discarded += s->n_spec_discarded;
+                    agree += s->n_spec_agree;
+                    disagree += s->n_spec_disagree;
+                }
+            tr_llm_backend_free(llm);
+        }
+    }
+    fprintf(stderr, "%lld runs identical to the synchronous loop: %lld lookahead hits, speculative tokens %lld kept "
+            "/ %lld discarded, SLM agreed with %lld of %lld answers\n", (long long)n_runs, (long long)hits,
+            (long long)kept, (long long)discarded, (long long)agree, (long long)(agree + disagree));
+    /* The test exercises both branches of every mechanism. */
+    assert_true(hits > 0 && kept > 0 && discarded > 0 && agree > 0 && disagree > 0);
+}
+
+/* A sampled LLM draws at each position from (seed, position): the same tokens with speculation. */
+static void sampled_llm_identical(void **state) {
+    pair *p = *state;
+    for (size_t k = 0; k < sizeof prompts / sizeof prompts[0]; k++) {
+        int32_t prompt[64];
+        const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
+        tr_llm_backend *llm = new_backend(p->llm, 0.9f);
+        run_cfg c = {.tau = 0.6f};
+        run_result ref, got;
+        run(p, llm, prompt, n_prompt, &c, &ref);
+        c.depth = 8;
+        c.lookahead = 4; /* a sampled LLM gives no lookahead */
+        c.jitter_ms = 1.0;
+        run(p, llm, prompt, n_prompt, &c, &got);
+        assert_same(&ref, &got, "sampled LLM");
+        assert_int_equal(got.stats.n_lookahead_hits, 0);
+        tr_llm_backend_free(llm);
+    }
+}
+
+/* Stop strings and end-of-generation tokens inside a speculative branch stop where the synchronous loop stops. */
+static void stops_inside_branches(void **state) {
+    pair *p = *state;
+    const char *stops[] = {"the", "d", ".", "!"};
+    for (size_t k = 0; k < sizeof stops / sizeof stops[0]; k++) {
+        int32_t prompt[64];
+        const int32_t n_prompt = prompt_tokens(p->slm, prompts[k % 4], prompt, 64);
+        tr_llm_backend *llm = new_backend(p->llm, 0.0f);
+        run_cfg c = {.tau = 0.6f, .stop = stops[k], .stop_at_eog = true};
+        run_result ref, got;
+        run(p, llm, prompt, n_prompt, &c, &ref);
+        c.depth = 16;
+        c.lookahead = 4;
+        c.jitter_ms = 2.0;
+        run(p, llm, prompt, n_prompt, &c, &got);
+        assert_same(&ref, &got, stops[k]);
+        tr_llm_backend_free(llm);
+    }
+}
+
+/* The embedded LLM, failing the calls whose number is in fail_mask (bit i: call i), or every call from fail_from. */
+typedef struct flaky {
+    tr_llm_backend *inner;
+    int64_t n_calls;
+    uint64_t fail_mask;
+    int64_t fail_from;
+} flaky;
+
+static tr_status flaky_next(void *impl, tr_llm_call *call) {
+    flaky *f = impl;
+    const int64_t i = f->n_calls++;
+    if ((i < 64 && (f->fail_mask >> i) & 1) || (f->fail_from >= 0 && i >= f->fail_from))
+        return TR_ERR_NETWORK; /* the wrapper prefixes the message with the backend name */
+    return tr_llm_next_token_ex(f->inner, call->tokens, call->n_tokens, &call->id, &call->logprob);
+}
+
+static const tr_llm_backend_ops flaky_ops = {"flaky", flaky_next, NULL, NULL};
+
+static void failure_while_speculating(void **state) {
+    pair *p = *state;
+    int32_t prompt[64];
+    const int32_t n_prompt = prompt_tokens(p->slm, prompts[0], prompt, 64);
+    const uint64_t masks[] = {0x0, 0x2, 0x15, 0xF0};
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        run_result ref, got;
+        for (int pass = 0; pass < 2; pass++) {
+            tr_llm_backend *inner = new_backend(p->llm, 0.0f);
+            flaky f = {.inner = inner, .fail_mask = masks[m], .fail_from = m == 0 ? 3 : -1};
+            tr_llm_backend *b = NULL;
+            assert_int_equal(tr_llm_backend_create(&flaky_ops, &f, &b), TR_OK);
+            tr_llm_backend_set_breaker(b, 0, 0); /* failures by call number, not by time */
+            /* Lookahead off: the calls are then the synchronous loop's, so the same calls fail. */
+            run_cfg c = {.tau = 0.7f, .depth = pass ? 8 : 0, .jitter_ms = pass ? 2.0 : 0.0};
+            run(p, b, prompt, n_prompt, &c, pass ? &got : &ref);
+            tr_llm_backend_free(b);
+            tr_llm_backend_free(inner);
+        }
+        assert_int_equal(ref.status, TR_OK);
+        assert_int_equal(got.status, TR_OK);
+        assert_true(ref.stats.n_fallback > 0);
+        assert_same(&ref, &got, "fallback");
+    }
+    /* on_llm_failure error: the run stops with the error and shows only confirmed tokens (a prefix of the run
+     * without failures), never a speculative one. */
+    run_result clean;
+    tr_llm_backend *plain = new_backend(p->llm, 0.0f);
+    run_cfg c0 = {.tau = 0.7f};
+    run(p, plain, prompt, n_prompt, &c0, &clean);
+    tr_llm_backend_free(plain);
+    tr_llm_backend *inner = new_backend(p->llm, 0.0f);
+    flaky f = {.inner = inner, .fail_from = 4};
+    tr_llm_backend *b = NULL;
+    assert_int_equal(tr_llm_backend_create(&flaky_ops, &f, &b), TR_OK);
+    tr_context *ctx = new_ctx(p->slm);
+    tr_router *router;
+    assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &router), TR_OK);
+    tr_route_params rp = tr_route_default_params();
+    rp.tau = 0.7f;
+    rp.n_predict = N_GEN;
+    rp.speculate_depth = 8;
+    rp.lookahead = 4;
+    rp.on_llm_failure = TR_LLM_FAILURE_ERROR;
+    run_result got = {0};
+    rp.on_token = record;
+    rp.user = &got;
+    tr_route_stats st;
+    assert_int_equal(tr_route_generate(ctx, router, b, prompt, n_prompt, &rp, NULL, 0, &st), TR_ERR_NETWORK);
+    assert_non_null(strstr(tr_last_error(), "flaky"));
+    assert_true(got.n > 0 && got.n < clean.n);
+    for (int32_t i = 0; i < got.n; i++) assert_int_equal(got.ids[i], clean.ids[i]);
+    tr_router_free(router);
+    tr_context_free(ctx);
+    tr_llm_backend_free(b);
+    tr_llm_backend_free(inner);
+}
+
+static void bad_arguments(void **state) {
+    pair *p = *state;
+    int32_t prompt[64];
+    const int32_t n_prompt = prompt_tokens(p->slm, prompts[0], prompt, 64);
+    tr_context *ctx = new_ctx(p->slm);
+    tr_llm_backend *llm = new_backend(p->llm, 0.0f);
+    tr_router *router;
+    assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &router), TR_OK);
+    tr_route_params rp = tr_route_default_params();
+    rp.lookahead = TR_LOOKAHEAD_MAX + 1;
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, NULL, 0, NULL), TR_ERR_ARG);
+    rp.lookahead = 0;
+    rp.speculate_depth = -1;
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, NULL, 0, NULL), TR_ERR_ARG);
+    /* The asynchronous interface: one request at a time, finish without a request is a state error. */
+    tr_llm_reply rep;
+    assert_int_equal(tr_llm_finish(llm, &rep), TR_ERR_STATE);
+    assert_int_equal(tr_llm_start(llm, prompt, n_prompt, 2), TR_OK);
+    assert_int_equal(tr_llm_start(llm, prompt, n_prompt, 2), TR_ERR_STATE);
+    int32_t id;
+    assert_int_equal(tr_llm_next_token(llm, prompt, n_prompt, &id), TR_ERR_STATE);
+    assert_int_equal(tr_llm_finish(llm, &rep), TR_OK);
+    assert_true(tr_llm_ready(llm));
+    assert_int_equal(rep.n_lookahead, 2);
+    assert_int_equal(tr_llm_next_token(llm, prompt, n_prompt, &id), TR_OK);
+    assert_int_equal(id, rep.id);
+    tr_router_free(router);
+    tr_llm_backend_free(llm);
+    tr_context_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(identical_to_sync),
+        cmocka_unit_test(sampled_llm_identical),
+        cmocka_unit_test(stops_inside_branches),
+        cmocka_unit_test(failure_while_speculating),
+        cmocka_unit_test(bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
