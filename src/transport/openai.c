@@ -37,8 +37,10 @@ static int32_t prefix_n_vocab(void *impl) {
 }
 
 static bool add_bias(prefix_backend *b, cJSON *req, int32_t n_allowed) {
-    if (n_allowed <= 0) return true;
-    const int32_t n_vocab = prefix_n_vocab(b);
+    /* Only a size already known (tr_llm_backend_n_vocab, which generate calls at start-up): querying here would
+     * spend time outside the call's deadline. */
+    if (n_allowed <= 0 || b->n_vocab <= 0) return true;
+    const int32_t n_vocab = b->n_vocab;
     if (n_vocab <= n_allowed || n_vocab - n_allowed > MAX_BIAS_IDS) return true;
     if (b->kind == API_OPENAI) {
         cJSON *bias = cJSON_AddObjectToObject(req, "logit_bias");

@@ -153,10 +153,9 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         call->bytes_sent += (int64_t)strlen(body);
         free(body);
         call->bytes_received += (int64_t)resp.len;
-        if (st != TR_OK) {
-            b->n_held = 0; /* after a failure we cannot know what the server holds; a 409 will tell */
-            return st;
-        }
+        /* After a failure, held stays what the server acknowledged last: if it lost the session a 409 says so,
+         * and if it processed the lost request it holds more and truncates to our pos. */
+        if (st != TR_OK) return st;
         b->created = true;
         if (resp.status == 200) {
             st = parse_reply(b, &resp, call);
