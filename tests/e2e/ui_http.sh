@@ -193,6 +193,19 @@ code=$(curl -sS -o "$tmp/bad.json" -w '%{http_code}' -X POST --data-binary '{"pr
 [ "$code" = 415 ] || fail "a form-encoded POST: HTTP $code, expected 415"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: text/plain' --data-binary '{"id":1}' "${url}api/cancel")
 [ "$code" = 415 ] || fail "a text/plain cancel: HTTP $code, expected 415"
+# DNS rebinding: another name for this address is refused; the loopback names (with the port) are served.
+port=${url##*:}; port=${port%/}
+for h in "evil.example:$port" "evil.example" "127.0.0.1.evil.example:$port" "localhost:80x"; do
+  code=$(curl -sS -o "$tmp/bad.json" -w '%{http_code}' -H "Host: $h" "${url}api/info")
+  [ "$code" = 403 ] || fail "Host: $h got HTTP $code, expected 403"
+  code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Host: $h" -H 'Content-Type: application/json' -X POST \
+    --data-binary '{"prompt":"a","mode":"small_only","max_tokens":1}' "${url}api/generate")
+  [ "$code" = 403 ] || fail "POST with Host: $h got HTTP $code, expected 403"
+done
+for h in "localhost:$port" "127.0.0.1:$port" "LOCALHOST" "[::1]:$port"; do
+  code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Host: $h" "${url}api/info")
+  [ "$code" = 200 ] || fail "Host: $h got HTTP $code, expected 200"
+done
 head -c 300000 /dev/zero | tr '\0' 'a' >"$tmp/big.txt"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST --data-binary @"$tmp/big.txt" "${url}api/generate")
 [ "$code" = 413 ] || fail "oversized body: HTTP $code"
