@@ -160,7 +160,7 @@ static tr_status token_metrics(tr_eval *e, eval_positions *pos) {
 }
 
 /* SLM alone, LLM alone, then every policy with a router at every target's τ. */
-static tr_status generation(tr_eval *e, const eval_models *m, const dataset *d) {
+static tr_status generation(tr_eval *e, const eval_models *m, const dataset *d, const tr_eval_params *caller) {
     const int32_t n_scored = e->n_policies - 2;
     e->n_gen = 2 + n_scored * e->params.n_targets;
     e->gen = calloc((size_t)e->n_gen, sizeof *e->gen);
@@ -175,7 +175,7 @@ static tr_status generation(tr_eval *e, const eval_models *m, const dataset *d) 
     eval_gen_params gp = {.max_new_tokens = e->params.max_new_tokens, .prompt_tokens = e->params.prompt_tokens};
     if (gp.max_new_tokens == 0) gp.max_new_tokens = e->fmt == DATASET_TEXT ? 64 : e->fmt == DATASET_GSM8K ? 256 : 32;
     e->params.max_new_tokens = gp.max_new_tokens;
-    stage_progress sp = {&e->params, e->fmt == DATASET_TEXT ? "free-running" : "task"};
+    stage_progress sp = {caller, e->fmt == DATASET_TEXT ? "free-running" : "task"};
     tr_status st = eval_generate(m, d, &gp, e->gen, e->n_gen, report_stage, &sp);
     e->generated = st == TR_OK;
     return st;
@@ -214,6 +214,7 @@ tr_status tr_eval_run(const tr_model *slm, const tr_model *llm, const tr_eval_pa
     eval_positions pos = {0};
     if (st == TR_OK) st = dataset_load(params->data_path, fmt, params->first, params->end, &d);
     if (st == TR_OK && dataset_count(d) == 0) st = tr_fail(TR_ERR_RANGE, "eval: the range selects no examples");
+    if (st == TR_OK) e->n_loaded = dataset_count(d);
     if (st == TR_OK) st = make_policies(e, slm, &m);
     double t0 = now_s();
     stage_progress sp = {params, "teacher-forced"};
@@ -226,13 +227,7 @@ tr_status tr_eval_run(const tr_model *slm, const tr_model *llm, const tr_eval_pa
     e->summary.teacher_s = now_s() - t0;
     eval_positions_free(&pos);
     t0 = now_s();
-    if (st == TR_OK && params->generate) {
-        e->params.progress = params->progress;
-        e->params.progress_user = params->progress_user;
-        st = generation(e, &m, d);
-        e->params.progress = NULL;
-        e->params.progress_user = NULL;
-    }
+    if (st == TR_OK && params->generate) st = generation(e, &m, d, params);
     e->summary.generate_s = e->generated ? now_s() - t0 : 0;
     for (int32_t k = 0; k < EVAL_MAX_POLICIES; k++) tr_router_free(m.routers[k]);
     dataset_free(d);

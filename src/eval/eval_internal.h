@@ -102,6 +102,7 @@ struct tr_eval {
     tr_eval_params params;
     char *data_path, *router_path, *format_name;
     dataset_format fmt;
+    int64_t n_loaded;        /* examples in the range (some may have had nothing to score) */
     tr_eval_summary summary;
     int32_t n_policies;      /* oracle included (last) */
     const char *names[EVAL_MAX_POLICIES];

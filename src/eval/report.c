@@ -103,7 +103,7 @@ tr_status tr_eval_to_json(const tr_eval *e, bool full, char **out) {
     if (e->router_path) cJSON_AddStringToObject(root, "router", e->router_path);
     cJSON *range = cJSON_AddArrayToObject(root, "range");
     cJSON_AddItemToArray(range, cJSON_CreateNumber((double)e->params.first));
-    cJSON_AddItemToArray(range, cJSON_CreateNumber((double)(e->params.first + e->summary.n_examples)));
+    cJSON_AddItemToArray(range, cJSON_CreateNumber((double)(e->params.first + e->n_loaded)));
     cJSON_AddNumberToObject(root, "n_examples", (double)e->summary.n_examples);
     cJSON_AddNumberToObject(root, "n_positions", (double)e->summary.n_positions);
     cJSON_AddNumberToObject(root, "max_target_tokens", e->params.max_target_tokens);
@@ -231,7 +231,7 @@ static tr_status write_generation_csv(const tr_eval *e, const char *dir) {
 static tr_status make_dir(const char *dir) {
     char path[4096];
     size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof path) return tr_fail(TR_ERR_ARG, "eval: bad output directory '%s'", dir);
+    if (n == 0 || n >= sizeof path - 64) return tr_fail(TR_ERR_ARG, "eval: bad output directory '%.64s'", dir);
     memcpy(path, dir, n + 1);
     for (size_t i = 1; i <= n; i++) {
         if (path[i] != '/' && path[i] != '\0') continue;
