@@ -20,6 +20,7 @@ static const command commands[] = {
     {"synth", cmd_synth, "write a random-weight model at a real model's shape"},
     {"ui", cmd_ui, "serve the web UI: prompt, threshold slider, live tokens (LLM in red), profiling"},
     {"serve", cmd_serve, "serve the LLM over HTTP (session protocol, OpenAI completions)"},
+    {"eval", cmd_eval, "evaluate routing on a dataset: accuracy vs routed share per policy, plots, latency"},
 };
 
 static void usage(FILE *f) {
