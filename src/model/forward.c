@@ -97,12 +97,9 @@ tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float
     const tr_model *m = ctx->model;
     activations *A = &ctx->act;
     const int32_t dim = m->info.n_embd;
-    const size_t embd_row = type_row_bytes(m->tok_embd.type, dim);
     tr_status st;
-    for (int32_t t = 0; t < n; t++) {
-        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * embd_row;
-        if ((st = dequantize_row(m->tok_embd.type, row, A->x + (int64_t)t * dim, dim)) != TR_OK) return st;
-    }
+    for (int32_t t = 0; t < n; t++)
+        if ((st = weight_dequantize_row(&m->tok_embd, tokens[t], A->x + (int64_t)t * dim)) != TR_OK) return st;
     rope_tables(m, ctx->n_past, n, A->rope_cos, A->rope_sin);
     for (int il = 0; il < m->info.n_layer; il++)
         if ((st = layer_forward(ctx, il, n)) != TR_OK) return st;

@@ -270,7 +270,6 @@ tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *con
     const tr_model *m = ctx->model;
     activations *A = &ctx->act;
     const int32_t dim = m->info.n_embd, half = m->rope_dim / 2;
-    const size_t embd_row = type_row_bytes(m->tok_embd.type, dim);
     int32_t n = 0;
     for (int32_t s = 0; s < n_seq; s++) {
         if (n_tokens[s] <= 0 || n_tokens[s] > e->max_rows - n ||
@@ -279,8 +278,7 @@ tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *con
         for (int32_t t = 0; t < n_tokens[s]; t++) {
             const int32_t id = tokens[s][t];
             if (id < 0 || id >= m->info.n_vocab) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", id);
-            const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)id * embd_row;
-            tr_status st = dequantize_row(m->tok_embd.type, row, A->x + (int64_t)(n + t) * dim, dim);
+            tr_status st = weight_dequantize_row(&m->tok_embd, id, A->x + (int64_t)(n + t) * dim);
             if (st != TR_OK) return st;
             e->row_pos[n + t] = seqs[s]->n_past + t;
         }
