@@ -22,6 +22,9 @@ void thread_pool_free(thread_pool *tp);
 int thread_pool_size(const thread_pool *tp);
 /* Runs fn on all threads of the pool and returns when every thread has finished. Not reentrant. */
 void thread_pool_run(thread_pool *tp, pool_task fn, void *arg);
+/* CPUs granted by a cgroup v2 cpu.max text ("<quota> <period>", rounded up), or 0 for "max" (no limit) and for
+ * text that does not parse. */
+int cgroup_cpu_limit(const char *text);
 
 /* ---------------------------------------------------------------- rows */
 
