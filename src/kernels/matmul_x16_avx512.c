@@ -4,9 +4,10 @@
  * with one store, never reduced across lanes. Each micro-tile takes NI tokens (up to 4) so an unpacked weight
  * vector also serves several tokens in prefill.
  *
- * Weights go in vpdpbusd's unsigned slot: nibbles and 6-bit values are unsigned already, and Q8_0's signed bytes
- * become w + 128 (w ^ 0x80). The offsets (-8, -128, -32) come back through activation sums: per 32-block sums
- * for Q8_0 activations (quantize_q8_0_soa_sums), Q8_K's bsums for the K-quants. K-quant sub-block scales multiply
+ * Weights go in vpdpbusd's unsigned slot: nibbles and 5/6-bit values are unsigned already, and Q8_0's signed
+ * bytes become w + 128 (w ^ 0x80). The offsets (-8, -16, -128, -32) come back through activation sums: per
+ * 32-block sums for Q8_0 activations (quantize_q8_0_soa_sums), Q8_1's sums for Q4_1/Q5_1's minimums, Q8_K's
+ * bsums for the K-quants. K-quant sub-block scales multiply
  * exact int32 sub-block sums, so the whole 256-block sums in integers as in the plain kernels. */
 #include "kernels/blocks.h"
 #include "kernels/matmul_impl.h"
@@ -55,29 +56,37 @@ INLINE void store_rows(const mm_args *a, int64_t r, int64_t i, const int NI, con
     _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) _mm512_storeu_ps(a->y + (i + ii) * a->ldy + r, acc[ii]);
 }
 
-/* ---------------------------------------------------------------- Q4_0 and Q8_0 × Q8_0 */
+/* ---------------------------------------------------------------- 32-element blocks × Q8_0 / Q8_1 */
 
-INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const bool q8) {
+enum { K_Q4_0, K_Q5_0, K_Q8_0, K_Q4_1, K_Q5_1 };
+
+/* Activations: Q8_0 SoA with int32 block sums (offset types), or Q8_1 SoA with float sums d * sum q (Q4_1, Q5_1:
+ * value = d*q + m, so a row's dot is d_w d_x isum + m_w s_x). */
+INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const int kind) {
     const int64_t nb = a->cols / 32;
-    const size_t col_bytes = q8 ? 16 * sizeof(block_q8_0) : 16 * sizeof(block_q4_0);
+    const bool with_m = kind == K_Q4_1 || kind == K_Q5_1, five = kind == K_Q5_0 || kind == K_Q5_1;
+    const size_t col_bytes = 16 * (kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q5_0 ? 22 : 24);
+    const size_t masks_at = with_m ? 64 : 32, qs_at = masks_at + (five ? 64 : 0);
+    const int offset = kind == K_Q8_0 ? 128 : kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
     const uint8_t *grp = a->w + (size_t)r * a->w_stride;
     const int8_t *xq[4];
-    const float *xd[4];
+    const float *xd[4], *xm[4];
     const int32_t *xs[4];
     __m512 acc[4];
     _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
         xq[ii] = (const int8_t *)(a->x + (size_t)(i + ii) * a->x_stride);
         xd[ii] = (const float *)(xq[ii] + a->cols);
         xs[ii] = (const int32_t *)(xd[ii] + nb);
+        xm[ii] = xd[ii] + nb;
         acc[ii] = _mm512_setzero_ps();
     }
-    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), sixteen = _mm512_set1_epi8(16);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
         const __m512 wd = f16x16(col);
         __m512i isum[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
-        if (q8) {
+        if (kind == K_Q8_0) {
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
                 const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(col + 32 + 64 * c), flip);
                 _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
@@ -85,27 +94,43 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
             }
         } else {
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-                const __m512i q = _mm512_loadu_si512(col + 32 + 64 * c);
-                const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                const __m512i q = _mm512_loadu_si512(col + qs_at + 64 * c);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (five) {
+                    uint64_t mlo, mhi;
+                    memcpy(&mlo, col + masks_at + 8 * (2 * c), 8);
+                    memcpy(&mhi, col + masks_at + 8 * (2 * c + 1), 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)mlo, lo, sixteen);
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mhi, hi, sixteen);
+                }
                 _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
                     isum[ii] = _mm512_dpbusd_epi32(isum[ii], lo, bcast32(xq[ii] + 32 * b + 4 * c));
                     isum[ii] = _mm512_dpbusd_epi32(isum[ii], hi, bcast32(xq[ii] + 32 * b + 16 + 4 * c));
                 }
             }
         }
+        const __m512 wm = with_m ? f16x16(col + 32) : _mm512_setzero_ps();
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
+            __m512i s = isum[ii];
             /* sum (w_u - off) x = sum w_u x - off * sum x */
-            const __m512i s = _mm512_sub_epi32(isum[ii], _mm512_set1_epi32(xs[ii][b] * (q8 ? 128 : 8)));
+            if (offset) s = _mm512_sub_epi32(s, _mm512_set1_epi32(xs[ii][b] * offset));
             acc[ii] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_set1_ps(xd[ii][b])), acc[ii]);
+            if (with_m) acc[ii] = _mm512_fmadd_ps(wm, _mm512_set1_ps(xm[ii][b]), acc[ii]);
         }
     }
     store_rows(a, r, i, NI, acc);
 }
 
-INLINE void q4_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, false); }
-INLINE void q8_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, true); }
+INLINE void q4_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q4_0); }
+INLINE void q5_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q5_0); }
+INLINE void q8_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q8_0); }
+INLINE void q4_1_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q4_1); }
+INLINE void q5_1_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q5_1); }
 DEFINE_X16_TILE(q4_0_x16)
+DEFINE_X16_TILE(q5_0_x16)
 DEFINE_X16_TILE(q8_0_x16)
+DEFINE_X16_TILE(q4_1_x16)
+DEFINE_X16_TILE(q5_1_x16)
 
 /* ---------------------------------------------------------------- Q4_K, Q5_K × Q8_K */
 
@@ -240,11 +265,17 @@ DEFINE_X16_TILE(q6_k_x16)
 /* ---------------------------------------------------------------- table */
 
 void mm_isa_avx512_x16(mm_isa *isa) {
-    /* Q4_0 and Q8_0 switch to activations with block sums; their plain tiles read the same rows. */
-    isa->k[TR_TYPE_Q4_0].quant = isa->k[TR_TYPE_Q8_0].quant = quantize_q8_0_soa_sums;
-    isa->k[TR_TYPE_Q4_0].x_row_bytes = isa->k[TR_TYPE_Q8_0].x_row_bytes = q8_0_soa_sums_row_bytes;
+    /* Q4_0, Q5_0 and Q8_0 switch to activations with block sums; their plain tiles read the same rows. */
+    const tr_type with_sums[] = {TR_TYPE_Q4_0, TR_TYPE_Q5_0, TR_TYPE_Q8_0};
+    for (size_t t = 0; t < sizeof with_sums / sizeof with_sums[0]; t++) {
+        isa->k[with_sums[t]].quant = quantize_q8_0_soa_sums;
+        isa->k[with_sums[t]].x_row_bytes = q8_0_soa_sums_row_bytes;
+    }
     isa->k[TR_TYPE_Q4_0].tile_x16 = tile_q4_0_x16;
+    isa->k[TR_TYPE_Q5_0].tile_x16 = tile_q5_0_x16;
     isa->k[TR_TYPE_Q8_0].tile_x16 = tile_q8_0_x16;
+    isa->k[TR_TYPE_Q4_1].tile_x16 = tile_q4_1_x16;
+    isa->k[TR_TYPE_Q5_1].tile_x16 = tile_q5_1_x16;
     isa->k[TR_TYPE_Q4_K].tile_x16 = tile_q4_k_x16;
     isa->k[TR_TYPE_Q5_K].tile_x16 = tile_q5_k_x16;
     isa->k[TR_TYPE_Q6_K].tile_x16 = tile_q6_k_x16;

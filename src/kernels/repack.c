@@ -11,6 +11,10 @@
  * offset in both layouts when r is past the last whole group, and the rows after the last whole group of 16 stay
  * plain. Per type, a group's block column b (16 blocks, one per row) holds:
  *   Q4_0: d[16] F16 | qs word c (0-3) of row r at 32 + 64c + 4r
+ *   Q4_1: d[16], m[16] F16 | qs words at 64 + 64c + 4r
+ *   Q5_0: d[16] F16 | 8 64-bit masks at 32: bit 4r+i of mask 2c+h is the fifth bit of element 16h+4c+i of row r
+ *         (one AVX-512 byte mask per qs word and nibble) | qs words at 96 + 64c + 4r
+ *   Q5_1: d[16], m[16] F16 | masks at 64 | qs words at 128 + 64c + 4r
  *   Q8_0: d[16] F16 | qs word c (0-7) of row r at 32 + 64c + 4r
  *   Q4_K: d[16], dmin[16] F16 | scale word k (0-2) at 64 + 64k + 4r | qs word w (0-31) at 256 + 64w + 4r
  *   Q5_K: as Q4_K, with qh word w (0-7) at 256 + 64w + 4r and qs words from 768
@@ -73,6 +77,31 @@ static void block_move(tr_type type, uint8_t *col, int r, uint8_t *blk, bool to_
         block_q4_0 *b = (block_q4_0 *)blk;
         MOVE(col + 2 * r, &b->d, 2);
         for (int c = 0; c < 4; c++) MOVE(word_at(col + 32, c, r), b->qs + 4 * c, 4);
+        break;
+    }
+    case TR_TYPE_Q4_1:
+    case TR_TYPE_Q5_0:
+    case TR_TYPE_Q5_1: {
+        /* d, then m (Q4_1, Q5_1), then qh (Q5_0, Q5_1), then qs[16] */
+        const bool has_m = type != TR_TYPE_Q5_0, has_h = type != TR_TYPE_Q4_1;
+        uint8_t *qh = blk + (has_m ? 4 : 2), *qs = qh + (has_h ? 4 : 0);
+        MOVE(col + 2 * r, blk, 2);
+        if (has_m) MOVE(col + 32 + 2 * r, blk + 2, 2);
+        uint8_t *masks = col + (has_m ? 64 : 32);
+        if (has_h) {
+            uint32_t h = 0;
+            if (to_group) memcpy(&h, qh, 4);
+            for (int c = 0; c < 4; c++)
+                for (int hf = 0; hf < 2; hf++)
+                    for (int i = 0; i < 4; i++) {
+                        uint8_t *byte = masks + 8 * (2 * c + hf) + (4 * r + i) / 8;
+                        const int bit = (4 * r + i) % 8, e = 16 * hf + 4 * c + i;
+                        if (to_group) *byte = (uint8_t)((*byte & ~(1u << bit)) | (((h >> e) & 1u) << bit));
+                        else h |= (uint32_t)((*byte >> bit) & 1u) << e;
+                    }
+            if (!to_group) memcpy(qh, &h, 4);
+        }
+        for (int c = 0; c < 4; c++) MOVE(word_at(masks + (has_h ? 64 : 0), c, r), qs + 4 * c, 4);
         break;
     }
     case TR_TYPE_Q8_0: {
@@ -138,8 +167,8 @@ static void block_move(tr_type type, uint8_t *col, int r, uint8_t *blk, bool to_
 /* ---------------------------------------------------------------- matrices */
 
 bool weight_x16_type(tr_type type) {
-    return type == TR_TYPE_Q4_0 || type == TR_TYPE_Q8_0 || type == TR_TYPE_Q4_K || type == TR_TYPE_Q5_K ||
-           type == TR_TYPE_Q6_K;
+    return type == TR_TYPE_Q4_0 || type == TR_TYPE_Q4_1 || type == TR_TYPE_Q5_0 || type == TR_TYPE_Q5_1 ||
+           type == TR_TYPE_Q8_0 || type == TR_TYPE_Q4_K || type == TR_TYPE_Q5_K || type == TR_TYPE_Q6_K;
 }
 
 int64_t weight_x16_rows(const weight_matrix *w) { return w->layout == WEIGHT_X16 ? w->rows / 16 * 16 : 0; }
