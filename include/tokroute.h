@@ -262,10 +262,11 @@ void tr_context_clear(tr_context *ctx);
 int64_t tr_context_n_evaluated(const tr_context *ctx);
 int32_t tr_context_n_threads(const tr_context *ctx);
 
-/* Number of physical CPU cores (at least 1). */
+/* Physical CPU cores this process may use (at least 1): those in its CPU affinity mask, at most its cgroup v2 CPU
+ * quota. The default thread count. */
 int tr_physical_cores(void);
 /* Instruction set the matrix products use here: "avx512", "avx2", "neon" or "scalar" (env TOKROUTE_KERNELS
- * forces a lower one). */
+ * forces one this CPU can run; naming one it cannot makes model loads fail with TR_ERR_UNSUPPORTED). */
 const char *tr_kernels_isa(void);
 
 /* ---------------------------------------------------------------- sampling */
