@@ -10,5 +10,8 @@ int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_ui(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_collect(int argc, char **argv);
+int cmd_train_router(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 #endif /* TR_CLI_COMMANDS_H */
