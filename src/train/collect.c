@@ -245,7 +245,11 @@ static tr_status resume_existing(collector *c, const unsigned char *header, cons
     collect_header h;
     tr_status st = collect_header_decode(old, got, &h);
     if (st != TR_OK) return tr_fail_prefix(st, "cannot resume from %s", data_path);
-    if (memcmp(old, header, COLLECT_HEADER_BYTES) != 0)
+    /* The range's end may differ: a resume may collect further (or stop earlier) than the first run asked. */
+    unsigned char mine[COLLECT_HEADER_BYTES];
+    memcpy(mine, header, sizeof mine);
+    memcpy(mine + COLLECT_LAST_OFFSET, old + COLLECT_LAST_OFFSET, 4);
+    if (memcmp(old, mine, COLLECT_HEADER_BYTES) != 0)
         return tr_fail(TR_ERR_STATE, "%s holds a collect with other models, data or settings; use another folder "
                        "or start over (resume = false, --restart)", data_path);
     unsigned char *index = NULL;

@@ -24,6 +24,7 @@
 #define COLLECT_NAME_BYTES 64
 #define COLLECT_RECORD_FIXED 64u   /* bytes before the top-k log-probs */
 #define COLLECT_INDEX_ENTRY 16u
+#define COLLECT_LAST_OFFSET 52     /* header byte offset of `last` (the one field a resume may change) */
 #define COLLECT_MAX_EMBD (1 << 16)
 #define COLLECT_N_STATS 3          /* maxprob, entropy, margin */
 #define COLLECT_DATA_FILE "positions.bin"
