@@ -268,8 +268,36 @@ static void test_folders_add_up(void **state) {
     free(c);
 }
 
+/* CITER's shortcut and the both-wrong modes, position by position (truth 5; -1 = dropped). */
+static void test_label_rule(void **state) {
+    (void)state;
+    const tr_label_mode modes[4] = {TR_LABEL_DROP, TR_LABEL_SLM, TR_LABEL_LLM, TR_LABEL_ROLLOUT};
+    /* slm, llm, rollout_slm, rollout_llm → labels under drop, slm, llm, rollout */
+    const struct { int32_t s, l, rs, rl; int want[4]; } cases[] = {
+        {5, 5, -1, -1, {1, 1, 1, 1}},  /* both right: the SLM (it is free) */
+        {5, 2, -1, -1, {1, 1, 1, 1}},  /* only the SLM */
+        {3, 5, -1, -1, {0, 0, 0, 0}},  /* only the LLM */
+        {3, 2, 1, 3, {-1, 1, 0, 0}},   /* both wrong, the LLM's token continues better */
+        {3, 2, 2, 0, {-1, 1, 0, 1}},   /* both wrong, the SLM's continues better */
+        {3, 2, 2, 2, {-1, 1, 0, 1}},   /* a tie goes to the SLM */
+        {3, 2, -1, -1, {-1, 1, 0, -1}}, /* not rolled out: nothing to decide by */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int m = 0; m < 4; m++)
+            assert_int_equal(label_rule(5, cases[c].s, cases[c].l, cases[c].rs, cases[c].rl, modes[m]), cases[c].want[m]);
+    const int32_t cont[5] = {4, 9, 9, 1, 2}, ref[5] = {4, 8, 9, 1, 3};
+    assert_int_equal(rollout_matches(cont, ref, 5), 3);
+    assert_int_equal(rollout_matches(cont, ref, 0), 0);
+    tr_label_mode m;
+    assert_int_equal(tr_label_mode_from_name("rollout", &m), TR_OK);
+    assert_int_equal(m, TR_LABEL_ROLLOUT);
+    assert_int_equal(tr_label_mode_from_name("soft", &m), TR_ERR_ARG);
+    assert_string_equal(tr_label_mode_name(TR_LABEL_SLM), "slm");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_label_rule),
         cmocka_unit_test(test_separable_toy_is_learned),
         cmocka_unit_test(test_deterministic_for_a_seed),
         cmocka_unit_test(test_calibration_and_gap),
