@@ -20,6 +20,9 @@ static const command commands[] = {
     {"synth", cmd_synth, "write a random-weight model at a real model's shape"},
     {"ui", cmd_ui, "serve the web UI: prompt, threshold slider, live tokens (LLM in red), profiling"},
     {"serve", cmd_serve, "serve the LLM over HTTP (session protocol, OpenAI completions)"},
+    {"collect", cmd_collect, "run a dataset through both models and store router training data"},
+    {"train-router", cmd_train_router, "train an MLP router file on collected data"},
+    {"calibrate", cmd_calibrate, "print the threshold that routes a given share of collected positions"},
     {"eval", cmd_eval, "evaluate routing on a dataset: accuracy vs routed share per policy, plots, latency"},
 };
 

@@ -1,8 +1,8 @@
 /* mlp.c — the MLP router's network: memory for its weights and activations, and the forward pass.
  *
  * Input = the SLM's final hidden state (after the output RMSNorm) followed by the features the file asks for, in
- * the fixed order maxprob, entropy, where maxprob is the top-1 probability and entropy is the normalized entropy
- * H / ln V of the SLM's softmax (policy.c; both in [0, 1], both 0 when the logits are not a distribution). Each
+ * the fixed order maxprob, entropy, margin, top-k log-probs (features.c; all 0 when the logits are not a
+ * distribution). Each
  * layer is y = W x + b with W [out][in] row-major F32, ReLU between layers and a sigmoid on the single output.
  * The products go through the kernels' F32 matmul (SIMD where the CPU has it): on the caller's thread, unless
  * tr_router_set_threads gave the router a pool; then only layers big enough to repay waking workers (a router for
@@ -73,14 +73,12 @@ float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_
         finite &= isfinite(hidden[i]) != 0;
     }
     if (!finite) return 0.0f;
-    if (net->features) {
-        logit_stats st;
-        logit_stats_compute(logits, n_vocab, &st);
-        int32_t k = n_embd;
-        if (net->features & TR_FEATURE_MAXPROB) net->input[k++] = st.maxprob;
-        if (net->features & TR_FEATURE_ENTROPY) net->input[k++] = st.entropy_norm;
-    }
-    const float *x = net->input;
+    if (net->features) router_logit_features(net->features, net->topk, logits, n_vocab, net->input + n_embd);
+    return mlp_forward_input(net, net->input);
+}
+
+float mlp_forward_input(mlp_net *net, const float *input) {
+    const float *x = input;
     for (int32_t l = 0; l < net->n_layers; l++) {
         const int32_t n_in = net->sizes[l], n_out = net->sizes[l + 1];
         float *y = net->act[l & 1];

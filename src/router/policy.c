@@ -171,21 +171,3 @@ float policy_score(tr_policy policy, const logit_stats *st) {
     }
     return 0.0f;
 }
-
-int32_t feature_count(unsigned features) {
-    return ((features & TR_FEATURE_MAXPROB) ? 1 : 0) + ((features & TR_FEATURE_ENTROPY) ? 1 : 0);
-}
-
-const char *feature_name(unsigned feature_bit) {
-    switch (feature_bit) {
-    case TR_FEATURE_MAXPROB: return "maxprob";
-    case TR_FEATURE_ENTROPY: return "entropy";
-    }
-    return NULL;
-}
-
-unsigned feature_from_name(const char *name) {
-    if (name && strcmp(name, "maxprob") == 0) return TR_FEATURE_MAXPROB;
-    if (name && strcmp(name, "entropy") == 0) return TR_FEATURE_ENTROPY;
-    return 0;
-}

@@ -75,6 +75,18 @@ void tr_router_free(tr_router *router) {
     free(router);
 }
 
+mlp_net *router_mlp(tr_router *router) {
+    return router && router->policy == TR_POLICY_MLP ? &router->mlp : NULL;
+}
+
+unsigned tr_router_features(const tr_router *router) {
+    return router && router->policy == TR_POLICY_MLP ? router->mlp.features : 0;
+}
+
+int32_t tr_router_topk(const tr_router *router) {
+    return router && router->policy == TR_POLICY_MLP ? router->mlp.topk : 0;
+}
+
 tr_policy tr_router_policy(const tr_router *router) { return router ? router->policy : TR_POLICY_MAXPROB; }
 
 float tr_router_default_tau(const tr_router *router) {

@@ -3,16 +3,18 @@
  * A router file is a GGUF with
  *   general.architecture      str       "tokroute-router"
  *   tokroute-router.n_layers  u32       number of linear layers L (1..64)
- *   tokroute-router.sizes     i32[L+1]  layer widths; sizes[0] = slm.n_embd + number of features, sizes[L] = 1
- *   tokroute-router.features  str[]     extra inputs after the hidden state, a subset of ["maxprob", "entropy"] in
- *                                       that order (optional; absent = none)
+ *   tokroute-router.sizes     i32[L+1]  layer widths; sizes[0] = slm.n_embd + feature inputs, sizes[L] = 1
+ *   tokroute-router.features  str[]     extra inputs after the hidden state, a subset of ["maxprob", "entropy",
+ *                                       "margin", "topk_logprobs"] in that order (optional; absent = none)
+ *   tokroute-router.topk      u32       k of topk_logprobs (1..64; required with it)
  *   tokroute-router.tau       f32       default threshold in [0, 1] (optional; absent = 0.5)
  *   tokroute-router.slm.name  str       the SLM the router was trained for (optional)
  *   tokroute-router.slm.n_embd, tokroute-router.slm.n_vocab  u32   that SLM's hidden and vocabulary sizes
  * and exactly 2L tensors, all F32: mlp.<i>.weight with ne = [sizes[i], sizes[i+1]] (ggml order: ne[0] is the row
  * length, so rows are outputs, as W[out][in]) and mlp.<i>.bias with ne = [sizes[i+1]], for i in 0..L-1.
- * Integer keys may be stored in any integer type, tau in either float type. Weights are copied out of the mapping
- * (and checked to be finite), so the file is closed once loaded.
+ * Integer keys may be stored in any integer type, tau in either float type. Every tensor's presence, type and shape
+ * is checked before the weights are allocated; they are then copied out of the mapping (and checked to be
+ * finite), so the file is closed once loaded.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -67,14 +69,16 @@ static tr_status read_features(const tr_gguf *g, unsigned *features) {
     const uint64_t n = tr_gguf_kv_array_len(g, kv);
     for (uint64_t i = 0; i < n; i++) {
         const char *name = tr_gguf_arr_str(g, kv, i, NULL);
-        const unsigned bit = feature_from_name(name);
+        const unsigned bit = name && strcmp(name, "topk") != 0 ? feature_from_name(name) : 0;
         if (!bit)
-            return tr_fail(TR_ERR_UNSUPPORTED, "unknown router feature '%s' (known: maxprob, entropy)",
+            return tr_fail(TR_ERR_UNSUPPORTED,
+                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk_logprobs)",
                            name ? name : "");
         /* Features enter the input in one fixed order; a file listing them otherwise would be misread. */
         if (*features & bit) return tr_fail(TR_ERR_FORMAT, "router feature '%s' is listed twice", name);
         if (*features >= bit)
-            return tr_fail(TR_ERR_FORMAT, "router features must be listed in the order maxprob, entropy");
+            return tr_fail(TR_ERR_FORMAT,
+                           "router features must be listed in the order maxprob, entropy, margin, topk_logprobs");
         *features |= bit;
     }
     return TR_OK;
@@ -92,7 +96,16 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
     if (st == TR_OK) st = get_required_int(g, KEY("slm.n_embd"), 1, ROUTER_MAX_WIDTH, &n_embd);
     if (st == TR_OK) st = get_required_int(g, KEY("slm.n_vocab"), 1, INT32_MAX, &n_vocab);
     if (st != TR_OK) return st;
-    const int32_t n_feat = feature_count(net->features);
+    net->topk = 0;
+    if (net->features & TR_FEATURE_TOPK_LOGPROBS) {
+        int64_t topk;
+        st = get_required_int(g, KEY("topk"), 1, TR_ROUTER_TOPK_MAX, &topk);
+        if (st != TR_OK) return st;
+        if (topk > n_vocab)
+            return tr_fail(TR_ERR_FORMAT, KEY("topk") " = %d exceeds slm.n_vocab %d", (int)topk, (int)n_vocab);
+        net->topk = (int32_t)topk;
+    }
+    const int32_t n_feat = tr_router_feature_width(net->features, net->topk);
     if (sizes[0] != n_embd + n_feat)
         return tr_fail(TR_ERR_FORMAT, "input size %d does not match slm.n_embd %d + %d features", sizes[0],
                        (int)n_embd, n_feat);
@@ -111,8 +124,9 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
     return net->slm_name ? TR_OK : tr_fail(TR_ERR_NOMEM, "out of memory");
 }
 
-/* Finds name, checks it is F32 of ne [ne0, ne1] and finite, and copies it to dst. */
-static tr_status copy_tensor(const tr_gguf *g, const char *name, int64_t ne0, int64_t ne1, float *dst) {
+/* Finds name and checks it is F32 of ne [ne0, ne1]. */
+static tr_status find_tensor(const tr_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+                             const tr_gguf_tensor **out) {
     const int64_t ti = tr_gguf_find_tensor(g, name);
     if (ti < 0) return tr_fail(TR_ERR_FORMAT, "missing tensor %s", name);
     const tr_gguf_tensor *t = tr_gguf_tensor_at(g, ti);
@@ -124,10 +138,16 @@ static tr_status copy_tensor(const tr_gguf *g, const char *name, int64_t ne0, in
                        "tensor %s has shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
                        "] but the layer sizes need [%" PRId64 ", %" PRId64 "]",
                        name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], ne0, ne1);
-    const size_t n = (size_t)(ne0 * ne1);
+    *out = t;
+    return TR_OK;
+}
+
+/* Copies a tensor that find_tensor accepted, checking every value is finite. */
+static tr_status copy_tensor(const tr_gguf_tensor *t, float *dst) {
+    const size_t n = (size_t)(t->ne[0] * t->ne[1]);
     memcpy(dst, t->data, n * sizeof(float));
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(dst[i])) return tr_fail(TR_ERR_FORMAT, "tensor %s has a non-finite value at %zu", name, i);
+        if (!isfinite(dst[i])) return tr_fail(TR_ERR_FORMAT, "tensor %s has a non-finite value at %zu", t->name, i);
     return TR_OK;
 }
 
@@ -145,18 +165,25 @@ static tr_status check_no_extra_tensors(const tr_gguf *g, int32_t n_layers) {
     return TR_OK;
 }
 
+/* Every tensor is found and its shape checked before anything is allocated: memory follows the tensors the file
+ * really holds (bounded by its size), never widths a hostile header merely claims. */
 static tr_status read_router(const tr_gguf *g, mlp_net *net) {
     int32_t sizes[ROUTER_MAX_LAYERS + 1];
+    const tr_gguf_tensor *w[ROUTER_MAX_LAYERS], *b[ROUTER_MAX_LAYERS];
     tr_status st = read_metadata(g, net, sizes);
     if (st == TR_OK) st = check_no_extra_tensors(g, net->n_layers);
-    if (st == TR_OK) st = mlp_alloc(net, net->n_layers, sizes);
     for (int32_t i = 0; st == TR_OK && i < net->n_layers; i++) {
         char name[64];
         snprintf(name, sizeof name, "mlp.%d.weight", (int)i);
-        st = copy_tensor(g, name, sizes[i], sizes[i + 1], net->weights[i]);
+        st = find_tensor(g, name, sizes[i], sizes[i + 1], &w[i]);
         if (st != TR_OK) break;
         snprintf(name, sizeof name, "mlp.%d.bias", (int)i);
-        st = copy_tensor(g, name, sizes[i + 1], 1, net->biases[i]);
+        st = find_tensor(g, name, sizes[i + 1], 1, &b[i]);
+    }
+    if (st == TR_OK) st = mlp_alloc(net, net->n_layers, sizes);
+    for (int32_t i = 0; st == TR_OK && i < net->n_layers; i++) {
+        st = copy_tensor(w[i], net->weights[i]);
+        if (st == TR_OK) st = copy_tensor(b[i], net->biases[i]);
     }
     return st;
 }
@@ -190,9 +217,12 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
                        (int)d->sizes[d->n_layers]);
     if (d->features & ~(unsigned)ROUTER_FEATURE_ALL) return tr_fail(TR_ERR_ARG, "router: unknown feature bits");
     if (d->slm_n_embd < 1 || d->slm_n_vocab < 1) return tr_fail(TR_ERR_ARG, "router: SLM sizes must be positive");
-    if (d->sizes[0] != d->slm_n_embd + feature_count(d->features))
+    if ((d->features & TR_FEATURE_TOPK_LOGPROBS) && (d->topk < 1 || d->topk > TR_ROUTER_TOPK_MAX))
+        return tr_fail(TR_ERR_ARG, "router: topk %d is outside 1..%d", (int)d->topk, TR_ROUTER_TOPK_MAX);
+    const int32_t topk = (d->features & TR_FEATURE_TOPK_LOGPROBS) ? d->topk : 0;
+    if (d->sizes[0] != d->slm_n_embd + tr_router_feature_width(d->features, topk))
         return tr_fail(TR_ERR_ARG, "router: input size %d does not match slm n_embd %d + %d features",
-                       (int)d->sizes[0], (int)d->slm_n_embd, (int)feature_count(d->features));
+                       (int)d->sizes[0], (int)d->slm_n_embd, (int)tr_router_feature_width(d->features, topk));
     if (!(d->tau >= 0 && d->tau <= 1)) return tr_fail(TR_ERR_ARG, "router: tau %g is outside [0, 1]", d->tau);
     for (int32_t i = 0; i < d->n_layers; i++) {
         if (!d->weights[i] || !d->biases[i]) return tr_fail(TR_ERR_ARG, "router: layer %d has no data", (int)i);
@@ -206,14 +236,16 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
 }
 
 static tr_status write_all(tr_gguf_writer *w, const tr_mlp_router_desc *d, const char *path) {
-    const char *feats[2];
+    const char *feats[8];
     uint64_t n_feats = 0;
-    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_ENTROPY; bit <<= 1)
-        if (d->features & bit) feats[n_feats++] = feature_name(bit);
+    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_TOPK_LOGPROBS; bit <<= 1)
+        if (d->features & bit) feats[n_feats++] = tr_router_feature_name(bit);
     tr_status st = tr_gguf_writer_set_str(w, "general.architecture", ROUTER_ARCH);
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("n_layers"), (uint32_t)d->n_layers);
     if (st == TR_OK) st = tr_gguf_writer_set_arr_i32(w, KEY("sizes"), d->sizes, (uint64_t)d->n_layers + 1);
     if (st == TR_OK) st = tr_gguf_writer_set_arr_str(w, KEY("features"), feats, n_feats);
+    if (st == TR_OK && (d->features & TR_FEATURE_TOPK_LOGPROBS))
+        st = tr_gguf_writer_set_u32(w, KEY("topk"), (uint32_t)d->topk);
     if (st == TR_OK) st = tr_gguf_writer_set_f32(w, KEY("tau"), d->tau);
     if (st == TR_OK) st = tr_gguf_writer_set_str(w, KEY("slm.name"), d->slm_name ? d->slm_name : "");
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("slm.n_embd"), (uint32_t)d->slm_n_embd);

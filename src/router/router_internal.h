@@ -12,7 +12,7 @@
 #define ROUTER_MAX_LAYERS 64
 #define ROUTER_MAX_WIDTH (1 << 20)
 #define ROUTER_DEFAULT_TAU 0.5f
-#define ROUTER_FEATURE_ALL (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY)
+#define ROUTER_FEATURE_ALL (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS)
 
 /* ---------------------------------------------------------------- policy.c */
 
@@ -36,10 +36,14 @@ void logit_sums_avx2(const float *logits, int32_t n, float m, double *s, double 
 #endif
 /* Score of a training-free policy (not TR_POLICY_MLP), in [0, 1]. */
 float policy_score(tr_policy policy, const logit_stats *st);
-/* Number of set bits of a feature mask (known bits only). */
-int32_t feature_count(unsigned features);
-/* "maxprob" / "entropy" for one feature bit; NULL for anything else. */
-const char *feature_name(unsigned feature_bit);
+
+/* ---------------------------------------------------------------- features.c */
+
+#define ROUTER_TOPK_FLOOR (-50.0f) /* top-k log-probs below this are stored as this */
+/* The values the features add after the hidden state, from one row of logits, in the fixed order maxprob,
+ * entropy, margin, top-k log-probs. Writes tr_router_feature_width(features, topk) floats; all 0 when the
+ * logits are not a distribution. Collect stores exactly these, so training and scoring see the same numbers. */
+void router_logit_features(unsigned features, int32_t topk, const float *logits, int32_t n_vocab, float *out);
 /* The bit for a name, 0 when unknown. */
 unsigned feature_from_name(const char *name);
 
@@ -58,6 +62,7 @@ typedef struct mlp_net {
     matmul_scratch scratch;    /* F32 products never grow it; kept so the call cannot allocate by surprise */
     thread_pool *pool;         /* optional (tr_router_set_threads); not owned by the net */
     unsigned features;         /* tr_router_feature bits */
+    int32_t topk;              /* k of TR_FEATURE_TOPK_LOGPROBS (0 when unused) */
     float tau;
     char *slm_name;
     int32_t slm_n_embd, slm_n_vocab;
@@ -70,10 +75,17 @@ void mlp_free(mlp_net *net);
 /* Forward pass. hidden has slm_n_embd entries; logits (slm_n_vocab entries) is read only when the net has
  * features. Allocates nothing. */
 float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_t n_vocab);
+/* Forward pass over a ready input vector of sizes[0] values (training data already holds the features). */
+float mlp_forward_input(mlp_net *net, const float *input);
 
 /* ---------------------------------------------------------------- router_file.c */
 
 /* Reads and validates a router file into net (zeroed on entry; left freed on failure). */
 tr_status router_file_load(const char *path, mlp_net *net);
+
+/* ---------------------------------------------------------------- router.c */
+
+/* The network of an MLP router (NULL for policies). */
+mlp_net *router_mlp(tr_router *router);
 
 #endif /* TR_ROUTER_INTERNAL_H */

@@ -33,6 +33,7 @@ typedef struct spec {
     const char *extra_tensor;
     bool nan_weight;
     bool f16_bias;
+    int32_t topk;          /* written as tokroute-router.topk when > 0 */
 } spec;
 
 /* Valid by default: 4 → 3 → 1, no features, n_embd 4, n_vocab 16. */
@@ -52,6 +53,7 @@ static void write_spec(const spec *s, const char *path) {
         assert_int_equal(tr_gguf_writer_set_arr_str(w, "tokroute-router.features", s->features, (uint64_t)s->n_features),
                          TR_OK);
     assert_int_equal(tr_gguf_writer_set_f32(w, "tokroute-router.tau", 0.4f), TR_OK);
+    if (s->topk > 0) assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.topk", (uint32_t)s->topk), TR_OK);
     assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.slm.n_embd", (uint32_t)s->n_embd), TR_OK);
     assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.slm.n_vocab", (uint32_t)s->n_vocab), TR_OK);
     static float data[64 * 64];
@@ -227,6 +229,65 @@ static void test_features_must_be_known_and_ordered(void **state) {
     expect_load_error(&s, TR_ERR_FORMAT, "'maxprob' is listed twice", NULL);
 }
 
+/* The top-k feature needs its k, and the order extends to margin and topk_logprobs. */
+static void test_topk_feature_needs_k(void **state) {
+    (void)state;
+    spec s = good_spec();
+    s.sizes[0] = s.tensor_sizes[0] = 4 + 1 + 3;
+    s.features[0] = "margin";
+    s.features[1] = "topk_logprobs";
+    s.n_features = 2;
+    expect_load_error(&s, TR_ERR_FORMAT, "missing key tokroute-router.topk", NULL);
+    s.topk = 65;
+    expect_load_error(&s, TR_ERR_FORMAT, "tokroute-router.topk = 65 is outside 1..64", NULL);
+    s.topk = 17; /* more than the vocabulary of 16 */
+    s.sizes[0] = s.tensor_sizes[0] = 4 + 1 + 17;
+    expect_load_error(&s, TR_ERR_FORMAT, "exceeds slm.n_vocab 16", NULL);
+    s.topk = 4; /* input 8 = 4 + margin + 3 would need topk 3 */
+    s.sizes[0] = s.tensor_sizes[0] = 8;
+    expect_load_error(&s, TR_ERR_FORMAT, "input size 8 does not match slm.n_embd 4 + 5 features", NULL);
+    s.topk = 3;
+    s.features[0] = "topk_logprobs";
+    s.features[1] = "margin";
+    expect_load_error(&s, TR_ERR_FORMAT, "order maxprob, entropy, margin, topk_logprobs", NULL);
+    s.features[0] = "margin";
+    s.features[1] = "topk";  /* the CLI's short name is not a file name */
+    expect_load_error(&s, TR_ERR_UNSUPPORTED, "unknown router feature 'topk'", NULL);
+    s.features[1] = "topk_logprobs";
+    const char *path = temp_path(".gguf");
+    write_spec(&s, path);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(path, NULL, &r), TR_OK);
+    assert_int_equal(tr_router_features(r), TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS);
+    assert_int_equal(tr_router_topk(r), 3);
+    tr_router_free(r);
+    unlink(path);
+}
+
+/* A header claiming layers of 2^20 × 2^20 weights over small tensors is refused on the tensor shapes, before any
+ * weight memory is allocated (allocating first would ask for terabytes). */
+static void test_shapes_checked_before_allocating(void **state) {
+    (void)state;
+    spec s = good_spec();
+    s.n_layers = 3;
+    s.n_sizes = 4;
+    s.sizes[0] = 4;
+    s.sizes[1] = 1 << 20;
+    s.sizes[2] = 1 << 20;
+    s.sizes[3] = 1;
+    s.n_tensor_layers = 3;
+    s.tensor_sizes[0] = 4;
+    s.tensor_sizes[1] = 3;
+    s.tensor_sizes[2] = 3;
+    s.tensor_sizes[3] = 1;
+    expect_load_error(&s, TR_ERR_FORMAT, "tensor mlp.0.weight has shape [4, 3, 1, 1]", "[4, 1048576]");
+    /* The last layer's tensors missing: still caught before allocating. */
+    s = good_spec();
+    s.skip_tensor = "mlp.1.bias";
+    s.sizes[1] = s.tensor_sizes[1] = 3;
+    expect_load_error(&s, TR_ERR_FORMAT, "missing tensor mlp.1.bias", NULL);
+}
+
 static void test_weights_must_be_finite_f32(void **state) {
     (void)state;
     spec s = good_spec();
@@ -325,6 +386,8 @@ int main(void) {
         cmocka_unit_test(test_last_size_must_be_one),
         cmocka_unit_test(test_input_size_must_match),
         cmocka_unit_test(test_features_must_be_known_and_ordered),
+        cmocka_unit_test(test_topk_feature_needs_k),
+        cmocka_unit_test(test_shapes_checked_before_allocating),
         cmocka_unit_test(test_weights_must_be_finite_f32),
         cmocka_unit_test(test_truncated_and_missing_files),
         cmocka_unit_test(test_writer_refuses_bad_descriptions),

@@ -272,6 +272,58 @@ static void test_scores_the_student_model(void **state) {
     }
 }
 
+/* Every feature at once: hidden [2] + maxprob, entropy, margin and the top-3 log-probs (input 8), one linear
+ * layer, so the score is sigmoid(w · x + b) with x worked out in double from the logits. Also round-trips the
+ * feature list and k through the file. */
+static void test_all_features_round_trip(void **state) {
+    (void)state;
+    const int32_t sizes[2] = {8, 1};
+    const float w[8] = {0.5f, -0.25f, 1.5f, -2.0f, 0.75f, 0.3f, -0.2f, 0.1f}, b[1] = {0.05f};
+    const float *const weights[1] = {w};
+    const float *const biases[1] = {b};
+    const unsigned all = TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS;
+    const tr_mlp_router_desc desc = {.n_layers = 1, .sizes = sizes, .weights = weights, .biases = biases,
+                                     .features = all, .tau = 0.5f, .slm_n_embd = 2, .slm_n_vocab = 5, .topk = 3};
+    assert_int_equal(tr_router_feature_width(all, 3), 6);
+    const char *path = temp_path(".gguf");
+    assert_int_equal(tr_router_write_mlp(&desc, path), TR_OK);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(path, NULL, &r), TR_OK);
+    unlink(path);
+    assert_int_equal(tr_router_features(r), all);
+    assert_int_equal(tr_router_topk(r), 3);
+
+    const float hidden[2] = {0.4f, -1.2f}, logits[5] = {1.0f, 3.0f, -0.5f, 2.5f, 0.0f};
+    double z = 0, p[5], s = 0, h = 0;
+    for (int i = 0; i < 5; i++) s += exp(logits[i]);
+    for (int i = 0; i < 5; i++) {
+        p[i] = exp(logits[i]) / s;
+        h -= p[i] * log(p[i]);
+    }
+    /* sorted probabilities: p[1] > p[3] > p[0] */
+    const double x[8] = {hidden[0], hidden[1], p[1], h / log(5.0), p[1] - p[3], log(p[1]), log(p[3]), log(p[0])};
+    for (int i = 0; i < 8; i++) z += w[i] * x[i];
+    z += b[0];
+    float score = -1;
+    assert_int_equal(tr_router_score(r, hidden, 2, logits, 5, &score), TR_OK);
+    assert_float_equal(score, 1.0 / (1.0 + exp(-z)), 2e-6);
+    tr_router_free(r);
+
+    /* The writer checks k against the features. */
+    tr_mlp_router_desc bad = desc;
+    bad.topk = 0;
+    assert_int_equal(tr_router_write_mlp(&bad, temp_path(".gguf")), TR_ERR_ARG);
+    unsigned parsed = 0;
+    assert_int_equal(tr_router_features_parse("maxprob,topk", &parsed), TR_OK);
+    assert_int_equal(parsed, TR_FEATURE_MAXPROB | TR_FEATURE_TOPK_LOGPROBS);
+    assert_int_equal(tr_router_features_parse("none", &parsed), TR_OK);
+    assert_int_equal(parsed, 0);
+    assert_int_equal(tr_router_features_parse("maxprob,,entropy", &parsed), TR_ERR_ARG);
+    assert_int_equal(tr_router_features_parse("logprob", &parsed), TR_ERR_ARG);
+    assert_string_equal(tr_router_feature_name(TR_FEATURE_MARGIN), "margin");
+    assert_null(tr_router_feature_name(1u << 9));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_router_matches_hand_computation),
@@ -279,6 +331,7 @@ int main(void) {
         cmocka_unit_test(test_citer_shape_with_features),
         cmocka_unit_test(test_scores_the_student_model),
         cmocka_unit_test(test_threads_do_not_change_scores),
+        cmocka_unit_test(test_all_features_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

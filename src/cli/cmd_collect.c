@@ -1,0 +1,161 @@
+/* cmd_collect.c — `tokroute collect`: runs a dataset through the SLM and the LLM and stores per position what a
+ * router trains on (tr_collect; file format in docs/train.md). Interrupted runs resume in the same folder. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_common.h"
+#include "cli/cli_train.h"
+#include "cli/commands.h"
+
+static const char *usage =
+    "usage: tokroute collect --slm SLM.gguf --llm LLM.gguf --data FILE --format FORMAT --out DIR [options]\n"
+    "  teacher-forces each example through both models and stores, per predicted position, the SLM's hidden\n"
+    "  state and logit features and both models' top-1 tokens and probabilities (DIR/positions.bin + index.bin)\n"
+    "  --format F           text (examples separated by <|endoftext|> lines), llm-sample (no --data: example i\n"
+    "                       is sampled from the LLM at temperature 1 with seed + i); csqa|gsm8k|arc|mmlu: not yet\n"
+    "  --range A:B          examples A..B-1 (default: all; llm-sample needs it)\n"
+    "  --max-tokens N       tokens per example, BOS included (default 256)\n"
+    "  --topk K             top-k log-probs stored per position (default 16, at most 64)\n"
+    "  --rollouts K         where both models are wrong, continue K tokens with the SLM after each model's token\n"
+    "                       and store how many match the reference (labels: --labels rollout) (default 0)\n"
+    "  --round 2 --router R round 2: the prefix after --prompt-tokens N (default 16) is generated with router R at\n"
+    "                       --tau T (default: the router's); the reference is the LLM's greedy token\n"
+    "  --seed S             llm-sample seed (default 1)\n"
+    "  -t, --threads N      threads per model (default: physical cores)\n"
+    "  --restart            start over instead of resuming what DIR holds\n"
+    "  --progress           draw the progress bar even when stderr is not a terminal\n"
+    "  --json               print the summary as JSON on stdout\n";
+
+typedef struct collect_opts {
+    const char *slm, *llm, *data, *out, *router;
+    bool json, progress;
+    long round;
+    double tau;
+    bool tau_set;
+} collect_opts;
+
+static bool on_progress(void *user, int64_t done, int64_t total) {
+    cli_eta_update(user, done, total);
+    return true;
+}
+
+static bool parse_range(const char *text, int32_t *first, int32_t *last) {
+    char *end;
+    const long a = text ? strtol(text, &end, 10) : -1;
+    if (!text || end == text || *end != ':' || a < 0 || a > INT32_MAX) goto bad;
+    const char *b_text = end + 1;
+    const long b = strtol(b_text, &end, 10);
+    if (end == b_text || *end || b < a || b > INT32_MAX) goto bad;
+    *first = (int32_t)a;
+    *last = (int32_t)b;
+    return true;
+bad:
+    fprintf(stderr, "tokroute: bad value for --range: '%s' (expected A:B with 0 <= A <= B)\n", text ? text : "");
+    return false;
+}
+
+static int parse_args(int argc, char **argv, collect_opts *o, tr_collect_params *p) {
+    const char *v;
+    long x;
+    for (int i = 1; i < argc; i++) {
+        if (cli_flag(argc, argv, &i, "-h", "--help")) return fputs(usage, stdout), 0;
+        if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->slm = v;
+        else if (cli_option(argc, argv, &i, NULL, "--llm", &v)) o->llm = v;
+        else if (cli_option(argc, argv, &i, NULL, "--data", &v)) o->data = v;
+        else if (cli_option(argc, argv, &i, NULL, "--out", &v)) o->out = v;
+        else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
+        else if (cli_option(argc, argv, &i, NULL, "--format", &v)) {
+            if (!v || tr_data_format_from_name(v, &p->format) != TR_OK)
+                return cli_usage_error(usage, "bad --format '%s'", v ? v : "");
+        } else if (cli_option(argc, argv, &i, NULL, "--range", &v)) {
+            if (!parse_range(v, &p->first, &p->last)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-tokens", &v)) {
+            if (!cli_int("--max-tokens", v, 2, 1 << 20, &x)) return 2;
+            p->max_tokens = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--topk", &v)) {
+            if (!cli_int("--topk", v, 1, TR_ROUTER_TOPK_MAX, &x)) return 2;
+            p->topk = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--rollouts", &v)) {
+            if (!cli_int("--rollouts", v, 0, 4096, &x)) return 2;
+            p->rollouts = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--round", &v)) {
+            if (!cli_int("--round", v, 1, 2, &o->round)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--tau", &v)) {
+            if (!cli_float("--tau", v, &o->tau)) return 2;
+            o->tau_set = true;
+        } else if (cli_option(argc, argv, &i, NULL, "--prompt-tokens", &v)) {
+            if (!cli_int("--prompt-tokens", v, 1, 1 << 20, &x)) return 2;
+            p->prompt_tokens = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--seed", &v)) {
+            if (!cli_int("--seed", v, 0, 0x7fffffffL, &x)) return 2;
+            p->seed = (uint64_t)x;
+        } else if (cli_option(argc, argv, &i, "-t", "--threads", &v)) {
+            if (!cli_int("--threads", v, 0, 512, &x)) return 2;
+            p->n_threads = (int32_t)x;
+        } else if (cli_flag(argc, argv, &i, NULL, "--restart")) p->resume = false;
+        else if (cli_flag(argc, argv, &i, NULL, "--progress")) o->progress = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--json")) o->json = true;
+        else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
+    }
+    if (!o->slm || !o->llm || !o->out) return cli_usage_error(usage, "need --slm, --llm and --out");
+    if (p->format != TR_DATA_LLM_SAMPLE && !o->data) return cli_usage_error(usage, "need --data FILE");
+    if (o->round == 2 && !o->router) return cli_usage_error(usage, "--round 2 needs --router FILE");
+    if (o->router && o->round != 2) return cli_usage_error(usage, "--router is for --round 2");
+    return -1;
+}
+
+static int run(const collect_opts *o, tr_collect_params *p) {
+    tr_model_params mp = tr_model_default_params();
+    tr_model *slm = NULL, *llm = NULL;
+    tr_router *router = NULL;
+    tr_status st = tr_model_load(o->slm, &mp, &slm);
+    if (st == TR_OK) st = tr_model_load(o->llm, &mp, &llm);
+    if (st == TR_OK && o->router) {
+        st = tr_router_load(o->router, tr_model_get_info(slm), &router);
+        p->router = router;
+        p->tau = o->tau_set ? (float)o->tau : tr_router_default_tau(router);
+    }
+    if (st != TR_OK) {
+        tr_model_free(slm);
+        tr_model_free(llm);
+        return cli_fail(st);
+    }
+    cli_eta eta;
+    cli_eta_start(&eta, "collect", o->progress);
+    p->progress = on_progress;
+    p->progress_user = &eta;
+    tr_collect_stats stats;
+    const double t0 = cli_now_ms();
+    st = tr_collect(slm, llm, o->data, o->out, p, &stats);
+    const double seconds = (cli_now_ms() - t0) / 1e3;
+    cli_eta_finish(&eta);
+    int rc = st == TR_OK ? 0 : cli_fail(st);
+    const int64_t n_new = stats.n_examples - stats.n_resumed;
+    if (rc == 0 && o->json) {
+        printf("{\"examples\": %d, \"resumed\": %d, \"positions\": %lld, \"new_examples\": %lld, \"seconds\": %.3f,"
+               " \"slm_correct\": %lld, \"llm_correct\": %lld}\n",
+               (int)stats.n_examples, (int)stats.n_resumed, (long long)stats.n_positions, (long long)n_new, seconds,
+               (long long)stats.slm_correct, (long long)stats.llm_correct);
+    } else if (rc == 0) {
+        fprintf(stderr, "collected %d examples (%d resumed), %lld positions in %s, %.1f s\n", (int)stats.n_examples,
+                (int)stats.n_resumed, (long long)stats.n_positions, o->out, seconds);
+        const int64_t n_fresh = stats.n_positions; /* of this run only when nothing was resumed */
+        if (stats.n_resumed == 0 && n_fresh > 0)
+            fprintf(stderr, "top-1 accuracy against the reference: SLM %.4f, LLM %.4f\n",
+                    (double)stats.slm_correct / (double)n_fresh, (double)stats.llm_correct / (double)n_fresh);
+    }
+    tr_router_free(router);
+    tr_model_free(slm);
+    tr_model_free(llm);
+    return rc;
+}
+
+int cmd_collect(int argc, char **argv) {
+    collect_opts o = {0};
+    o.round = 1;
+    tr_collect_params p = tr_collect_default_params();
+    const int rc = parse_args(argc, argv, &o, &p);
+    if (rc >= 0) return rc;
+    return run(&o, &p);
+}

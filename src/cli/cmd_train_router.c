@@ -1,0 +1,233 @@
+/* cmd_train_router.c — `tokroute train-router`: fits an MLP router file to collected data (tr_train_router) and,
+ * with --eval-data, reports the share of the SLM-to-LLM gap it closes on another collected folder. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_common.h"
+#include "cli/cli_train.h"
+#include "cli/commands.h"
+
+static const char *usage =
+    "usage: tokroute train-router --data DIR[,DIR...] --out ROUTER.gguf [options]\n"
+    "  trains the CITER MLP router (class-weighted BCE, Adam, validation split with early stopping)\n"
+    "  --hidden W,W         hidden widths; 'h' is the SLM's hidden size (default 2h,h; 'none': no hidden layer)\n"
+    "  --features LIST      maxprob,entropy,margin,topk or none (default all four)\n"
+    "  --topk K             top-k log-probs as features (default 8, at most what collect stored)\n"
+    "  --labels MODE        where both models are wrong: drop (default), slm, llm, rollout\n"
+    "  --epochs N           most epochs (default 30)      --patience N  early stopping (default 4)\n"
+    "  --batch N            mini-batch (default 256)      --lr X        Adam learning rate (default 0.001)\n"
+    "  --weight-decay X     L2 on weights (default 0)     --val-fraction F  held-out examples (default 0.1)\n"
+    "  --no-class-weights   plain BCE                     --tau T       threshold stored in the file (default 0.5)\n"
+    "  --seed S             initialization, shuffling, split (default 1)\n"
+    "  -t, --threads N      threads (default: physical cores; results do not depend on it)\n"
+    "  --eval-data DIR      afterwards: gap closed at --routed shares (default 0.05,0.1,0.2) on DIR\n"
+    "  --progress           draw the progress bar even when stderr is not a terminal\n"
+    "  --json               print the result (and the evaluation) as JSON on stdout\n";
+
+typedef struct train_opts {
+    const char *data, *out, *eval_data, *hidden;
+    bool json, progress;
+    double routed[16];
+    int n_routed;
+    cli_eta eta;
+    char label[32];
+} train_opts;
+
+static bool on_batch(void *user, int64_t done, int64_t total) {
+    cli_eta_update(&((train_opts *)user)->eta, done, total);
+    return true;
+}
+
+static bool on_epoch(void *user, const tr_train_epoch *e) {
+    train_opts *o = user;
+    cli_eta_finish(&o->eta);
+    fprintf(stderr, "epoch %3d  train loss %.5f  val loss %.5f  val accuracy %.4f%s\n", (int)e->epoch, e->train_loss,
+            e->val_loss, e->val_accuracy, e->best ? "  (best)" : "");
+    snprintf(o->label, sizeof o->label, "epoch %d", (int)e->epoch + 1);
+    cli_eta_start(&o->eta, o->label, o->progress);
+    return true;
+}
+
+/* "256,128", "2h,h", "none". */
+static bool parse_hidden(const char *text, int32_t n_embd, int32_t *hidden) {
+    memset(hidden, 0, 8 * sizeof *hidden);
+    if (strcmp(text, "none") == 0) {
+        hidden[0] = -1;
+        return true;
+    }
+    const char *p = text;
+    for (int i = 0; *p; i++) {
+        if (i == 8) goto bad;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) v = 1;
+        if (*end == 'h') {
+            v *= n_embd;
+            end++;
+        } else if (end == p) {
+            goto bad;
+        }
+        if (v < 1 || v > 65536 || (*end && *end != ',')) goto bad;
+        hidden[i] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return true;
+bad:
+    fprintf(stderr, "tokroute: bad value for --hidden: '%s' (expected widths like 256,128 or 2h,h)\n", text);
+    return false;
+}
+
+static bool parse_shares(const char *text, double *out, int *n) {
+    *n = 0;
+    const char *p = text;
+    while (p && *p && *n < 16) {
+        char *end;
+        const double v = strtod(p, &end);
+        if (end == p || !(v >= 0 && v <= 1) || (*end && *end != ',')) {
+            fprintf(stderr, "tokroute: bad value for --routed: '%s' (shares in [0, 1], comma-separated)\n", text);
+            return false;
+        }
+        out[(*n)++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return *n > 0;
+}
+
+static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) {
+    const char *v;
+    long x;
+    double f;
+    for (int i = 1; i < argc; i++) {
+        if (cli_flag(argc, argv, &i, "-h", "--help")) return fputs(usage, stdout), 0;
+        if (cli_option(argc, argv, &i, NULL, "--data", &v)) o->data = v;
+        else if (cli_option(argc, argv, &i, NULL, "--out", &v)) o->out = v;
+        else if (cli_option(argc, argv, &i, NULL, "--eval-data", &v)) o->eval_data = v;
+        else if (cli_option(argc, argv, &i, NULL, "--hidden", &v)) {
+            if (!v) return cli_usage_error(usage, "--hidden needs a value");
+            o->hidden = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--features", &v)) {
+            if (!v || tr_router_features_parse(v, &p->features) != TR_OK) return cli_fail(TR_ERR_ARG), 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--labels", &v)) {
+            if (!v || tr_label_mode_from_name(v, &p->labels) != TR_OK) return cli_fail(TR_ERR_ARG), 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--topk", &v)) {
+            if (!cli_int("--topk", v, 1, TR_ROUTER_TOPK_MAX, &x)) return 2;
+            p->topk = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--epochs", &v)) {
+            if (!cli_int("--epochs", v, 1, 100000, &x)) return 2;
+            p->epochs = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--patience", &v)) {
+            if (!cli_int("--patience", v, 1, 100000, &x)) return 2;
+            p->patience = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--batch", &v)) {
+            if (!cli_int("--batch", v, 1, 1 << 20, &x)) return 2;
+            p->batch = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--seed", &v)) {
+            if (!cli_int("--seed", v, 0, 0x7fffffffL, &x)) return 2;
+            p->seed = (uint64_t)x;
+        } else if (cli_option(argc, argv, &i, "-t", "--threads", &v)) {
+            if (!cli_int("--threads", v, 0, 512, &x)) return 2;
+            p->n_threads = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--lr", &v)) {
+            if (!cli_float("--lr", v, &f) || !(f > 0)) return cli_usage_error(usage, "--lr must be > 0");
+            p->learning_rate = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--weight-decay", &v)) {
+            if (!cli_float("--weight-decay", v, &f) || !(f >= 0)) return cli_usage_error(usage, "--weight-decay must be >= 0");
+            p->weight_decay = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--val-fraction", &v)) {
+            if (!cli_float("--val-fraction", v, &f) || !(f >= 0 && f < 1))
+                return cli_usage_error(usage, "--val-fraction must be in [0, 1)");
+            p->val_fraction = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--tau", &v)) {
+            if (!cli_float("--tau", v, &f) || !(f >= 0 && f <= 1)) return cli_usage_error(usage, "--tau must be in [0, 1]");
+            p->tau = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--routed", &v)) {
+            if (!v || !parse_shares(v, o->routed, &o->n_routed)) return 2;
+        } else if (cli_flag(argc, argv, &i, NULL, "--no-class-weights")) p->class_weights = false;
+        else if (cli_flag(argc, argv, &i, NULL, "--progress")) o->progress = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--json")) o->json = true;
+        else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
+    }
+    if (!o->data || !o->out) return cli_usage_error(usage, "need --data and --out");
+    return -1;
+}
+
+/* Opens every folder of a comma-separated list. */
+static tr_status open_data(const char *list, tr_train_data **out) {
+    *out = NULL;
+    char *copy = strdup(list);
+    if (!copy) return TR_ERR_NOMEM;
+    tr_status st = TR_OK;
+    char *save = NULL;
+    for (char *dir = strtok_r(copy, ",", &save); dir && st == TR_OK; dir = strtok_r(NULL, ",", &save))
+        st = *out ? tr_train_data_add(*out, dir) : tr_train_data_open(dir, out);
+    free(copy);
+    return st;
+}
+
+static int run(train_opts *o, tr_train_params *p) {
+    tr_train_data *data = NULL, *eval = NULL;
+    tr_status st = open_data(o->data, &data);
+    if (st == TR_OK && o->eval_data) st = open_data(o->eval_data, &eval);
+    if (st != TR_OK) {
+        tr_train_data_free(data);
+        return cli_fail(st);
+    }
+    const tr_train_data_info info = tr_train_data_get_info(data);
+    if (o->hidden && !parse_hidden(o->hidden, info.n_embd, p->hidden)) {
+        tr_train_data_free(data);
+        tr_train_data_free(eval);
+        return 2;
+    }
+    if (!o->json)
+        fprintf(stderr, "training on %lld positions of %d examples (SLM right %.4f, LLM right %.4f, both wrong %.4f)\n",
+                (long long)info.n_positions, (int)info.n_examples, (double)info.slm_correct / (double)info.n_positions,
+                (double)info.llm_correct / (double)info.n_positions, (double)info.both_wrong / (double)info.n_positions);
+    snprintf(o->label, sizeof o->label, "epoch 1");
+    cli_eta_start(&o->eta, o->label, o->progress);
+    p->progress = on_batch;
+    p->progress_user = o;
+    p->on_epoch = on_epoch;
+    p->epoch_user = o;
+    tr_train_result res;
+    const double t0 = cli_now_ms();
+    st = tr_train_router(data, p, o->out, &res);
+    const double seconds = (cli_now_ms() - t0) / 1e3;
+    cli_eta_finish(&o->eta);
+    int rc = st == TR_OK ? 0 : cli_fail(st);
+    if (rc == 0 && !o->json)
+        fprintf(stderr, "wrote %s: best epoch %d of %d, val loss %.5f, val accuracy %.4f; %lld train / %lld val "
+                "positions (%lld dropped), SLM-preferred share %.3f; %.1f s\n", o->out, (int)res.best_epoch,
+                (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy, (long long)res.n_train,
+                (long long)res.n_val, (long long)res.n_dropped, res.positive_share, seconds);
+    if (rc == 0 && o->json)
+        printf("{\"router\": \"%s\", \"best_epoch\": %d, \"epochs\": %d, \"val_loss\": %.6f, \"val_accuracy\": %.6f, "
+               "\"n_train\": %lld, \"n_val\": %lld, \"n_dropped\": %lld, \"seconds\": %.3f%s", o->out,
+               (int)res.best_epoch, (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy,
+               (long long)res.n_train, (long long)res.n_val, (long long)res.n_dropped, seconds,
+               eval ? ", \"eval\": " : "}\n");
+    if (rc == 0 && eval) {
+        tr_router *router = NULL;
+        st = tr_router_load(o->out, NULL, &router);
+        if (st != TR_OK) rc = cli_fail(st);
+        else if (!cli_gap_report(eval, router, o->routed, o->n_routed, o->json)) rc = 1;
+        if (o->json) printf("}\n");
+        tr_router_free(router);
+    }
+    tr_train_data_free(data);
+    tr_train_data_free(eval);
+    return rc;
+}
+
+int cmd_train_router(int argc, char **argv) {
+    train_opts o;
+    memset(&o, 0, sizeof o);
+    o.routed[0] = 0.05;
+    o.routed[1] = 0.10;
+    o.routed[2] = 0.20;
+    o.n_routed = 3;
+    tr_train_params p = tr_train_default_params();
+    const int rc = parse_args(argc, argv, &o, &p);
+    if (rc >= 0) return rc;
+    return run(&o, &p);
+}

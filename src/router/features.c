@@ -1,0 +1,105 @@
+/* features.c — the inputs an MLP router may read besides the hidden state, and their names.
+ *
+ * Order after the hidden state is fixed by bit: maxprob, entropy (H / ln V), margin (p1 - p2), then the k largest
+ * log-probabilities in descending order. The first three come from logit_stats_compute (policy.c), so a router
+ * feature equals the training-free policy of the same name; a top-k log-prob is (l_i - m) + ln p1, since p1 = 1 / s
+ * with s = sum exp(l_j - m), and is floored at ROUTER_TOPK_FLOOR so a vanishing probability stays a finite input.
+ * The same function fills collected training data (src/train), so the trainer and the router see equal numbers.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "router/router_internal.h"
+
+static const struct {
+    unsigned bit;
+    const char *name;
+} feature_names[] = {
+    {TR_FEATURE_MAXPROB, "maxprob"},
+    {TR_FEATURE_ENTROPY, "entropy"},
+    {TR_FEATURE_MARGIN, "margin"},
+    {TR_FEATURE_TOPK_LOGPROBS, "topk_logprobs"},
+};
+#define N_FEATURES (int)(sizeof feature_names / sizeof feature_names[0])
+
+const char *tr_router_feature_name(unsigned feature_bit) {
+    for (int i = 0; i < N_FEATURES; i++)
+        if (feature_names[i].bit == feature_bit) return feature_names[i].name;
+    return NULL;
+}
+
+unsigned feature_from_name(const char *name) {
+    if (!name) return 0;
+    for (int i = 0; i < N_FEATURES; i++)
+        if (strcmp(name, feature_names[i].name) == 0) return feature_names[i].bit;
+    return strcmp(name, "topk") == 0 ? TR_FEATURE_TOPK_LOGPROBS : 0;
+}
+
+int32_t tr_router_feature_width(unsigned features, int32_t topk) {
+    int32_t n = 0;
+    n += (features & TR_FEATURE_MAXPROB) ? 1 : 0;
+    n += (features & TR_FEATURE_ENTROPY) ? 1 : 0;
+    n += (features & TR_FEATURE_MARGIN) ? 1 : 0;
+    n += (features & TR_FEATURE_TOPK_LOGPROBS) && topk > 0 ? topk : 0;
+    return n;
+}
+
+tr_status tr_router_features_parse(const char *list, unsigned *features) {
+    if (!list || !features) return tr_fail(TR_ERR_ARG, "tr_router_features_parse: NULL argument");
+    *features = 0;
+    if (strcmp(list, "none") == 0) return TR_OK;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        char name[32];
+        if (n == 0 || n >= sizeof name)
+            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk)", list);
+        memcpy(name, p, n);
+        name[n] = '\0';
+        const unsigned bit = feature_from_name(name);
+        if (!bit) return tr_fail(TR_ERR_ARG, "unknown router feature '%s' (known: maxprob, entropy, margin, topk)", name);
+        *features |= bit;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return TR_OK;
+}
+
+/* The k largest of n logits, descending (k small: insertion into a sorted run). */
+static void top_logits(const float *logits, int32_t n, int32_t k, float *best) {
+    for (int32_t j = 0; j < k; j++) best[j] = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        const float l = logits[i];
+        if (!(l > best[k - 1])) continue;
+        int32_t j = k - 1;
+        while (j > 0 && best[j - 1] < l) {
+            best[j] = best[j - 1];
+            j--;
+        }
+        best[j] = l;
+    }
+}
+
+void router_logit_features(unsigned features, int32_t topk, const float *logits, int32_t n_vocab, float *out) {
+    logit_stats st;
+    logit_stats_compute(logits, n_vocab, &st);
+    int32_t k = 0;
+    if (features & TR_FEATURE_MAXPROB) out[k++] = st.maxprob;
+    if (features & TR_FEATURE_ENTROPY) out[k++] = st.entropy_norm;
+    if (features & TR_FEATURE_MARGIN) out[k++] = st.margin;
+    if (!(features & TR_FEATURE_TOPK_LOGPROBS) || topk < 1) return;
+    float *lp = out + k;
+    if (!st.valid || !(st.maxprob > 0)) {
+        for (int32_t j = 0; j < topk; j++) lp[j] = 0.0f;
+        return;
+    }
+    const int32_t have = topk < n_vocab ? topk : n_vocab;
+    top_logits(logits, n_vocab, have, lp);
+    const float m = lp[0], log_p1 = logf(st.maxprob);
+    for (int32_t j = 0; j < topk; j++) {
+        const float v = j < have ? (lp[j] - m) + log_p1 : ROUTER_TOPK_FLOOR;
+        lp[j] = v > ROUTER_TOPK_FLOOR ? v : ROUTER_TOPK_FLOOR; /* also -inf (masked) logits */
+    }
+}

@@ -1,0 +1,450 @@
+/* collect.c — tr_collect: runs each example's reference tokens through both models and stores, per predicted
+ * position, what a router may read (the SLM's final hidden state and logit features) and both models' answers.
+ *
+ * Round 1 is teacher forced: each model evaluates the whole example in one batched call that keeps every
+ * position's logits (and the SLM's hidden states), so an example costs one prefill per model. Where both models'
+ * top-1 miss the reference and rollouts are asked for, a second SLM context holding the reference prefix continues
+ * K tokens greedily after each model's token (then truncates back), and the matches with the reference are stored.
+ *
+ * Round 2 (a router given): each example keeps its first prompt_tokens tokens; after them the routed system
+ * generates — the SLM proposes, the router scores, a score below tau takes the LLM's greedy token — for as many
+ * positions as the example has, and the reference at each position is the LLM's greedy token (the generated
+ * prefix has no ground truth). Positions are stored from the first generated one on.
+ *
+ * Output and resume: see train_internal.h. An example is appended and flushed, then its index entry; a resumed
+ * collect checks the header (same models, data file, range and settings) and continues after the last entry.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "router/router_internal.h"
+#include "train/train_internal.h"
+
+tr_collect_params tr_collect_default_params(void) {
+    tr_collect_params p;
+    memset(&p, 0, sizeof p);
+    p.format = TR_DATA_TEXT;
+    p.first = 0;
+    p.last = -1;
+    p.max_tokens = 256;
+    p.topk = 16;
+    p.seed = 1;
+    p.resume = true;
+    p.tau = 0.5f;
+    p.prompt_tokens = 16;
+    return p;
+}
+
+typedef struct collector {
+    const tr_model *slm, *llm;
+    const tr_vocab *vocab;
+    tr_collect_params p;
+    int32_t n_embd, n_vocab, n_shared;
+    uint32_t record_bytes;
+    tr_context *slm_ctx, *llm_ctx, *roll_ctx;
+    tr_sampler *sampler;
+    text_examples text;
+    int32_t *tokens;             /* [max_tokens] the example's reference */
+    int32_t n_tokens;
+    int32_t *cont;               /* [rollouts] */
+    unsigned char *buf;          /* one example's records */
+    float *feat_row;             /* [COLLECT_N_STATS + topk] */
+    FILE *data, *index;
+    uint64_t data_end;           /* bytes of positions.bin in use */
+    tr_collect_stats stats;
+} collector;
+
+/* log of the softmax normalizer of a row: m + ln sum exp(l - m). */
+static double log_sum_exp(const float *l, int32_t n) {
+    float m = -INFINITY;
+    for (int32_t i = 0; i < n; i++) m = l[i] > m ? l[i] : m;
+    double s = 0;
+    for (int32_t i = 0; i < n; i++) s += exp((double)l[i] - m);
+    return m + log(s);
+}
+
+static float prob_of(const float *l, double lse, int32_t id) {
+    const double p = exp((double)l[id] - lse);
+    return p > 1.0 ? 1.0f : (float)p;
+}
+
+/* ---------------------------------------------------------------- examples */
+
+static tr_status sample_example(collector *c, int32_t example) {
+    tr_context_clear(c->llm_ctx);
+    const int32_t bos = tr_vocab_bos(c->vocab);
+    c->tokens[0] = bos >= 0 ? bos : 1;
+    c->n_tokens = 1;
+    tr_sampler_reseed(c->sampler, c->p.seed * 0x9E3779B97F4A7C15ull + (uint64_t)example);
+    while (c->n_tokens < c->p.max_tokens) {
+        tr_status st = tr_context_eval(c->llm_ctx, c->tokens + c->n_tokens - 1, 1, TR_EVAL_LOGITS_LAST);
+        if (st != TR_OK) return st;
+        const int32_t id = tr_sampler_sample(c->sampler, tr_context_logits(c->llm_ctx, -1), c->n_shared);
+        if (id < 0 || id == bos || tr_vocab_is_eog(c->vocab, id)) break;
+        c->tokens[c->n_tokens++] = id;
+    }
+    return TR_OK;
+}
+
+static tr_status load_example(collector *c, int32_t example) {
+    if (c->p.format == TR_DATA_LLM_SAMPLE) return sample_example(c, example);
+    const char *text = c->text.text + c->text.begin[example];
+    const size_t len = c->text.end[example] - c->text.begin[example];
+    tr_tokenize_params tp = tr_tokenize_default_params();
+    int32_t n = 0;
+    tr_status st = tr_tokenize(c->vocab, text, len, &tp, c->tokens, c->p.max_tokens, &n);
+    if (st == TR_ERR_RANGE) n = c->p.max_tokens; /* longer than max_tokens: keep the first ones */
+    else if (st != TR_OK) return st;
+    tr_clear_error();
+    c->n_tokens = n;
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- one position */
+
+/* Continues greedily with the SLM after prefix tokens[0..t] + choice and counts matches with tokens[t+2 ...]. */
+static tr_status rollout(collector *c, int32_t t, int32_t choice, int32_t *matches) {
+    tr_context *r = c->roll_ctx;
+    const int32_t need = t + 1;
+    if (tr_context_n_past(r) > need) tr_context_truncate(r, need);
+    tr_status st = TR_OK;
+    if (tr_context_n_past(r) < need)
+        st = tr_context_eval(r, c->tokens + tr_context_n_past(r), need - tr_context_n_past(r), TR_EVAL_LOGITS_NONE);
+    const int32_t k = c->p.rollouts, avail = c->n_tokens - (t + 2);
+    const int32_t n = k < avail ? k : avail;
+    int32_t next = choice;
+    for (int32_t j = 0; st == TR_OK && j < n; j++) {
+        if (tr_context_n_past(r) >= tr_context_n_ctx(r)) break;
+        st = tr_context_eval(r, &next, 1, TR_EVAL_LOGITS_LAST);
+        if (st == TR_OK) next = c->cont[j] = tr_argmax(tr_context_logits(r, -1), c->n_vocab);
+    }
+    if (st == TR_OK) *matches = rollout_matches(c->cont, c->tokens + t + 2, n > 0 ? n : 0);
+    tr_context_truncate(r, need);
+    return st;
+}
+
+/* Fills record bytes for the prediction of `truth` from SLM row (logits, hidden) and LLM row. */
+static tr_status make_record(collector *c, int32_t example, int32_t position, int32_t truth, const float *slm_logits,
+                             const float *hidden, const float *llm_logits, unsigned char *out, bool reference_fixed) {
+    collect_record rec;
+    memset(&rec, 0, sizeof rec);
+    rec.example = (uint32_t)example;
+    rec.position = (uint32_t)position;
+    rec.slm_top1 = tr_argmax(slm_logits, c->n_vocab);
+    rec.llm_top1 = tr_argmax(llm_logits, c->n_shared);
+    rec.truth = reference_fixed ? truth : rec.llm_top1;
+    const double slse = log_sum_exp(slm_logits, c->n_vocab), llse = log_sum_exp(llm_logits, c->n_shared);
+    rec.slm_p_top1 = prob_of(slm_logits, slse, rec.slm_top1);
+    rec.slm_p_truth = prob_of(slm_logits, slse, rec.truth);
+    rec.llm_p_top1 = prob_of(llm_logits, llse, rec.llm_top1);
+    rec.llm_p_truth = prob_of(llm_logits, llse, rec.truth);
+    router_logit_features(ROUTER_FEATURE_ALL, c->p.topk, slm_logits, c->n_vocab, c->feat_row);
+    memcpy(rec.stats, c->feat_row, sizeof rec.stats);
+    rec.rollout_slm = rec.rollout_llm = -1;
+    if (c->p.rollouts > 0 && reference_fixed && rec.slm_top1 != rec.truth && rec.llm_top1 != rec.truth) {
+        tr_status st = rollout(c, position - 1, rec.slm_top1, &rec.rollout_slm);
+        if (st == TR_OK) st = rollout(c, position - 1, rec.llm_top1, &rec.rollout_llm);
+        if (st != TR_OK) return st;
+    }
+    c->stats.slm_correct += rec.slm_top1 == rec.truth;
+    c->stats.llm_correct += rec.llm_top1 == rec.truth;
+    collect_record_encode(&rec, c->feat_row + COLLECT_N_STATS, hidden, (uint32_t)c->p.topk, (uint32_t)c->n_embd, out);
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- one example */
+
+static tr_status teacher_forced(collector *c, int32_t example, int32_t *n_records) {
+    *n_records = 0;
+    if (c->n_tokens < 2) return TR_OK;
+    tr_context_clear(c->slm_ctx);
+    tr_context_clear(c->llm_ctx);
+    tr_context_clear(c->roll_ctx);
+    tr_status st = tr_context_eval(c->slm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
+    if (st == TR_OK) st = tr_context_eval(c->llm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
+    for (int32_t t = 0; st == TR_OK && t + 1 < c->n_tokens; t++) {
+        st = make_record(c, example, t + 1, c->tokens[t + 1], tr_context_logits(c->slm_ctx, t),
+                         tr_context_hidden(c->slm_ctx, t), tr_context_logits(c->llm_ctx, t),
+                         c->buf + (size_t)*n_records * c->record_bytes, true);
+        if (st == TR_OK) (*n_records)++;
+    }
+    return st;
+}
+
+static tr_status routed_round(collector *c, int32_t example, int32_t *n_records) {
+    *n_records = 0;
+    const int32_t n_prompt = c->p.prompt_tokens < c->n_tokens ? c->p.prompt_tokens : c->n_tokens;
+    if (n_prompt < 1 || c->n_tokens < 2) return TR_OK;
+    tr_context_clear(c->slm_ctx);
+    tr_context_clear(c->llm_ctx);
+    tr_status st = tr_context_eval(c->slm_ctx, c->tokens, n_prompt, TR_EVAL_LOGITS_LAST);
+    if (st == TR_OK) st = tr_context_eval(c->llm_ctx, c->tokens, n_prompt, TR_EVAL_LOGITS_LAST);
+    for (int32_t pos = n_prompt; st == TR_OK && pos < c->n_tokens; pos++) {
+        const float *sl = tr_context_logits(c->slm_ctx, -1), *h = tr_context_hidden(c->slm_ctx, -1);
+        const float *ll = tr_context_logits(c->llm_ctx, -1);
+        unsigned char *out = c->buf + (size_t)*n_records * c->record_bytes;
+        float score = 0;
+        st = tr_router_score(c->p.router, h, c->n_embd, sl, c->n_vocab, &score);
+        if (st == TR_OK) st = make_record(c, example, pos, -1, sl, h, ll, out, false);
+        if (st != TR_OK) break;
+        (*n_records)++;
+        const int32_t next = score < c->p.tau ? tr_argmax(ll, c->n_shared) : tr_argmax(sl, c->n_vocab);
+        if (tr_vocab_is_eog(c->vocab, next) || pos + 1 >= c->n_tokens) break;
+        c->tokens[pos] = next;
+        st = tr_context_eval(c->slm_ctx, &next, 1, TR_EVAL_LOGITS_LAST);
+        if (st == TR_OK) st = tr_context_eval(c->llm_ctx, &next, 1, TR_EVAL_LOGITS_LAST);
+    }
+    return st;
+}
+
+static tr_status append_example(collector *c, int32_t example, int32_t n_records) {
+    const size_t bytes = (size_t)n_records * c->record_bytes;
+    if (fwrite(c->buf, 1, bytes, c->data) != bytes || fflush(c->data) != 0)
+        return tr_fail(TR_ERR_IO, "cannot write " COLLECT_DATA_FILE ": %s", strerror(errno));
+    unsigned char e[COLLECT_INDEX_ENTRY];
+    const uint32_t u[2] = {(uint32_t)example, (uint32_t)n_records};
+    for (int k = 0; k < 8; k++) e[k] = (unsigned char)(u[k / 4] >> (8 * (k % 4)));
+    for (int k = 0; k < 8; k++) e[8 + k] = (unsigned char)(c->data_end >> (8 * k));
+    if (fwrite(e, 1, sizeof e, c->index) != sizeof e || fflush(c->index) != 0)
+        return tr_fail(TR_ERR_IO, "cannot write " COLLECT_INDEX_FILE ": %s", strerror(errno));
+    c->data_end += bytes;
+    c->stats.n_positions += n_records;
+    c->stats.n_examples++;
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- output folder and resume */
+
+static tr_status write_fresh(collector *c, const unsigned char *header, const char *data_path, const char *index_path) {
+    c->data = fopen(data_path, "wb");
+    c->index = fopen(index_path, "wb");
+    if (!c->data || !c->index) return tr_fail(TR_ERR_IO, "cannot create %s: %s", data_path, strerror(errno));
+    if (fwrite(header, 1, COLLECT_HEADER_BYTES, c->data) != COLLECT_HEADER_BYTES || fflush(c->data) != 0 ||
+        fwrite(COLLECT_INDEX_MAGIC, 1, 8, c->index) != 8 || fflush(c->index) != 0)
+        return tr_fail(TR_ERR_IO, "cannot write %s: %s", data_path, strerror(errno));
+    c->data_end = COLLECT_HEADER_BYTES;
+    return TR_OK;
+}
+
+/* Keeps the index entries whose records are complete, cuts both files after them and reopens them for
+ * appending; *next gets the example after the last one kept. */
+static tr_status resume_existing(collector *c, const unsigned char *header, const char *data_path,
+                                 const char *index_path, int32_t *next) {
+    FILE *f = fopen(data_path, "rb");
+    if (!f) return tr_fail(TR_ERR_IO, "cannot open %s: %s", data_path, strerror(errno));
+    unsigned char old[COLLECT_HEADER_BYTES];
+    const size_t got = fread(old, 1, sizeof old, f);
+    fseek(f, 0, SEEK_END);
+    const long data_size = ftell(f);
+    fclose(f);
+    collect_header h;
+    tr_status st = collect_header_decode(old, got, &h);
+    if (st != TR_OK) return tr_fail_prefix(st, "cannot resume from %s", data_path);
+    /* The range's end may differ: a resume may collect further (or stop earlier) than the first run asked. */
+    unsigned char mine[COLLECT_HEADER_BYTES];
+    memcpy(mine, header, sizeof mine);
+    memcpy(mine + COLLECT_LAST_OFFSET, old + COLLECT_LAST_OFFSET, 4);
+    if (memcmp(old, mine, COLLECT_HEADER_BYTES) != 0)
+        return tr_fail(TR_ERR_STATE, "%s holds a collect with other models, data or settings; use another folder "
+                       "or start over (resume = false, --restart)", data_path);
+    unsigned char *index = NULL;
+    size_t n_index = 0;
+    f = fopen(index_path, "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        const long size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        if (size > 0 && (index = malloc((size_t)size))) n_index = fread(index, 1, (size_t)size, f);
+        fclose(f);
+    }
+    if (n_index < 8 || memcmp(index, COLLECT_INDEX_MAGIC, 8) != 0) n_index = 0;
+    uint64_t end = COLLECT_HEADER_BYTES;
+    size_t kept = 0;
+    int32_t last = -1;
+    for (size_t e = 0; n_index >= 8 && e < (n_index - 8) / COLLECT_INDEX_ENTRY; e++) {
+        const unsigned char *p = index + 8 + e * COLLECT_INDEX_ENTRY;
+        uint32_t u[2];
+        uint64_t off = 0;
+        for (int k = 0; k < 2; k++) u[k] = (uint32_t)p[4 * k] | (uint32_t)p[4 * k + 1] << 8 |
+                                          (uint32_t)p[4 * k + 2] << 16 | (uint32_t)p[4 * k + 3] << 24;
+        for (int k = 7; k >= 0; k--) off = off << 8 | p[8 + k];
+        const uint64_t bytes = (uint64_t)u[1] * c->record_bytes;
+        if (off != end || (int64_t)u[0] <= last || end + bytes > (uint64_t)data_size) break;
+        last = (int32_t)u[0];
+        end += bytes;
+        kept++;
+        c->stats.n_positions += u[1];
+    }
+    free(index);
+    if (truncate(data_path, (off_t)end) != 0 || (n_index >= 8 && truncate(index_path, (off_t)(8 + kept * COLLECT_INDEX_ENTRY)) != 0))
+        return tr_fail(TR_ERR_IO, "cannot cut %s back to its last complete example: %s", data_path, strerror(errno));
+    if (n_index < 8) {
+        f = fopen(index_path, "wb");
+        if (!f || fwrite(COLLECT_INDEX_MAGIC, 1, 8, f) != 8) {
+            if (f) fclose(f);
+            return tr_fail(TR_ERR_IO, "cannot write %s", index_path);
+        }
+        fclose(f);
+    }
+    c->data = fopen(data_path, "ab");
+    c->index = fopen(index_path, "ab");
+    if (!c->data || !c->index) return tr_fail(TR_ERR_IO, "cannot reopen %s: %s", data_path, strerror(errno));
+    c->data_end = end;
+    c->stats.n_examples = c->stats.n_resumed = (int32_t)kept;
+    *next = last >= 0 ? last + 1 : c->p.first;
+    return TR_OK;
+}
+
+static tr_status open_output(collector *c, const collect_header *h, const char *dir, int32_t *next) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return tr_fail(TR_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
+    char data_path[4096], index_path[4096];
+    snprintf(data_path, sizeof data_path, "%s/%s", dir, COLLECT_DATA_FILE);
+    snprintf(index_path, sizeof index_path, "%s/%s", dir, COLLECT_INDEX_FILE);
+    unsigned char header[COLLECT_HEADER_BYTES];
+    collect_header_encode(h, header);
+    *next = c->p.first;
+    if (c->p.resume && access(data_path, F_OK) == 0) return resume_existing(c, header, data_path, index_path, next);
+    return write_fresh(c, header, data_path, index_path);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static tr_status check_params(const tr_collect_params *p) {
+    if (p->max_tokens < 2 || p->max_tokens > (1 << 20)) return tr_fail(TR_ERR_ARG, "max_tokens %d is outside 2..2^20", (int)p->max_tokens);
+    if (p->topk < 1 || p->topk > TR_ROUTER_TOPK_MAX)
+        return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d", (int)p->topk, TR_ROUTER_TOPK_MAX);
+    if (p->rollouts < 0 || p->rollouts > 4096) return tr_fail(TR_ERR_ARG, "rollouts %d is outside 0..4096", (int)p->rollouts);
+    if (p->first < 0) return tr_fail(TR_ERR_ARG, "the first example must be >= 0");
+    if (p->last >= 0 && p->last < p->first) return tr_fail(TR_ERR_ARG, "empty example range %d:%d", (int)p->first, (int)p->last);
+    if (p->router && !(p->tau >= 0 && p->tau <= 1)) return tr_fail(TR_ERR_ARG, "tau %g is outside [0, 1]", p->tau);
+    if (p->router && p->prompt_tokens < 1) return tr_fail(TR_ERR_ARG, "round 2 needs prompt_tokens >= 1");
+    return TR_OK;
+}
+
+static tr_status setup(collector *c, const char *data_path, collect_header *h) {
+    const tr_model_info *si = tr_model_get_info(c->slm), *li = tr_model_get_info(c->llm);
+    c->vocab = tr_model_vocab(c->slm);
+    if (!c->vocab) return tr_fail(TR_ERR_ARG, "the SLM has no vocabulary");
+    c->n_embd = si->n_embd;
+    c->n_vocab = si->n_vocab;
+    c->n_shared = si->n_vocab;
+    if (tr_model_vocab(c->llm)) {
+        tr_vocab_match match;
+        int32_t n_shared = 0;
+        tr_status st = tr_vocab_compatible(c->vocab, tr_model_vocab(c->llm), &match, &n_shared);
+        if (st != TR_OK) return st;
+    }
+    if (li->n_vocab < si->n_vocab) return tr_fail(TR_ERR_ARG, "the LLM's vocabulary is smaller than the SLM's");
+    if (c->n_embd > COLLECT_MAX_EMBD) return tr_fail(TR_ERR_UNSUPPORTED, "hidden size %d is too large", (int)c->n_embd);
+    int32_t n_examples = -1;
+    uint64_t hash = 0;
+    if (c->p.format == TR_DATA_TEXT) {
+        if (!data_path) return tr_fail(TR_ERR_ARG, "the text format needs a data file");
+        tr_status st = text_examples_load(data_path, &c->text);
+        if (st != TR_OK) return st;
+        n_examples = c->text.n;
+        hash = fnv1a64(c->text.text, c->text.size, FNV1A64_INIT);
+    } else if (c->p.format == TR_DATA_LLM_SAMPLE) {
+        if (c->p.last < 0) return tr_fail(TR_ERR_ARG, "llm-sample needs the number of examples (a range A:B)");
+        tr_sampler_params sp = tr_sampler_default_params();
+        sp.temperature = 1.0f;
+        sp.top_k = 0;
+        sp.top_p = 1.0f;
+        tr_status st = tr_sampler_create(&sp, &c->sampler);
+        if (st != TR_OK) return st;
+    } else {
+        return tr_fail(TR_ERR_UNSUPPORTED, "collect for the %s format is not available in this build",
+                       tr_data_format_name(c->p.format));
+    }
+    if (n_examples >= 0) {
+        if (c->p.last < 0 || c->p.last > n_examples) c->p.last = n_examples;
+        if (c->p.first > c->p.last) c->p.first = c->p.last;
+    }
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = c->p.max_tokens;
+    cp.n_batch = c->p.max_tokens;
+    cp.n_threads = c->p.n_threads;
+    tr_status st = tr_context_create(c->slm, &cp, &c->slm_ctx);
+    if (st == TR_OK) st = tr_context_create(c->llm, &cp, &c->llm_ctx);
+    if (st == TR_OK && c->p.rollouts > 0) st = tr_context_create(c->slm, &cp, &c->roll_ctx);
+    if (st != TR_OK) return st;
+    c->record_bytes = collect_record_bytes((uint32_t)c->n_embd, (uint32_t)c->p.topk);
+    c->tokens = malloc((size_t)c->p.max_tokens * sizeof(int32_t));
+    c->cont = malloc((size_t)(c->p.rollouts + 1) * sizeof(int32_t));
+    c->buf = malloc((size_t)c->p.max_tokens * c->record_bytes);
+    c->feat_row = malloc((size_t)(COLLECT_N_STATS + c->p.topk) * sizeof(float));
+    if (!c->tokens || !c->cont || !c->buf || !c->feat_row) return tr_fail(TR_ERR_NOMEM, "out of memory");
+
+    memset(h, 0, sizeof *h);
+    h->version = COLLECT_VERSION;
+    h->header_bytes = COLLECT_HEADER_BYTES;
+    h->record_bytes = c->record_bytes;
+    h->n_embd = (uint32_t)c->n_embd;
+    h->n_vocab = (uint32_t)c->n_vocab;
+    h->topk = (uint32_t)c->p.topk;
+    h->rollouts = (uint32_t)c->p.rollouts;
+    h->format = (uint32_t)c->p.format;
+    h->round = c->p.router ? 2 : 1;
+    h->max_tokens = (uint32_t)c->p.max_tokens;
+    h->first = c->p.first;
+    h->last = c->p.last;
+    h->seed = c->p.format == TR_DATA_LLM_SAMPLE ? c->p.seed : 0;
+    h->data_hash = hash;
+    h->llm_n_embd = (uint32_t)li->n_embd;
+    h->prompt_tokens = c->p.router ? (uint32_t)c->p.prompt_tokens : 0;
+    h->tau = c->p.router ? c->p.tau : 0.0f;
+    snprintf(h->slm_name, sizeof h->slm_name, "%s", si->name ? si->name : "");
+    snprintf(h->llm_name, sizeof h->llm_name, "%s", li->name ? li->name : "");
+    return TR_OK;
+}
+
+static void cleanup(collector *c) {
+    if (c->data) fclose(c->data);
+    if (c->index) fclose(c->index);
+    tr_context_free(c->slm_ctx);
+    tr_context_free(c->llm_ctx);
+    tr_context_free(c->roll_ctx);
+    tr_sampler_free(c->sampler);
+    text_examples_free(&c->text);
+    free(c->tokens);
+    free(c->cont);
+    free(c->buf);
+    free(c->feat_row);
+}
+
+tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_path, const char *out_dir,
+                     const tr_collect_params *params, tr_collect_stats *stats) {
+    if (!slm || !llm || !out_dir) return tr_fail(TR_ERR_ARG, "tr_collect: NULL argument");
+    collector c;
+    memset(&c, 0, sizeof c);
+    c.slm = slm;
+    c.llm = llm;
+    c.p = params ? *params : tr_collect_default_params();
+    tr_status st = check_params(&c.p);
+    collect_header h;
+    int32_t next = 0;
+    if (st == TR_OK) st = setup(&c, data_path, &h);
+    if (st == TR_OK) st = open_output(&c, &h, out_dir, &next);
+    const int64_t total = c.p.last - c.p.first;
+    for (int32_t ex = next; st == TR_OK && ex < c.p.last; ex++) {
+        int32_t n_records = 0;
+        st = load_example(&c, ex);
+        if (st == TR_OK) st = c.p.router ? routed_round(&c, ex, &n_records) : teacher_forced(&c, ex, &n_records);
+        if (st == TR_OK) st = append_example(&c, ex, n_records);
+        if (st != TR_OK) {
+            st = tr_fail_prefix(st, "example %d", (int)ex);
+            break;
+        }
+        if (c.p.progress && !c.p.progress(c.p.progress_user, ex - c.p.first + 1, total))
+            st = tr_fail(TR_ERR_STATE, "collect stopped after example %d (resume continues from there)", (int)ex);
+    }
+    if (st == TR_OK && c.p.progress && next >= c.p.last) c.p.progress(c.p.progress_user, total, total);
+    if (stats) *stats = c.stats;
+    cleanup(&c);
+    return st;
+}

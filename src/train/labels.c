@@ -1,0 +1,72 @@
+/* labels.c — which model a collected position prefers, and the router's input row for it.
+ *
+ * CITER's shortcut: the SLM's top-1 equals the reference → 1 (keep the SLM's token); else the LLM's does → 0
+ * (route). Where both are wrong the mode decides: dropped, 1, 0, or by rollouts — collect continued K tokens
+ * greedily with the SLM after each model's token and counted positions matching the reference; the token whose
+ * continuation matches more wins, ties going to the SLM (it costs nothing). Labels are computed at training time
+ * from what collect stored, so one collect serves every labelling.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "common/error.h"
+#include "train/train_internal.h"
+
+static const char *const label_names[] = {
+    [TR_LABEL_DROP] = "drop",
+    [TR_LABEL_SLM] = "slm",
+    [TR_LABEL_ROLLOUT] = "rollout",
+    [TR_LABEL_LLM] = "llm",
+};
+#define N_LABEL_MODES (int)(sizeof label_names / sizeof label_names[0])
+
+const char *tr_label_mode_name(tr_label_mode m) {
+    return (int)m >= 0 && (int)m < N_LABEL_MODES ? label_names[m] : "unknown";
+}
+
+tr_status tr_label_mode_from_name(const char *name, tr_label_mode *out) {
+    if (!name || !out) return tr_fail(TR_ERR_ARG, "tr_label_mode_from_name: NULL argument");
+    for (int i = 0; i < N_LABEL_MODES; i++) {
+        if (strcasecmp(name, label_names[i]) == 0) {
+            *out = (tr_label_mode)i;
+            return TR_OK;
+        }
+    }
+    return tr_fail(TR_ERR_ARG, "unknown label mode '%s' (known: drop, slm, rollout, llm)", name);
+}
+
+int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollout_slm, int32_t rollout_llm,
+               tr_label_mode mode) {
+    if (slm_top1 == truth) return 1;
+    if (llm_top1 == truth) return 0;
+    switch (mode) {
+    case TR_LABEL_SLM: return 1;
+    case TR_LABEL_LLM: return 0;
+    case TR_LABEL_ROLLOUT:
+        if (rollout_slm < 0 || rollout_llm < 0) return -1; /* not rolled out: nothing to decide by */
+        return rollout_slm >= rollout_llm ? 1 : 0;
+    case TR_LABEL_DROP: break;
+    }
+    return -1;
+}
+
+int label_of(const tr_train_data *d, int64_t i, tr_label_mode mode) {
+    return label_rule(d->truth[i], d->slm_top1[i], d->llm_top1[i], d->rollout_slm[i], d->rollout_llm[i], mode);
+}
+
+int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n) {
+    int32_t m = 0;
+    for (int32_t j = 0; j < n; j++) m += cont[j] == ref[j];
+    return m;
+}
+
+void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, float *out) {
+    memcpy(out, d->hidden + i * d->n_embd, (size_t)d->n_embd * sizeof(float));
+    float *o = out + d->n_embd;
+    const float *f = d->feats + i * d->n_feats;
+    if (features & TR_FEATURE_MAXPROB) *o++ = f[0];
+    if (features & TR_FEATURE_ENTROPY) *o++ = f[1];
+    if (features & TR_FEATURE_MARGIN) *o++ = f[2];
+    if (features & TR_FEATURE_TOPK_LOGPROBS)
+        for (int32_t k = 0; k < topk; k++) *o++ = f[COLLECT_N_STATS + k];
+}

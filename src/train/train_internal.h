@@ -1,0 +1,105 @@
+/* train_internal.h — what the files of src/train share: the collected-data file format (data_file.c), the
+ * in-memory training data (data_file.c), labels (labels.c), example sources (examples.c) and the trainer's
+ * network (trainer.c).
+ *
+ * A collect folder holds two files (docs/train.md):
+ *   positions.bin  a 512-byte header (collect_header) then fixed-size records, one per predicted position,
+ *                  grouped by example in collection order;
+ *   index.bin      an 8-byte magic then one 16-byte entry per completed example (example, n_positions, offset).
+ * An example's records are appended and flushed first, its index entry after: on resume, index entries whose
+ * records lie inside positions.bin are kept, anything after the last one is cut off, and collection continues
+ * with the next example. Everything is little-endian.
+ */
+#ifndef TR_TRAIN_INTERNAL_H
+#define TR_TRAIN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "tokroute.h"
+
+#define COLLECT_MAGIC "TRCOLLCT"
+#define COLLECT_INDEX_MAGIC "TRCINDEX"
+#define COLLECT_VERSION 1u
+#define COLLECT_HEADER_BYTES 512u
+#define COLLECT_NAME_BYTES 64
+#define COLLECT_RECORD_FIXED 64u   /* bytes before the top-k log-probs */
+#define COLLECT_INDEX_ENTRY 16u
+#define COLLECT_LAST_OFFSET 52     /* header byte offset of `last` (the one field a resume may change) */
+#define COLLECT_MAX_EMBD (1 << 16)
+#define COLLECT_N_STATS 3          /* maxprob, entropy, margin */
+#define COLLECT_DATA_FILE "positions.bin"
+#define COLLECT_INDEX_FILE "index.bin"
+
+/* Header of positions.bin: everything that must match for a resume to continue the same collect. */
+typedef struct collect_header {
+    uint32_t version, header_bytes, record_bytes;
+    uint32_t n_embd, n_vocab, topk, rollouts;
+    uint32_t format, round, max_tokens;
+    int32_t first, last;
+    uint64_t seed;
+    uint64_t data_hash;            /* FNV-1a 64 of the dataset file (0: none) */
+    uint32_t llm_n_embd, prompt_tokens;
+    float tau;
+    char slm_name[COLLECT_NAME_BYTES], llm_name[COLLECT_NAME_BYTES];
+} collect_header;
+
+/* One predicted position as collected. Log-probs of the top-k and the hidden state follow it in the file. */
+typedef struct collect_record {
+    uint32_t example, position;    /* the token at `position` of the example is predicted from those before */
+    int32_t truth, slm_top1, llm_top1;
+    float slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth;
+    float stats[COLLECT_N_STATS];  /* maxprob, entropy (H / ln V), margin: router_logit_features' values */
+    int32_t rollout_slm, rollout_llm; /* reference matches of the K-token continuations (-1: not rolled out) */
+} collect_record;
+
+uint32_t collect_record_bytes(uint32_t n_embd, uint32_t topk);
+void collect_header_encode(const collect_header *h, unsigned char *buf);   /* COLLECT_HEADER_BYTES */
+/* Decodes and validates (magic, version, sizes in bounds); message set on failure. */
+tr_status collect_header_decode(const unsigned char *buf, size_t n, collect_header *h);
+void collect_record_encode(const collect_record *r, const float *topk, const float *hidden, uint32_t n_topk,
+                           uint32_t n_embd, unsigned char *buf);
+
+/* ---------------------------------------------------------------- in-memory data (data_file.c) */
+
+/* Struct of arrays over every position of every folder added, in order. feats holds COLLECT_N_STATS + topk
+ * values per position (the stored router_logit_features row), hidden n_embd. group numbers examples across
+ * folders (the validation split keeps whole examples together). */
+struct tr_train_data {
+    int32_t n_embd, n_vocab, topk, rollouts, n_feats;
+    int64_t n, cap;
+    int32_t n_groups;
+    int32_t *group, *truth, *slm_top1, *llm_top1, *rollout_slm, *rollout_llm;
+    float *probs;                  /* [n][4]: slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth */
+    float *feats;                  /* [n][n_feats] */
+    float *hidden;                 /* [n][n_embd] */
+    char slm_name[COLLECT_NAME_BYTES];
+};
+
+/* ---------------------------------------------------------------- labels.c */
+
+/* Label of position i under a mode: 1 (SLM preferred), 0 (LLM preferred) or -1 (dropped). */
+int label_of(const tr_train_data *d, int64_t i, tr_label_mode mode);
+/* Label from the raw values (exposed for collect's statistics and tests of the rule). */
+int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollout_slm, int32_t rollout_llm,
+               tr_label_mode mode);
+/* Positions j in [0, n) where cont[j] == ref[j]. */
+int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n);
+
+/* Input row of position i as a router with these features reads it: hidden state, then the chosen features. */
+void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, float *out);
+
+/* ---------------------------------------------------------------- examples.c */
+
+/* The examples of a text file: byte ranges [begin, end) of each story, whitespace trimmed. */
+typedef struct text_examples {
+    char *text;
+    size_t size;
+    size_t *begin, *end;
+    int32_t n;
+} text_examples;
+tr_status text_examples_load(const char *path, text_examples *out);
+void text_examples_free(text_examples *ex);
+uint64_t fnv1a64(const void *data, size_t n, uint64_t h);
+#define FNV1A64_INIT 0xcbf29ce484222325ull
+
+#endif /* TR_TRAIN_INTERNAL_H */

@@ -1,0 +1,380 @@
+/* train_router.c — tr_train_router: labels and splits the collected positions, standardizes the inputs, runs
+ * the epochs (mini-batches split into chunks over a thread pool, Adam), keeps the best epoch by validation loss
+ * and writes the router file with the standardization folded into the first layer. The network and its gradient
+ * are in trainer.c.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "train/trainer_internal.h"
+
+#define CHUNK_ROWS 64
+
+typedef struct trainer {
+    tr_train_params p;
+    const tr_train_data *d;
+    mlp_model m;
+    int32_t n_in;
+    int64_t n_lab, n_train, n_val;
+    float *x, *y, *w;            /* [n_lab][n_in] standardized inputs, labels, class weights */
+    int64_t *train_idx, *val_idx;
+    float *mu, *sd;              /* [n_in] */
+    /* one batch */
+    thread_pool *pool;
+    int32_t n_threads;
+    float *wt;                   /* [n_params] transposed weights */
+    float *grad;                 /* [n_params] summed gradient */
+    float *chunk_grad;           /* [max_chunks][n_params] */
+    double *chunk_loss;
+    int64_t *chunk_correct;
+    float *work, *xbuf, *ybuf, *wbuf, *zbuf; /* per thread */
+    size_t work_floats;
+    matmul_scratch *scratch;     /* per thread */
+    int32_t max_chunks;
+    /* the batch being computed */
+    const int64_t *rows;
+    int64_t n_rows;
+    bool eval_only;
+    /* Adam */
+    float *adam_m, *adam_v, *best;
+    int64_t step;
+} trainer;
+
+/* ---------------------------------------------------------------- data preparation */
+
+static bool in_validation(uint64_t seed, int32_t group, float fraction) {
+    uint64_t s = seed * 0x2545F4914F6CDD1Dull + (uint64_t)group;
+    return (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0) < fraction;
+}
+
+static tr_status prepare_data(trainer *t) {
+    const tr_train_data *d = t->d;
+    int64_t n_lab = 0;
+    for (int64_t i = 0; i < d->n; i++) n_lab += label_of(d, i, t->p.labels) >= 0;
+    if (n_lab == 0) return tr_fail(TR_ERR_ARG, "no labelled positions (label mode %s)", tr_label_mode_name(t->p.labels));
+    t->x = malloc((size_t)n_lab * (size_t)t->n_in * sizeof(float));
+    t->y = malloc((size_t)n_lab * sizeof(float));
+    t->w = malloc((size_t)n_lab * sizeof(float));
+    t->train_idx = malloc((size_t)n_lab * sizeof(int64_t));
+    t->val_idx = malloc((size_t)n_lab * sizeof(int64_t));
+    t->mu = calloc((size_t)t->n_in, sizeof(float));
+    t->sd = calloc((size_t)t->n_in, sizeof(float));
+    if (!t->x || !t->y || !t->w || !t->train_idx || !t->val_idx || !t->mu || !t->sd)
+        return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " training positions", n_lab);
+    int64_t k = 0, n1 = 0;
+    for (int64_t i = 0; i < d->n; i++) {
+        const int label = label_of(d, i, t->p.labels);
+        if (label < 0) continue;
+        train_input_row(d, i, t->p.features, t->p.topk, t->x + k * t->n_in);
+        t->y[k] = (float)label;
+        if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
+            t->val_idx[t->n_val++] = k;
+        } else {
+            t->train_idx[t->n_train++] = k;
+            n1 += label;
+        }
+        k++;
+    }
+    t->n_lab = n_lab;
+    const int64_t n0 = t->n_train - n1;
+    if (t->n_train == 0 || n1 == 0 || n0 == 0)
+        return tr_fail(TR_ERR_ARG, "the training split needs both labels (%" PRId64 " SLM-preferred, %" PRId64
+                       " LLM-preferred positions)", n1, n0);
+    const float w1 = t->p.class_weights ? (float)((double)t->n_train / (2.0 * (double)n1)) : 1.0f;
+    const float w0 = t->p.class_weights ? (float)((double)t->n_train / (2.0 * (double)n0)) : 1.0f;
+    for (int64_t i = 0; i < n_lab; i++) t->w[i] = t->y[i] > 0.5f ? w1 : w0;
+    /* Mean and deviation over the training split, in double. */
+    for (int32_t c = 0; c < t->n_in; c++) {
+        double s = 0, s2 = 0;
+        for (int64_t j = 0; j < t->n_train; j++) s += t->x[t->train_idx[j] * t->n_in + c];
+        const double mean = s / (double)t->n_train;
+        for (int64_t j = 0; j < t->n_train; j++) {
+            const double v = t->x[t->train_idx[j] * t->n_in + c] - mean;
+            s2 += v * v;
+        }
+        const double sd = sqrt(s2 / (double)t->n_train);
+        t->mu[c] = (float)mean;
+        t->sd[c] = sd > 1e-6 ? (float)sd : 1.0f;
+    }
+    for (int64_t i = 0; i < n_lab; i++)
+        for (int32_t c = 0; c < t->n_in; c++) t->x[i * t->n_in + c] = (t->x[i * t->n_in + c] - t->mu[c]) / t->sd[c];
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- one batch over the pool */
+
+static void chunk_task(void *arg, int ith, int nth) {
+    trainer *t = arg;
+    const int32_t n_chunks = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
+    float *work = t->work + (size_t)ith * t->work_floats;
+    float *xb = t->xbuf + (size_t)ith * CHUNK_ROWS * (size_t)t->n_in;
+    float *yb = t->ybuf + (size_t)ith * CHUNK_ROWS, *wb = t->wbuf + (size_t)ith * CHUNK_ROWS;
+    float *zb = t->zbuf + (size_t)ith * CHUNK_ROWS;
+    for (int32_t c = ith; c < n_chunks; c += nth) {
+        const int64_t first = (int64_t)c * CHUNK_ROWS;
+        const int32_t rows = (int32_t)(t->n_rows - first < CHUNK_ROWS ? t->n_rows - first : CHUNK_ROWS);
+        for (int32_t r = 0; r < rows; r++) {
+            const int64_t i = t->rows[first + r];
+            memcpy(xb + (size_t)r * t->n_in, t->x + i * t->n_in, (size_t)t->n_in * sizeof(float));
+            yb[r] = t->y[i];
+            wb[r] = t->w[i];
+        }
+        if (t->eval_only) {
+            mlp_model_logits(&t->m, xb, rows, zb, work, &t->scratch[ith]);
+            double loss = 0;
+            int64_t correct = 0;
+            for (int32_t r = 0; r < rows; r++) {
+                loss += bce_weighted(zb[r], yb[r], wb[r]);
+                correct += (zb[r] >= 0) == (yb[r] > 0.5f);
+            }
+            t->chunk_loss[c] = loss;
+            t->chunk_correct[c] = correct;
+        } else {
+            float *g = t->chunk_grad + (size_t)c * t->m.n_params;
+            memset(g, 0, t->m.n_params * sizeof(float));
+            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, rows, 1.0 / (double)t->n_rows, g, work,
+                                              &t->scratch[ith]);
+        }
+    }
+}
+
+/* Sums the chunk gradients in chunk order (parameters split over threads). */
+static void reduce_task(void *arg, int ith, int nth) {
+    trainer *t = arg;
+    const int32_t n_chunks = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
+    const size_t n = t->m.n_params, lo = n * (size_t)ith / (size_t)nth, hi = n * (size_t)(ith + 1) / (size_t)nth;
+    for (size_t k = lo; k < hi; k++) {
+        float s = 0;
+        for (int32_t c = 0; c < n_chunks; c++) s += t->chunk_grad[(size_t)c * n + k];
+        t->grad[k] = s;
+    }
+}
+
+static void run(trainer *t, pool_task fn) {
+    if (t->pool) thread_pool_run(t->pool, fn, t);
+    else fn(t, 0, 1);
+}
+
+static double batch_step(trainer *t, const int64_t *rows, int64_t n_rows) {
+    t->rows = rows;
+    t->n_rows = n_rows;
+    t->eval_only = false;
+    mlp_model_transpose_weights(&t->m, t->wt);
+    run(t, chunk_task);
+    run(t, reduce_task);
+    const int32_t n_chunks = (int32_t)((n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
+    double loss = 0;
+    for (int32_t c = 0; c < n_chunks; c++) loss += t->chunk_loss[c];
+    /* Adam with bias correction; L2 decay on weights (not biases). */
+    t->step++;
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8, lr = t->p.learning_rate;
+    const double c1 = 1.0 - pow(b1, (double)t->step), c2 = 1.0 - pow(b2, (double)t->step);
+    for (int32_t l = 0; l < t->m.n_layers; l++) {
+        const size_t w0 = t->m.w_off[l], b0 = t->m.b_off[l];
+        const size_t end = b0 + (size_t)t->m.sizes[l + 1];
+        for (size_t k = w0; k < end; k++) {
+            double g = t->grad[k];
+            if (k < b0) g += t->p.weight_decay * t->m.theta[k];
+            t->adam_m[k] = (float)(b1 * t->adam_m[k] + (1 - b1) * g);
+            t->adam_v[k] = (float)(b2 * t->adam_v[k] + (1 - b2) * g * g);
+            t->m.theta[k] -= (float)(lr * (t->adam_m[k] / c1) / (sqrt(t->adam_v[k] / c2) + eps));
+        }
+    }
+    return loss;
+}
+
+/* Weighted BCE (mean) and accuracy at score 0.5 over a set of rows, in blocks of max_chunks chunks. */
+static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, double *loss, double *accuracy) {
+    double sum_loss = 0, sum_w = 0;
+    int64_t correct = 0;
+    const int64_t block = (int64_t)t->max_chunks * CHUNK_ROWS;
+    for (int64_t b = 0; b < n_rows; b += block) {
+        t->rows = rows + b;
+        t->n_rows = n_rows - b < block ? n_rows - b : block;
+        t->eval_only = true;
+        run(t, chunk_task);
+        const int32_t n_chunks = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
+        for (int32_t c = 0; c < n_chunks; c++) {
+            sum_loss += t->chunk_loss[c];
+            correct += t->chunk_correct[c];
+        }
+    }
+    for (int64_t j = 0; j < n_rows; j++) sum_w += t->w[rows[j]];
+    *loss = sum_w > 0 ? sum_loss / sum_w : 0;
+    *accuracy = n_rows > 0 ? (double)correct / (double)n_rows : 0;
+}
+
+/* ---------------------------------------------------------------- setup, epochs, output */
+
+static tr_status check_params(const tr_train_params *p, const tr_train_data *d) {
+    if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS))
+        return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
+    if ((p->features & TR_FEATURE_TOPK_LOGPROBS) && (p->topk < 1 || p->topk > d->topk))
+        return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d (the data's)", (int)p->topk, (int)d->topk);
+    if (p->labels == TR_LABEL_ROLLOUT && d->rollouts < 1)
+        return tr_fail(TR_ERR_ARG, "rollout labels need data collected with rollouts");
+    if (p->epochs < 1 || p->batch < 1 || p->patience < 1) return tr_fail(TR_ERR_ARG, "epochs, batch and patience must be >= 1");
+    if (!(p->learning_rate > 0) || !(p->weight_decay >= 0)) return tr_fail(TR_ERR_ARG, "bad learning rate or weight decay");
+    if (!(p->val_fraction >= 0 && p->val_fraction < 1)) return tr_fail(TR_ERR_ARG, "val_fraction must be in [0, 1)");
+    if (!(p->tau >= 0 && p->tau <= 1)) return tr_fail(TR_ERR_ARG, "tau must be in [0, 1]");
+    if (p->n_threads < 0 || p->n_threads > 512) return tr_fail(TR_ERR_ARG, "n_threads out of range");
+    return TR_OK;
+}
+
+static tr_status setup(trainer *t) {
+    const tr_train_data *d = t->d;
+    const int32_t topk = (t->p.features & TR_FEATURE_TOPK_LOGPROBS) ? t->p.topk : 0;
+    t->p.topk = topk;
+    t->n_in = d->n_embd + tr_router_feature_width(t->p.features, topk);
+    int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1], n_layers = 0;
+    sizes[0] = t->n_in;
+    for (int i = 0; i < 8 && t->p.hidden[i] > 0; i++) {
+        if (t->p.hidden[i] > (1 << 16)) return tr_fail(TR_ERR_ARG, "hidden width %d is too large", (int)t->p.hidden[i]);
+        sizes[++n_layers] = t->p.hidden[i];
+    }
+    if (n_layers == 0 && t->p.hidden[0] == 0) {
+        sizes[++n_layers] = 2 * d->n_embd;
+        sizes[++n_layers] = d->n_embd;
+    }
+    sizes[++n_layers] = 1;
+    tr_status st = prepare_data(t);
+    if (st == TR_OK) st = mlp_model_init(&t->m, n_layers, sizes, t->p.seed);
+    if (st != TR_OK) return st;
+    t->n_threads = t->p.n_threads > 0 ? t->p.n_threads : tr_physical_cores();
+    if (t->n_threads > 1 && !(t->pool = thread_pool_create(t->n_threads))) return TR_ERR_NOMEM;
+    t->max_chunks = (int32_t)((t->p.batch + CHUNK_ROWS - 1) / CHUNK_ROWS);
+    if (t->max_chunks < 2 * t->n_threads) t->max_chunks = 2 * t->n_threads;
+    const size_t np = t->m.n_params, nth = (size_t)t->n_threads;
+    t->work_floats = mlp_work_floats(&t->m, CHUNK_ROWS);
+    t->wt = malloc(np * sizeof(float));
+    t->grad = malloc(np * sizeof(float));
+    t->chunk_grad = malloc((size_t)t->max_chunks * np * sizeof(float));
+    t->chunk_loss = malloc((size_t)t->max_chunks * sizeof(double));
+    t->chunk_correct = malloc((size_t)t->max_chunks * sizeof(int64_t));
+    t->work = malloc(nth * t->work_floats * sizeof(float));
+    t->xbuf = malloc(nth * CHUNK_ROWS * (size_t)t->n_in * sizeof(float));
+    t->ybuf = malloc(nth * CHUNK_ROWS * sizeof(float));
+    t->wbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
+    t->zbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
+    t->scratch = calloc(nth, sizeof(matmul_scratch));
+    t->adam_m = calloc(np, sizeof(float));
+    t->adam_v = calloc(np, sizeof(float));
+    t->best = malloc(np * sizeof(float));
+    if (!t->wt || !t->grad || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
+        !t->ybuf || !t->wbuf || !t->zbuf || !t->scratch || !t->adam_m || !t->adam_v || !t->best)
+        return tr_fail(TR_ERR_NOMEM, "out of memory for training");
+    return TR_OK;
+}
+
+static void teardown(trainer *t) {
+    void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->grad, t->chunk_grad,
+                    t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->adam_m,
+                    t->adam_v, t->best};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    for (int32_t i = 0; t->scratch && i < t->n_threads; i++) matmul_scratch_free(&t->scratch[i]);
+    free(t->scratch);
+    thread_pool_free(t->pool);
+    mlp_model_free(&t->m);
+}
+
+static void shuffle(int64_t *idx, int64_t n, uint64_t seed) {
+    uint64_t s = seed;
+    for (int64_t i = n - 1; i > 0; i--) {
+        const int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(i + 1));
+        const int64_t tmp = idx[i];
+        idx[i] = idx[j];
+        idx[j] = tmp;
+    }
+}
+
+static tr_status run_epochs(trainer *t, tr_train_result *res) {
+    double best_loss = INFINITY;
+    int32_t since_best = 0;
+    const int64_t n_batches = (t->n_train + t->p.batch - 1) / t->p.batch;
+    for (int32_t epoch = 1; epoch <= t->p.epochs; epoch++) {
+        shuffle(t->train_idx, t->n_train, t->p.seed * 1000003u + (uint64_t)epoch);
+        double loss = 0;
+        for (int64_t b = 0; b < n_batches; b++) {
+            const int64_t first = b * t->p.batch;
+            const int64_t rows = t->n_train - first < t->p.batch ? t->n_train - first : t->p.batch;
+            loss += batch_step(t, t->train_idx + first, rows);
+            if (t->p.progress && !t->p.progress(t->p.progress_user, b + 1, n_batches))
+                return tr_fail(TR_ERR_STATE, "training stopped in epoch %d", (int)epoch);
+        }
+        tr_train_epoch e = {.epoch = epoch, .train_loss = loss / (double)t->n_train};
+        if (!isfinite(e.train_loss)) return tr_fail(TR_ERR_STATE, "training diverged in epoch %d (try a lower learning rate)", (int)epoch);
+        if (t->n_val > 0) evaluate(t, t->val_idx, t->n_val, &e.val_loss, &e.val_accuracy);
+        else e.val_loss = e.train_loss;
+        e.best = e.val_loss < best_loss;
+        res->epochs_run = epoch;
+        if (e.best) {
+            best_loss = e.val_loss;
+            since_best = 0;
+            memcpy(t->best, t->m.theta, t->m.n_params * sizeof(float));
+            res->best_epoch = epoch;
+            res->best_val_loss = e.val_loss;
+            res->best_val_accuracy = e.val_accuracy;
+        } else {
+            since_best++;
+        }
+        if (t->p.on_epoch && !t->p.on_epoch(t->p.epoch_user, &e)) break;
+        if (since_best >= t->p.patience) break;
+    }
+    memcpy(t->m.theta, t->best, t->m.n_params * sizeof(float));
+    return TR_OK;
+}
+
+/* Folds x' = (x - mu) / sd into layer 0 and writes the file. */
+static tr_status write_router(trainer *t, const char *path) {
+    mlp_model *m = &t->m;
+    const int32_t n_in = m->sizes[0], n_out = m->sizes[1];
+    float *w0 = m->theta + m->w_off[0], *b0 = m->theta + m->b_off[0];
+    for (int32_t o = 0; o < n_out; o++) {
+        double shift = 0;
+        for (int32_t i = 0; i < n_in; i++) {
+            const float w = w0[(size_t)o * n_in + i] / t->sd[i];
+            w0[(size_t)o * n_in + i] = w;
+            shift += (double)w * t->mu[i];
+        }
+        b0[o] = (float)(b0[o] - shift);
+    }
+    const float *weights[ROUTER_TRAIN_MAX_LAYERS], *biases[ROUTER_TRAIN_MAX_LAYERS];
+    for (int32_t l = 0; l < m->n_layers; l++) {
+        weights[l] = m->theta + m->w_off[l];
+        biases[l] = m->theta + m->b_off[l];
+    }
+    const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = m->sizes, .weights = weights,
+                                     .biases = biases, .features = t->p.features, .tau = t->p.tau,
+                                     .slm_name = t->d->slm_name, .slm_n_embd = t->d->n_embd,
+                                     .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk};
+    return tr_router_write_mlp(&desc, path);
+}
+
+tr_status tr_train_router(const tr_train_data *data, const tr_train_params *params, const char *out_path,
+                          tr_train_result *result) {
+    if (!data || !out_path) return tr_fail(TR_ERR_ARG, "tr_train_router: NULL argument");
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.d = data;
+    t.p = params ? *params : tr_train_default_params();
+    tr_train_result res;
+    memset(&res, 0, sizeof res);
+    tr_status st = check_params(&t.p, data);
+    if (st == TR_OK) st = setup(&t);
+    if (st == TR_OK) {
+        res.n_train = t.n_train;
+        res.n_val = t.n_val;
+        res.n_dropped = data->n - t.n_lab;
+        double n1 = 0;
+        for (int64_t j = 0; j < t.n_train; j++) n1 += t.y[t.train_idx[j]];
+        res.positive_share = n1 / (double)t.n_train;
+        st = run_epochs(&t, &res);
+    }
+    if (st == TR_OK) st = write_router(&t, out_path);
+    teardown(&t);
+    if (result) *result = res;
+    return st;
+}

@@ -1,0 +1,192 @@
+/* trainer.c — tr_train_router: fits the MLP router (ReLU hidden layers, one sigmoid output) to collected data.
+ *
+ * Loss: binary cross-entropy on the output logit z, weighted per class (w_c = n / (2 n_c) with class_weights),
+ * averaged over the mini-batch; Adam with bias correction; L2 weight decay on weights only. Inputs are
+ * standardized with the training split's mean and deviation, and the standardization is folded into the first
+ * layer when the file is written (W' = W / sd, b' = b - W (mu / sd)), so the file stays a plain MLP over raw
+ * features. The validation split holds out whole examples (a hash of seed and example), and the weights kept are
+ * those of the epoch with the lowest validation loss; training stops after `patience` epochs without one.
+ *
+ * Determinism: initialization and shuffling come from the seed; a mini-batch is cut into fixed chunks of
+ * CHUNK_ROWS rows whose gradients are computed independently (on any thread) and summed in chunk order, so the
+ * result does not depend on the thread count. Products go through the kernels' F32 matmul.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/kernels.h"
+#include "train/trainer_internal.h"
+
+tr_train_params tr_train_default_params(void) {
+    tr_train_params p;
+    memset(&p, 0, sizeof p);
+    p.features = TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS;
+    p.topk = 8;
+    p.labels = TR_LABEL_DROP;
+    p.epochs = 30;
+    p.patience = 4;
+    p.batch = 256;
+    p.learning_rate = 1e-3f;
+    p.val_fraction = 0.1f;
+    p.class_weights = true;
+    p.seed = 1;
+    p.tau = 0.5f;
+    return p;
+}
+
+uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *state) { return (double)(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* ---------------------------------------------------------------- the network */
+
+tr_status mlp_model_init(mlp_model *m, int32_t n_layers, const int32_t *sizes, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    m->n_layers = n_layers;
+    size_t n = 0;
+    for (int32_t l = 0; l <= n_layers; l++) m->sizes[l] = sizes[l];
+    for (int32_t l = 0; l < n_layers; l++) {
+        m->w_off[l] = n;
+        n += (size_t)sizes[l] * (size_t)sizes[l + 1];
+        m->b_off[l] = n;
+        n += (size_t)sizes[l + 1];
+    }
+    m->n_params = n;
+    m->theta = calloc(n, sizeof(float));
+    if (!m->theta) return tr_fail(TR_ERR_NOMEM, "out of memory for %zu parameters", n);
+    /* He-uniform for layers feeding a ReLU, Glorot-uniform for the output layer; biases 0. */
+    uint64_t rng = seed ^ 0x5DEECE66Dull;
+    for (int32_t l = 0; l < n_layers; l++) {
+        const double fan_in = sizes[l], fan_out = sizes[l + 1];
+        const double a = l + 1 < n_layers ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
+        float *w = m->theta + m->w_off[l];
+        for (size_t k = 0; k < (size_t)sizes[l] * (size_t)sizes[l + 1]; k++) w[k] = (float)((2 * uniform01(&rng) - 1) * a);
+    }
+    return TR_OK;
+}
+
+void mlp_model_free(mlp_model *m) {
+    free(m->theta);
+    memset(m, 0, sizeof *m);
+}
+
+size_t mlp_work_floats(const mlp_model *m, int32_t rows) {
+    size_t widest = 1, total = 0, largest = 1;
+    for (int32_t l = 0; l <= m->n_layers; l++) {
+        total += (size_t)m->sizes[l] * (size_t)rows;
+        if ((size_t)m->sizes[l] > widest) widest = (size_t)m->sizes[l];
+        if (l < m->n_layers && (size_t)m->sizes[l] * (size_t)m->sizes[l + 1] > largest)
+            largest = (size_t)m->sizes[l] * (size_t)m->sizes[l + 1];
+    }
+    /* activations of every layer, two deltas and two transposes of the widest layer, one weight gradient */
+    return total + 4 * widest * (size_t)rows + largest;
+}
+
+/* Y[r][o] = sum_i W[o][i] X[r][i] through the kernels (F32 needs no scratch). */
+static void product(const float *w, int64_t rows_w, int64_t cols, const float *x, int64_t n, float *y,
+                    matmul_scratch *scratch) {
+    const weight_matrix wm = {.type = TR_TYPE_F32, .data = w, .rows = rows_w, .cols = cols};
+    (void)matmul(NULL, &wm, x, n, y, rows_w, scratch);
+}
+
+static void transpose(const float *a, int64_t rows, int64_t cols, float *t) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) t[c * rows + r] = a[r * cols + c];
+}
+
+/* Forward pass of rows inputs x [rows][sizes[0]]; act[l] gets layer l's output (act[0] = x copy). Returns the
+ * output logits in act[n_layers]. */
+static float *forward_rows(const mlp_model *m, const float *x, int32_t rows, float *work, float **act,
+                           matmul_scratch *scratch) {
+    float *p = work;
+    for (int32_t l = 0; l <= m->n_layers; l++) {
+        act[l] = p;
+        p += (size_t)m->sizes[l] * (size_t)rows;
+    }
+    memcpy(act[0], x, (size_t)m->sizes[0] * (size_t)rows * sizeof(float));
+    for (int32_t l = 0; l < m->n_layers; l++) {
+        const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
+        product(m->theta + m->w_off[l], n_out, n_in, act[l], rows, act[l + 1], scratch);
+        const float *b = m->theta + m->b_off[l];
+        float *y = act[l + 1];
+        const bool relu = l + 1 < m->n_layers;
+        for (int32_t r = 0; r < rows; r++)
+            for (int32_t o = 0; o < n_out; o++) {
+                const float v = y[(size_t)r * n_out + o] + b[o];
+                y[(size_t)r * n_out + o] = relu && v < 0 ? 0.0f : v;
+            }
+    }
+    return act[m->n_layers];
+}
+
+float mlp_model_logit(const mlp_model *m, const float *x, float *work, matmul_scratch *scratch) {
+    float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
+    return forward_rows(m, x, 1, work, act, scratch)[0];
+}
+
+void mlp_model_logits(const mlp_model *m, const float *x, int32_t rows, float *z, float *work,
+                      matmul_scratch *scratch) {
+    float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
+    memcpy(z, forward_rows(m, x, rows, work, act, scratch), (size_t)rows * sizeof(float));
+}
+
+static float sigmoidf_stable(float z) {
+    if (z >= 0) return 1.0f / (1.0f + expf(-z));
+    const float e = expf(z);
+    return e / (1.0f + e);
+}
+
+/* log(1 + e^z) without overflow. */
+static double softplus(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
+
+double bce_weighted(float z, float y, float w) { return w * (softplus(z) - (double)y * z); }
+
+double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
+                      int32_t rows, double scale, float *grad, float *work, matmul_scratch *scratch) {
+    float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
+    const float *z = forward_rows(m, x, rows, work, act, scratch);
+    size_t widest = 1;
+    for (int32_t l = 0; l <= m->n_layers; l++)
+        if ((size_t)m->sizes[l] > widest) widest = (size_t)m->sizes[l];
+    float *p = act[m->n_layers] + rows;
+    float *delta = p, *delta_prev = p + widest * (size_t)rows;
+    float *t_act = p + 2 * widest * (size_t)rows, *t_delta = p + 3 * widest * (size_t)rows;
+    float *dw = p + 4 * widest * (size_t)rows;
+    double loss = 0;
+    for (int32_t r = 0; r < rows; r++) {
+        loss += bce_weighted(z[r], y[r], w[r]);
+        delta[r] = (float)(w[r] * ((double)sigmoidf_stable(z[r]) - y[r]) * scale);
+    }
+    for (int32_t l = m->n_layers - 1; l >= 0; l--) {
+        const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
+        float *gb = grad + m->b_off[l], *gw = grad + m->w_off[l];
+        for (int32_t r = 0; r < rows; r++)
+            for (int32_t o = 0; o < n_out; o++) gb[o] += delta[(size_t)r * n_out + o];
+        /* dW[o][i] = sum_r delta[r][o] act[r][i]: rows of act^T (as the weight) against rows of delta^T. */
+        transpose(act[l], rows, n_in, t_act);
+        transpose(delta, rows, n_out, t_delta);
+        product(t_act, n_in, rows, t_delta, n_out, dw, scratch);
+        for (size_t k = 0; k < (size_t)n_out * (size_t)n_in; k++) gw[k] += dw[k];
+        if (l == 0) break;
+        /* delta_prev[r][i] = sum_o W[o][i] delta[r][o], through ReLU. */
+        product(wt_all + m->w_off[l], n_in, n_out, delta, rows, delta_prev, scratch);
+        for (size_t k = 0; k < (size_t)rows * (size_t)n_in; k++)
+            if (act[l][k] <= 0) delta_prev[k] = 0;
+        float *tmp = delta;
+        delta = delta_prev;
+        delta_prev = tmp;
+    }
+    return loss;
+}
+
+void mlp_model_transpose_weights(const mlp_model *m, float *wt_all) {
+    for (int32_t l = 0; l < m->n_layers; l++)
+        transpose(m->theta + m->w_off[l], m->sizes[l + 1], m->sizes[l], wt_all + m->w_off[l]);
+}

@@ -1,0 +1,39 @@
+/* trainer_internal.h — the trainer's network (trainer.c): parameters in one flat vector, forward pass and the
+ * gradient of the class-weighted BCE over a block of rows. Used by train_router.c and by the gradient test. */
+#ifndef TR_TRAINER_INTERNAL_H
+#define TR_TRAINER_INTERNAL_H
+
+#include "kernels/kernels.h"
+#include "train/train_internal.h"
+
+#define ROUTER_TRAIN_MAX_LAYERS 9 /* up to 8 hidden layers + the output */
+
+typedef struct mlp_model {
+    int32_t n_layers;
+    int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1];
+    size_t w_off[ROUTER_TRAIN_MAX_LAYERS], b_off[ROUTER_TRAIN_MAX_LAYERS]; /* into theta */
+    size_t n_params;
+    float *theta;  /* W_l [sizes[l+1]][sizes[l]] row-major, then b_l, per layer */
+} mlp_model;
+
+uint64_t splitmix64(uint64_t *state);
+/* Allocates theta and initializes it from seed (He-uniform for ReLU layers, Glorot for the output, biases 0). */
+tr_status mlp_model_init(mlp_model *m, int32_t n_layers, const int32_t *sizes, uint64_t seed);
+void mlp_model_free(mlp_model *m);
+/* Floats of work space one call over `rows` rows needs. */
+size_t mlp_work_floats(const mlp_model *m, int32_t rows);
+/* Output logit of one input row. */
+float mlp_model_logit(const mlp_model *m, const float *x, float *work, matmul_scratch *scratch);
+/* Output logits of rows input rows into z. */
+void mlp_model_logits(const mlp_model *m, const float *x, int32_t rows, float *z, float *work,
+                      matmul_scratch *scratch);
+/* w * (log(1 + e^z) - y z): the weighted BCE of logit z against label y. */
+double bce_weighted(float z, float y, float w);
+/* Every layer's W^T, at the same offsets as theta (the backward pass multiplies by them). */
+void mlp_model_transpose_weights(const mlp_model *m, float *wt_all);
+/* Adds scale * d(sum of bce_weighted)/d theta over rows x [rows][sizes[0]], labels y and weights w to grad, and
+ * returns the (unscaled) loss sum. wt_all from mlp_model_transpose_weights. */
+double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
+                      int32_t rows, double scale, float *grad, float *work, matmul_scratch *scratch);
+
+#endif /* TR_TRAINER_INTERNAL_H */

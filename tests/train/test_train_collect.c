@@ -1,0 +1,399 @@
+/* test_train_collect.c — tr_collect on the real model pair (../shared/models, TinyStories): an interrupted collect
+ * (stopped by its progress callback, or cut mid-example as by a crash) resumes to files identical to an
+ * uninterrupted one; a resume with other settings is refused; stored rollout counts equal a greedy continuation
+ * recomputed here; stored features score exactly as the router scores the SLM's live logits; LLM sampling is
+ * reproducible for a seed; text files split at <|endoftext|> lines; hostile data files are rejected. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "support/fixtures.h"
+#include "train/train_internal.h"
+#include "tokroute.h"
+
+static tr_model *slm, *llm;
+
+static int load_models(void **state) {
+    (void)state;
+    tr_model_params mp = tr_model_default_params();
+    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &slm) != TR_OK) return -1;
+    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &llm) != TR_OK) return -1;
+    return 0;
+}
+
+static int free_models(void **state) {
+    (void)state;
+    tr_model_free(slm);
+    tr_model_free(llm);
+    return 0;
+}
+
+static tr_collect_params small_params(void) {
+    tr_collect_params p = tr_collect_default_params();
+    p.first = 2;
+    p.last = 6;
+    p.max_tokens = 40;
+    p.topk = 4;
+    p.rollouts = 3;
+    p.n_threads = 1;
+    return p;
+}
+
+static char *fresh_dir(void) { return strdup(temp_path("")); }
+
+static void remove_dir(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
+    unlink(path);
+    rmdir(dir);
+}
+
+static char *folder_file(const char *dir, const char *name, size_t *n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return read_file(path, n);
+}
+
+static void assert_same_folders(const char *a, const char *b) {
+    const char *names[2] = {COLLECT_DATA_FILE, COLLECT_INDEX_FILE};
+    for (int k = 0; k < 2; k++) {
+        size_t na, nb;
+        char *x = folder_file(a, names[k], &na), *y = folder_file(b, names[k], &nb);
+        assert_non_null(x);
+        assert_non_null(y);
+        assert_int_equal(na, nb);
+        assert_memory_equal(x, y, na);
+        free(x);
+        free(y);
+    }
+}
+
+static const char *stories(void) { return shared_path("data/tinystories/tinystories_val.txt"); }
+
+static bool stop_after_two(void *user, int64_t done, int64_t total) {
+    (void)total;
+    int *calls = user;
+    ++*calls;
+    return done < 2;
+}
+
+static void test_resume_gives_identical_files(void **state) {
+    (void)state;
+    char *whole = fresh_dir(), *parts = fresh_dir(), *cut = fresh_dir();
+    tr_collect_params p = small_params();
+    tr_collect_stats st;
+    assert_int_equal(tr_collect(slm, llm, stories(), whole, &p, &st), TR_OK);
+    assert_int_equal(st.n_examples, 4);
+    assert_int_equal(st.n_resumed, 0);
+    assert_int_equal(st.n_positions, 4 * 39); /* every story has more than 40 tokens */
+
+    int calls = 0;
+    p.progress = stop_after_two;
+    p.progress_user = &calls;
+    assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_ERR_STATE);
+    assert_non_null(strstr(tr_last_error(), "resume"));
+    assert_int_equal(st.n_examples, 2);
+    p.progress = NULL;
+    assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_OK);
+    assert_int_equal(st.n_resumed, 2);
+    assert_int_equal(st.n_examples, 4);
+    assert_int_equal(st.n_positions, 4 * 39);
+    assert_same_folders(whole, parts);
+
+    /* A crash mid-example: positions.bin ends inside the third example, index.bin inside its entry. */
+    assert_int_equal(tr_collect(slm, llm, stories(), cut, &p, &st), TR_OK);
+    char path[4096];
+    const uint32_t rec = collect_record_bytes(32, 4);
+    snprintf(path, sizeof path, "%s/%s", cut, COLLECT_DATA_FILE);
+    assert_int_equal(truncate(path, COLLECT_HEADER_BYTES + (off_t)rec * (2 * 39 + 10)), 0);
+    snprintf(path, sizeof path, "%s/%s", cut, COLLECT_INDEX_FILE);
+    assert_int_equal(truncate(path, 8 + 2 * COLLECT_INDEX_ENTRY + 5), 0);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(cut, &d), TR_OK); /* readable as far as it is complete */
+    assert_int_equal(tr_train_data_get_info(d).n_positions, 2 * 39);
+    tr_train_data_free(d);
+    assert_int_equal(tr_collect(slm, llm, stories(), cut, &p, &st), TR_OK);
+    assert_int_equal(st.n_resumed, 2);
+    assert_same_folders(whole, cut);
+
+    /* Resuming with other settings is refused; a longer range continues; restart starts over. */
+    p.topk = 5;
+    assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_ERR_STATE);
+    assert_non_null(strstr(tr_last_error(), "other models, data or settings"));
+    p.topk = 4;
+    p.last = 7;
+    assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_OK);
+    assert_int_equal(st.n_resumed, 4);
+    assert_int_equal(st.n_examples, 5);
+    p.resume = false;
+    p.last = 6;
+    assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_OK);
+    assert_int_equal(st.n_resumed, 0);
+    assert_same_folders(whole, parts);
+    remove_dir(whole);
+    remove_dir(parts);
+    remove_dir(cut);
+    free(whole);
+    free(parts);
+    free(cut);
+}
+
+/* Greedy SLM continuation after prefix + choice, counted against the reference, as the label rule needs. */
+static int32_t continuation_matches(const int32_t *ref, int32_t n_ref, int32_t pos, int32_t choice, int32_t k) {
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    tr_context *ctx = NULL;
+    assert_int_equal(tr_context_create(slm, &cp, &ctx), TR_OK);
+    assert_int_equal(tr_context_eval(ctx, ref, pos, TR_EVAL_LOGITS_NONE), TR_OK);
+    int32_t next = choice, matches = 0;
+    for (int32_t j = 0; j < k && pos + 1 + j < n_ref; j++) {
+        assert_int_equal(tr_context_eval(ctx, &next, 1, TR_EVAL_LOGITS_LAST), TR_OK);
+        next = tr_argmax(tr_context_logits(ctx, -1), 512);
+        matches += next == ref[pos + 1 + j];
+    }
+    tr_context_free(ctx);
+    return matches;
+}
+
+static void test_rollouts_and_features_match_a_recomputation(void **state) {
+    (void)state;
+    char *dir = fresh_dir();
+    tr_collect_params p = small_params();
+    p.last = 4;
+    assert_int_equal(tr_collect(slm, llm, stories(), dir, &p, NULL), TR_OK);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    assert_int_equal(d->n, 2 * 39);
+    /* Rebuild example 2's tokens: BOS, then the reference of each position. */
+    int32_t ref[40];
+    ref[0] = 1;
+    for (int32_t i = 0; i < 39; i++) ref[i + 1] = d->truth[i];
+    int both_wrong = 0;
+    for (int32_t i = 0; i < 39; i++) {
+        const int32_t pos = i + 1;
+        if (d->slm_top1[i] == d->truth[i] || d->llm_top1[i] == d->truth[i]) {
+            assert_int_equal(d->rollout_slm[i], -1);
+            continue;
+        }
+        both_wrong++;
+        assert_int_equal(d->rollout_slm[i], continuation_matches(ref, 40, pos, d->slm_top1[i], 3));
+        assert_int_equal(d->rollout_llm[i], continuation_matches(ref, 40, pos, d->llm_top1[i], 3));
+    }
+    assert_true(both_wrong >= 3);
+
+    /* A router over every feature scores the stored positions as it scores the SLM's live state. */
+    const int32_t n_in = 32 + 3 + 4, sizes[3] = {n_in, 8, 1};
+    float w0[39 * 8], b0[8], w1[8], b1[1] = {0.1f};
+    for (int i = 0; i < n_in * 8; i++) w0[i] = 0.05f * (float)((i * 37) % 11 - 5);
+    for (int i = 0; i < 8; i++) b0[i] = 0.01f * (float)i, w1[i] = 0.3f * (float)(i % 3 - 1);
+    const float *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
+    const tr_mlp_router_desc desc = {.n_layers = 2, .sizes = sizes, .weights = ws, .biases = bs,
+                                     .features = TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN |
+                                                 TR_FEATURE_TOPK_LOGPROBS,
+                                     .tau = 0.5f, .slm_n_embd = 32, .slm_n_vocab = 512, .topk = 4};
+    const char *path = temp_path(".gguf");
+    assert_int_equal(tr_router_write_mlp(&desc, path), TR_OK);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(path, tr_model_get_info(slm), &r), TR_OK);
+    float *stored = malloc((size_t)d->n * sizeof(float));
+    assert_int_equal(tr_train_data_scores(d, r, stored), TR_OK);
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    tr_context *ctx = NULL;
+    assert_int_equal(tr_context_create(slm, &cp, &ctx), TR_OK);
+    assert_int_equal(tr_context_eval(ctx, ref, 40, TR_EVAL_LOGITS_ALL), TR_OK);
+    for (int32_t i = 0; i < 39; i++) {
+        float live = -1;
+        assert_int_equal(tr_router_score(r, tr_context_hidden(ctx, i), 32, tr_context_logits(ctx, i), 512, &live),
+                         TR_OK);
+        assert_float_equal(live, stored[i], 1e-6);
+    }
+    tr_context_free(ctx);
+    free(stored);
+    tr_router_free(r);
+    unlink(path);
+    tr_train_data_free(d);
+    remove_dir(dir);
+    free(dir);
+}
+
+static void test_llm_samples_are_reproducible(void **state) {
+    (void)state;
+    char *a = fresh_dir(), *b = fresh_dir(), *c = fresh_dir();
+    tr_collect_params p = small_params();
+    p.format = TR_DATA_LLM_SAMPLE;
+    p.first = 0;
+    p.last = 3;
+    p.rollouts = 0;
+    p.max_tokens = 64;
+    assert_int_equal(tr_collect(slm, llm, NULL, a, &p, NULL), TR_OK);
+    assert_int_equal(tr_collect(slm, llm, NULL, b, &p, NULL), TR_OK);
+    assert_same_folders(a, b);
+    p.seed = 2;
+    tr_collect_stats st;
+    assert_int_equal(tr_collect(slm, llm, NULL, c, &p, &st), TR_OK);
+    assert_true(st.n_positions > 3 * 10);
+    size_t na, nc;
+    char *x = folder_file(a, COLLECT_DATA_FILE, &na), *y = folder_file(c, COLLECT_DATA_FILE, &nc);
+    assert_true(na != nc || memcmp(x, y, na) != 0);
+    free(x);
+    free(y);
+    p.last = -1; /* sampling needs a count */
+    assert_int_equal(tr_collect(slm, llm, NULL, c, &p, NULL), TR_ERR_ARG);
+    p.format = TR_DATA_GSM8K;
+    p.last = 2;
+    assert_int_equal(tr_collect(slm, llm, shared_path("data/gsm8k/test.jsonl"), c, &p, NULL), TR_ERR_UNSUPPORTED);
+    remove_dir(a);
+    remove_dir(b);
+    remove_dir(c);
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_text_examples_split(void **state) {
+    (void)state;
+    const char *path = temp_path(".txt");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("  First story.\nSecond line.\n<|endoftext|>\n\n<|endoftext|>\r\nThird <|endoftext|> inline\r\n"
+          "<|endoftext|>\nlast without separator", f);
+    fclose(f);
+    text_examples ex;
+    assert_int_equal(text_examples_load(path, &ex), TR_OK);
+    assert_int_equal(ex.n, 3);
+    assert_int_equal(ex.end[0] - ex.begin[0], strlen("First story.\nSecond line."));
+    assert_memory_equal(ex.text + ex.begin[1], "Third <|endoftext|> inline", ex.end[1] - ex.begin[1]);
+    assert_memory_equal(ex.text + ex.begin[2], "last without separator", ex.end[2] - ex.begin[2]);
+    text_examples_free(&ex);
+    unlink(path);
+    assert_int_equal(text_examples_load("/nonexistent/stories.txt", &ex), TR_ERR_IO);
+    /* The TinyStories file has 1000 stories. */
+    assert_int_equal(text_examples_load(stories(), &ex), TR_OK);
+    assert_int_equal(ex.n, 1000);
+    text_examples_free(&ex);
+}
+
+/* ---------------------------------------------------------------- hostile files */
+
+static void put32(char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (char)(v >> (8 * i));
+}
+
+static void write_folder(const char *dir, const char *data, size_t n_data, const char *index, size_t n_index) {
+    char path[4096];
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
+    FILE *f = fopen(path, "wb");
+    fwrite(data, 1, n_data, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
+    f = fopen(path, "wb");
+    fwrite(index, 1, n_index, f);
+    fclose(f);
+}
+
+typedef struct mutation {
+    const char *what;
+    size_t offset;        /* into positions.bin (or index.bin when in_index) */
+    uint32_t value;
+    bool in_index;
+    size_t truncate_to;   /* positions.bin cut to this many bytes when nonzero */
+    tr_status status;
+    const char *message;
+    size_t offset2;       /* a second word of positions.bin set to value2 when nonzero */
+    uint32_t value2;
+} mutation;
+
+static void test_hostile_data_files_rejected(void **state) {
+    (void)state;
+    char *good = fresh_dir(), *bad = fresh_dir();
+    tr_collect_params p = small_params();
+    p.last = 3;
+    assert_int_equal(tr_collect(slm, llm, stories(), good, &p, NULL), TR_OK);
+    size_t n_data, n_index;
+    char *data = folder_file(good, COLLECT_DATA_FILE, &n_data), *index = folder_file(good, COLLECT_INDEX_FILE, &n_index);
+    const size_t rec0 = COLLECT_HEADER_BYTES;
+    const mutation cases[] = {
+        {"magic", 0, 0x41414141, false, 0, TR_ERR_FORMAT, "bad magic", 0, 0},
+        {"version", 8, 2, false, 0, TR_ERR_UNSUPPORTED, "version 2", 0, 0},
+        {"record size", 16, 999, false, 0, TR_ERR_FORMAT, "record size 999", 0, 0},
+        {"n_embd 0", 20, 0, false, 0, TR_ERR_FORMAT, "n_embd 0", 0, 0},
+        {"huge n_embd", 20, 0x7fffffff, false, 0, TR_ERR_FORMAT, "n_embd", 0, 0},
+        {"topk 65", 28, 65, false, 0, TR_ERR_FORMAT, "topk 65", 0, 0},
+        {"format", 36, 77, false, 0, TR_ERR_FORMAT, "unknown data format", 0, 0},
+        {"truth id", rec0 + 8, 512, false, 0, TR_ERR_FORMAT, "outside the vocabulary", 0, 0},
+        {"negative id", rec0 + 12, 0xffffffff, false, 0, TR_ERR_FORMAT, "outside the vocabulary", 0, 0},
+        {"probability", rec0 + 20, 0x3fc00000 /* 1.5f */, false, 0, TR_ERR_FORMAT, "probability", 0, 0},
+        {"NaN feature", rec0 + 36, 0x7fc00000, false, 0, TR_ERR_FORMAT, "logit statistic", 0, 0},
+        {"rollout count", rec0 + 48, 9, false, 0, TR_ERR_FORMAT, "rollout counts", 0, 0},
+        {"one-sided rollout", rec0 + 48, 0, false, 0, TR_ERR_FORMAT, "rollout counts", rec0 + 52, 0xffffffff},
+        {"positive log-prob", rec0 + 64, 0x3f800000, false, 0, TR_ERR_FORMAT, "top-k log-prob", 0, 0},
+        {"NaN hidden", rec0 + 64 + 16, 0x7fc00000, false, 0, TR_ERR_FORMAT, "non-finite hidden", 0, 0},
+        {"position 0", rec0 + 4, 0, false, 0, TR_ERR_FORMAT, "position 0", 0, 0},
+        {"example mismatch", rec0, 7, false, 0, TR_ERR_FORMAT, "record of example 7", 0, 0},
+        {"index magic", 0, 0x41414141, true, 0, TR_ERR_FORMAT, "index (bad magic)", 0, 0},
+        {"index count", 8 + 4, 1u << 30, true, 0, TR_ERR_FORMAT, "runs past the end", 0, 0},
+        {"index offset", 8 + 8, 1000, true, 0, TR_ERR_FORMAT, "starts at 1000", 0, 0},
+        {"truncated header", 0, 0, false, 100, TR_ERR_FORMAT, "truncated header", 0, 0},
+        {"records cut", 0, 0, false, COLLECT_HEADER_BYTES + 20, TR_ERR_FORMAT, "runs past the end", 0, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const mutation *m = &cases[c];
+        char *d2 = malloc(n_data), *i2 = malloc(n_index);
+        memcpy(d2, data, n_data);
+        memcpy(i2, index, n_index);
+        if (m->truncate_to == 0) put32(m->in_index ? i2 + m->offset : d2 + m->offset, m->value);
+        if (m->offset2) put32(d2 + m->offset2, m->value2);
+        write_folder(bad, d2, m->truncate_to ? m->truncate_to : n_data, i2, n_index);
+        tr_train_data *d = (tr_train_data *)(uintptr_t)1;
+        const tr_status st = tr_train_data_open(bad, &d);
+        if (st != m->status || !strstr(tr_last_error(), m->message))
+            print_error("case '%s': got %s '%s'\n", m->what, tr_status_name(st), tr_last_error());
+        assert_int_equal(st, m->status);
+        assert_null(d);
+        assert_non_null(strstr(tr_last_error(), m->message));
+        free(d2);
+        free(i2);
+    }
+    /* A missing folder is an I/O error. */
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open("/nonexistent/collect", &d), TR_ERR_IO);
+    /* And a hostile header is not resumed over. */
+    char *d2 = malloc(n_data);
+    memcpy(d2, data, n_data);
+    put32(d2 + 20, 0);
+    write_folder(bad, d2, n_data, index, n_index);
+    assert_int_equal(tr_collect(slm, llm, stories(), bad, &p, NULL), TR_ERR_FORMAT);
+    assert_non_null(strstr(tr_last_error(), "cannot resume"));
+    free(d2);
+    free(data);
+    free(index);
+    remove_dir(good);
+    remove_dir(bad);
+    free(good);
+    free(bad);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_gives_identical_files),
+        cmocka_unit_test(test_rollouts_and_features_match_a_recomputation),
+        cmocka_unit_test(test_llm_samples_are_reproducible),
+        cmocka_unit_test(test_text_examples_split),
+        cmocka_unit_test(test_hostile_data_files_rejected),
+    };
+    return cmocka_run_group_tests(tests, load_models, free_models);
+}
