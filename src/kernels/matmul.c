@@ -59,13 +59,14 @@ static void isa_init(void) {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
         isa_tables[ISA_AVX2] = isa_tables[ISA_SCALAR];
         mm_isa_avx2(&isa_tables[ISA_AVX2]);
+        mm_isa_avx2_x16(&isa_tables[ISA_AVX2]);
         isa_available[ISA_AVX2] = true;
         best = ISA_AVX2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vnni")) {
             isa_tables[ISA_AVX512] = isa_tables[ISA_AVX2];
-            mm_isa_avx512(&isa_tables[ISA_AVX512]);
+            mm_isa_avx512(&isa_tables[ISA_AVX512]); /* replaces every quantized type's entry, X16 tile included */
             mm_isa_avx512_x16(&isa_tables[ISA_AVX512]);
             isa_available[ISA_AVX512] = true;
             best = ISA_AVX512;

@@ -17,21 +17,6 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* ---------------------------------------------------------------- activations: SoA Q8_0 plus block sums */
-
-size_t q8_0_soa_sums_row_bytes(int64_t cols) { return q8_0_soa_row_bytes(cols) + (size_t)(cols / QK8_0) * 4; }
-
-void quantize_q8_0_soa_sums(const float *x, void *dst, int64_t n) {
-    quantize_q8_0_soa_avx2(x, dst, n);
-    const int8_t *q = dst;
-    int32_t *sums = (int32_t *)((uint8_t *)dst + q8_0_soa_row_bytes(n));
-    const __m512i ones = _mm512_set1_epi8(1);
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * b));
-        sums[b] = _mm512_reduce_add_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_zextsi256_si512(v)));
-    }
-}
-
 INLINE __m512i bcast32(const void *p) {
     int32_t v;
     memcpy(&v, p, 4);
