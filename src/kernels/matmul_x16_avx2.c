@@ -31,6 +31,14 @@ INLINE __m256 f16x8(const uint8_t *p, int h) { return _mm256_cvtph_ps(_mm_loadu_
 /* 32-byte half h of 64-byte word c of the region at base. */
 INLINE __m256i half_word(const uint8_t *base, int c, int h) { return _mm256_loadu_si256((const __m256i *)(base + 64 * c + 32 * h)); }
 
+/* Decode: ask for the bytes a few block columns ahead (as the AVX-512 tiles; the second half of a group reads
+ * what the first brought into cache). */
+INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {
+    size_t ahead = 4 * col_bytes;
+    ahead = ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
+    for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T0);
+}
+
 #define DEFINE_X16_TILE(name)                                                                                \
     static void name##_x4(const mm_args *a, int64_t r, int64_t i, int h) { name##_micro(a, r, i, h, 4); }  \
     static void name##_x1(const mm_args *a, int64_t r, int64_t i, int h) { name##_micro(a, r, i, h, 1); }  \
@@ -66,6 +74,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const i
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
+        if (NI == 1 && h == 0) prefetch_col(col, col_bytes);
         const __m256 wd = f16x8(col, h);
         __m256i isum[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm256_setzero_si256();
@@ -123,6 +132,7 @@ INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const in
     const __m256i m3f = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
+        if (NI == 1 && h == 0) prefetch_col(col, col_bytes);
         const uint8_t *qs = col + (q5 ? 768 : 256);
         const __m256 wd = f16x8(col, h), wdmin = f16x8(col + 32, h);
         const __m256i u0 = half_word(col + 64, 0, h), u1 = half_word(col + 64, 1, h), u2 = half_word(col + 64, 2, h);
@@ -188,6 +198,7 @@ INLINE void q6_k_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const 
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
+        if (NI == 1 && h == 0) prefetch_col(col, col_bytes);
         const __m256 wd = f16x8(col, h);
         __m256i tot[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) tot[ii] = _mm256_setzero_si256();
