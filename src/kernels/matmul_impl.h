@@ -69,6 +69,7 @@ void quantize_q8_1_soa_avx2(const float *x, void *dst, int64_t n);
 #endif
 #if defined(__aarch64__)
 void mm_isa_neon(mm_isa *isa);
+void mm_isa_neon_x16(mm_isa *isa); /* matmul_x16_neon.c */
 #endif
 
 /* Scalar dot products of one weight row with one activation row of n elements (also used by SIMD files for
