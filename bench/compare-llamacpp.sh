@@ -38,7 +38,7 @@ command -v python3 >/dev/null || { echo "compare-llamacpp: python3 is needed to 
 bin=$(LLAMACPP_NO_AMX=$no_amx scripts/llamacpp.sh llama-bench)
 cache=${TOKROUTE_CACHE:-$HOME/.cache/tokroute}/synth
 mkdir -p "$cache"
-llama_src=$(git -C "$(dirname "$bin")/../../src" log -1 --format='%cd %h' --date=short 2>/dev/null || echo unknown)
+llama_src=$(git -C "$bin/../../src" log -1 --format='%cd %h' --date=short 2>/dev/null || echo unknown)
 
 echo "measuring memory-read bandwidth..." >&2
 membw=$("$build/bench_membw" --threads "$threads" --reps 3 | awk '/^membw_gbps/ {print $2}')
