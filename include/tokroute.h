@@ -526,6 +526,12 @@ typedef enum tr_label_mode {
     TR_LABEL_ROLLOUT,    /* both wrong: the token whose K-token SLM continuation matches more of the reference
                             (ties → SLM); needs a collect with rollouts */
     TR_LABEL_LLM,        /* both wrong: 0 */
+    /* Soft targets (1 - g) / 2 from the accuracy g that routing the position gains, so the router ranks positions
+     * by expected gain (no class weights): */
+    TR_LABEL_GAIN,       /* g = [LLM right] - [SLM right], as realized (-1, 0 or 1) */
+    TR_LABEL_EXPECTED,   /* g = p(l) - p(s), the gain in expectation when the reference is drawn from the LLM's
+                            distribution p (l, s: the LLM's and the SLM's top-1) */
+    TR_LABEL_MIXED,      /* g = the mean of the two */
 } tr_label_mode;
 const char *tr_label_mode_name(tr_label_mode m);
 tr_status tr_label_mode_from_name(const char *name, tr_label_mode *out);

@@ -143,6 +143,8 @@ static tr_status make_record(collector *c, int32_t example, int32_t position, in
     rec.slm_p_truth = prob_of(slm_logits, slse, rec.truth);
     rec.llm_p_top1 = prob_of(llm_logits, llse, rec.llm_top1);
     rec.llm_p_truth = prob_of(llm_logits, llse, rec.truth);
+    rec.llm_p_slm_top1 = prob_of(llm_logits, llse, rec.slm_top1);
+    rec.slm_p_llm_top1 = rec.llm_top1 < c->n_vocab ? prob_of(slm_logits, slse, rec.llm_top1) : 0.0f;
     router_logit_features(ROUTER_FEATURE_ALL, c->p.topk, slm_logits, c->n_vocab, c->feat_row);
     memcpy(rec.stats, c->feat_row, sizeof rec.stats);
     rec.rollout_slm = rec.rollout_llm = -1;

@@ -27,6 +27,7 @@
 #define COLLECT_LAST_OFFSET 52     /* header byte offset of `last` (the one field a resume may change) */
 #define COLLECT_MAX_EMBD (1 << 16)
 #define COLLECT_N_STATS 3          /* maxprob, entropy, margin */
+#define COLLECT_N_PROBS 6
 #define COLLECT_DATA_FILE "positions.bin"
 #define COLLECT_INDEX_FILE "index.bin"
 
@@ -50,6 +51,8 @@ typedef struct collect_record {
     float slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth;
     float stats[COLLECT_N_STATS];  /* maxprob, entropy (H / ln V), margin: router_logit_features' values */
     int32_t rollout_slm, rollout_llm; /* reference matches of the K-token continuations (-1: not rolled out) */
+    float llm_p_slm_top1;          /* the LLM's probability of the SLM's top-1 token */
+    float slm_p_llm_top1;          /* the SLM's probability of the LLM's top-1 token */
 } collect_record;
 
 uint32_t collect_record_bytes(uint32_t n_embd, uint32_t topk);
@@ -69,7 +72,8 @@ struct tr_train_data {
     int64_t n, cap;
     int32_t n_groups;
     int32_t *group, *truth, *slm_top1, *llm_top1, *rollout_slm, *rollout_llm;
-    float *probs;                  /* [n][4]: slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth */
+    float *probs;                  /* [n][COLLECT_N_PROBS]: slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth,
+                                      llm_p_slm_top1, slm_p_llm_top1 */
     float *feats;                  /* [n][n_feats] */
     float *hidden;                 /* [n][n_embd] */
     char slm_name[COLLECT_NAME_BYTES];
@@ -77,8 +81,9 @@ struct tr_train_data {
 
 /* ---------------------------------------------------------------- labels.c */
 
-/* Label of position i under a mode: 1 (SLM preferred), 0 (LLM preferred) or -1 (dropped). */
-int label_of(const tr_train_data *d, int64_t i, tr_label_mode mode);
+/* Training target of position i under a mode: 1 (SLM preferred), 0 (LLM preferred), in between for the expected
+ * mode, or -1 (dropped). */
+float label_of(const tr_train_data *d, int64_t i, tr_label_mode mode);
 /* Label from the raw values (exposed for collect's statistics and tests of the rule). */
 int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollout_slm, int32_t rollout_llm,
                tr_label_mode mode);

@@ -54,6 +54,7 @@ static tr_status prepare_data(trainer *t) {
     const tr_train_data *d = t->d;
     int64_t n_lab = 0;
     for (int64_t i = 0; i < d->n; i++) n_lab += label_of(d, i, t->p.labels) >= 0;
+    const bool soft = t->p.labels == TR_LABEL_GAIN || t->p.labels == TR_LABEL_EXPECTED || t->p.labels == TR_LABEL_MIXED;
     if (n_lab == 0) return tr_fail(TR_ERR_ARG, "no labelled positions (label mode %s)", tr_label_mode_name(t->p.labels));
     t->x = malloc((size_t)n_lab * (size_t)t->n_in * sizeof(float));
     t->y = malloc((size_t)n_lab * sizeof(float));
@@ -66,25 +67,26 @@ static tr_status prepare_data(trainer *t) {
         return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " training positions", n_lab);
     int64_t k = 0, n1 = 0;
     for (int64_t i = 0; i < d->n; i++) {
-        const int label = label_of(d, i, t->p.labels);
+        const float label = label_of(d, i, t->p.labels);
         if (label < 0) continue;
         train_input_row(d, i, t->p.features, t->p.topk, t->x + k * t->n_in);
-        t->y[k] = (float)label;
+        t->y[k] = label;
         if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
             t->val_idx[t->n_val++] = k;
         } else {
             t->train_idx[t->n_train++] = k;
-            n1 += label;
+            n1 += label >= 0.5f;
         }
         k++;
     }
     t->n_lab = n_lab;
     const int64_t n0 = t->n_train - n1;
-    if (t->n_train == 0 || n1 == 0 || n0 == 0)
+    if (t->n_train == 0 || (!soft && (n1 == 0 || n0 == 0)))
         return tr_fail(TR_ERR_ARG, "the training split needs both labels (%" PRId64 " SLM-preferred, %" PRId64
                        " LLM-preferred positions)", n1, n0);
-    const float w1 = t->p.class_weights ? (float)((double)t->n_train / (2.0 * (double)n1)) : 1.0f;
-    const float w0 = t->p.class_weights ? (float)((double)t->n_train / (2.0 * (double)n0)) : 1.0f;
+    const bool weighted = t->p.class_weights && !soft;
+    const float w1 = weighted ? (float)((double)t->n_train / (2.0 * (double)n1)) : 1.0f;
+    const float w0 = weighted ? (float)((double)t->n_train / (2.0 * (double)n0)) : 1.0f;
     for (int64_t i = 0; i < n_lab; i++) t->w[i] = t->y[i] > 0.5f ? w1 : w0;
     /* Mean and deviation over the training split, in double. */
     for (int32_t c = 0; c < t->n_in; c++) {
