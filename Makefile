@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SHARED     ?= $(abspath ../shared)
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build cli demo test test-fast test-asan clean llamacpp
+.PHONY: all deps build cli demo eval test test-fast test-asan clean llamacpp
 
 all: build
 
@@ -26,6 +26,10 @@ cli: deps
 
 demo: cli
 	@./scripts/demo.sh $(BUILD)/tokroute $(SHARED)
+
+# Issue 8's report: collect on stories 0-799, train and calibrate a router, evaluate on 800-999 (out/eval).
+eval: cli
+	@./scripts/eval.sh $(BUILD)/tokroute $(SHARED)
 
 # The remote-backend tests run a real llama.cpp server: build it once per machine (cached in ~/.cache/tokroute).
 llamacpp:

@@ -3,8 +3,11 @@
  * the caches cannot hold them. Prefill (n=256) is bound by arithmetic: reported as GOP/s (2 ops per
  * multiply-add). Weights hold quantized random values (content does not change speed).
  *
+ * Each type runs twice in the same process, with the weights as in the file ("plain") and repacked into the
+ * interleaved layout the kernels prefer ("x16", repack.c), so the two can be compared under the same load.
+ *
  *   bench_matmul [--types q8_0,q4_k,...] [--isa avx512|avx2|scalar] [--threads N] [--layers L] [--reps R]
- *                [--no-output] [--cputime] */
+ *                [--no-output] [--cputime] [--layout plain|x16|both] */
 #include "kernels/kernels.h"
 
 #include <stdio.h>
@@ -75,14 +78,25 @@ static void run(thread_pool *tp, const weight_matrix *w, const float *x, int64_t
     }
 }
 
-static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool output) {
+/* Repacks the matrix into the interleaved layout when the kernels have one for it (same bytes, rearranged). */
+static const char *apply_layout(weight_matrix *w, bool x16) {
+    if (!x16 || !weight_repack_wanted(w)) return "plain";
+    if (weight_repack(w, (void *)w->data) != TR_OK) {
+        fprintf(stderr, "bench_matmul: %s\n", tr_last_error());
+        exit(1);
+    }
+    return "x16";
+}
+
+static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool output, bool x16) {
     weight_matrix *w = calloc((size_t)layers * N_MATS, sizeof *w);
     double layer_bytes = 0, layer_ops = 0;
     for (int l = 0; l < layers; l++)
         for (int m = 0; m < N_MATS; m++) {
             weight_matrix *wm = &w[l * N_MATS + m];
             const tr_type t = type_for_cols(type, SHAPES[m][1]);
-            *wm = (weight_matrix){t, make_matrix(t, SHAPES[m][0], SHAPES[m][1]), SHAPES[m][0], SHAPES[m][1], 0};
+            *wm = (weight_matrix){t, make_matrix(t, SHAPES[m][0], SHAPES[m][1]), SHAPES[m][0], SHAPES[m][1], 0, WEIGHT_PLAIN};
+            apply_layout(wm, x16);
             if (l == 0) {
                 layer_bytes += (double)type_row_bytes(t, wm->cols) * (double)wm->rows;
                 layer_ops += 2.0 * (double)wm->rows * (double)wm->cols;
@@ -112,14 +126,15 @@ static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool
         pre = t < pre ? t : pre;
     }
 
-    printf("%-5s %-6s layer: decode %6.1f GB/s (%6.1f us/layer)   prefill n=%d %6.1f GOP/s (%5.2f ms/layer)\n",
-           tr_type_name(type), kernels_isa(), layer_bytes / dec * 1e-9, dec * 1e6, PREFILL, layer_ops * PREFILL / pre * 1e-9,
+    printf("%-5s %-6s %-5s layer: decode %6.1f GB/s (%6.1f us/layer)   prefill n=%d %6.1f GOP/s (%5.2f ms/layer)\n",
+           tr_type_name(type), kernels_isa(), w[4].layout == WEIGHT_X16 ? "x16" : "plain", layer_bytes / dec * 1e-9, dec * 1e6, PREFILL, layer_ops * PREFILL / pre * 1e-9,
            pre * 1e3);
     fflush(stdout);
 
     if (output) {
         const tr_type ot = type_for_cols(type, DIM);
-        weight_matrix out = {ot, make_matrix(ot, VOCAB, DIM), VOCAB, DIM, 0};
+        weight_matrix out = {ot, make_matrix(ot, VOCAB, DIM), VOCAB, DIM, 0, WEIGHT_PLAIN};
+        const char *layout = apply_layout(&out, x16);
         float *yo = malloc(sizeof(float) * VOCAB * 16);
         const double bytes = (double)type_row_bytes(ot, DIM) * VOCAB;
         run(tp, &out, x, 1, yo, &sc);
@@ -136,7 +151,8 @@ static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool
             const double t = now_s() - t0;
             op = t < op ? t : op;
         }
-        printf("%-5s %-6s output (%s): decode %6.1f GB/s (%6.2f ms)   n=16 %6.1f GOP/s\n", tr_type_name(type), kernels_isa(), tr_type_name(ot),
+        printf("%-5s %-6s %-5s output (%s): decode %6.1f GB/s (%6.2f ms)   n=16 %6.1f GOP/s\n", tr_type_name(type),
+               kernels_isa(), layout, tr_type_name(ot),
                bytes / od * 1e-9, od * 1e3, 2.0 * VOCAB * DIM * 16 / op * 1e-9);
         free(yo);
         free((void *)out.data);
@@ -168,6 +184,7 @@ int main(int argc, char **argv) {
     const char *isa = NULL;
     int threads = 2, layers = 8, reps = 20;
     bool output = true;
+    const char *layouts = "both";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa = argv[++i];
@@ -176,8 +193,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-output")) output = false;
         else if (!strcmp(argv[i], "--cputime")) use_cputime = true;
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layouts = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--types list] [--isa name] [--threads N] [--layers L] [--reps R] [--no-output]\n",
+            fprintf(stderr, "usage: %s [--types list] [--isa name] [--threads N] [--layers L] [--reps R] [--no-output] [--cputime] [--layout plain|x16|both]\n",
                     argv[0]);
             return 2;
         }
@@ -198,7 +216,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_matmul: unknown type %s\n", tok);
             continue;
         }
-        bench_type(t, tp, layers, reps, output);
+        if (strcmp(layouts, "x16") != 0) bench_type(t, tp, layers, reps, output, false);
+        if (strcmp(layouts, "plain") != 0) bench_type(t, tp, layers, reps, output, true);
     }
     thread_pool_free(tp);
     return 0;

@@ -7,8 +7,8 @@
  * aborts on input it was handed.
  *
  * The order of this file follows a token's path: status → tensor types → GGUF files → models and contexts →
- * sampling → vocabularies and tokenizing → chat templates → routers → LLM backends → routed generation → LLM
- * server → synthetic models.
+ * sampling → vocabularies and tokenizing → chat templates → routers → LLM backends → routed generation →
+ * evaluation → LLM server → synthetic models.
  *
  * Thread safety. The library keeps no global state beyond tables built once (pthread_once) and the instruction
  * set chosen at first use. Objects that are read-only once created may be shared by any number of threads:
@@ -262,10 +262,11 @@ void tr_context_clear(tr_context *ctx);
 int64_t tr_context_n_evaluated(const tr_context *ctx);
 int32_t tr_context_n_threads(const tr_context *ctx);
 
-/* Number of physical CPU cores (at least 1). */
+/* Physical CPU cores this process may use (at least 1): those in its CPU affinity mask, at most its cgroup v2 CPU
+ * quota. The default thread count. */
 int tr_physical_cores(void);
 /* Instruction set the matrix products use here: "avx512", "avx2", "neon" or "scalar" (env TOKROUTE_KERNELS
- * forces a lower one). */
+ * forces one this CPU can run; naming one it cannot makes model loads fail with TR_ERR_UNSUPPORTED). */
 const char *tr_kernels_isa(void);
 
 /* ---------------------------------------------------------------- sampling */
@@ -844,6 +845,80 @@ tr_route_params tr_route_default_params(void);
 tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *llm, const int32_t *prompt,
                             int32_t n_prompt, const tr_route_params *params, int32_t *out_tokens, int32_t cap,
                             tr_route_stats *stats);
+
+/* ---------------------------------------------------------------- evaluation */
+
+/* `tokroute eval`: what routing buys on a dataset, per policy and routed share.
+ * (a) Token level, teacher-forced over each example's target text: at every position both models' top-1 against
+ *     the ground truth and each policy's score (a trained router file when given, maxprob, margin, entropy, and
+ *     random as a floor). For each target share, τ is the score below which that share of this data's positions
+ *     lie (a group of equal scores is routed whole or not at all; the closest achievable share wins, the smaller on
+ *     a draw); the routed choice is the LLM's top-1 where score < τ and the SLM's elsewhere. The oracle routes
+ *     exactly where the SLM is wrong and the LLM right, up to the budget. "Gap closed" = (routed − SLM) / (LLM − SLM).
+ * (b) Task level (csqa, gsm8k, arc, mmlu): routed greedy generation from each prompt at every policy's τ (and SLM
+ *     and LLM alone), the answer extracted from the text and checked.
+ * (c) Free-running text (format text): routed greedy generation from each story's first tokens, and the perplexity
+ *     of what was generated under the LLM.
+ * Prompt templates and answer extraction are documented in README.md ("Evaluation"). */
+typedef struct tr_eval tr_eval;
+
+#define TR_EVAL_MAX_TARGETS 16
+
+typedef struct tr_eval_params {
+    const char *data_path;       /* dataset file (required) */
+    const char *format;          /* "text", "csqa", "gsm8k", "arc", "mmlu" (default "text") */
+    int64_t first, end;          /* examples [first, end) by index; end -1 = to the end (default 0, -1) */
+    const char *router_path;     /* trained router file (optional): the policy named "router" */
+    double target_routed[TR_EVAL_MAX_TARGETS]; /* routed shares in [0, 1] (default 0.05, 0.1, 0.2) */
+    int32_t n_targets;
+    int32_t max_target_tokens;   /* teacher-forced target tokens per example, at most (default 255: with BOS, the
+                                    256-token window of ../shared/models/figures.txt) */
+    int32_t n_sweep;             /* τ grid points in [0, 1] for the routed-vs-τ curves (default 101, at least 2) */
+    uint64_t seed;               /* the random policy's draws (default 1234) */
+    bool generate;               /* run (b) or (c) as well (default true) */
+    int32_t max_new_tokens;      /* tokens generated per example; 0 = by format (text 64, gsm8k 256, others 32) */
+    int32_t prompt_tokens;       /* text: tokens of the story given as the prompt, BOS included (default 16) */
+    tr_chat_template chat_template; /* question-answering prompts as a user turn (default TR_CHAT_NONE: plain) */
+    int32_t n_threads;           /* per model context; 0 = physical cores (default 1: the demo models are tiny) */
+    void (*progress)(void *user, const char *stage, double fraction); /* optional */
+    void *progress_user;
+} tr_eval_params;
+
+/* One policy at one target share (token level). */
+typedef struct tr_eval_point {
+    double target_routed;  /* the share asked for */
+    float tau;             /* route when score < tau (NAN for the oracle) */
+    double routed;         /* share routed on this data */
+    double accuracy;       /* top-1 accuracy of the routed choice */
+    double gap_closed;     /* (accuracy - SLM) / (LLM - SLM); NAN when the models tie */
+} tr_eval_point;
+
+typedef struct tr_eval_summary {
+    int64_t n_examples;    /* examples evaluated */
+    int64_t n_positions;   /* teacher-forced target positions */
+    double slm_accuracy, llm_accuracy;
+    double best_of_both;   /* share where either model's top-1 is right */
+    double teacher_s, generate_s; /* wall time of (a) and of (b)/(c) */
+} tr_eval_summary;
+
+tr_eval_params tr_eval_default_params(void);
+/* Runs the evaluation. The models are only read (LLM: an embedded backend for generation); their vocabularies
+ * must be compatible (tr_vocab_compatible); the LLM's choices are restricted to the shared ids. */
+tr_status tr_eval_run(const tr_model *slm, const tr_model *llm, const tr_eval_params *params, tr_eval **out);
+void tr_eval_free(tr_eval *eval);
+const tr_eval_summary *tr_eval_get_summary(const tr_eval *eval);
+/* Policies in order: "router" (when a router file was given), "maxprob", "margin", "entropy", "random", and
+ * "oracle" last. */
+int32_t tr_eval_n_policies(const tr_eval *eval);
+const char *tr_eval_policy_name(const tr_eval *eval, int32_t policy);
+tr_status tr_eval_get_point(const tr_eval *eval, int32_t policy, int32_t target, tr_eval_point *out);
+/* Writes into dir (created when missing): eval.json (everything), tokens.csv (the points), sweep.csv (τ grid and
+ * share grid per policy), generate.csv and latency.csv (when generation ran), accuracy_vs_routed.svg and
+ * routed_vs_tau.svg. */
+tr_status tr_eval_write(const tr_eval *eval, const char *dir);
+/* The result as JSON, malloc'ed (free with free()): {"slm_accuracy", "llm_accuracy", "policies": {NAME: [{
+ * "target_routed", "tau", "routed", "accuracy", "gap_closed"}]}, "oracle": [...], ...}; full adds the sweeps. */
+tr_status tr_eval_to_json(const tr_eval *eval, bool full, char **out);
 
 /* ---------------------------------------------------------------- LLM server */
 

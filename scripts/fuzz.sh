@@ -7,8 +7,8 @@ seconds=${1:-60}
 shared=$(cd ../shared && pwd)
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_FUZZ=ON \
   -DTR_TESTS=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenize fuzz_request >/dev/null
-mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok build-fuzz/corpus-req
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenize fuzz_request fuzz_dataset >/dev/null
+mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok build-fuzz/corpus-req build-fuzz/corpus-data
 # Small seeds: a tiny synthetic model, a router file is made by the tests; the real student model.
 [ -f build-fuzz/corpus-gguf/tiny.gguf ] || build/tokroute synth --shape tiny --type q8_0 -o build-fuzz/corpus-gguf/tiny.gguf 2>/dev/null || true
 cp -n "$shared/models/stories-student.gguf" build-fuzz/corpus-gguf/ 2>/dev/null || true
@@ -18,8 +18,16 @@ awk 'BEGIN{RS="\n__ggml_vocab_test__\n"} {f=sprintf("build-fuzz/corpus-tok/t%03d
 printf '%s' '{"session":"dev1-7f3a","pos":3,"tokens":[1,403,407],"top_logprobs":2,"n_vocab":500,"lookahead":2,"temperature":0.8,"top_k":40,"top_p":0.9,"seed":7}' \
   >build-fuzz/corpus-req/full.json
 printf '%s' '{"session":"a","pos":0,"tokens":[1]}' >build-fuzz/corpus-req/min.json
+# Dataset files: the first byte picks the format (byte % 5: text, csqa, gsm8k, arc, mmlu), the rest is the file's start.
+seed_data() { { printf "\\$(printf %03o "$1")"; head -n 8 "$2"; } >"build-fuzz/corpus-data/$3"; }
+seed_data 130 "$shared/data/tinystories/tinystories_val.txt" text
+seed_data 131 "$shared/data/commonsenseqa/dev_rand_split.jsonl" csqa
+seed_data 132 "$shared/data/gsm8k/test.jsonl" gsm8k
+seed_data 133 "$shared/data/arc_challenge/arc_challenge.jsonl" arc
+seed_data 134 "$shared/data/mmlu_professional_psychology/professional_psychology_dev.csv" mmlu
 export TOKROUTE_SHARED=$shared
 (cd build-fuzz/findings &&
   ../fuzz_gguf -max_total_time="$seconds" -max_len=300000 -rss_limit_mb=4096 ../corpus-gguf 2>&1 | tail -3 &&
   ../fuzz_tokenize -max_total_time="$seconds" -max_len=4096 ../corpus-tok 2>&1 | tail -3 &&
-  ../fuzz_request -max_total_time="$seconds" -max_len=8192 ../corpus-req 2>&1 | tail -3)
+  ../fuzz_request -max_total_time="$seconds" -max_len=8192 ../corpus-req 2>&1 | tail -3 &&
+  ../fuzz_dataset -max_total_time="$seconds" -max_len=8192 ../corpus-data 2>&1 | tail -3)

@@ -2,6 +2,7 @@
 #include "cli/cli_common.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,4 +220,12 @@ bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, b
     *ids = buf;
     *n = count;
     return true;
+}
+
+void cli_block_shutdown_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }

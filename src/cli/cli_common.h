@@ -3,6 +3,7 @@
 #ifndef TR_CLI_COMMON_H
 #define TR_CLI_COMMON_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,4 +44,7 @@ bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx)
 /* Tokenizes a prompt with the model's vocabulary (BOS as the vocabulary asks unless no_bos). */
 bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, bool parse_special, int32_t **ids,
                          int32_t *n);
+/* Servers: blocks SIGINT and SIGTERM in the calling thread (threads started afterwards inherit the mask, so sigwait
+ * on *set gets them on the main thread and shutdown never runs in a signal handler) and ignores SIGPIPE. */
+void cli_block_shutdown_signals(sigset_t *set);
 #endif /* TR_CLI_COMMON_H */

@@ -107,11 +107,7 @@ int cmd_serve(int argc, char **argv) {
 
     /* Block the shutdown signals before any thread starts, so all inherit the mask and sigwait gets them. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_block_shutdown_signals(&set);
 
     tr_model_params mp = tr_model_default_params();
     tr_model *model = NULL;

@@ -146,11 +146,7 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     }
     /* SIGINT/SIGTERM are blocked before the server's threads start (they inherit the mask), then awaited here. */
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_block_shutdown_signals(&sigs);
     tr_ui *ui;
     if ((st = tr_ui_start(&up, &ui)) != TR_OK) return cli_fail(st);
     const bool v6 = strchr(up.host, ':') != NULL;

@@ -13,5 +13,6 @@ int cmd_serve(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_train_router(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif /* TR_CLI_COMMANDS_H */

@@ -23,6 +23,7 @@ static const command commands[] = {
     {"collect", cmd_collect, "run a dataset through both models and store router training data"},
     {"train-router", cmd_train_router, "train an MLP router file on collected data"},
     {"calibrate", cmd_calibrate, "print the threshold that routes a given share of collected positions"},
+    {"eval", cmd_eval, "evaluate routing on a dataset: accuracy vs routed share per policy, plots, latency"},
 };
 
 static void usage(FILE *f) {

@@ -200,15 +200,15 @@ size_t q8_k_row_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_K, cols);
 
 void mm_isa_scalar(mm_isa *isa) {
     isa->name = "scalar";
-    isa->k[TR_TYPE_F32] = (mm_kernel){tile_f32, NULL, NULL};
-    isa->k[TR_TYPE_F16] = (mm_kernel){tile_f16, NULL, NULL};
-    isa->k[TR_TYPE_BF16] = (mm_kernel){tile_bf16, NULL, NULL};
-    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0, q8_0_bytes};
-    isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0, q8_0_bytes};
-    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0, q8_0_bytes};
-    isa->k[TR_TYPE_Q4_1] = (mm_kernel){tile_q4_1, quantize_q8_1, q8_1_bytes};
-    isa->k[TR_TYPE_Q5_1] = (mm_kernel){tile_q5_1, quantize_q8_1, q8_1_bytes};
-    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes};
-    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_row_bytes};
-    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_row_bytes};
+    isa->k[TR_TYPE_F32] = (mm_kernel){tile_f32, NULL, NULL, NULL};
+    isa->k[TR_TYPE_F16] = (mm_kernel){tile_f16, NULL, NULL, NULL};
+    isa->k[TR_TYPE_BF16] = (mm_kernel){tile_bf16, NULL, NULL, NULL};
+    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0, q8_0_bytes, NULL};
+    isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0, q8_0_bytes, NULL};
+    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0, q8_0_bytes, NULL};
+    isa->k[TR_TYPE_Q4_1] = (mm_kernel){tile_q4_1, quantize_q8_1, q8_1_bytes, NULL};
+    isa->k[TR_TYPE_Q5_1] = (mm_kernel){tile_q5_1, quantize_q8_1, q8_1_bytes, NULL};
+    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_row_bytes, NULL};
 }

@@ -2,8 +2,10 @@
  * caller's scratch (as llama.cpp does: Q8_0, Q8_1 or Q8_K by weight type), then splits the output across the thread
  * pool.
  *
- * Work is cut into chunks of whole weight rows (a multiple of 16) that threads claim from an atomic counter, so a
- * thread slowed by a neighbour on a shared machine simply claims fewer. Within a chunk, tokens go in blocks of
+ * Work is cut into chunks of whole weight rows (a multiple of 16, so a chunk never splits an interleaved group of
+ * repack.c) that threads claim from an atomic counter, so a thread slowed by a neighbour on a shared machine simply
+ * claims fewer. matmul_multi numbers the chunks of several matrices in one sequence, so Q/K/V or gate/up cost one
+ * hand-off to the threads instead of one each. Within a chunk, tokens go in blocks of
  * TOKEN_BLOCK so a block of activations stays in L2 while the chunk's rows stream past it; the kernels reuse each
  * unpacked weight block across several tokens. */
 #include "kernels/kernels.h"
@@ -17,6 +19,7 @@
 #include <cpuid.h>
 #endif
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +34,7 @@ static mm_isa isa_tables[ISA_COUNT];
 static bool isa_available[ISA_COUNT];
 static _Atomic(const mm_isa *) active_isa;
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+static char forced_error[160]; /* set when TOKROUTE_KERNELS names a set that cannot run here */
 
 static int isa_by_name(const char *name) {
     for (int i = 0; i < ISA_COUNT; i++)
@@ -62,6 +66,7 @@ static void isa_init(void) {
             __builtin_cpu_supports("avx512vnni")) {
             isa_tables[ISA_AVX512] = isa_tables[ISA_AVX2];
             mm_isa_avx512(&isa_tables[ISA_AVX512]);
+            mm_isa_avx512_x16(&isa_tables[ISA_AVX512]);
             isa_available[ISA_AVX512] = true;
             best = ISA_AVX512;
         }
@@ -72,9 +77,21 @@ static void isa_init(void) {
     isa_available[ISA_NEON] = true;
     best = ISA_NEON;
 #endif
-    /* TOKROUTE_KERNELS may only lower the choice: forcing a set the CPU lacks would crash. */
-    const int forced = isa_by_name(getenv("TOKROUTE_KERNELS"));
-    if (forced >= 0 && isa_available[forced] && forced <= best) best = forced;
+    /* TOKROUTE_KERNELS chooses among the sets this CPU can run; naming one it cannot run (or an unknown name) is
+     * an error reported by kernels_check, never a silent fallback that would make a test or benchmark of that
+     * set measure another one. */
+    const char *env = getenv("TOKROUTE_KERNELS");
+    if (env && *env) {
+        const int forced = isa_by_name(env);
+        if (forced < 0)
+            snprintf(forced_error, sizeof forced_error,
+                     "TOKROUTE_KERNELS=%.40s is not an instruction set (scalar, avx2, avx512, neon)", env);
+        else if (!isa_available[forced])
+            snprintf(forced_error, sizeof forced_error,
+                     "TOKROUTE_KERNELS=%s: this CPU cannot run the %s kernels", env, env);
+        else
+            best = forced;
+    }
     atomic_store(&active_isa, &isa_tables[best]);
 }
 
@@ -84,6 +101,16 @@ static const mm_isa *current_isa(void) {
 }
 
 const char *kernels_isa(void) { return current_isa()->name; }
+
+tr_status kernels_check(void) {
+    pthread_once(&isa_once, isa_init);
+    if (forced_error[0]) return tr_fail(TR_ERR_UNSUPPORTED, "%s", forced_error);
+    return TR_OK;
+}
+
+bool kernels_have_x16(tr_type type) {
+    return (int)type >= 0 && type < TR_TYPE_COUNT && current_isa()->k[type].tile_x16 != NULL;
+}
 
 bool kernels_isa_available(const char *name) {
     pthread_once(&isa_once, isa_init);
@@ -96,6 +123,7 @@ tr_status kernels_force_isa(const char *name) {
     const int i = isa_by_name(name);
     if (i < 0 || !isa_available[i])
         return tr_fail(TR_ERR_UNSUPPORTED, "instruction set '%s' is not available here", name ? name : "(null)");
+    forced_error[0] = '\0'; /* an explicit choice replaces the environment's */
     atomic_store(&active_isa, &isa_tables[i]);
     return TR_OK;
 }
@@ -122,31 +150,76 @@ static tr_status scratch_reserve(matmul_scratch *s, size_t bytes) {
 
 #define MATMUL_INLINE_MACS 32768.0
 
-typedef struct mm_job {
+/* One matrix of a (multi-)product: its arguments, kernels and where its chunks start in the shared numbering. */
+typedef struct mm_part {
     mm_args a;
-    mm_tile_fn tile;
-    int64_t rows, n, chunk_rows, n_chunks;
+    const mm_kernel *k;
+    tr_type type;
+    int64_t rows, x16_rows, chunk_rows, first_chunk;
+    size_t w_row_bytes;
+    const float *X;      /* F32 activations (when the activations need quantizing: source of a) */
+    bool quantize;       /* this part owns the quantized copy of X it reads */
+} mm_part;
+
+typedef struct mm_job {
+    mm_part parts[MATMUL_MULTI_MAX];
+    int n_parts;
+    int64_t n, n_chunks;
     atomic_llong next_chunk;
-    /* activation quantization */
-    mm_quant_fn quant;
-    const float *X;
 } mm_job;
 
 static void quant_task(void *arg, int ith, int nth) {
     mm_job *job = arg;
-    for (int64_t i = ith; i < job->n; i += nth)
-        job->quant(job->X + i * job->a.cols, (uint8_t *)job->a.x + (size_t)i * job->a.x_stride, job->a.cols);
+    for (int p = 0; p < job->n_parts; p++) {
+        const mm_part *pt = &job->parts[p];
+        if (!pt->quantize) continue;
+        for (int64_t i = ith; i < job->n; i += nth)
+            pt->k->quant(pt->X + i * pt->a.cols, (uint8_t *)pt->a.x + (size_t)i * pt->a.x_stride, pt->a.cols);
+    }
+}
+
+/* X16 rows on a set without an X16 kernel for the type (a set forced after the model was repacked): each row is
+ * copied out as plain blocks and goes through the plain tile. Slow, but only tests and benchmarks get here. */
+static void tile_x16_unpacked(const mm_part *pt, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    uint8_t *row = malloc(pt->w_row_bytes);
+    if (!row) return; /* unreachable in practice: one row; the product's output stays as it was */
+    const weight_matrix w = {pt->type, pt->a.w, pt->rows, pt->a.cols, 0, WEIGHT_X16};
+    for (int64_t r = r0; r < r1; r++) {
+        weight_x16_row(&w, r, row);
+        mm_args one = pt->a;
+        one.w = row;
+        one.y = pt->a.y + r;
+        pt->k->tile(&one, 0, 1, i0, i1);
+    }
+    free(row);
+}
+
+static void run_chunk(const mm_part *pt, int64_t r0, int64_t r1, int64_t n) {
+    for (int64_t i0 = 0; i0 < n; i0 += TOKEN_BLOCK) {
+        const int64_t i1 = i0 + TOKEN_BLOCK < n ? i0 + TOKEN_BLOCK : n;
+        int64_t r = r0;
+        if (r < pt->x16_rows) {
+            const int64_t rx = r1 < pt->x16_rows ? r1 : pt->x16_rows;
+            if (pt->k->tile_x16) pt->k->tile_x16(&pt->a, r, rx, i0, i1);
+            else tile_x16_unpacked(pt, r, rx, i0, i1);
+            r = rx;
+        }
+        if (r < r1) pt->k->tile(&pt->a, r, r1, i0, i1);
+    }
 }
 
 static void product_task(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
     mm_job *job = arg;
+    int p = 0;
     for (;;) {
         const int64_t c = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
         if (c >= job->n_chunks) break;
-        const int64_t r0 = c * job->chunk_rows;
-        const int64_t r1 = r0 + job->chunk_rows < job->rows ? r0 + job->chunk_rows : job->rows;
-        for (int64_t i0 = 0; i0 < job->n; i0 += TOKEN_BLOCK)
-            job->tile(&job->a, r0, r1, i0, i0 + TOKEN_BLOCK < job->n ? i0 + TOKEN_BLOCK : job->n);
+        while (p + 1 < job->n_parts && c >= job->parts[p + 1].first_chunk) p++;
+        while (p > 0 && c < job->parts[p].first_chunk) p--;
+        const mm_part *pt = &job->parts[p];
+        const int64_t r0 = (c - pt->first_chunk) * pt->chunk_rows;
+        run_chunk(pt, r0, r0 + pt->chunk_rows < pt->rows ? r0 + pt->chunk_rows : pt->rows, job->n);
     }
 }
 
@@ -160,10 +233,8 @@ static int64_t chunk_rows_for(int64_t rows, int64_t n, int nth) {
     return cr;
 }
 
-tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_t n, float *Y, int64_t ldy,
-                 matmul_scratch *scratch) {
-    if (!w || !X || !Y || !scratch || n < 0 || w->rows < 0 || w->cols < 0 || (n > 1 && ldy < w->rows))
-        return tr_fail(TR_ERR_ARG, "matmul: invalid arguments");
+static tr_status check_matrix(const weight_matrix *w) {
+    if (!w || w->rows < 0 || w->cols < 0) return tr_fail(TR_ERR_ARG, "matmul: invalid weight matrix");
     if (!tr_type_supported(w->type))
         return tr_fail(TR_ERR_UNSUPPORTED, "matmul: no product for tensor type %s",
                        tr_type_name(w->type) ? tr_type_name(w->type) : "(unknown)");
@@ -171,40 +242,88 @@ tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_
     if (w->cols % be != 0)
         return tr_fail(TR_ERR_ARG, "matmul: row length %lld is not a multiple of the %s block (%lld)",
                        (long long)w->cols, tr_type_name(w->type), (long long)be);
-    if (n == 0 || w->rows == 0) return TR_OK;
+    if (w->layout == WEIGHT_X16 && (w->row_stride != 0 || !weight_x16_type(w->type)))
+        return tr_fail(TR_ERR_ARG, "matmul: interleaved %s matrix with a row stride", tr_type_name(w->type));
+    return TR_OK;
+}
+
+tr_status matmul_multi(thread_pool *tp, const weight_matrix *const *w, int n_w, const float *X, int64_t n,
+                       float *const *Y, const int64_t *ldy, matmul_scratch *scratch) {
+    if (!w || !X || !Y || !ldy || !scratch || n < 0 || n_w < 1 || n_w > MATMUL_MULTI_MAX)
+        return tr_fail(TR_ERR_ARG, "matmul: invalid arguments");
+    tr_status st = kernels_check();
+    if (st != TR_OK) return st;
+    double macs = 0;
+    for (int m = 0; m < n_w; m++) {
+        if ((st = check_matrix(w[m])) != TR_OK) return st;
+        if (!Y[m] || (n > 1 && ldy[m] < w[m]->rows) || w[m]->cols != w[0]->cols)
+            return tr_fail(TR_ERR_ARG, "matmul: invalid arguments");
+        macs += (double)w[m]->rows * (double)w[m]->cols * (double)n;
+    }
+    if (n == 0 || w[0]->cols == 0) return TR_OK;
 
     const mm_isa *isa = current_isa();
-    mm_job job = {0};
-    job.a.w = w->data;
-    job.a.w_stride = w->row_stride ? w->row_stride : type_row_bytes(w->type, w->cols);
-    job.a.cols = w->cols;
-    job.a.y = Y;
-    job.a.ldy = ldy;
-    const mm_kernel *k = &isa->k[w->type];
-    job.tile = k->tile;
-    job.rows = w->rows;
-    job.n = n;
     /* Small products run on the caller: waking a sleeping worker costs more than the work (tiny models, the
      * router's MLP). */
-    const int nth = (double)w->rows * (double)w->cols * (double)n < MATMUL_INLINE_MACS ? 1 : thread_pool_size(tp);
-
-    if (!k->quant) {
-        job.a.x = (const uint8_t *)X;
-        job.a.x_stride = (size_t)w->cols * sizeof(float);
-    } else {
-        job.a.x_stride = k->x_row_bytes(w->cols);
-        tr_status st = scratch_reserve(scratch, job.a.x_stride * (size_t)n);
-        if (st != TR_OK) return st;
-        job.a.x = scratch->buf;
-        job.quant = k->quant;
-        job.X = X;
+    const int nth = macs < MATMUL_INLINE_MACS ? 1 : thread_pool_size(tp);
+    mm_job job = {.n_parts = n_w, .n = n};
+    size_t x_bytes = 0, x_off[MATMUL_MULTI_MAX] = {0};
+    int x_src[MATMUL_MULTI_MAX] = {0};
+    for (int m = 0; m < n_w; m++) {
+        mm_part *pt = &job.parts[m];
+        pt->k = &isa->k[w[m]->type];
+        pt->type = w[m]->type;
+        pt->rows = w[m]->rows;
+        pt->x16_rows = weight_x16_rows(w[m]);
+        pt->w_row_bytes = type_row_bytes(w[m]->type, w[m]->cols);
+        pt->a.w = w[m]->data;
+        pt->a.w_stride = w[m]->row_stride ? w[m]->row_stride : pt->w_row_bytes;
+        pt->a.cols = w[m]->cols;
+        pt->a.y = Y[m];
+        pt->a.ldy = ldy[m];
+        pt->X = X;
+        if (!pt->k->quant) {
+            pt->a.x = (const uint8_t *)X;
+            pt->a.x_stride = (size_t)w[m]->cols * sizeof(float);
+            continue;
+        }
+        /* Parts reading the same activation format share one quantized copy (same cols, so same stride). */
+        pt->a.x_stride = pt->k->x_row_bytes(w[m]->cols);
+        x_src[m] = m;
+        for (int e = 0; e < m; e++)
+            if (job.parts[e].quantize && job.parts[e].k->quant == pt->k->quant) {
+                x_src[m] = e;
+                break;
+            }
+        if (x_src[m] == m) {
+            pt->quantize = true;
+            x_off[m] = x_bytes;
+            x_bytes += (pt->a.x_stride * (size_t)n + 63) / 64 * 64;
+        }
+    }
+    if (x_bytes) {
+        if ((st = scratch_reserve(scratch, x_bytes)) != TR_OK) return st;
+        for (int m = 0; m < n_w; m++)
+            if (job.parts[m].k->quant) job.parts[m].a.x = (const uint8_t *)scratch->buf + x_off[x_src[m]];
         if (n >= 2 && nth > 1) thread_pool_run(tp, quant_task, &job);
         else quant_task(&job, 0, 1);
     }
-    job.chunk_rows = chunk_rows_for(w->rows, n, nth);
-    job.n_chunks = (w->rows + job.chunk_rows - 1) / job.chunk_rows;
+    for (int m = 0; m < n_w; m++) {
+        mm_part *pt = &job.parts[m];
+        pt->chunk_rows = chunk_rows_for(pt->rows, n, nth);
+        pt->first_chunk = job.n_chunks;
+        job.n_chunks += (pt->rows + pt->chunk_rows - 1) / pt->chunk_rows;
+    }
     atomic_init(&job.next_chunk, 0);
-    if (job.n_chunks == 1 || nth == 1) product_task(&job, 0, 1);
+    if (job.n_chunks <= 1 || nth == 1) product_task(&job, 0, 1);
     else thread_pool_run(tp, product_task, &job);
     return TR_OK;
+}
+
+tr_status matmul(thread_pool *tp, const weight_matrix *w, const float *X, int64_t n, float *Y, int64_t ldy,
+                 matmul_scratch *scratch) {
+    const weight_matrix *ws[1] = {w};
+    float *ys[1] = {Y};
+    const int64_t ldys[1] = {ldy};
+    return matmul_multi(tp, ws, 1, X, n, ys, ldys, scratch);
 }

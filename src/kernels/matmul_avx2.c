@@ -312,13 +312,13 @@ DEFINE_TILE(bf16, 2, 4)
 
 void mm_isa_avx2(mm_isa *isa) {
     isa->name = "avx2";
-    isa->k[TR_TYPE_F32] = (mm_kernel){tile_f32, NULL, NULL};
-    isa->k[TR_TYPE_F16] = (mm_kernel){tile_f16, NULL, NULL};
-    isa->k[TR_TYPE_BF16] = (mm_kernel){tile_bf16, NULL, NULL};
-    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes};
-    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes};
-    isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes};
-    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k_avx2, q8_k_row_bytes};
-    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k_avx2, q8_k_row_bytes};
-    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k_avx2, q8_k_row_bytes};
+    isa->k[TR_TYPE_F32] = (mm_kernel){tile_f32, NULL, NULL, NULL};
+    isa->k[TR_TYPE_F16] = (mm_kernel){tile_f16, NULL, NULL, NULL};
+    isa->k[TR_TYPE_BF16] = (mm_kernel){tile_bf16, NULL, NULL, NULL};
+    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes, NULL};
+    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes, NULL};
+    isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0_soa_avx2, q8_0_soa_row_bytes, NULL};
+    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k_avx2, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k_avx2, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k_avx2, q8_k_row_bytes, NULL};
 }

@@ -30,6 +30,9 @@ typedef struct mm_kernel {
     mm_tile_fn tile;
     mm_quant_fn quant;
     mm_xbytes_fn x_row_bytes;
+    /* Tile over X16-layout rows (r0, r1 multiples of 16), reading the same activation format as tile; NULL when the
+     * set has none (matmul then unpacks rows for tile). */
+    mm_tile_fn tile_x16;
 } mm_kernel;
 
 typedef struct mm_isa {
@@ -52,6 +55,11 @@ void mm_isa_scalar(mm_isa *isa);
 #if defined(__x86_64__)
 void mm_isa_avx2(mm_isa *isa);
 void mm_isa_avx512(mm_isa *isa);
+void mm_isa_avx512_x16(mm_isa *isa); /* matmul_x16_avx512.c */
+/* quantize_q8_0_soa_avx2 followed by the int32 sum of each block's quants (the X16 tiles take weight offsets back
+ * through them); row bytes cols + 8 * cols/32. The plain tiles read the same rows (they ignore the sums). */
+void quantize_q8_0_soa_sums(const float *x, void *dst, int64_t n);
+size_t q8_0_soa_sums_row_bytes(int64_t cols);
 /* Bit-identical AVX2 versions of the SoA and Q8_K activation quantizers (quantize_avx2.c). */
 void quantize_q8_0_soa_avx2(const float *x, void *dst, int64_t n);
 void quantize_q8_k_avx2(const float *x, void *dst, int64_t n);

@@ -1,4 +1,5 @@
-/* thread_pool.c — persistent worker threads for the matrix products, and tr_physical_cores.
+/* thread_pool.c — persistent worker threads for the matrix products, and tr_physical_cores (the default thread
+ * count: physical cores in the affinity mask, capped by the cgroup v2 CPU quota).
  *
  * The model runs ~170 products per decoded token, so a dispatch must cost a few microseconds: the caller bumps an
  * atomic generation counter and workers that are spinning pick it up at once. Two models may alternate in one
@@ -9,6 +10,7 @@
 #include "common/error.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -172,9 +174,42 @@ static int read_int_file(const char *path, int *out) {
     return ok;
 }
 
-/* Physical cores = distinct (package, core_id) pairs in sysfs topology; SMT siblings share a pair. */
+int cgroup_cpu_limit(const char *text) {
+    if (!text) return 0;
+    while (*text == ' ' || *text == '\t') text++;
+    if (strncmp(text, "max", 3) == 0) return 0; /* no quota */
+    char *end;
+    errno = 0;
+    const long long quota = strtoll(text, &end, 10);
+    if (errno || end == text || quota <= 0 || (*end != ' ' && *end != '\t')) return 0;
+    const char *p = end;
+    const long long period = strtoll(p, &end, 10);
+    if (errno || end == p || period <= 0) return 0;
+    while (*end == ' ' || *end == '\t' || *end == '\n') end++;
+    if (*end != '\0') return 0;
+    const long long cpus = quota / period + (quota % period != 0); /* a partial CPU still runs a thread */
+    return cpus > 4096 ? 4096 : (int)cpus;
+}
+
+/* The cgroup v2 quota of this process's cgroup as mounted in its namespace (containers see their own at the root
+ * of /sys/fs/cgroup); 0 when there is none or it cannot be read. */
+static int cgroup_limit_here(void) {
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (!f) return 0;
+    char buf[64];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return cgroup_cpu_limit(buf);
+}
+
+/* Physical cores = distinct (package, core_id) pairs in sysfs topology among the CPUs this process may run on
+ * (its affinity mask: taskset, container cpusets); SMT siblings share a pair. Capped by the cgroup's CPU quota,
+ * since threads beyond it only wait for their turn. */
 int tr_physical_cores(void) {
     enum { MAX_CPUS = 4096 };
+    cpu_set_t allowed;
+    const bool have_mask = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
     int (*pairs)[2] = malloc(sizeof(int[MAX_CPUS][2]));
     int n_pairs = 0;
     DIR *dir = pairs ? opendir("/sys/devices/system/cpu") : NULL;
@@ -184,6 +219,7 @@ int tr_physical_cores(void) {
             int cpu;
             char tail;
             if (sscanf(e->d_name, "cpu%d%c", &cpu, &tail) != 1) continue;
+            if (have_mask && cpu >= 0 && cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) continue;
             char path[256];
             int pkg = 0, core = 0;
             snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
@@ -201,7 +237,13 @@ int tr_physical_cores(void) {
         closedir(dir);
     }
     free(pairs);
-    if (n_pairs > 0) return n_pairs;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    return online > 0 ? (int)online : 1;
+    int cores = n_pairs;
+    if (cores == 0) {
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        cores = online > 0 ? (int)online : 1;
+        if (have_mask && CPU_COUNT(&allowed) > 0 && CPU_COUNT(&allowed) < cores) cores = CPU_COUNT(&allowed);
+    }
+    const int quota = cgroup_limit_here();
+    if (quota > 0 && quota < cores) cores = quota;
+    return cores > 0 ? cores : 1;
 }

@@ -65,7 +65,7 @@ static tr_status attend_block(tr_context *ctx, int layer, int32_t g, const float
             float *dst = A->att_q + ((size_t)t * group + j) * hd;
             for (int32_t d = 0; d < hd; d++) dst[d] = kv->f32 ? src[d] : round_f16(src[d]);
         }
-    const weight_matrix K = {kv_type, ctx->kv.k[layer] + kv_head_offset_k(kv, g, 0, hd), n_pos, hd, 0};
+    const weight_matrix K = {kv_type, ctx->kv.k[layer] + kv_head_offset_k(kv, g, 0, hd), n_pos, hd, 0, WEIGHT_PLAIN};
     tr_status st = matmul(ctx->pool, &K, A->att_q, rows, A->att_scores, n_pos, &ctx->scratch);
     if (st != TR_OK) return st;
 
@@ -73,7 +73,7 @@ static tr_status attend_block(tr_context *ctx, int layer, int32_t g, const float
     run_parallel(ctx, softmax_task, &sj, (int64_t)rows * n_pos * 8);
 
     const weight_matrix Vt = {kv_type, ctx->kv.v[layer] + kv_head_offset_v(kv, g, 0, 0, hd), hd, n_pos,
-                              (size_t)kv->n_ctx * kv->elt};
+                              (size_t)kv->n_ctx * kv->elt, WEIGHT_PLAIN};
     if ((st = matmul(ctx->pool, &Vt, A->att_scores, rows, A->att_o, hd, &ctx->scratch)) != TR_OK) return st;
     for (int32_t t = 0; t < nt; t++)
         for (int32_t j = 0; j < group; j++)

@@ -61,10 +61,11 @@ static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
     tr_status st;
 
     for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
-    if ((st = matmul(ctx->pool, &L->wq, A->xb, n, A->q, m->q_dim, &ctx->scratch)) != TR_OK ||
-        (st = matmul(ctx->pool, &L->wk, A->xb, n, A->k, m->kv_dim, &ctx->scratch)) != TR_OK ||
-        (st = matmul(ctx->pool, &L->wv, A->xb, n, A->v, m->kv_dim, &ctx->scratch)) != TR_OK)
-        return st;
+    /* Q, K and V read the same input: one hand-off to the threads for the three products. */
+    const weight_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *qkv_out[3] = {A->q, A->k, A->v};
+    const int64_t qkv_ld[3] = {m->q_dim, m->kv_dim, m->kv_dim};
+    if ((st = matmul_multi(ctx->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &ctx->scratch)) != TR_OK) return st;
     add_bias(A->q, L->bq, n, m->q_dim);
     add_bias(A->k, L->bk, n, m->kv_dim);
     add_bias(A->v, L->bv, n, m->kv_dim);
@@ -82,8 +83,10 @@ static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
     add_vec(A->x, A->xb, (int64_t)n * dim);
 
     for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
-    if ((st = matmul(ctx->pool, &L->w_gate, A->xb, n, A->gate, m->info.n_ff, &ctx->scratch)) != TR_OK ||
-        (st = matmul(ctx->pool, &L->w_up, A->xb, n, A->up, m->info.n_ff, &ctx->scratch)) != TR_OK)
+    const weight_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
+    float *gate_up_out[2] = {A->gate, A->up};
+    const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
+    if ((st = matmul_multi(ctx->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &ctx->scratch)) != TR_OK)
         return st;
     silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
     run_parallel(ctx, silu_task, &sj, sj.n * 16); /* an expf is worth ~16 multiply-adds */
@@ -97,12 +100,9 @@ tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float
     const tr_model *m = ctx->model;
     activations *A = &ctx->act;
     const int32_t dim = m->info.n_embd;
-    const size_t embd_row = type_row_bytes(m->tok_embd.type, dim);
     tr_status st;
-    for (int32_t t = 0; t < n; t++) {
-        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * embd_row;
-        if ((st = dequantize_row(m->tok_embd.type, row, A->x + (int64_t)t * dim, dim)) != TR_OK) return st;
-    }
+    for (int32_t t = 0; t < n; t++)
+        if ((st = weight_dequantize_row(&m->tok_embd, tokens[t], A->x + (int64_t)t * dim)) != TR_OK) return st;
     rope_tables(m, ctx->n_past, n, A->rope_cos, A->rope_sin);
     for (int il = 0; il < m->info.n_layer; il++)
         if ((st = layer_forward(ctx, il, n)) != TR_OK) return st;

@@ -226,10 +226,11 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     tr_status st;
 
     for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
-    if ((st = matmul(ctx->pool, &L->wq, A->xb, n, A->q, m->q_dim, &ctx->scratch)) != TR_OK ||
-        (st = matmul(ctx->pool, &L->wk, A->xb, n, A->k, m->kv_dim, &ctx->scratch)) != TR_OK ||
-        (st = matmul(ctx->pool, &L->wv, A->xb, n, A->v, m->kv_dim, &ctx->scratch)) != TR_OK)
-        return st;
+    /* Q, K and V read the same input: one hand-off to the threads for the three products. */
+    const weight_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *qkv_out[3] = {A->q, A->k, A->v};
+    const int64_t qkv_ld[3] = {m->q_dim, m->kv_dim, m->kv_dim};
+    if ((st = matmul_multi(ctx->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &ctx->scratch)) != TR_OK) return st;
     add_bias(A->q, L->bq, n, m->q_dim);
     add_bias(A->k, L->bk, n, m->kv_dim);
     add_bias(A->v, L->bv, n, m->kv_dim);
@@ -252,8 +253,10 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     add_vec(A->x, A->xb, (int64_t)n * dim);
 
     for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
-    if ((st = matmul(ctx->pool, &L->w_gate, A->xb, n, A->gate, m->info.n_ff, &ctx->scratch)) != TR_OK ||
-        (st = matmul(ctx->pool, &L->w_up, A->xb, n, A->up, m->info.n_ff, &ctx->scratch)) != TR_OK)
+    const weight_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
+    float *gate_up_out[2] = {A->gate, A->up};
+    const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
+    if ((st = matmul_multi(ctx->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &ctx->scratch)) != TR_OK)
         return st;
     silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
     run_parallel(ctx, silu_task, &sj, sj.n * 16);
@@ -270,7 +273,6 @@ tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *con
     const tr_model *m = ctx->model;
     activations *A = &ctx->act;
     const int32_t dim = m->info.n_embd, half = m->rope_dim / 2;
-    const size_t embd_row = type_row_bytes(m->tok_embd.type, dim);
     int32_t n = 0;
     for (int32_t s = 0; s < n_seq; s++) {
         if (n_tokens[s] <= 0 || n_tokens[s] > e->max_rows - n ||
@@ -279,8 +281,7 @@ tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *con
         for (int32_t t = 0; t < n_tokens[s]; t++) {
             const int32_t id = tokens[s][t];
             if (id < 0 || id >= m->info.n_vocab) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", id);
-            const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)id * embd_row;
-            tr_status st = dequantize_row(m->tok_embd.type, row, A->x + (int64_t)(n + t) * dim, dim);
+            tr_status st = weight_dequantize_row(&m->tok_embd, id, A->x + (int64_t)(n + t) * dim);
             if (st != TR_OK) return st;
             e->row_pos[n + t] = seqs[s]->n_past + t;
         }

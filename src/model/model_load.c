@@ -1,14 +1,18 @@
 /* model_load.c — binds a GGUF file's tensors to the llama / qwen2 / qwen3 layouts, checking every shape and type
  * before the forward pass may touch it.
  *
- * Weights stay in the file's mapping (never copied, unless use_mmap is off); only 1-D tensors (norms, biases,
- * rope frequency factors) are converted to owned F32 arrays, since they are tiny and read on every token. The
+ * Weights stay in the file's mapping unless the kernels stream them faster interleaved (repack.c): those matrices
+ * are repacked once into owned buffers and their pages of the mapping are released, so memory holds one copy
+ * either way (with use_mmap off they are repacked in place). 1-D tensors (norms, biases, rope frequency factors)
+ * are converted to owned F32 arrays, since they are tiny and read on every token. The
  * three layouts differ only in: Q/K/V biases (qwen2, optional elsewhere), per-head Q/K RMSNorm (qwen3), RoPE style
  * (llama rotates adjacent pairs because its converter permutes Q/K rows; qwen rotates the two halves of a head),
  * and head size (qwen3 takes it from attention.key_length).
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,6 +231,45 @@ static tr_status bind_model(tr_model *m) {
     return TR_OK;
 }
 
+/* ---------------------------------------------------------------- repacking */
+
+/* Tells the kernel the mapped pages fully inside [p, p + n) are not needed any more (they were repacked), so they
+ * leave the process's resident memory; the file stays intact and a later touch would simply read it again. */
+static void release_pages(const void *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, e = a + n;
+    const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static tr_status repack_matrix(tr_model *m, weight_matrix *w) {
+    if (!weight_repack_wanted(w)) return TR_OK;
+    const size_t bytes = weight_bytes(w);
+    if (m->file_copy) return weight_repack(w, (void *)w->data); /* our own writable copy of the file */
+    void *buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!buf) return tr_fail(TR_ERR_NOMEM, "out of memory repacking a %zu-byte weight matrix", bytes);
+    m->repacked[m->n_repacked++] = buf;
+    const void *orig = w->data;
+    tr_status st = weight_repack(w, buf);
+    if (st == TR_OK) release_pages(orig, bytes);
+    return st;
+}
+
+/* Interleaves the matrices the active kernels read faster that way: every layer matrix, the embeddings (read
+ * through weight_dequantize_row) and a separate output matrix. */
+static tr_status repack_weights(tr_model *m) {
+    m->repacked = calloc((size_t)m->info.n_layer * 7 + 2, sizeof *m->repacked);
+    if (!m->repacked) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    tr_status st = repack_matrix(m, &m->tok_embd);
+    if (st == TR_OK && !m->info.tied_output) st = repack_matrix(m, &m->output);
+    if (st == TR_OK && m->info.tied_output) m->output = m->tok_embd;
+    for (int il = 0; il < m->info.n_layer && st == TR_OK; il++) {
+        layer_weights *L = &m->layers[il];
+        weight_matrix *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && st == TR_OK; i++) st = repack_matrix(m, ws[i]);
+    }
+    return st;
+}
+
 /* ---------------------------------------------------------------- load / free */
 
 static tr_status open_file(tr_model *m, const char *path, bool use_mmap) {
@@ -279,7 +322,9 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         }
     }
     if (st == TR_OK) st = read_hparams(m);
+    if (st == TR_OK) st = kernels_check();
     if (st == TR_OK) st = bind_model(m);
+    if (st == TR_OK) st = repack_weights(m);
     if (st == TR_OK && p.load_vocab && tr_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
         st = tr_vocab_from_gguf(m->gguf, &m->vocab);
         if (st != TR_OK) st = tr_fail_prefix(st, "vocabulary");
@@ -302,6 +347,8 @@ void tr_model_free(tr_model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned_f32[i]);
     free(m->owned_f32);
     free(m->layers);
+    for (int i = 0; i < m->n_repacked; i++) free(m->repacked[i]);
+    free(m->repacked);
     tr_gguf_close(m->gguf);
     free(m->file_copy);
     free(m);

@@ -140,7 +140,9 @@ static cJSON *summary(const ui_job *job, const tr_route_stats *s, int64_t llm_ca
     cJSON_AddNumberToObject(d, "total_ms", rounded(s->total_ms, 1e3));
     cJSON_AddNumberToObject(d, "n_fallback", s->n_fallback);
     cJSON_AddNumberToObject(d, "llm_calls", (double)llm_calls);
-    cJSON_AddNullToObject(d, "bytes_sent"); /* the embedded backend sends nothing over a network */
+    /* Counted by the network backends; the embedded backend sends nothing and reports 0. */
+    cJSON_AddNumberToObject(d, "bytes_sent", (double)s->llm_bytes_sent);
+    cJSON_AddNumberToObject(d, "bytes_received", (double)s->llm_bytes_received);
     cJSON_AddStringToObject(d, "stop", stop);
     return d;
 }

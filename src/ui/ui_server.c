@@ -290,9 +290,53 @@ typedef struct req_body {
     bool too_large;
 } req_body;
 
+/* DNS rebinding: a page on attacker.example whose name later resolves to 127.0.0.1 talks to this server as its own
+ * origin, so CORS does not stop it; its requests still carry Host: attacker.example. A server bound to a loopback
+ * address therefore answers only Host names that mean this machine (with or without a port). */
+static bool is_loopback_host(const char *host) {
+    return strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0;
+}
+
+static bool host_header_allowed(const tr_ui *ui, struct MHD_Connection *c) {
+    if (!is_loopback_host(ui->host)) return true; /* bound for other machines: the user chose who may connect */
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!h) return true; /* HTTP/1.0 clients may omit it; a browser always sends it */
+    char name[64];
+    size_t n;
+    if (h[0] == '[') { /* [::1]:port */
+        const char *end = strchr(h, ']');
+        if (!end) return false;
+        n = (size_t)(end - h - 1);
+        if (n >= sizeof name) return false;
+        memcpy(name, h + 1, n);
+        h = end + 1;
+    } else {
+        n = strcspn(h, ":");
+        if (n >= sizeof name) return false;
+        memcpy(name, h, n);
+        h += n;
+    }
+    name[n] = 0;
+    if (*h == ':') {
+        if (!h[1]) return false;
+        for (const char *d = h + 1; *d; d++)
+            if (*d < '0' || *d > '9') return false;
+    } else if (*h) {
+        return false;
+    }
+    return strcasecmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 || strcmp(name, "::1") == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     tr_ui *ui = cls;
+    if (!host_header_allowed(ui, c)) {
+        if (*upload_size) { /* drop the body; answer once it is read */
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        return send_error(c, MHD_HTTP_FORBIDDEN, "this server answers only Host: 127.0.0.1 or localhost");
+    }
     const bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     const bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     if (post) {

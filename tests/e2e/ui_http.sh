@@ -12,8 +12,10 @@ slm=$shared/models/stories-student.gguf
 llm=$shared/models/stories260K.gguf
 tmp=$(mktemp -d)
 pid=
+llm_pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  [ -n "$llm_pid" ] && kill "$llm_pid" 2>/dev/null && wait "$llm_pid" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -85,10 +87,11 @@ PY
 pass "page, assets and /api/info"
 
 # ---------------------------------------------------------------- event streams equal `tokroute generate`
-check_stream() { # check_stream EVENTS EXPECTED_TEXT MODE TAU N
+check_stream() { # check_stream EVENTS EXPECTED_TEXT MODE TAU N [network]
   python3 - "$@" <<'PY'
 import json, sys
 events_file, expected_file, mode, tau, n = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+network = len(sys.argv) > 6 and sys.argv[6] == "network"
 raw = open(events_file, encoding="utf-8").read()
 assert raw.endswith("\n\n"), "the stream does not end with a blank line"
 events = []
@@ -128,6 +131,11 @@ if mode == "joint":
 for k in ("ttft_ms", "mean_tbt_ms", "slm_ms", "llm_ms", "total_ms"):
     assert done[k] >= 0, (k, done)
 assert done["mode"] == {"small_only": "slm", "joint": "joint", "llm_only": "llm"}[mode], done
+# Bytes are counted by network backends only; each LLM call sends a request and reads an answer.
+if network and done["llm_calls"] > 0:
+    assert done["bytes_sent"] > 0 and done["bytes_received"] > 0, done
+else:
+    assert done["bytes_sent"] == 0 and done["bytes_received"] == 0, done
 assert done["stop"] in ("length", "eog"), done
 text = "".join(d["text"] for e, d in events if e in ("token", "text"))
 expected = open(expected_file, encoding="utf-8").read().rstrip("\n")
@@ -185,6 +193,19 @@ code=$(curl -sS -o "$tmp/bad.json" -w '%{http_code}' -X POST --data-binary '{"pr
 [ "$code" = 415 ] || fail "a form-encoded POST: HTTP $code, expected 415"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: text/plain' --data-binary '{"id":1}' "${url}api/cancel")
 [ "$code" = 415 ] || fail "a text/plain cancel: HTTP $code, expected 415"
+# DNS rebinding: another name for this address is refused; the loopback names (with the port) are served.
+port=${url##*:}; port=${port%/}
+for h in "evil.example:$port" "evil.example" "127.0.0.1.evil.example:$port" "localhost:80x"; do
+  code=$(curl -sS -o "$tmp/bad.json" -w '%{http_code}' -H "Host: $h" "${url}api/info")
+  [ "$code" = 403 ] || fail "Host: $h got HTTP $code, expected 403"
+  code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Host: $h" -H 'Content-Type: application/json' -X POST \
+    --data-binary '{"prompt":"a","mode":"small_only","max_tokens":1}' "${url}api/generate")
+  [ "$code" = 403 ] || fail "POST with Host: $h got HTTP $code, expected 403"
+done
+for h in "localhost:$port" "127.0.0.1:$port" "LOCALHOST" "[::1]:$port"; do
+  code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Host: $h" "${url}api/info")
+  [ "$code" = 200 ] || fail "Host: $h got HTTP $code, expected 200"
+done
 head -c 300000 /dev/zero | tr '\0' 'a' >"$tmp/big.txt"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST --data-binary @"$tmp/big.txt" "${url}api/generate")
 [ "$code" = 413 ] || fail "oversized body: HTTP $code"
@@ -281,6 +302,23 @@ bad 400 POST /api/generate '{"prompt":"a","mode":"joint"}' "joint without an LLM
 grep -q "no LLM" "$tmp/bad.json" || fail "joint without an LLM: $(cat "$tmp/bad.json")"
 stop_server
 pass "without an LLM: small_only only; the chat template applies"
+
+# ---------------------------------------------------------------- a live LLM server (`tokroute serve`)
+rm -f "$tmp/llm.ready"
+"$cli" serve -m "$llm" --port 0 --ready-file "$tmp/llm.ready" -t 1 2>"$tmp/llm-server.log" &
+llm_pid=$!
+for _ in $(seq 300); do [ -s "$tmp/llm.ready" ] && break; kill -0 "$llm_pid" 2>/dev/null || fail "tokroute serve exited"; sleep 0.1; done
+rm -f "$tmp/ready"
+"$cli" ui --slm "$slm" --server "$(cat "$tmp/llm.ready")" --port 0 --ready-file "$tmp/ready" 2>"$tmp/server.log" &
+pid=$!
+for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; kill -0 "$pid" 2>/dev/null || fail "ui --server exited"; sleep 0.1; done
+url=$(cat "$tmp/ready")
+[ "$(gen '{"prompt":"Once upon a time","mode":"joint","tau":0.9,"max_tokens":40}' "$tmp/net.sse")" = 200 ] || fail "joint via server"
+check_stream "$tmp/net.sse" "$tmp/joint.txt" joint 0.9 40 network || fail "joint stream via tokroute serve"
+stop_server
+kill -TERM "$llm_pid"; wait "$llm_pid" || fail "tokroute serve exited badly on SIGTERM"
+llm_pid=
+pass "joint through tokroute serve: the embedded run's text, bytes sent and received counted"
 
 # ---------------------------------------------------------------- a dead LLM server
 # A port where nothing listens. joint: a warning event, routed tokens fall back to the SLM's (source "fallback"),

@@ -98,7 +98,7 @@ static void test_row_stride(void **state) {
         for (int isa = 0; isa < 4; isa++) {
             if (!kernels_isa_available(isas[isa])) continue;
             assert_int_equal(kernels_force_isa(isas[isa]), TR_OK);
-            const weight_matrix a = {t, packed, rows, cols, 0}, b = {t, spaced, rows, cols, stride};
+            const weight_matrix a = {t, packed, rows, cols, 0, WEIGHT_PLAIN}, b = {t, spaced, rows, cols, stride, WEIGHT_PLAIN};
             assert_int_equal(matmul(tp, &a, x, n, y1, rows, &sc), TR_OK);
             assert_int_equal(matmul(tp, &b, x, n, y2, rows, &sc), TR_OK);
             assert_memory_equal(y1, y2, sizeof(float) * n * rows);

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sched.h>
+
 #include <stdlib.h>
 
 #include "kernels/kernels.h"
@@ -98,6 +100,27 @@ static void test_physical_cores_and_isa(void **state) {
     assert_int_equal(kernels_force_isa("sse9"), TR_ERR_UNSUPPORTED);
 }
 
+/* cgroup v2 cpu.max: "<quota> <period>" grants quota/period CPUs (a partial one counts), "max" none. */
+static void test_cgroup_cpu_max_parsing(void **state) {
+    (void)state;
+    assert_int_equal(cgroup_cpu_limit("max 100000\n"), 0);
+    assert_int_equal(cgroup_cpu_limit("200000 100000\n"), 2);
+    assert_int_equal(cgroup_cpu_limit("150000 100000"), 2);
+    assert_int_equal(cgroup_cpu_limit("50000 100000\n"), 1);
+    assert_int_equal(cgroup_cpu_limit("100000 100000"), 1);
+    assert_int_equal(cgroup_cpu_limit("  400000\t100000 \n"), 4);
+    assert_int_equal(cgroup_cpu_limit("999999999999 1"), 4096); /* bounded */
+    /* malformed text means no limit, never a crash or a zero/negative thread count */
+    const char *bad[] = {"", "\n", "abc 100000", "-100000 100000", "100000 0", "100000 -5", "100000",
+                         "100000 100000 junk", "0 100000", "100000x 100000", "99999999999999999999999 1", NULL};
+    for (int i = 0; bad[i]; i++) assert_int_equal(cgroup_cpu_limit(bad[i]), 0);
+    assert_int_equal(cgroup_cpu_limit(NULL), 0);
+    /* the default thread count never exceeds the CPUs this process may run on */
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    assert_true(tr_physical_cores() >= 1 && tr_physical_cores() <= CPU_COUNT(&set));
+}
+
 int main(void) {
     setenv("TOKROUTE_KERNELS", "scalar", 1);
     const struct CMUnitTest tests[] = {
@@ -106,6 +129,7 @@ int main(void) {
         cmocka_unit_test(test_row_bytes),
         cmocka_unit_test(test_unsupported_types_fail_cleanly),
         cmocka_unit_test(test_physical_cores_and_isa),
+        cmocka_unit_test(test_cgroup_cpu_max_parsing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

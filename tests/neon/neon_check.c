@@ -53,7 +53,7 @@ static int check_type(tr_type t, int64_t n, int threads) {
         }
     thread_pool *tp = thread_pool_create(threads);
     matmul_scratch sc = {0};
-    const weight_matrix wm = {t, w, rows, cols, 0};
+    const weight_matrix wm = {t, w, rows, cols, 0, WEIGHT_PLAIN};
     kernels_force_isa("scalar");
     tr_status s1 = matmul(tp, &wm, x, n, ys, rows, &sc);
     kernels_force_isa("neon");

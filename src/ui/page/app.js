@@ -119,6 +119,10 @@ function drawChart(svg, scores, tau) {
   });
 }
 
+function fmtBytes(v) {
+  if (v === null || v === undefined) return "—";
+  return v < 10240 ? v + " B" : (v / 1024).toFixed(1) + " KiB";
+}
 function fmtMs(v) { return v === null || v === undefined ? "—" : v.toFixed(v < 10 ? 2 : 1) + " ms"; }
 function fillProfile(table, d) {
   const rows = [
@@ -130,7 +134,7 @@ function fillProfile(table, d) {
     ["LLM + communication time", fmtMs(d.llm_ms)],
     ["total", fmtMs(d.total_ms)],
     ["LLM calls", String(d.llm_calls)],
-    ["bytes sent", d.bytes_sent === null ? "—" : String(d.bytes_sent)],
+    ["bytes sent / received", fmtBytes(d.bytes_sent) + " / " + fmtBytes(d.bytes_received)],
   ];
   if (d.n_fallback) rows.splice(4, 0, ["LLM unavailable (fallbacks)", String(d.n_fallback)]);
   rows.push(["ended by", d.stop]);
