@@ -472,7 +472,8 @@ typedef bool (*tr_train_progress_fn)(void *user, int64_t done, int64_t total);
 typedef struct tr_collect_params {
     tr_data_format format;
     int32_t first, last;        /* examples [first, last); last < 0 = to the end of the file (default 0, -1) */
-    int32_t max_tokens;         /* tokens per example, BOS included (default 256); QA: prompt + answer */
+    int32_t max_tokens;         /* tokens per example, BOS included (default 256); QA: prompt + answer, only the
+                                   answer's positions are stored (templates: src/eval/dataset.h) */
     int32_t topk;               /* top-k log-probs stored per position (default 16, 1..TR_ROUTER_TOPK_MAX) */
     int32_t rollouts;           /* K > 0: where both models are wrong, continue K tokens greedily with the SLM
                                    after each model's token and store how many match the ground truth (default 0) */
@@ -488,6 +489,8 @@ typedef struct tr_collect_params {
     int32_t prompt_tokens;      /* round 2 (default 16) */
     tr_train_progress_fn progress; /* per example */
     void *progress_user;
+    tr_chat_template chat_template; /* question-answering formats: the question as a user turn, the target as the
+                                       assistant's reply (default TR_CHAT_NONE: "question\nAnswer: target") */
 } tr_collect_params;
 
 typedef struct tr_collect_stats {

@@ -1,6 +1,6 @@
 /* train_internal.h — what the files of src/train share: the collected-data file format (data_file.c), the
- * in-memory training data (data_file.c), labels (labels.c), example sources (examples.c) and the trainer's
- * network (trainer.c).
+ * in-memory training data (data_file.c), labels (labels.c), data format names (examples.c) and the trainer's
+ * network (trainer_internal.h). Examples are read by the evaluation's dataset module (src/eval/dataset.h).
  *
  * A collect folder holds two files (docs/train.md):
  *   positions.bin  a 512-byte header (collect_header) then fixed-size records, one per predicted position,
@@ -41,6 +41,7 @@ typedef struct collect_header {
     uint64_t data_hash;            /* FNV-1a 64 of the dataset file (0: none) */
     uint32_t llm_n_embd, prompt_tokens;
     float tau;
+    uint32_t chat_template;        /* tr_chat_template the question-answering prompts were rendered with */
     char slm_name[COLLECT_NAME_BYTES], llm_name[COLLECT_NAME_BYTES];
 } collect_header;
 
@@ -95,16 +96,9 @@ void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32
 
 /* ---------------------------------------------------------------- examples.c */
 
-/* The examples of a text file: byte ranges [begin, end) of each story, whitespace trimmed. */
-typedef struct text_examples {
-    char *text;
-    size_t size;
-    size_t *begin, *end;
-    int32_t n;
-} text_examples;
-tr_status text_examples_load(const char *path, text_examples *out);
-void text_examples_free(text_examples *ex);
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h);
 #define FNV1A64_INIT 0xcbf29ce484222325ull
+/* FNV-1a 64 of a whole file (collect records which data file it read). */
+tr_status file_hash(const char *path, uint64_t *hash);
 
 #endif /* TR_TRAIN_INTERNAL_H */

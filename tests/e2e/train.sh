@@ -73,6 +73,12 @@ python3 -c "import sys; t=float(sys.argv[1]); assert 0 < t < 1, t" "$tau"
 "$cli" calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.1 --gap 2>"$tmp/gap.txt" >/dev/null
 grep -q "^oracle" "$tmp/gap.txt" || fail "calibrate --gap has no oracle row"
 
+# Question answering: only the answer's positions (prompt + " " + target, templates of the dataset module).
+"$cli" collect --slm "$slm" --llm "$llm" --data "$shared/data/arc_challenge/arc_challenge.jsonl" --format arc \
+  --range 0:4 --out "$tmp/arc" -t 1 --json >"$tmp/arc.json"
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['examples']==4 and 4 <= s['positions'] < 60, s" \
+  "$tmp/arc.json"
+
 # Round 2: the prefix generated with the trained router in the loop.
 "$cli" collect --slm "$slm" --llm "$llm" --data "$stories" --format text --range 0:5 --max-tokens 64 \
   --round 2 --router "$tmp/r.gguf" --prompt-tokens 8 --out "$tmp/round2" -t 1 --json >"$tmp/r2.json"

@@ -2,7 +2,8 @@
  * (stopped by its progress callback, or cut mid-example as by a crash) resumes to files identical to an
  * uninterrupted one; a resume with other settings is refused; stored rollout counts equal a greedy continuation
  * recomputed here; stored features score exactly as the router scores the SLM's live logits; LLM sampling is
- * reproducible for a seed; text files split at <|endoftext|> lines; hostile data files are rejected. */
+ * reproducible for a seed; question-answering examples store only their answer's positions; hostile data files
+ * are rejected. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "support/fixtures.h"
+#include "eval/dataset.h"
 #include "train/train_internal.h"
 #include "tokroute.h"
 
@@ -252,9 +254,9 @@ static void test_llm_samples_are_reproducible(void **state) {
     free(y);
     p.last = -1; /* sampling needs a count */
     assert_int_equal(tr_collect(slm, llm, NULL, c, &p, NULL), TR_ERR_ARG);
-    p.format = TR_DATA_GSM8K;
+    p.format = TR_DATA_GSM8K; /* a data file is needed */
     p.last = 2;
-    assert_int_equal(tr_collect(slm, llm, shared_path("data/gsm8k/test.jsonl"), c, &p, NULL), TR_ERR_UNSUPPORTED);
+    assert_int_equal(tr_collect(slm, llm, NULL, c, &p, NULL), TR_ERR_ARG);
     remove_dir(a);
     remove_dir(b);
     remove_dir(c);
@@ -263,27 +265,46 @@ static void test_llm_samples_are_reproducible(void **state) {
     free(c);
 }
 
-static void test_text_examples_split(void **state) {
+/* Question answering: only the target's positions are stored, with the dataset module's prompt and target. */
+static void test_question_answering_targets(void **state) {
     (void)state;
-    const char *path = temp_path(".txt");
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs("  First story.\nSecond line.\n<|endoftext|>\n\n<|endoftext|>\r\nThird <|endoftext|> inline\r\n"
-          "<|endoftext|>\nlast without separator", f);
-    fclose(f);
-    text_examples ex;
-    assert_int_equal(text_examples_load(path, &ex), TR_OK);
-    assert_int_equal(ex.n, 3);
-    assert_int_equal(ex.end[0] - ex.begin[0], strlen("First story.\nSecond line."));
-    assert_memory_equal(ex.text + ex.begin[1], "Third <|endoftext|> inline", ex.end[1] - ex.begin[1]);
-    assert_memory_equal(ex.text + ex.begin[2], "last without separator", ex.end[2] - ex.begin[2]);
-    text_examples_free(&ex);
-    unlink(path);
-    assert_int_equal(text_examples_load("/nonexistent/stories.txt", &ex), TR_ERR_IO);
-    /* The TinyStories file has 1000 stories. */
-    assert_int_equal(text_examples_load(stories(), &ex), TR_OK);
-    assert_int_equal(ex.n, 1000);
-    text_examples_free(&ex);
+    char *dir = fresh_dir();
+    tr_collect_params p = small_params();
+    p.format = TR_DATA_CSQA;
+    p.first = 3;
+    p.last = 6;
+    p.max_tokens = 256;
+    p.rollouts = 0;
+    const char *path = shared_path("data/commonsenseqa/dev_rand_split.jsonl");
+    tr_collect_stats st;
+    assert_int_equal(tr_collect(slm, llm, path, dir, &p, &st), TR_OK);
+    assert_int_equal(st.n_examples, 3);
+    dataset *ds = NULL;
+    assert_int_equal(dataset_load(path, DATASET_CSQA, 3, 6, &ds), TR_OK);
+    int64_t expected = 0;
+    int32_t first_target[3];
+    for (int64_t e = 0; e < 3; e++) {
+        dataset_tokens t;
+        assert_int_equal(dataset_tokenize(dataset_get(ds, e), DATASET_CSQA, tr_model_vocab(slm), TR_CHAT_NONE, 0, &t),
+                         TR_OK);
+        assert_true(t.n_prompt > 10 && t.n_ids > t.n_prompt);
+        expected += t.n_ids - t.n_prompt;
+        first_target[e] = t.ids[t.n_prompt];
+        dataset_tokens_free(&t);
+    }
+    dataset_free(ds);
+    assert_int_equal(st.n_positions, expected);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    assert_int_equal(d->n, expected);
+    assert_int_equal(d->truth[0], first_target[0]); /* the first stored position is the answer's first token */
+    tr_train_data_free(d);
+    /* A range past the file's end is refused with the count. */
+    p.first = 1220;
+    p.last = 1300;
+    assert_int_equal(tr_collect(slm, llm, path, dir, &p, NULL), TR_ERR_RANGE);
+    remove_dir(dir);
+    free(dir);
 }
 
 /* ---------------------------------------------------------------- hostile files */
@@ -392,7 +413,7 @@ int main(void) {
         cmocka_unit_test(test_resume_gives_identical_files),
         cmocka_unit_test(test_rollouts_and_features_match_a_recomputation),
         cmocka_unit_test(test_llm_samples_are_reproducible),
-        cmocka_unit_test(test_text_examples_split),
+        cmocka_unit_test(test_question_answering_targets),
         cmocka_unit_test(test_hostile_data_files_rejected),
     };
     return cmocka_run_group_tests(tests, load_models, free_models);
