@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "common/error.h"
+#include "router/router_internal.h"
 #include "train/train_internal.h"
 
 static const char *const label_names[] = {
@@ -78,7 +79,8 @@ int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n) {
     return m;
 }
 
-void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, float *out) {
+tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, const tr_model *slm,
+                          float *out) {
     memcpy(out, d->hidden + i * d->n_embd, (size_t)d->n_embd * sizeof(float));
     float *o = out + d->n_embd;
     const float *f = d->feats + i * d->n_feats;
@@ -87,4 +89,5 @@ void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32
     if (features & TR_FEATURE_MARGIN) *o++ = f[2];
     if (features & TR_FEATURE_TOPK_LOGPROBS)
         for (int32_t k = 0; k < topk; k++) *o++ = f[COLLECT_N_STATS + k];
+    return (features & TR_FEATURE_TOKEN_EMBEDDING) ? slm_token_embedding(slm, d->slm_top1[i], o) : TR_OK;
 }

@@ -69,7 +69,8 @@ static tr_status prepare_data(trainer *t) {
     for (int64_t i = 0; i < d->n; i++) {
         const float label = label_of(d, i, t->p.labels);
         if (label < 0) continue;
-        train_input_row(d, i, t->p.features, t->p.topk, t->x + k * t->n_in);
+        const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.slm, t->x + k * t->n_in);
+        if (st != TR_OK) return st;
         t->y[k] = label;
         if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
             t->val_idx[t->n_val++] = k;
@@ -212,8 +213,16 @@ static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, double *lo
 /* ---------------------------------------------------------------- setup, epochs, output */
 
 static tr_status check_params(const tr_train_params *p, const tr_train_data *d) {
-    if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS))
+    if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN |
+                                  TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING))
         return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
+    if (p->features & TR_FEATURE_TOKEN_EMBEDDING) {
+        if (!p->slm) return tr_fail(TR_ERR_ARG, "the token_embedding feature needs the SLM (params.slm, --slm)");
+        const tr_model_info *info = tr_model_get_info(p->slm);
+        if (info->n_embd != d->n_embd || info->n_vocab != d->n_vocab)
+            return tr_fail(TR_ERR_ARG, "the SLM given (hidden size %d, %d tokens) is not the one the data was collected "
+                           "with (%d, %d)", (int)info->n_embd, (int)info->n_vocab, (int)d->n_embd, (int)d->n_vocab);
+    }
     if ((p->features & TR_FEATURE_TOPK_LOGPROBS) && (p->topk < 1 || p->topk > d->topk))
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d (the data's)", (int)p->topk, (int)d->topk);
     if (p->labels == TR_LABEL_ROLLOUT && d->rollouts < 1)
@@ -230,7 +239,7 @@ static tr_status setup(trainer *t) {
     const tr_train_data *d = t->d;
     const int32_t topk = (t->p.features & TR_FEATURE_TOPK_LOGPROBS) ? t->p.topk : 0;
     t->p.topk = topk;
-    t->n_in = d->n_embd + tr_router_feature_width(t->p.features, topk);
+    t->n_in = d->n_embd + tr_router_feature_width(t->p.features, topk, d->n_embd);
     int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1], n_layers = 0;
     sizes[0] = t->n_in;
     for (int i = 0; i < 8 && t->p.hidden[i] > 0; i++) {

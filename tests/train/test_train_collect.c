@@ -18,6 +18,7 @@
 
 #include "support/fixtures.h"
 #include "eval/dataset.h"
+#include "router/router_internal.h"
 #include "train/train_internal.h"
 #include "tokroute.h"
 
@@ -222,10 +223,63 @@ static void test_rollouts_and_features_match_a_recomputation(void **state) {
                          TR_OK);
         assert_float_equal(live, stored[i], 1e-6);
     }
-    tr_context_free(ctx);
-    free(stored);
     tr_router_free(r);
     unlink(path);
+
+    /* With the token embedding too (input 39 + 32): it needs the SLM, then scores stored and live alike. */
+    const int32_t sizes2[2] = {n_in + 32, 1};
+    float w2[71], b2[1] = {-0.2f};
+    for (int i = 0; i < 71; i++) w2[i] = 0.04f * (float)((i * 13) % 9 - 4);
+    const float *ws2[1] = {w2}, *bs2[1] = {b2};
+    tr_mlp_router_desc desc2 = desc;
+    desc2.n_layers = 1;
+    desc2.sizes = sizes2;
+    desc2.weights = ws2;
+    desc2.biases = bs2;
+    desc2.features |= TR_FEATURE_TOKEN_EMBEDDING;
+    assert_int_equal(tr_router_write_mlp(&desc2, path), TR_OK);
+    assert_int_equal(tr_router_load(path, tr_model_get_info(slm), &r), TR_OK);
+    unlink(path);
+    float live = -1;
+    assert_int_equal(tr_router_score(r, tr_context_hidden(ctx, 0), 32, tr_context_logits(ctx, 0), 512, &live),
+                     TR_ERR_STATE);
+    assert_non_null(strstr(tr_last_error(), "tr_router_set_slm"));
+    assert_int_equal(tr_train_data_scores(d, r, stored), TR_ERR_STATE);
+    assert_int_equal(tr_router_set_slm(r, llm), TR_ERR_ARG); /* another hidden size */
+    assert_int_equal(tr_router_set_slm(r, slm), TR_OK);
+    assert_int_equal(tr_train_data_scores(d, r, stored), TR_OK);
+    for (int32_t i = 0; i < 39; i++) {
+        assert_int_equal(tr_router_score(r, tr_context_hidden(ctx, i), 32, tr_context_logits(ctx, i), 512, &live),
+                         TR_OK);
+        assert_float_equal(live, stored[i], 1e-6);
+    }
+    /* The embedding read is the top-1 token's row of the SLM's table: a hand dot product agrees. */
+    const float *h0 = tr_context_hidden(ctx, 0), *l0 = tr_context_logits(ctx, 0);
+    float row[32];
+    assert_int_equal(slm_token_embedding(slm, tr_argmax(l0, 512), row), TR_OK);
+    double z = b2[0];
+    for (int k = 0; k < 32; k++) z += w2[k] * h0[k];
+    for (int k = 0; k < 7; k++) z += w2[32 + k] * d->feats[k]; /* stored maxprob, entropy, margin, top-4 */
+    for (int k = 0; k < 32; k++) z += w2[39 + k] * row[k];
+    assert_int_equal(tr_router_score(r, h0, 32, l0, 512, &live), TR_OK);
+    assert_float_equal(live, 1.0 / (1.0 + exp(-z)), 1e-5);
+    tr_router_free(r);
+
+    /* Training with it needs the SLM. */
+    tr_train_params tp = tr_train_default_params();
+    tp.features |= TR_FEATURE_TOKEN_EMBEDDING;
+    tp.topk = 4;
+    tp.epochs = 1;
+    tp.n_threads = 1;
+    assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_ERR_ARG);
+    assert_non_null(strstr(tr_last_error(), "needs the SLM"));
+    tp.slm = llm;
+    assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_ERR_ARG);
+    tp.slm = slm;
+    assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_OK);
+    unlink(path);
+    tr_context_free(ctx);
+    free(stored);
     tr_train_data_free(d);
     remove_dir(dir);
     free(dir);
