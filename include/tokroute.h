@@ -503,7 +503,7 @@ typedef struct tr_collect_stats {
     int32_t n_examples;         /* examples in the folder after the call */
     int32_t n_resumed;          /* of those, found already collected */
     int64_t n_positions;        /* positions in the folder */
-    int64_t slm_correct, llm_correct; /* positions where each model's top-1 is the reference */
+    int64_t slm_correct, llm_correct; /* of the positions this call collected: each model's top-1 is the reference */
 } tr_collect_stats;
 
 tr_collect_params tr_collect_default_params(void);

@@ -127,13 +127,13 @@ static tr_status rollout(collector *c, int32_t t, int32_t choice, int32_t *match
         st = tr_context_eval(r, c->tokens + tr_context_n_past(r), need - tr_context_n_past(r), TR_EVAL_LOGITS_NONE);
     const int32_t k = c->p.rollouts, avail = c->n_tokens - (t + 2);
     const int32_t n = k < avail ? k : avail;
-    int32_t next = choice;
-    for (int32_t j = 0; st == TR_OK && j < n; j++) {
-        if (tr_context_n_past(r) >= tr_context_n_ctx(r)) break;
+    /* n <= n_tokens - t - 2, so the cache (max_tokens positions) always holds the continuation. */
+    int32_t next = choice, done = 0;
+    for (; st == TR_OK && done < n; done++) {
         st = tr_context_eval(r, &next, 1, TR_EVAL_LOGITS_LAST);
-        if (st == TR_OK) next = c->cont[j] = tr_argmax(tr_context_logits(r, -1), c->n_vocab);
+        if (st == TR_OK) next = c->cont[done] = tr_argmax(tr_context_logits(r, -1), c->n_vocab);
     }
-    if (st == TR_OK) *matches = rollout_matches(c->cont, c->tokens + t + 2, n > 0 ? n : 0);
+    if (st == TR_OK) *matches = rollout_matches(c->cont, c->tokens + t + 2, done);
     tr_context_truncate(r, need);
     return st;
 }
