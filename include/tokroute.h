@@ -399,6 +399,8 @@ typedef enum tr_router_feature {
     TR_FEATURE_ENTROPY = 1 << 1,       /* entropy / ln(n_vocab) */
     TR_FEATURE_MARGIN = 1 << 2,        /* top-1 minus top-2 probability */
     TR_FEATURE_TOPK_LOGPROBS = 1 << 3, /* the k largest log-probabilities, descending, floored at -50 (k values) */
+    TR_FEATURE_TOKEN_EMBEDDING = 1 << 4, /* the SLM's input embedding of its top-1 token (n_embd values, R2R);
+                                            scoring needs the SLM: tr_router_set_slm */
 } tr_router_feature;
 #define TR_ROUTER_TOPK_MAX 64
 
@@ -440,11 +442,15 @@ tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
 /* Features a router reads (0 for policies) and the k of its top-k log-probs (0 when unused). */
 unsigned tr_router_features(const tr_router *router);
 int32_t tr_router_topk(const tr_router *router);
-/* Number of inputs the features add after the hidden state (topk counts when TR_FEATURE_TOPK_LOGPROBS is set). */
-int32_t tr_router_feature_width(unsigned features, int32_t topk);
-/* Parses "maxprob,entropy,margin,topk" (also "topk_logprobs"; "" or "none" = no feature) into feature bits. */
+/* Number of inputs the features add after the hidden state (topk counts when TR_FEATURE_TOPK_LOGPROBS is set,
+ * n_embd when TR_FEATURE_TOKEN_EMBEDDING is). */
+int32_t tr_router_feature_width(unsigned features, int32_t topk, int32_t n_embd);
+/* Gives a router the SLM whose token embeddings TR_FEATURE_TOKEN_EMBEDDING reads (the model must outlive the
+ * router; checked against the router's sizes). Routers without that feature accept and ignore it. */
+tr_status tr_router_set_slm(tr_router *router, const tr_model *slm);
+/* Parses "maxprob,entropy,margin,topk,token_embedding" (also "topk_logprobs"; "none" = no feature) into bits. */
 tr_status tr_router_features_parse(const char *list, unsigned *features);
-/* Name of one feature bit ("maxprob", "entropy", "margin", "topk_logprobs"), NULL for anything else. */
+/* Name of one feature bit ("maxprob", "entropy", "margin", "topk_logprobs", "token_embedding"), else NULL. */
 const char *tr_router_feature_name(unsigned feature_bit);
 
 /* ---------------------------------------------------------------- router training (CITER)
@@ -472,7 +478,8 @@ typedef bool (*tr_train_progress_fn)(void *user, int64_t done, int64_t total);
 typedef struct tr_collect_params {
     tr_data_format format;
     int32_t first, last;        /* examples [first, last); last < 0 = to the end of the file (default 0, -1) */
-    int32_t max_tokens;         /* tokens per example, BOS included (default 256); QA: prompt + answer */
+    int32_t max_tokens;         /* tokens per example, BOS included (default 256); QA: prompt + answer, only the
+                                   answer's positions are stored (templates: src/eval/dataset.h) */
     int32_t topk;               /* top-k log-probs stored per position (default 16, 1..TR_ROUTER_TOPK_MAX) */
     int32_t rollouts;           /* K > 0: where both models are wrong, continue K tokens greedily with the SLM
                                    after each model's token and store how many match the ground truth (default 0) */
@@ -488,13 +495,15 @@ typedef struct tr_collect_params {
     int32_t prompt_tokens;      /* round 2 (default 16) */
     tr_train_progress_fn progress; /* per example */
     void *progress_user;
+    tr_chat_template chat_template; /* question-answering formats: the question as a user turn, the target as the
+                                       assistant's reply (default TR_CHAT_NONE: "question\nAnswer: target") */
 } tr_collect_params;
 
 typedef struct tr_collect_stats {
     int32_t n_examples;         /* examples in the folder after the call */
     int32_t n_resumed;          /* of those, found already collected */
     int64_t n_positions;        /* positions in the folder */
-    int64_t slm_correct, llm_correct; /* positions where each model's top-1 is the reference */
+    int64_t slm_correct, llm_correct; /* of the positions this call collected: each model's top-1 is the reference */
 } tr_collect_stats;
 
 tr_collect_params tr_collect_default_params(void);
@@ -527,6 +536,12 @@ typedef enum tr_label_mode {
     TR_LABEL_ROLLOUT,    /* both wrong: the token whose K-token SLM continuation matches more of the reference
                             (ties → SLM); needs a collect with rollouts */
     TR_LABEL_LLM,        /* both wrong: 0 */
+    /* Soft targets (1 - g) / 2 from the accuracy g that routing the position gains, so the router ranks positions
+     * by expected gain (no class weights): */
+    TR_LABEL_GAIN,       /* g = [LLM right] - [SLM right], as realized (-1, 0 or 1) */
+    TR_LABEL_EXPECTED,   /* g = p(l) - p(s), the gain in expectation when the reference is drawn from the LLM's
+                            distribution p (l, s: the LLM's and the SLM's top-1) */
+    TR_LABEL_MIXED,      /* g = the mean of the two */
 } tr_label_mode;
 const char *tr_label_mode_name(tr_label_mode m);
 tr_status tr_label_mode_from_name(const char *name, tr_label_mode *out);
@@ -558,6 +573,7 @@ typedef struct tr_train_params {
     void *progress_user;
     bool (*on_epoch)(void *user, const tr_train_epoch *epoch); /* return false to stop early */
     void *epoch_user;
+    const tr_model *slm;         /* the SLM the data was collected with: needed for TR_FEATURE_TOKEN_EMBEDDING */
 } tr_train_params;
 
 typedef struct tr_train_result {
@@ -575,7 +591,7 @@ tr_status tr_train_router(const tr_train_data *data, const tr_train_params *para
                           tr_train_result *result);
 
 /* A router's score on every collected position (MLP routers and the logit policies; in data order). scores gets
- * n_positions entries. */
+ * n_positions entries. A router reading token embeddings needs tr_router_set_slm first. */
 tr_status tr_train_data_scores(const tr_train_data *data, tr_router *router, float *scores);
 /* The threshold that routes target_routed of the data's positions (score < tau), and the share it routes. */
 tr_status tr_calibrate(tr_router *router, const tr_train_data *data, double target_routed, float *tau,

@@ -13,7 +13,9 @@ static const char *usage =
     "  teacher-forces each example through both models and stores, per predicted position, the SLM's hidden\n"
     "  state and logit features and both models' top-1 tokens and probabilities (DIR/positions.bin + index.bin)\n"
     "  --format F           text (examples separated by <|endoftext|> lines), llm-sample (no --data: example i\n"
-    "                       is sampled from the LLM at temperature 1 with seed + i); csqa|gsm8k|arc|mmlu: not yet\n"
+    "                       is sampled from the LLM at temperature 1 with seed + i), csqa|gsm8k|arc|mmlu (the\n"
+    "                       answer's positions after the prompt; templates as `tokroute eval`)\n"
+    "  --chat-template NAME question prompts as a user turn: chatml, llama2, llama3, none (default: the SLM's)\n"
     "  --range A:B          examples A..B-1 (default: all; llm-sample needs it)\n"
     "  --max-tokens N       tokens per example, BOS included (default 256)\n"
     "  --topk K             top-k log-probs stored per position (default 16, at most 64)\n"
@@ -28,7 +30,7 @@ static const char *usage =
     "  --json               print the summary as JSON on stdout\n";
 
 typedef struct collect_opts {
-    const char *slm, *llm, *data, *out, *router;
+    const char *slm, *llm, *data, *out, *router, *chat_template;
     bool json, progress;
     long round;
     double tau;
@@ -65,6 +67,7 @@ static int parse_args(int argc, char **argv, collect_opts *o, tr_collect_params 
         else if (cli_option(argc, argv, &i, NULL, "--data", &v)) o->data = v;
         else if (cli_option(argc, argv, &i, NULL, "--out", &v)) o->out = v;
         else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
+        else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) o->chat_template = v;
         else if (cli_option(argc, argv, &i, NULL, "--format", &v)) {
             if (!v || tr_data_format_from_name(v, &p->format) != TR_OK)
                 return cli_usage_error(usage, "bad --format '%s'", v ? v : "");
@@ -102,6 +105,16 @@ static int parse_args(int argc, char **argv, collect_opts *o, tr_collect_params 
     if (p->format != TR_DATA_LLM_SAMPLE && !o->data) return cli_usage_error(usage, "need --data FILE");
     if (o->round == 2 && !o->router) return cli_usage_error(usage, "--round 2 needs --router FILE");
     if (o->router && o->round != 2) return cli_usage_error(usage, "--router is for --round 2");
+    if (o->chat_template) {
+        if (tr_chat_template_from_name(o->chat_template, &p->chat_template) != TR_OK)
+            return cli_usage_error(usage, "%s", tr_last_error());
+    } else if (p->format != TR_DATA_TEXT && p->format != TR_DATA_LLM_SAMPLE) {
+        tr_gguf *g = NULL;
+        if (tr_gguf_open(o->slm, &g) == TR_OK) {
+            p->chat_template = tr_chat_template_detect(g);
+            tr_gguf_close(g);
+        }
+    }
     return -1;
 }
 

@@ -12,7 +12,8 @@ static const char *usage =
     "usage: tokroute train-router --data DIR[,DIR...] --out ROUTER.gguf [options]\n"
     "  trains the CITER MLP router (class-weighted BCE, Adam, validation split with early stopping)\n"
     "  --hidden W,W         hidden widths; 'h' is the SLM's hidden size (default 2h,h; 'none': no hidden layer)\n"
-    "  --features LIST      maxprob,entropy,margin,topk or none (default all four)\n"
+    "  --features LIST      maxprob,entropy,margin,topk,token_embedding or none (default the first four)\n"
+    "  --slm SLM.gguf       the SLM the data was collected with (needed for token_embedding)\n"
     "  --topk K             top-k log-probs as features (default 8, at most what collect stored)\n"
     "  --labels MODE        where both models are wrong: drop (default), slm, llm, rollout\n"
     "  --epochs N           most epochs (default 30)      --patience N  early stopping (default 4)\n"
@@ -26,7 +27,7 @@ static const char *usage =
     "  --json               print the result (and the evaluation) as JSON on stdout\n";
 
 typedef struct train_opts {
-    const char *data, *out, *eval_data, *hidden;
+    const char *data, *out, *eval_data, *hidden, *slm;
     bool json, progress;
     double routed[16];
     int n_routed;
@@ -103,6 +104,7 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
         if (cli_option(argc, argv, &i, NULL, "--data", &v)) o->data = v;
         else if (cli_option(argc, argv, &i, NULL, "--out", &v)) o->out = v;
         else if (cli_option(argc, argv, &i, NULL, "--eval-data", &v)) o->eval_data = v;
+        else if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->slm = v;
         else if (cli_option(argc, argv, &i, NULL, "--hidden", &v)) {
             if (!v) return cli_usage_error(usage, "--hidden needs a value");
             o->hidden = v;
@@ -167,16 +169,26 @@ static tr_status open_data(const char *list, tr_train_data **out) {
 
 static int run(train_opts *o, tr_train_params *p) {
     tr_train_data *data = NULL, *eval = NULL;
-    tr_status st = open_data(o->data, &data);
+    tr_model *slm = NULL;
+    tr_status st = TR_OK;
+    if (o->slm) {
+        tr_model_params mp = tr_model_default_params();
+        mp.load_vocab = false;
+        st = tr_model_load(o->slm, &mp, &slm);
+        p->slm = slm;
+    }
+    if (st == TR_OK) st = open_data(o->data, &data);
     if (st == TR_OK && o->eval_data) st = open_data(o->eval_data, &eval);
     if (st != TR_OK) {
         tr_train_data_free(data);
+        tr_model_free(slm);
         return cli_fail(st);
     }
     const tr_train_data_info info = tr_train_data_get_info(data);
     if (o->hidden && !parse_hidden(o->hidden, info.n_embd, p->hidden)) {
         tr_train_data_free(data);
         tr_train_data_free(eval);
+        tr_model_free(slm);
         return 2;
     }
     if (!o->json)
@@ -209,6 +221,7 @@ static int run(train_opts *o, tr_train_params *p) {
     if (rc == 0 && eval) {
         tr_router *router = NULL;
         st = tr_router_load(o->out, NULL, &router);
+        if (st == TR_OK && slm) st = tr_router_set_slm(router, slm);
         if (st != TR_OK) rc = cli_fail(st);
         else if (!cli_gap_report(eval, router, o->routed, o->n_routed, o->json)) rc = 1;
         if (o->json) printf("}\n");
@@ -216,6 +229,7 @@ static int run(train_opts *o, tr_train_params *p) {
     }
     tr_train_data_free(data);
     tr_train_data_free(eval);
+    tr_model_free(slm);
     return rc;
 }
 

@@ -5,11 +5,14 @@
  * feature equals the training-free policy of the same name; a top-k log-prob is (l_i - m) + ln p1, since p1 = 1 / s
  * with s = sum exp(l_j - m), and is floored at ROUTER_TOPK_FLOOR so a vanishing probability stays a finite input.
  * The same function fills collected training data (src/train), so the trainer and the router see equal numbers.
+ * Last comes the SLM's input embedding of its top-1 token (R2R), n_embd values decoded from the model's token
+ * embedding table (slm_token_embedding), which neither the logits nor collected data hold.
  */
 #include <math.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "model/model_internal.h"
 #include "router/router_internal.h"
 
 static const struct {
@@ -20,6 +23,7 @@ static const struct {
     {TR_FEATURE_ENTROPY, "entropy"},
     {TR_FEATURE_MARGIN, "margin"},
     {TR_FEATURE_TOPK_LOGPROBS, "topk_logprobs"},
+    {TR_FEATURE_TOKEN_EMBEDDING, "token_embedding"},
 };
 #define N_FEATURES (int)(sizeof feature_names / sizeof feature_names[0])
 
@@ -36,8 +40,9 @@ unsigned feature_from_name(const char *name) {
     return strcmp(name, "topk") == 0 ? TR_FEATURE_TOPK_LOGPROBS : 0;
 }
 
-int32_t tr_router_feature_width(unsigned features, int32_t topk) {
+int32_t tr_router_feature_width(unsigned features, int32_t topk, int32_t n_embd) {
     int32_t n = 0;
+    n += (features & TR_FEATURE_TOKEN_EMBEDDING) && n_embd > 0 ? n_embd : 0;
     n += (features & TR_FEATURE_MAXPROB) ? 1 : 0;
     n += (features & TR_FEATURE_ENTROPY) ? 1 : 0;
     n += (features & TR_FEATURE_MARGIN) ? 1 : 0;
@@ -55,11 +60,14 @@ tr_status tr_router_features_parse(const char *list, unsigned *features) {
         const size_t n = end ? (size_t)(end - p) : strlen(p);
         char name[32];
         if (n == 0 || n >= sizeof name)
-            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk)", list);
+            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk, token_embedding)",
+                           list);
         memcpy(name, p, n);
         name[n] = '\0';
         const unsigned bit = feature_from_name(name);
-        if (!bit) return tr_fail(TR_ERR_ARG, "unknown router feature '%s' (known: maxprob, entropy, margin, topk)", name);
+        if (!bit)
+            return tr_fail(TR_ERR_ARG,
+                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk, token_embedding)", name);
         *features |= bit;
         p += n;
         if (*p == ',') p++;
@@ -102,4 +110,11 @@ void router_logit_features(unsigned features, int32_t topk, const float *logits,
         const float v = j < have ? (lp[j] - m) + log_p1 : ROUTER_TOPK_FLOOR;
         lp[j] = v > ROUTER_TOPK_FLOOR ? v : ROUTER_TOPK_FLOOR; /* also -inf (masked) logits */
     }
+}
+
+tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out) {
+    const weight_matrix *e = &slm->tok_embd;
+    if (id < 0 || id >= e->rows) return tr_fail(TR_ERR_RANGE, "token %d is outside the SLM's embeddings", (int)id);
+    const size_t stride = e->row_stride ? e->row_stride : type_row_bytes(e->type, e->cols);
+    return dequantize_row(e->type, (const char *)e->data + (size_t)id * stride, out, e->cols);
 }

@@ -2,7 +2,7 @@
  *
  * Input = the SLM's final hidden state (after the output RMSNorm) followed by the features the file asks for, in
  * the fixed order maxprob, entropy, margin, top-k log-probs (features.c; all 0 when the logits are not a
- * distribution). Each
+ * distribution), then the embedding of the SLM's top-1 token. Each
  * layer is y = W x + b with W [out][in] row-major F32, ReLU between layers and a sigmoid on the single output.
  * The products go through the kernels' F32 matmul (SIMD where the CPU has it): on the caller's thread, unless
  * tr_router_set_threads gave the router a pool; then only layers big enough to repay waking workers (a router for
@@ -73,7 +73,11 @@ float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_
         finite &= isfinite(hidden[i]) != 0;
     }
     if (!finite) return 0.0f;
-    if (net->features) router_logit_features(net->features, net->topk, logits, n_vocab, net->input + n_embd);
+    if (net->features & ROUTER_LOGIT_FEATURES)
+        router_logit_features(net->features, net->topk, logits, n_vocab, net->input + n_embd);
+    if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) &&
+        slm_token_embedding(net->slm, tr_argmax(logits, n_vocab), net->input + net->sizes[0] - n_embd) != TR_OK)
+        return 0.0f;
     return mlp_forward_input(net, net->input);
 }
 

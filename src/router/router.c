@@ -79,6 +79,18 @@ mlp_net *router_mlp(tr_router *router) {
     return router && router->policy == TR_POLICY_MLP ? &router->mlp : NULL;
 }
 
+tr_status tr_router_set_slm(tr_router *router, const tr_model *slm) {
+    if (!router || !slm) return tr_fail(TR_ERR_ARG, "tr_router_set_slm: NULL argument");
+    if (router->policy != TR_POLICY_MLP) return TR_OK;
+    const tr_model_info *info = tr_model_get_info(slm);
+    if (info->n_embd != router->mlp.slm_n_embd || info->n_vocab != router->mlp.slm_n_vocab)
+        return tr_fail(TR_ERR_ARG, "router expects an SLM with hidden size %d and %d tokens, this one has %d and %d",
+                       (int)router->mlp.slm_n_embd, (int)router->mlp.slm_n_vocab, (int)info->n_embd,
+                       (int)info->n_vocab);
+    router->mlp.slm = slm;
+    return TR_OK;
+}
+
 unsigned tr_router_features(const tr_router *router) {
     return router && router->policy == TR_POLICY_MLP ? router->mlp.features : 0;
 }
@@ -109,6 +121,9 @@ tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd
     if (n_embd != net->slm_n_embd)
         return tr_fail(TR_ERR_ARG, "router expects hidden size %d but got %d", (int)net->slm_n_embd, (int)n_embd);
     if (net->features && !logits) return tr_fail(TR_ERR_ARG, "this mlp router's features need the SLM's logits");
+    if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) && !net->slm)
+        return tr_fail(TR_ERR_STATE, "this mlp router reads the SLM's token embeddings: give it the SLM "
+                       "(tr_router_set_slm)");
     /* Without features the logits are not read (may be NULL); when given, they must still be the SLM's. */
     if (logits && n_vocab != net->slm_n_vocab)
         return tr_fail(TR_ERR_ARG, "router expects a vocabulary of %d tokens but got %d", (int)net->slm_n_vocab,

@@ -5,7 +5,7 @@
  *   tokroute-router.n_layers  u32       number of linear layers L (1..64)
  *   tokroute-router.sizes     i32[L+1]  layer widths; sizes[0] = slm.n_embd + feature inputs, sizes[L] = 1
  *   tokroute-router.features  str[]     extra inputs after the hidden state, a subset of ["maxprob", "entropy",
- *                                       "margin", "topk_logprobs"] in that order (optional; absent = none)
+ *                                       "margin", "topk_logprobs", "token_embedding"] in that order (optional)
  *   tokroute-router.topk      u32       k of topk_logprobs (1..64; required with it)
  *   tokroute-router.tau       f32       default threshold in [0, 1] (optional; absent = 0.5)
  *   tokroute-router.slm.name  str       the SLM the router was trained for (optional)
@@ -72,13 +72,15 @@ static tr_status read_features(const tr_gguf *g, unsigned *features) {
         const unsigned bit = name && strcmp(name, "topk") != 0 ? feature_from_name(name) : 0;
         if (!bit)
             return tr_fail(TR_ERR_UNSUPPORTED,
-                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk_logprobs)",
+                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk_logprobs, "
+                           "token_embedding)",
                            name ? name : "");
         /* Features enter the input in one fixed order; a file listing them otherwise would be misread. */
         if (*features & bit) return tr_fail(TR_ERR_FORMAT, "router feature '%s' is listed twice", name);
         if (*features >= bit)
             return tr_fail(TR_ERR_FORMAT,
-                           "router features must be listed in the order maxprob, entropy, margin, topk_logprobs");
+                           "router features must be listed in the order maxprob, entropy, margin, topk_logprobs, "
+                           "token_embedding");
         *features |= bit;
     }
     return TR_OK;
@@ -105,7 +107,7 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
             return tr_fail(TR_ERR_FORMAT, KEY("topk") " = %d exceeds slm.n_vocab %d", (int)topk, (int)n_vocab);
         net->topk = (int32_t)topk;
     }
-    const int32_t n_feat = tr_router_feature_width(net->features, net->topk);
+    const int32_t n_feat = tr_router_feature_width(net->features, net->topk, (int32_t)n_embd);
     if (sizes[0] != n_embd + n_feat)
         return tr_fail(TR_ERR_FORMAT, "input size %d does not match slm.n_embd %d + %d features", sizes[0],
                        (int)n_embd, n_feat);
@@ -220,9 +222,10 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
     if ((d->features & TR_FEATURE_TOPK_LOGPROBS) && (d->topk < 1 || d->topk > TR_ROUTER_TOPK_MAX))
         return tr_fail(TR_ERR_ARG, "router: topk %d is outside 1..%d", (int)d->topk, TR_ROUTER_TOPK_MAX);
     const int32_t topk = (d->features & TR_FEATURE_TOPK_LOGPROBS) ? d->topk : 0;
-    if (d->sizes[0] != d->slm_n_embd + tr_router_feature_width(d->features, topk))
+    const int32_t width = tr_router_feature_width(d->features, topk, d->slm_n_embd);
+    if (d->sizes[0] != d->slm_n_embd + width)
         return tr_fail(TR_ERR_ARG, "router: input size %d does not match slm n_embd %d + %d features",
-                       (int)d->sizes[0], (int)d->slm_n_embd, (int)tr_router_feature_width(d->features, topk));
+                       (int)d->sizes[0], (int)d->slm_n_embd, (int)width);
     if (!(d->tau >= 0 && d->tau <= 1)) return tr_fail(TR_ERR_ARG, "router: tau %g is outside [0, 1]", d->tau);
     for (int32_t i = 0; i < d->n_layers; i++) {
         if (!d->weights[i] || !d->biases[i]) return tr_fail(TR_ERR_ARG, "router: layer %d has no data", (int)i);
@@ -238,7 +241,7 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
 static tr_status write_all(tr_gguf_writer *w, const tr_mlp_router_desc *d, const char *path) {
     const char *feats[8];
     uint64_t n_feats = 0;
-    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_TOPK_LOGPROBS; bit <<= 1)
+    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_TOKEN_EMBEDDING; bit <<= 1)
         if (d->features & bit) feats[n_feats++] = tr_router_feature_name(bit);
     tr_status st = tr_gguf_writer_set_str(w, "general.architecture", ROUTER_ARCH);
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("n_layers"), (uint32_t)d->n_layers);

@@ -12,7 +12,8 @@
 #define ROUTER_MAX_LAYERS 64
 #define ROUTER_MAX_WIDTH (1 << 20)
 #define ROUTER_DEFAULT_TAU 0.5f
-#define ROUTER_FEATURE_ALL (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS)
+#define ROUTER_LOGIT_FEATURES (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS)
+#define ROUTER_FEATURE_ALL (ROUTER_LOGIT_FEATURES | TR_FEATURE_TOKEN_EMBEDDING)
 
 /* ---------------------------------------------------------------- policy.c */
 
@@ -46,6 +47,8 @@ float policy_score(tr_policy policy, const logit_stats *st);
 void router_logit_features(unsigned features, int32_t topk, const float *logits, int32_t n_vocab, float *out);
 /* The bit for a name, 0 when unknown. */
 unsigned feature_from_name(const char *name);
+/* Row id of the SLM's token embedding table as n_embd floats (TR_FEATURE_TOKEN_EMBEDDING). */
+tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out);
 
 /* ---------------------------------------------------------------- mlp.c */
 
@@ -63,6 +66,7 @@ typedef struct mlp_net {
     thread_pool *pool;         /* optional (tr_router_set_threads); not owned by the net */
     unsigned features;         /* tr_router_feature bits */
     int32_t topk;              /* k of TR_FEATURE_TOPK_LOGPROBS (0 when unused) */
+    const tr_model *slm;       /* tr_router_set_slm: token embeddings (not owned) */
     float tau;
     char *slm_name;
     int32_t slm_n_embd, slm_n_vocab;
@@ -73,7 +77,7 @@ typedef struct mlp_net {
 tr_status mlp_alloc(mlp_net *net, int32_t n_layers, const int32_t *sizes);
 void mlp_free(mlp_net *net);
 /* Forward pass. hidden has slm_n_embd entries; logits (slm_n_vocab entries) is read only when the net has
- * features. Allocates nothing. */
+ * features; the token-embedding feature needs net->slm (checked by the caller). Allocates nothing. */
 float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_t n_vocab);
 /* Forward pass over a ready input vector of sizes[0] values (training data already holds the features). */
 float mlp_forward_input(mlp_net *net, const float *input);

@@ -32,14 +32,17 @@ tr_status tr_train_data_scores(const tr_train_data *d, tr_router *router, float 
                        "has %d and %d", (int)net->slm_n_embd, (int)net->slm_n_vocab, (int)d->n_embd, (int)d->n_vocab);
     if (net->topk > d->topk)
         return tr_fail(TR_ERR_ARG, "the router reads %d top-k log-probs, the data has %d", (int)net->topk, (int)d->topk);
+    if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) && !net->slm)
+        return tr_fail(TR_ERR_STATE, "this router reads the SLM's token embeddings: give it the SLM (tr_router_set_slm)");
     float *row = malloc((size_t)net->sizes[0] * sizeof(float));
     if (!row) return tr_fail(TR_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < d->n; i++) {
-        train_input_row(d, i, net->features, net->topk, row);
+    tr_status st = TR_OK;
+    for (int64_t i = 0; st == TR_OK && i < d->n; i++) {
+        st = train_input_row(d, i, net->features, net->topk, net->slm, row);
         scores[i] = mlp_forward_input(net, row);
     }
     free(row);
-    return TR_OK;
+    return st;
 }
 
 typedef struct ranked {

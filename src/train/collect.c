@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "eval/dataset.h"
 #include "router/router_internal.h"
 #include "train/train_internal.h"
 
@@ -48,9 +49,10 @@ typedef struct collector {
     uint32_t record_bytes;
     tr_context *slm_ctx, *llm_ctx, *roll_ctx;
     tr_sampler *sampler;
-    text_examples text;
+    dataset *examples;           /* the examples of a data file (first..last) */
     int32_t *tokens;             /* [max_tokens] the example's reference */
     int32_t n_tokens;
+    int32_t n_prompt;            /* positions before it are prompt, not predicted (at least 1: BOS) */
     int32_t *cont;               /* [rollouts] */
     unsigned char *buf;          /* one example's records */
     float *feat_row;             /* [COLLECT_N_STATS + topk] */
@@ -91,17 +93,25 @@ static tr_status sample_example(collector *c, int32_t example) {
     return TR_OK;
 }
 
+static const dataset_format dataset_formats[] = {
+    [TR_DATA_TEXT] = DATASET_TEXT, [TR_DATA_CSQA] = DATASET_CSQA, [TR_DATA_GSM8K] = DATASET_GSM8K,
+    [TR_DATA_ARC] = DATASET_ARC,   [TR_DATA_MMLU] = DATASET_MMLU,
+};
+
+/* The example's reference tokens: the dataset module's prompt + target (BOS + story for text), cut to
+ * max_tokens; only target positions are predicted. */
 static tr_status load_example(collector *c, int32_t example) {
+    c->n_prompt = 1;
     if (c->p.format == TR_DATA_LLM_SAMPLE) return sample_example(c, example);
-    const char *text = c->text.text + c->text.begin[example];
-    const size_t len = c->text.end[example] - c->text.begin[example];
-    tr_tokenize_params tp = tr_tokenize_default_params();
-    int32_t n = 0;
-    tr_status st = tr_tokenize(c->vocab, text, len, &tp, c->tokens, c->p.max_tokens, &n);
-    if (st == TR_ERR_RANGE) n = c->p.max_tokens; /* longer than max_tokens: keep the first ones */
-    else if (st != TR_OK) return st;
-    tr_clear_error();
-    c->n_tokens = n;
+    const dataset_example *ex = dataset_get(c->examples, example - c->p.first);
+    if (!ex) return tr_fail(TR_ERR_RANGE, "example %d is not in the data", (int)example);
+    dataset_tokens t;
+    tr_status st = dataset_tokenize(ex, dataset_formats[c->p.format], c->vocab, c->p.chat_template, 0, &t);
+    if (st != TR_OK) return st;
+    c->n_tokens = t.n_ids < c->p.max_tokens ? t.n_ids : c->p.max_tokens;
+    memcpy(c->tokens, t.ids, (size_t)c->n_tokens * sizeof(int32_t));
+    c->n_prompt = t.n_prompt > 1 ? t.n_prompt : 1;
+    dataset_tokens_free(&t);
     return TR_OK;
 }
 
@@ -117,13 +127,13 @@ static tr_status rollout(collector *c, int32_t t, int32_t choice, int32_t *match
         st = tr_context_eval(r, c->tokens + tr_context_n_past(r), need - tr_context_n_past(r), TR_EVAL_LOGITS_NONE);
     const int32_t k = c->p.rollouts, avail = c->n_tokens - (t + 2);
     const int32_t n = k < avail ? k : avail;
-    int32_t next = choice;
-    for (int32_t j = 0; st == TR_OK && j < n; j++) {
-        if (tr_context_n_past(r) >= tr_context_n_ctx(r)) break;
+    /* n <= n_tokens - t - 2, so the cache (max_tokens positions) always holds the continuation. */
+    int32_t next = choice, done = 0;
+    for (; st == TR_OK && done < n; done++) {
         st = tr_context_eval(r, &next, 1, TR_EVAL_LOGITS_LAST);
-        if (st == TR_OK) next = c->cont[j] = tr_argmax(tr_context_logits(r, -1), c->n_vocab);
+        if (st == TR_OK) next = c->cont[done] = tr_argmax(tr_context_logits(r, -1), c->n_vocab);
     }
-    if (st == TR_OK) *matches = rollout_matches(c->cont, c->tokens + t + 2, n > 0 ? n : 0);
+    if (st == TR_OK) *matches = rollout_matches(c->cont, c->tokens + t + 2, done);
     tr_context_truncate(r, need);
     return st;
 }
@@ -143,6 +153,8 @@ static tr_status make_record(collector *c, int32_t example, int32_t position, in
     rec.slm_p_truth = prob_of(slm_logits, slse, rec.truth);
     rec.llm_p_top1 = prob_of(llm_logits, llse, rec.llm_top1);
     rec.llm_p_truth = prob_of(llm_logits, llse, rec.truth);
+    rec.llm_p_slm_top1 = prob_of(llm_logits, llse, rec.slm_top1);
+    rec.slm_p_llm_top1 = rec.llm_top1 < c->n_vocab ? prob_of(slm_logits, slse, rec.llm_top1) : 0.0f;
     router_logit_features(ROUTER_FEATURE_ALL, c->p.topk, slm_logits, c->n_vocab, c->feat_row);
     memcpy(rec.stats, c->feat_row, sizeof rec.stats);
     rec.rollout_slm = rec.rollout_llm = -1;
@@ -167,7 +179,7 @@ static tr_status teacher_forced(collector *c, int32_t example, int32_t *n_record
     tr_context_clear(c->roll_ctx);
     tr_status st = tr_context_eval(c->slm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
     if (st == TR_OK) st = tr_context_eval(c->llm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
-    for (int32_t t = 0; st == TR_OK && t + 1 < c->n_tokens; t++) {
+    for (int32_t t = c->n_prompt - 1; st == TR_OK && t + 1 < c->n_tokens; t++) {
         st = make_record(c, example, t + 1, c->tokens[t + 1], tr_context_logits(c->slm_ctx, t),
                          tr_context_hidden(c->slm_ctx, t), tr_context_logits(c->llm_ctx, t),
                          c->buf + (size_t)*n_records * c->record_bytes, true);
@@ -178,7 +190,9 @@ static tr_status teacher_forced(collector *c, int32_t example, int32_t *n_record
 
 static tr_status routed_round(collector *c, int32_t example, int32_t *n_records) {
     *n_records = 0;
-    const int32_t n_prompt = c->p.prompt_tokens < c->n_tokens ? c->p.prompt_tokens : c->n_tokens;
+    /* Question-answering examples keep their prompt; text keeps its first prompt_tokens tokens. */
+    int32_t n_prompt = c->n_prompt > 1 ? c->n_prompt : c->p.prompt_tokens;
+    if (n_prompt > c->n_tokens) n_prompt = c->n_tokens;
     if (n_prompt < 1 || c->n_tokens < 2) return TR_OK;
     tr_context_clear(c->slm_ctx);
     tr_context_clear(c->llm_ctx);
@@ -320,6 +334,7 @@ static tr_status check_params(const tr_collect_params *p) {
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d", (int)p->topk, TR_ROUTER_TOPK_MAX);
     if (p->rollouts < 0 || p->rollouts > 4096) return tr_fail(TR_ERR_ARG, "rollouts %d is outside 0..4096", (int)p->rollouts);
     if (p->first < 0) return tr_fail(TR_ERR_ARG, "the first example must be >= 0");
+    if ((int)p->format < 0 || p->format > TR_DATA_MMLU) return tr_fail(TR_ERR_ARG, "unknown data format %d", (int)p->format);
     if (p->last >= 0 && p->last < p->first) return tr_fail(TR_ERR_ARG, "empty example range %d:%d", (int)p->first, (int)p->last);
     if (p->router && !(p->tau >= 0 && p->tau <= 1)) return tr_fail(TR_ERR_ARG, "tau %g is outside [0, 1]", p->tau);
     if (p->router && p->prompt_tokens < 1) return tr_fail(TR_ERR_ARG, "round 2 needs prompt_tokens >= 1");
@@ -343,13 +358,15 @@ static tr_status setup(collector *c, const char *data_path, collect_header *h) {
     if (c->n_embd > COLLECT_MAX_EMBD) return tr_fail(TR_ERR_UNSUPPORTED, "hidden size %d is too large", (int)c->n_embd);
     int32_t n_examples = -1;
     uint64_t hash = 0;
-    if (c->p.format == TR_DATA_TEXT) {
-        if (!data_path) return tr_fail(TR_ERR_ARG, "the text format needs a data file");
-        tr_status st = text_examples_load(data_path, &c->text);
+    if (c->p.format != TR_DATA_LLM_SAMPLE) {
+        if (!data_path) return tr_fail(TR_ERR_ARG, "the %s format needs a data file", tr_data_format_name(c->p.format));
+        tr_status st = file_hash(data_path, &hash);
+        if (st == TR_OK)
+            st = dataset_load(data_path, dataset_formats[c->p.format], c->p.first, c->p.last < 0 ? -1 : c->p.last,
+                              &c->examples);
         if (st != TR_OK) return st;
-        n_examples = c->text.n;
-        hash = fnv1a64(c->text.text, c->text.size, FNV1A64_INIT);
-    } else if (c->p.format == TR_DATA_LLM_SAMPLE) {
+        n_examples = c->p.first + (int32_t)dataset_count(c->examples);
+    } else {
         if (c->p.last < 0) return tr_fail(TR_ERR_ARG, "llm-sample needs the number of examples (a range A:B)");
         tr_sampler_params sp = tr_sampler_default_params();
         sp.temperature = 1.0f;
@@ -357,9 +374,6 @@ static tr_status setup(collector *c, const char *data_path, collect_header *h) {
         sp.top_p = 1.0f;
         tr_status st = tr_sampler_create(&sp, &c->sampler);
         if (st != TR_OK) return st;
-    } else {
-        return tr_fail(TR_ERR_UNSUPPORTED, "collect for the %s format is not available in this build",
-                       tr_data_format_name(c->p.format));
     }
     if (n_examples >= 0) {
         if (c->p.last < 0 || c->p.last > n_examples) c->p.last = n_examples;
@@ -398,6 +412,7 @@ static tr_status setup(collector *c, const char *data_path, collect_header *h) {
     h->llm_n_embd = (uint32_t)li->n_embd;
     h->prompt_tokens = c->p.router ? (uint32_t)c->p.prompt_tokens : 0;
     h->tau = c->p.router ? c->p.tau : 0.0f;
+    h->chat_template = (uint32_t)c->p.chat_template;
     snprintf(h->slm_name, sizeof h->slm_name, "%s", si->name ? si->name : "");
     snprintf(h->llm_name, sizeof h->llm_name, "%s", li->name ? li->name : "");
     return TR_OK;
@@ -410,7 +425,7 @@ static void cleanup(collector *c) {
     tr_context_free(c->llm_ctx);
     tr_context_free(c->roll_ctx);
     tr_sampler_free(c->sampler);
-    text_examples_free(&c->text);
+    dataset_free(c->examples);
     free(c->tokens);
     free(c->cont);
     free(c->buf);

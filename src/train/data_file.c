@@ -40,7 +40,7 @@ uint32_t collect_record_bytes(uint32_t n_embd, uint32_t topk) { return COLLECT_R
 
 /* Header layout: magic[8] version header_bytes record_bytes n_embd n_vocab topk rollouts format round max_tokens
  * first last (u32/i32 at 8..55) seed u64 @56, data_hash u64 @64, llm_n_embd @72, prompt_tokens @76, tau f32 @80,
- * slm_name[64] @96, llm_name[64] @160, zeros to 512. */
+ * chat_template @84, slm_name[64] @96, llm_name[64] @160, zeros to 512. */
 void collect_header_encode(const collect_header *h, unsigned char *buf) {
     memset(buf, 0, COLLECT_HEADER_BYTES);
     memcpy(buf, COLLECT_MAGIC, 8);
@@ -53,6 +53,7 @@ void collect_header_encode(const collect_header *h, unsigned char *buf) {
     put_u32(buf + 72, h->llm_n_embd);
     put_u32(buf + 76, h->prompt_tokens);
     put_f32(buf + 80, h->tau);
+    put_u32(buf + 84, h->chat_template);
     memcpy(buf + 96, h->slm_name, COLLECT_NAME_BYTES);
     memcpy(buf + 160, h->llm_name, COLLECT_NAME_BYTES);
 }
@@ -80,6 +81,7 @@ tr_status collect_header_decode(const unsigned char *buf, size_t n, collect_head
     h->llm_n_embd = get_u32(buf + 72);
     h->prompt_tokens = get_u32(buf + 76);
     h->tau = get_f32(buf + 80);
+    h->chat_template = get_u32(buf + 84);
     memcpy(h->slm_name, buf + 96, COLLECT_NAME_BYTES);
     memcpy(h->llm_name, buf + 160, COLLECT_NAME_BYTES);
     h->slm_name[COLLECT_NAME_BYTES - 1] = h->llm_name[COLLECT_NAME_BYTES - 1] = '\0';
@@ -112,6 +114,8 @@ void collect_record_encode(const collect_record *r, const float *topk, const flo
     for (int i = 0; i < 7; i++) put_f32(buf + 20 + 4 * i, f[i]);
     put_u32(buf + 48, (uint32_t)r->rollout_slm);
     put_u32(buf + 52, (uint32_t)r->rollout_llm);
+    put_f32(buf + 56, r->llm_p_slm_top1);
+    put_f32(buf + 60, r->slm_p_llm_top1);
     unsigned char *p = buf + COLLECT_RECORD_FIXED;
     for (uint32_t i = 0; i < n_topk; i++, p += 4) put_f32(p, topk[i]);
     for (uint32_t i = 0; i < n_embd; i++, p += 4) put_f32(p, hidden[i]);
@@ -161,7 +165,7 @@ static tr_status data_reserve(tr_train_data *d, int64_t n) {
         if (!p) return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " positions", n);
         *ints[i] = p;
     }
-    const size_t widths[3] = {4, (size_t)d->n_feats, (size_t)d->n_embd};
+    const size_t widths[3] = {COLLECT_N_PROBS, (size_t)d->n_feats, (size_t)d->n_embd};
     float **floats[3] = {&d->probs, &d->feats, &d->hidden};
     for (int i = 0; i < 3; i++) {
         float *p = realloc(*floats[i], (size_t)cap * widths[i] * sizeof(float));
@@ -185,9 +189,9 @@ static tr_status decode_record(tr_train_data *d, const collect_header *h, const 
     const int32_t nv = (int32_t)h->n_vocab;
     if (truth < 0 || truth >= nv || s1 < 0 || s1 >= nv || l1 < 0 || l1 >= nv)
         return tr_fail(TR_ERR_FORMAT, "token id outside the vocabulary of %d in example %" PRIu32, nv, ex);
-    float *probs = d->probs + i * 4;
-    for (int k = 0; k < 4; k++) {
-        probs[k] = get_f32(p + 20 + 4 * k);
+    float *probs = d->probs + i * COLLECT_N_PROBS;
+    for (int k = 0; k < COLLECT_N_PROBS; k++) {
+        probs[k] = get_f32(k < 4 ? p + 20 + 4 * k : p + 56 + 4 * (k - 4));
         if (!is_prob(probs[k])) return tr_fail(TR_ERR_FORMAT, "probability out of [0, 1] in example %" PRIu32, ex);
     }
     float *feats = d->feats + i * d->n_feats;

@@ -3,13 +3,18 @@
  * CITER's shortcut: the SLM's top-1 equals the reference → 1 (keep the SLM's token); else the LLM's does → 0
  * (route). Where both are wrong the mode decides: dropped, 1, 0, or by rollouts — collect continued K tokens
  * greedily with the SLM after each model's token and counted positions matching the reference; the token whose
- * continuation matches more wins, ties going to the SLM (it costs nothing). Labels are computed at training time
+ * continuation matches more wins, ties going to the SLM (it costs nothing). The expected mode ignores the realized
+ * reference. The soft modes regress (1 - g) / 2 on the accuracy g routing gains (realized, -1..1; expected under the
+ * LLM's distribution, p_LLM(LLM's top-1) - p_LLM(SLM's top-1); or their mean): the metric is the SLM's accuracy
+ * plus the gains of the routed positions, so ranking by expected gain is what it rewards. Labels are computed at
+ * training time
  * from what collect stored, so one collect serves every labelling.
  */
 #include <string.h>
 #include <strings.h>
 
 #include "common/error.h"
+#include "router/router_internal.h"
 #include "train/train_internal.h"
 
 static const char *const label_names[] = {
@@ -17,6 +22,9 @@ static const char *const label_names[] = {
     [TR_LABEL_SLM] = "slm",
     [TR_LABEL_ROLLOUT] = "rollout",
     [TR_LABEL_LLM] = "llm",
+    [TR_LABEL_GAIN] = "gain",
+    [TR_LABEL_EXPECTED] = "expected",
+    [TR_LABEL_MIXED] = "mixed",
 };
 #define N_LABEL_MODES (int)(sizeof label_names / sizeof label_names[0])
 
@@ -32,7 +40,7 @@ tr_status tr_label_mode_from_name(const char *name, tr_label_mode *out) {
             return TR_OK;
         }
     }
-    return tr_fail(TR_ERR_ARG, "unknown label mode '%s' (known: drop, slm, rollout, llm)", name);
+    return tr_fail(TR_ERR_ARG, "unknown label mode '%s' (known: drop, slm, rollout, llm, gain, expected, mixed)", name);
 }
 
 int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollout_slm, int32_t rollout_llm,
@@ -45,13 +53,24 @@ int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollou
     case TR_LABEL_ROLLOUT:
         if (rollout_slm < 0 || rollout_llm < 0) return -1; /* not rolled out: nothing to decide by */
         return rollout_slm >= rollout_llm ? 1 : 0;
-    case TR_LABEL_DROP: break;
+    case TR_LABEL_DROP:
+    case TR_LABEL_GAIN:
+    case TR_LABEL_EXPECTED:
+    case TR_LABEL_MIXED: break; /* soft targets: label_of */
     }
     return -1;
 }
 
-int label_of(const tr_train_data *d, int64_t i, tr_label_mode mode) {
-    return label_rule(d->truth[i], d->slm_top1[i], d->llm_top1[i], d->rollout_slm[i], d->rollout_llm[i], mode);
+float label_of(const tr_train_data *d, int64_t i, tr_label_mode mode) {
+    if (mode == TR_LABEL_GAIN || mode == TR_LABEL_EXPECTED || mode == TR_LABEL_MIXED) {
+        const float *p = d->probs + i * COLLECT_N_PROBS;
+        const float realized = (float)(d->llm_top1[i] == d->truth[i]) - (float)(d->slm_top1[i] == d->truth[i]);
+        float expected = d->slm_top1[i] == d->llm_top1[i] ? 0.0f : p[1] - p[4];
+        expected = expected > 0 ? expected : 0.0f;
+        const float g = mode == TR_LABEL_GAIN ? realized : mode == TR_LABEL_EXPECTED ? expected : 0.5f * (realized + expected);
+        return 0.5f * (1.0f - g);
+    }
+    return (float)label_rule(d->truth[i], d->slm_top1[i], d->llm_top1[i], d->rollout_slm[i], d->rollout_llm[i], mode);
 }
 
 int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n) {
@@ -60,7 +79,8 @@ int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n) {
     return m;
 }
 
-void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, float *out) {
+tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, const tr_model *slm,
+                          float *out) {
     memcpy(out, d->hidden + i * d->n_embd, (size_t)d->n_embd * sizeof(float));
     float *o = out + d->n_embd;
     const float *f = d->feats + i * d->n_feats;
@@ -69,4 +89,5 @@ void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32
     if (features & TR_FEATURE_MARGIN) *o++ = f[2];
     if (features & TR_FEATURE_TOPK_LOGPROBS)
         for (int32_t k = 0; k < topk; k++) *o++ = f[COLLECT_N_STATS + k];
+    return (features & TR_FEATURE_TOKEN_EMBEDDING) ? slm_token_embedding(slm, d->slm_top1[i], o) : TR_OK;
 }

@@ -1,6 +1,6 @@
 /* train_internal.h — what the files of src/train share: the collected-data file format (data_file.c), the
- * in-memory training data (data_file.c), labels (labels.c), example sources (examples.c) and the trainer's
- * network (trainer.c).
+ * in-memory training data (data_file.c), labels (labels.c), data format names (examples.c) and the trainer's
+ * network (trainer_internal.h). Examples are read by the evaluation's dataset module (src/eval/dataset.h).
  *
  * A collect folder holds two files (docs/train.md):
  *   positions.bin  a 512-byte header (collect_header) then fixed-size records, one per predicted position,
@@ -27,6 +27,7 @@
 #define COLLECT_LAST_OFFSET 52     /* header byte offset of `last` (the one field a resume may change) */
 #define COLLECT_MAX_EMBD (1 << 16)
 #define COLLECT_N_STATS 3          /* maxprob, entropy, margin */
+#define COLLECT_N_PROBS 6
 #define COLLECT_DATA_FILE "positions.bin"
 #define COLLECT_INDEX_FILE "index.bin"
 
@@ -40,6 +41,7 @@ typedef struct collect_header {
     uint64_t data_hash;            /* FNV-1a 64 of the dataset file (0: none) */
     uint32_t llm_n_embd, prompt_tokens;
     float tau;
+    uint32_t chat_template;        /* tr_chat_template the question-answering prompts were rendered with */
     char slm_name[COLLECT_NAME_BYTES], llm_name[COLLECT_NAME_BYTES];
 } collect_header;
 
@@ -50,6 +52,8 @@ typedef struct collect_record {
     float slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth;
     float stats[COLLECT_N_STATS];  /* maxprob, entropy (H / ln V), margin: router_logit_features' values */
     int32_t rollout_slm, rollout_llm; /* reference matches of the K-token continuations (-1: not rolled out) */
+    float llm_p_slm_top1;          /* the LLM's probability of the SLM's top-1 token */
+    float slm_p_llm_top1;          /* the SLM's probability of the LLM's top-1 token */
 } collect_record;
 
 uint32_t collect_record_bytes(uint32_t n_embd, uint32_t topk);
@@ -69,7 +73,8 @@ struct tr_train_data {
     int64_t n, cap;
     int32_t n_groups;
     int32_t *group, *truth, *slm_top1, *llm_top1, *rollout_slm, *rollout_llm;
-    float *probs;                  /* [n][4]: slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth */
+    float *probs;                  /* [n][COLLECT_N_PROBS]: slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth,
+                                      llm_p_slm_top1, slm_p_llm_top1 */
     float *feats;                  /* [n][n_feats] */
     float *hidden;                 /* [n][n_embd] */
     char slm_name[COLLECT_NAME_BYTES];
@@ -77,29 +82,25 @@ struct tr_train_data {
 
 /* ---------------------------------------------------------------- labels.c */
 
-/* Label of position i under a mode: 1 (SLM preferred), 0 (LLM preferred) or -1 (dropped). */
-int label_of(const tr_train_data *d, int64_t i, tr_label_mode mode);
+/* Training target of position i under a mode: 1 (SLM preferred), 0 (LLM preferred), in between for the expected
+ * mode, or -1 (dropped). */
+float label_of(const tr_train_data *d, int64_t i, tr_label_mode mode);
 /* Label from the raw values (exposed for collect's statistics and tests of the rule). */
 int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollout_slm, int32_t rollout_llm,
                tr_label_mode mode);
 /* Positions j in [0, n) where cont[j] == ref[j]. */
 int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n);
 
-/* Input row of position i as a router with these features reads it: hidden state, then the chosen features. */
-void train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, float *out);
+/* Input row of position i as a router with these features reads it: hidden state, then the chosen features (the
+ * token embedding from slm, which may be NULL without that feature). */
+tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, const tr_model *slm,
+                          float *out);
 
 /* ---------------------------------------------------------------- examples.c */
 
-/* The examples of a text file: byte ranges [begin, end) of each story, whitespace trimmed. */
-typedef struct text_examples {
-    char *text;
-    size_t size;
-    size_t *begin, *end;
-    int32_t n;
-} text_examples;
-tr_status text_examples_load(const char *path, text_examples *out);
-void text_examples_free(text_examples *ex);
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h);
 #define FNV1A64_INIT 0xcbf29ce484222325ull
+/* FNV-1a 64 of a whole file (collect records which data file it read). */
+tr_status file_hash(const char *path, uint64_t *hash);
 
 #endif /* TR_TRAIN_INTERNAL_H */

@@ -54,6 +54,7 @@ static tr_status prepare_data(trainer *t) {
     const tr_train_data *d = t->d;
     int64_t n_lab = 0;
     for (int64_t i = 0; i < d->n; i++) n_lab += label_of(d, i, t->p.labels) >= 0;
+    const bool soft = t->p.labels == TR_LABEL_GAIN || t->p.labels == TR_LABEL_EXPECTED || t->p.labels == TR_LABEL_MIXED;
     if (n_lab == 0) return tr_fail(TR_ERR_ARG, "no labelled positions (label mode %s)", tr_label_mode_name(t->p.labels));
     t->x = malloc((size_t)n_lab * (size_t)t->n_in * sizeof(float));
     t->y = malloc((size_t)n_lab * sizeof(float));
@@ -66,25 +67,27 @@ static tr_status prepare_data(trainer *t) {
         return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " training positions", n_lab);
     int64_t k = 0, n1 = 0;
     for (int64_t i = 0; i < d->n; i++) {
-        const int label = label_of(d, i, t->p.labels);
+        const float label = label_of(d, i, t->p.labels);
         if (label < 0) continue;
-        train_input_row(d, i, t->p.features, t->p.topk, t->x + k * t->n_in);
-        t->y[k] = (float)label;
+        const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.slm, t->x + k * t->n_in);
+        if (st != TR_OK) return st;
+        t->y[k] = label;
         if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
             t->val_idx[t->n_val++] = k;
         } else {
             t->train_idx[t->n_train++] = k;
-            n1 += label;
+            n1 += label >= 0.5f;
         }
         k++;
     }
     t->n_lab = n_lab;
     const int64_t n0 = t->n_train - n1;
-    if (t->n_train == 0 || n1 == 0 || n0 == 0)
+    if (t->n_train == 0 || (!soft && (n1 == 0 || n0 == 0)))
         return tr_fail(TR_ERR_ARG, "the training split needs both labels (%" PRId64 " SLM-preferred, %" PRId64
                        " LLM-preferred positions)", n1, n0);
-    const float w1 = t->p.class_weights ? (float)((double)t->n_train / (2.0 * (double)n1)) : 1.0f;
-    const float w0 = t->p.class_weights ? (float)((double)t->n_train / (2.0 * (double)n0)) : 1.0f;
+    const bool weighted = t->p.class_weights && !soft;
+    const float w1 = weighted ? (float)((double)t->n_train / (2.0 * (double)n1)) : 1.0f;
+    const float w0 = weighted ? (float)((double)t->n_train / (2.0 * (double)n0)) : 1.0f;
     for (int64_t i = 0; i < n_lab; i++) t->w[i] = t->y[i] > 0.5f ? w1 : w0;
     /* Mean and deviation over the training split, in double. */
     for (int32_t c = 0; c < t->n_in; c++) {
@@ -210,8 +213,16 @@ static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, double *lo
 /* ---------------------------------------------------------------- setup, epochs, output */
 
 static tr_status check_params(const tr_train_params *p, const tr_train_data *d) {
-    if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS))
+    if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN |
+                                  TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING))
         return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
+    if (p->features & TR_FEATURE_TOKEN_EMBEDDING) {
+        if (!p->slm) return tr_fail(TR_ERR_ARG, "the token_embedding feature needs the SLM (params.slm, --slm)");
+        const tr_model_info *info = tr_model_get_info(p->slm);
+        if (info->n_embd != d->n_embd || info->n_vocab != d->n_vocab)
+            return tr_fail(TR_ERR_ARG, "the SLM given (hidden size %d, %d tokens) is not the one the data was collected "
+                           "with (%d, %d)", (int)info->n_embd, (int)info->n_vocab, (int)d->n_embd, (int)d->n_vocab);
+    }
     if ((p->features & TR_FEATURE_TOPK_LOGPROBS) && (p->topk < 1 || p->topk > d->topk))
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d (the data's)", (int)p->topk, (int)d->topk);
     if (p->labels == TR_LABEL_ROLLOUT && d->rollouts < 1)
@@ -228,7 +239,7 @@ static tr_status setup(trainer *t) {
     const tr_train_data *d = t->d;
     const int32_t topk = (t->p.features & TR_FEATURE_TOPK_LOGPROBS) ? t->p.topk : 0;
     t->p.topk = topk;
-    t->n_in = d->n_embd + tr_router_feature_width(t->p.features, topk);
+    t->n_in = d->n_embd + tr_router_feature_width(t->p.features, topk, d->n_embd);
     int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1], n_layers = 0;
     sizes[0] = t->n_in;
     for (int i = 0; i < 8 && t->p.hidden[i] > 0; i++) {

@@ -284,7 +284,8 @@ static void test_all_features_round_trip(void **state) {
     const unsigned all = TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS;
     const tr_mlp_router_desc desc = {.n_layers = 1, .sizes = sizes, .weights = weights, .biases = biases,
                                      .features = all, .tau = 0.5f, .slm_n_embd = 2, .slm_n_vocab = 5, .topk = 3};
-    assert_int_equal(tr_router_feature_width(all, 3), 6);
+    assert_int_equal(tr_router_feature_width(all, 3, 2), 6);
+    assert_int_equal(tr_router_feature_width(all | TR_FEATURE_TOKEN_EMBEDDING, 3, 2), 8);
     const char *path = temp_path(".gguf");
     assert_int_equal(tr_router_write_mlp(&desc, path), TR_OK);
     tr_router *r = NULL;

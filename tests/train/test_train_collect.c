@@ -2,7 +2,8 @@
  * (stopped by its progress callback, or cut mid-example as by a crash) resumes to files identical to an
  * uninterrupted one; a resume with other settings is refused; stored rollout counts equal a greedy continuation
  * recomputed here; stored features score exactly as the router scores the SLM's live logits; LLM sampling is
- * reproducible for a seed; text files split at <|endoftext|> lines; hostile data files are rejected. */
+ * reproducible for a seed; question-answering examples store only their answer's positions; hostile data files
+ * are rejected. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,8 @@
 #include <cmocka.h>
 
 #include "support/fixtures.h"
+#include "eval/dataset.h"
+#include "router/router_internal.h"
 #include "train/train_internal.h"
 #include "tokroute.h"
 
@@ -220,10 +223,63 @@ static void test_rollouts_and_features_match_a_recomputation(void **state) {
                          TR_OK);
         assert_float_equal(live, stored[i], 1e-6);
     }
-    tr_context_free(ctx);
-    free(stored);
     tr_router_free(r);
     unlink(path);
+
+    /* With the token embedding too (input 39 + 32): it needs the SLM, then scores stored and live alike. */
+    const int32_t sizes2[2] = {n_in + 32, 1};
+    float w2[71], b2[1] = {-0.2f};
+    for (int i = 0; i < 71; i++) w2[i] = 0.04f * (float)((i * 13) % 9 - 4);
+    const float *ws2[1] = {w2}, *bs2[1] = {b2};
+    tr_mlp_router_desc desc2 = desc;
+    desc2.n_layers = 1;
+    desc2.sizes = sizes2;
+    desc2.weights = ws2;
+    desc2.biases = bs2;
+    desc2.features |= TR_FEATURE_TOKEN_EMBEDDING;
+    assert_int_equal(tr_router_write_mlp(&desc2, path), TR_OK);
+    assert_int_equal(tr_router_load(path, tr_model_get_info(slm), &r), TR_OK);
+    unlink(path);
+    float live = -1;
+    assert_int_equal(tr_router_score(r, tr_context_hidden(ctx, 0), 32, tr_context_logits(ctx, 0), 512, &live),
+                     TR_ERR_STATE);
+    assert_non_null(strstr(tr_last_error(), "tr_router_set_slm"));
+    assert_int_equal(tr_train_data_scores(d, r, stored), TR_ERR_STATE);
+    assert_int_equal(tr_router_set_slm(r, llm), TR_ERR_ARG); /* another hidden size */
+    assert_int_equal(tr_router_set_slm(r, slm), TR_OK);
+    assert_int_equal(tr_train_data_scores(d, r, stored), TR_OK);
+    for (int32_t i = 0; i < 39; i++) {
+        assert_int_equal(tr_router_score(r, tr_context_hidden(ctx, i), 32, tr_context_logits(ctx, i), 512, &live),
+                         TR_OK);
+        assert_float_equal(live, stored[i], 1e-6);
+    }
+    /* The embedding read is the top-1 token's row of the SLM's table: a hand dot product agrees. */
+    const float *h0 = tr_context_hidden(ctx, 0), *l0 = tr_context_logits(ctx, 0);
+    float row[32];
+    assert_int_equal(slm_token_embedding(slm, tr_argmax(l0, 512), row), TR_OK);
+    double z = b2[0];
+    for (int k = 0; k < 32; k++) z += w2[k] * h0[k];
+    for (int k = 0; k < 7; k++) z += w2[32 + k] * d->feats[k]; /* stored maxprob, entropy, margin, top-4 */
+    for (int k = 0; k < 32; k++) z += w2[39 + k] * row[k];
+    assert_int_equal(tr_router_score(r, h0, 32, l0, 512, &live), TR_OK);
+    assert_float_equal(live, 1.0 / (1.0 + exp(-z)), 1e-5);
+    tr_router_free(r);
+
+    /* Training with it needs the SLM. */
+    tr_train_params tp = tr_train_default_params();
+    tp.features |= TR_FEATURE_TOKEN_EMBEDDING;
+    tp.topk = 4;
+    tp.epochs = 1;
+    tp.n_threads = 1;
+    assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_ERR_ARG);
+    assert_non_null(strstr(tr_last_error(), "needs the SLM"));
+    tp.slm = llm;
+    assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_ERR_ARG);
+    tp.slm = slm;
+    assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_OK);
+    unlink(path);
+    tr_context_free(ctx);
+    free(stored);
     tr_train_data_free(d);
     remove_dir(dir);
     free(dir);
@@ -252,9 +308,9 @@ static void test_llm_samples_are_reproducible(void **state) {
     free(y);
     p.last = -1; /* sampling needs a count */
     assert_int_equal(tr_collect(slm, llm, NULL, c, &p, NULL), TR_ERR_ARG);
-    p.format = TR_DATA_GSM8K;
+    p.format = TR_DATA_GSM8K; /* a data file is needed */
     p.last = 2;
-    assert_int_equal(tr_collect(slm, llm, shared_path("data/gsm8k/test.jsonl"), c, &p, NULL), TR_ERR_UNSUPPORTED);
+    assert_int_equal(tr_collect(slm, llm, NULL, c, &p, NULL), TR_ERR_ARG);
     remove_dir(a);
     remove_dir(b);
     remove_dir(c);
@@ -263,27 +319,46 @@ static void test_llm_samples_are_reproducible(void **state) {
     free(c);
 }
 
-static void test_text_examples_split(void **state) {
+/* Question answering: only the target's positions are stored, with the dataset module's prompt and target. */
+static void test_question_answering_targets(void **state) {
     (void)state;
-    const char *path = temp_path(".txt");
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs("  First story.\nSecond line.\n<|endoftext|>\n\n<|endoftext|>\r\nThird <|endoftext|> inline\r\n"
-          "<|endoftext|>\nlast without separator", f);
-    fclose(f);
-    text_examples ex;
-    assert_int_equal(text_examples_load(path, &ex), TR_OK);
-    assert_int_equal(ex.n, 3);
-    assert_int_equal(ex.end[0] - ex.begin[0], strlen("First story.\nSecond line."));
-    assert_memory_equal(ex.text + ex.begin[1], "Third <|endoftext|> inline", ex.end[1] - ex.begin[1]);
-    assert_memory_equal(ex.text + ex.begin[2], "last without separator", ex.end[2] - ex.begin[2]);
-    text_examples_free(&ex);
-    unlink(path);
-    assert_int_equal(text_examples_load("/nonexistent/stories.txt", &ex), TR_ERR_IO);
-    /* The TinyStories file has 1000 stories. */
-    assert_int_equal(text_examples_load(stories(), &ex), TR_OK);
-    assert_int_equal(ex.n, 1000);
-    text_examples_free(&ex);
+    char *dir = fresh_dir();
+    tr_collect_params p = small_params();
+    p.format = TR_DATA_CSQA;
+    p.first = 3;
+    p.last = 6;
+    p.max_tokens = 256;
+    p.rollouts = 0;
+    const char *path = shared_path("data/commonsenseqa/dev_rand_split.jsonl");
+    tr_collect_stats st;
+    assert_int_equal(tr_collect(slm, llm, path, dir, &p, &st), TR_OK);
+    assert_int_equal(st.n_examples, 3);
+    dataset *ds = NULL;
+    assert_int_equal(dataset_load(path, DATASET_CSQA, 3, 6, &ds), TR_OK);
+    int64_t expected = 0;
+    int32_t first_target[3];
+    for (int64_t e = 0; e < 3; e++) {
+        dataset_tokens t;
+        assert_int_equal(dataset_tokenize(dataset_get(ds, e), DATASET_CSQA, tr_model_vocab(slm), TR_CHAT_NONE, 0, &t),
+                         TR_OK);
+        assert_true(t.n_prompt > 10 && t.n_ids > t.n_prompt);
+        expected += t.n_ids - t.n_prompt;
+        first_target[e] = t.ids[t.n_prompt];
+        dataset_tokens_free(&t);
+    }
+    dataset_free(ds);
+    assert_int_equal(st.n_positions, expected);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    assert_int_equal(d->n, expected);
+    assert_int_equal(d->truth[0], first_target[0]); /* the first stored position is the answer's first token */
+    tr_train_data_free(d);
+    /* A range past the file's end is refused with the count. */
+    p.first = 1220;
+    p.last = 1300;
+    assert_int_equal(tr_collect(slm, llm, path, dir, &p, NULL), TR_ERR_RANGE);
+    remove_dir(dir);
+    free(dir);
 }
 
 /* ---------------------------------------------------------------- hostile files */
@@ -392,7 +467,7 @@ int main(void) {
         cmocka_unit_test(test_resume_gives_identical_files),
         cmocka_unit_test(test_rollouts_and_features_match_a_recomputation),
         cmocka_unit_test(test_llm_samples_are_reproducible),
-        cmocka_unit_test(test_text_examples_split),
+        cmocka_unit_test(test_question_answering_targets),
         cmocka_unit_test(test_hostile_data_files_rejected),
     };
     return cmocka_run_group_tests(tests, load_models, free_models);
