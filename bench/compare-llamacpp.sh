@@ -56,9 +56,11 @@ for c in "${list[@]}"; do
     "$tokroute" synth --shape "$shape" --type "$type" -o "$file.tmp" >/dev/null && mv "$file.tmp" "$file"
   fi
   echo "[$i/${#list[@]}] $shape $type: llama-bench" >&2
-  lj=$("$bin/llama-bench" -m "$file" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json 2>/dev/null)
+  lj=$("$bin/llama-bench" -m "$file" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json 2>/dev/null) ||
+    { echo "compare-llamacpp: llama-bench failed on $file (rerun it by hand to see why)" >&2; exit 1; }
   echo "[$i/${#list[@]}] $shape $type: tokroute bench" >&2
-  tj=$("$tokroute" bench -m "$file" -t "$threads" --prompt "$pp" --gen "$tg" --reps "$reps" --json 2>/dev/null)
+  tj=$("$tokroute" bench -m "$file" -t "$threads" --prompt "$pp" --gen "$tg" --reps "$reps" --json) ||
+    { echo "compare-llamacpp: tokroute bench failed on $file" >&2; exit 1; }
   printf '%s\t%s\t%s\t%s\n' "$shape" "$type" "$(echo "$lj" | tr -d '\n')" "$tj" >>"$results"
 done
 

@@ -1,10 +1,11 @@
-/* matmul_x16_avx2.c — AVX2 tiles for weights in the interleaved X16 layout (repack.c). A 64-byte word of the layout
- * holds 4 bytes of each of 16 rows; AVX2 takes it as two 32-byte halves of 8 rows, each lane one row, so the
- * activation word is broadcast once per half and the 8 results leave with one store.
+/* matmul_x16_avx2.c — AVX2 tiles for weights in the interleaved X16 layout (repack.c): Q4_0, Q5_0, Q8_0 and the
+ * K-quants. A 64-byte word of the layout holds 4 bytes of each of 16 rows; AVX2 takes it as two 32-byte halves of 8
+ * rows, each lane one row, so the activation word is broadcast once per half and the 8 results leave with one
+ * store.
  *
  * Without VNNI the byte products go through vpmaddubsw (unsigned × signed bytes → saturating 16-bit pair sums) and
  * vpmaddwd against ones. Pair sums stay below 2^15 for nibbles, 5- and 6-bit values; signed Q8_0 weights use the
- * sign trick (|w| × sign(x, w)), so nothing saturates. Offsets (-8, -32) and minimums come back through the
+ * sign trick (|w| × sign(x, w)), so nothing saturates. Offsets (-8, -16, -32) and minimums come back through the
  * activation sums as in the AVX-512 tiles. */
 #include "kernels/blocks.h"
 #include "kernels/matmul_impl.h"
@@ -55,11 +56,27 @@ INLINE void store_rows(const mm_args *a, int64_t r, int64_t i, int h, const int 
     _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) _mm256_storeu_ps(a->y + (i + ii) * a->ldy + r + 8 * h, acc[ii]);
 }
 
-/* ---------------------------------------------------------------- Q4_0, Q8_0 × Q8_0 */
+/* ---------------------------------------------------------------- 32-element blocks × Q8_0 / Q8_1 */
 
-INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI, const bool q8) {
+enum { K_Q4_0, K_Q5_0, K_Q8_0 };
+
+/* 0xFF in byte j where bit j of m is set: the Q5 fifth bits of 8 rows × 4 bytes (repack.c's masks). */
+INLINE __m256i bits_to_bytes(uint32_t m) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                            3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)m), spread);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* Activations: Q8_0 SoA with int32 block sums (offset types) or plain (Q8_0: signed weights need no offset).
+ * (Q4_1 and Q5_1 have no AVX2 tiles of their own to share an activation format with: they stay plain here.) */
+INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI, const int kind) {
     const int64_t nb = a->cols / 32;
-    const size_t col_bytes = q8 ? 16 * sizeof(block_q8_0) : 16 * sizeof(block_q4_0);
+    const bool five = kind == K_Q5_0;
+    const size_t col_bytes = 16 * (kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : 22);
+    const size_t masks_at = 32, qs_at = masks_at + (five ? 64 : 0);
+    const int offset = kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
     const uint8_t *grp = a->w + (size_t)r * a->w_stride;
     const int8_t *xq[4];
     const float *xd[4];
@@ -68,17 +85,17 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const i
     _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
         xq[ii] = (const int8_t *)(a->x + (size_t)(i + ii) * a->x_stride);
         xd[ii] = (const float *)(xq[ii] + a->cols);
-        xs[ii] = (const int32_t *)(xd[ii] + nb); /* Q4_0 only: its activations carry block sums */
+        xs[ii] = (const int32_t *)(xd[ii] + nb);
         acc[ii] = _mm256_setzero_ps();
     }
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
         if (NI == 1 && h == 0) prefetch_col(col, col_bytes);
         const __m256 wd = f16x8(col, h);
         __m256i isum[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm256_setzero_si256();
-        if (q8) {
+        if (kind == K_Q8_0) {
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
                 const __m256i w = half_word(col + 32, c, h), aw = _mm256_abs_epi8(w);
                 _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
@@ -86,8 +103,15 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const i
             }
         } else {
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
-                const __m256i q = half_word(col + 32, c, h);
-                const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                const __m256i q = half_word(col + qs_at, c, h);
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (five) {
+                    uint32_t mlo, mhi; /* rows 8h..8h+7: the half of each 64-bit mask */
+                    memcpy(&mlo, col + masks_at + 8 * (2 * c) + 4 * h, 4);
+                    memcpy(&mhi, col + masks_at + 8 * (2 * c + 1) + 4 * h, 4);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(bits_to_bytes(mlo), m10));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(bits_to_bytes(mhi), m10));
+                }
                 _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
                     isum[ii] = dot4(isum[ii], lo, bcast32(xq[ii] + 32 * b + 4 * c));
                     isum[ii] = dot4(isum[ii], hi, bcast32(xq[ii] + 32 * b + 16 + 4 * c));
@@ -96,16 +120,18 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const i
         }
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
             __m256i s = isum[ii];
-            if (!q8) s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * xs[ii][b]));
+            if (offset) s = _mm256_sub_epi32(s, _mm256_set1_epi32(xs[ii][b] * offset));
             acc[ii] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd, _mm256_set1_ps(xd[ii][b])), acc[ii]);
         }
     }
     store_rows(a, r, i, h, NI, acc);
 }
 
-INLINE void q4_0_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI) { w32_x16_micro(a, r, i, h, NI, false); }
-INLINE void q8_0_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI) { w32_x16_micro(a, r, i, h, NI, true); }
+INLINE void q4_0_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI) { w32_x16_micro(a, r, i, h, NI, K_Q4_0); }
+INLINE void q5_0_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI) { w32_x16_micro(a, r, i, h, NI, K_Q5_0); }
+INLINE void q8_0_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI) { w32_x16_micro(a, r, i, h, NI, K_Q8_0); }
 DEFINE_X16_TILE(q4_0_x16)
+DEFINE_X16_TILE(q5_0_x16)
 DEFINE_X16_TILE(q8_0_x16)
 
 /* ---------------------------------------------------------------- Q4_K, Q5_K × Q8_K */
@@ -231,10 +257,12 @@ DEFINE_X16_TILE(q6_k_x16)
 /* ---------------------------------------------------------------- table */
 
 void mm_isa_avx2_x16(mm_isa *isa) {
-    /* Q4_0 reads activations with block sums (its plain tile reads the same rows); Q8_0 needs none. */
-    isa->k[TR_TYPE_Q4_0].quant = quantize_q8_0_soa_sums;
-    isa->k[TR_TYPE_Q4_0].x_row_bytes = q8_0_soa_sums_row_bytes;
+    /* Q4_0 and Q5_0 read activations with block sums (their plain tiles read the same rows); Q8_0 needs none. */
+    isa->k[TR_TYPE_Q4_0].quant = isa->k[TR_TYPE_Q5_0].quant = quantize_q8_0_soa_sums;
+    isa->k[TR_TYPE_Q4_0].x_row_bytes = isa->k[TR_TYPE_Q5_0].x_row_bytes = q8_0_soa_sums_row_bytes;
     isa->k[TR_TYPE_Q4_0].tile_x16 = tile_q4_0_x16;
+    isa->k[TR_TYPE_Q5_0].tile_x16 = tile_q5_0_x16;
+
     isa->k[TR_TYPE_Q8_0].tile_x16 = tile_q8_0_x16;
     isa->k[TR_TYPE_Q4_K].tile_x16 = tile_q4_k_x16;
     isa->k[TR_TYPE_Q5_K].tile_x16 = tile_q5_k_x16;

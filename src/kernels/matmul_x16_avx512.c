@@ -1,7 +1,7 @@
 /* matmul_x16_avx512.c — AVX-512 VNNI tiles for weights in the interleaved X16 layout (repack.c): 16 rows per
  * group, each 64-byte load holding one 4-byte word of every row. Lane r of every accumulator belongs to row r, so
  * an activation word is broadcast once for 16 rows (vpdpbusd with a {1to16} operand) and the 16 results leave
- * with one store, never reduced across lanes. Each micro-tile takes NI tokens (up to 4) so an unpacked weight
+ * with one store, never reduced across lanes. Each micro-tile takes NI tokens (up to 8) so an unpacked weight
  * vector also serves several tokens in prefill.
  *
  * Weights go in vpdpbusd's unsigned slot: nibbles and 5/6-bit values are unsigned already, and Q8_0's signed
@@ -34,20 +34,21 @@ INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {
     for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T0);
 }
 
-/* Runs micro(a, r, i, NI) over the tile: NI = 4 tokens at a time, then single tokens. */
-#define DEFINE_X16_TILE(name)                                                                                \
-    static void name##_x4(const mm_args *a, int64_t r, int64_t i) { name##_micro(a, r, i, 4); }           \
+/* Runs micro(a, r, i, NI) over the tile: NT tokens at a time (as many as the accumulators fit in registers), then
+ * single tokens. */
+#define DEFINE_X16_TILE(name, NT)                                                                            \
+    static void name##_xn(const mm_args *a, int64_t r, int64_t i) { name##_micro(a, r, i, NT); }          \
     static void name##_x1(const mm_args *a, int64_t r, int64_t i) { name##_micro(a, r, i, 1); }           \
     static void tile_##name(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {            \
         for (int64_t r = r0; r < r1; r += 16) {                                                             \
             int64_t i = i0;                                                                                 \
-            for (; i + 4 <= i1; i += 4) name##_x4(a, r, i);                                                 \
+            for (; i + NT <= i1; i += NT) name##_xn(a, r, i);                                               \
             for (; i < i1; i++) name##_x1(a, r, i);                                                         \
         }                                                                                                   \
     }
 
 INLINE void store_rows(const mm_args *a, int64_t r, int64_t i, const int NI, const __m512 *acc) {
-    _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) _mm512_storeu_ps(a->y + (i + ii) * a->ldy + r, acc[ii]);
+    _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) _mm512_storeu_ps(a->y + (i + ii) * a->ldy + r, acc[ii]);
 }
 
 /* ---------------------------------------------------------------- 32-element blocks × Q8_0 / Q8_1 */
@@ -63,11 +64,11 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
     const size_t masks_at = with_m ? 64 : 32, qs_at = masks_at + (five ? 64 : 0);
     const int offset = kind == K_Q8_0 ? 128 : kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
     const uint8_t *grp = a->w + (size_t)r * a->w_stride;
-    const int8_t *xq[4];
-    const float *xd[4], *xm[4];
-    const int32_t *xs[4];
-    __m512 acc[4];
-    _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
+    const int8_t *xq[8];
+    const float *xd[8], *xm[8];
+    const int32_t *xs[8];
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) {
         xq[ii] = (const int8_t *)(a->x + (size_t)(i + ii) * a->x_stride);
         xd[ii] = (const float *)(xq[ii] + a->cols);
         xs[ii] = (const int32_t *)(xd[ii] + nb);
@@ -79,12 +80,12 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
         const uint8_t *col = grp + (size_t)b * col_bytes;
         if (NI == 1) prefetch_col(col, col_bytes);
         const __m512 wd = f16x16(col);
-        __m512i isum[4];
-        _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
+        __m512i isum[8];
+        _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
         if (kind == K_Q8_0) {
             _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
                 const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(col + 32 + 64 * c), flip);
-                _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
+                _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++)
                     isum[ii] = _mm512_dpbusd_epi32(isum[ii], w, bcast32(xq[ii] + 32 * b + 4 * c));
             }
         } else {
@@ -98,14 +99,14 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
                     lo = _mm512_mask_add_epi8(lo, (__mmask64)mlo, lo, sixteen);
                     hi = _mm512_mask_add_epi8(hi, (__mmask64)mhi, hi, sixteen);
                 }
-                _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
+                _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) {
                     isum[ii] = _mm512_dpbusd_epi32(isum[ii], lo, bcast32(xq[ii] + 32 * b + 4 * c));
                     isum[ii] = _mm512_dpbusd_epi32(isum[ii], hi, bcast32(xq[ii] + 32 * b + 16 + 4 * c));
                 }
             }
         }
         const __m512 wm = with_m ? f16x16(col + 32) : _mm512_setzero_ps();
-        _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
+        _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) {
             __m512i s = isum[ii];
             /* sum (w_u - off) x = sum w_u x - off * sum x */
             if (offset) s = _mm512_sub_epi32(s, _mm512_set1_epi32(xs[ii][b] * offset));
@@ -121,11 +122,11 @@ INLINE void q5_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI)
 INLINE void q8_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q8_0); }
 INLINE void q4_1_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q4_1); }
 INLINE void q5_1_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q5_1); }
-DEFINE_X16_TILE(q4_0_x16)
-DEFINE_X16_TILE(q5_0_x16)
-DEFINE_X16_TILE(q8_0_x16)
-DEFINE_X16_TILE(q4_1_x16)
-DEFINE_X16_TILE(q5_1_x16)
+DEFINE_X16_TILE(q4_0_x16, 8)
+DEFINE_X16_TILE(q5_0_x16, 8)
+DEFINE_X16_TILE(q8_0_x16, 8)
+DEFINE_X16_TILE(q4_1_x16, 8)
+DEFINE_X16_TILE(q5_1_x16, 8)
 
 /* ---------------------------------------------------------------- Q4_K, Q5_K × Q8_K */
 
@@ -207,8 +208,8 @@ INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, c
 
 INLINE void q4_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, false); }
 INLINE void q5_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, true); }
-DEFINE_X16_TILE(q4_k_x16)
-DEFINE_X16_TILE(q5_k_x16)
+DEFINE_X16_TILE(q4_k_x16, 4)
+DEFINE_X16_TILE(q5_k_x16, 4)
 
 /* ---------------------------------------------------------------- Q6_K × Q8_K */
 
@@ -257,7 +258,7 @@ INLINE void q6_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI)
     }
     store_rows(a, r, i, NI, acc);
 }
-DEFINE_X16_TILE(q6_k_x16)
+DEFINE_X16_TILE(q6_k_x16, 4)
 
 /* ---------------------------------------------------------------- table */
 
