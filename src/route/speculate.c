@@ -37,6 +37,10 @@
 #define WIDTH_MAX 8
 #define DEEP_WIDTH 2 /* candidates at routed positions after the requested one, on the SLM's own path */
 #define KNOWN_MAX (TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 2)
+/* Drafting happens before the request leaves, so it adds to this round trip: it may take at most this fraction of
+ * the round trips observed so far (a moving average; 50 ms assumed before the first answer). */
+#define DRAFT_TIME_FRACTION 0.3
+#define FIRST_RTT_MS 50.0
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -63,6 +67,8 @@ typedef struct spec_state {
     double t_sent;
     tr_llm_draft draft;       /* the draft of the request in flight */
     int32_t draft_q0;         /* the position the draft was built for */
+    int32_t draft_budget;     /* tokens this draft may hold (draft_tokens, or fewer when the SLM is slow) */
+    double rtt_ms, slm_token_ms; /* moving averages: a call's round trip, one SLM token */
     known k;
 } spec_state;
 
@@ -73,6 +79,7 @@ static tr_status slm_advance(spec_state *s) {
     const double t0 = route_now_ms();
     tr_status st = tr_context_eval(r->slm, &r->seq[r->len - 1], 1, TR_EVAL_LOGITS_LAST);
     r->slm_pending_ms = route_now_ms() - t0;
+    s->slm_token_ms = s->slm_token_ms > 0 ? 0.9 * s->slm_token_ms + 0.1 * r->slm_pending_ms : r->slm_pending_ms;
     return st;
 }
 
@@ -166,7 +173,7 @@ static int32_t draft_used(const spec_state *s) { return s->draft.start[s->draft.
 /* A new branch under parent (-1: the requested position), or -1 when the draft is full or parent unrecorded. */
 static int32_t draft_open(spec_state *s, int32_t parent, bool root) {
     tr_llm_draft *d = &s->draft;
-    if ((!root && parent < 0) || d->n_branches == TR_DRAFT_BRANCHES_MAX || draft_used(s) >= s->draft_tokens) return -1;
+    if ((!root && parent < 0) || d->n_branches == TR_DRAFT_BRANCHES_MAX || draft_used(s) >= s->draft_budget) return -1;
     d->parent[d->n_branches] = root ? -1 : parent;
     d->start[d->n_branches + 1] = d->start[d->n_branches];
     return d->n_branches++;
@@ -175,7 +182,7 @@ static int32_t draft_open(spec_state *s, int32_t parent, bool root) {
 /* Appends a token to branch b (the last opened); false when the draft is full (b then ends). */
 static bool draft_push(spec_state *s, int32_t b, int32_t id) {
     tr_llm_draft *d = &s->draft;
-    if (b < 0 || b != d->n_branches - 1 || draft_used(s) >= s->draft_tokens) return false;
+    if (b < 0 || b != d->n_branches - 1 || draft_used(s) >= s->draft_budget) return false;
     d->tokens[d->start[b + 1]++] = id;
     return true;
 }
@@ -192,7 +199,7 @@ static tr_status explore(spec_state *s, int32_t parent, bool root, int32_t pos, 
     for (int32_t m = n - 1; m >= 0; m--) {
         const bool main = on_main && m == 0;
         const int32_t reserve = main ? 0 : span_end - pos;
-        if (!main && draft_used(s) + reserve + 1 > s->draft_tokens) continue;
+        if (!main && draft_used(s) + reserve + 1 > s->draft_budget) continue;
         tr_status st = TR_OK;
         if (tr_context_n_past(r->slm) > pos && (st = tr_context_truncate(r->slm, pos)) != TR_OK) return st;
         r->len = pos;
@@ -202,7 +209,10 @@ static tr_status explore(spec_state *s, int32_t parent, bool root, int32_t pos, 
         r->seq[r->len++] = node->cand[m];
         if ((st = slm_advance(s)) != TR_OK) return st;
         while (r->len < span_end && can_decide(s)) {
-            if (!main && draft_used(s) + reserve >= s->draft_tokens) break;
+            /* Alternatives stop at their budget; the main path where the draft is full (it goes on after the
+             * request has left, while the answer travels). */
+            if (!main && draft_used(s) + reserve >= s->draft_budget) break;
+            if (main && b < 0) break;
             pending p;
             if ((st = decide(s, &p)) != TR_OK) return st;
             p.spec = true;
@@ -246,6 +256,9 @@ static tr_status send(spec_state *s, const pending *p) {
     const int32_t q = s->n_conf;
     memset(&s->draft, 0, sizeof s->draft);
     s->draft_q0 = q;
+    const double rtt_ms = s->rtt_ms > 0 ? s->rtt_ms : FIRST_RTT_MS;
+    const double affordable = s->slm_token_ms > 0 ? DRAFT_TIME_FRACTION * rtt_ms / s->slm_token_ms : 1e9;
+    s->draft_budget = affordable < s->draft_tokens ? (affordable >= 1 ? (int32_t)affordable : 1) : s->draft_tokens;
     tr_status st = TR_OK;
     if (p) { /* fresh: explore the tree; its main path becomes the branch */
         s->br[q] = *p;
@@ -309,6 +322,7 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
     tr_route_token tok = s->br[s->req_pos].tok;
     tok.llm_ms = route_now_ms() - s->t_sent;
     tok.wait_ms = waited_ms;
+    if (call_st == TR_OK) s->rtt_ms = s->rtt_ms > 0 ? 0.8 * s->rtt_ms + 0.2 * tok.llm_ms : tok.llm_ms;
     tr_status st = route_llm_outcome(r, &tok, call_st, rep.id, rep.logprob);
     if (st != TR_OK) return st; /* the branch is never shown */
     if (!tok.llm_unavailable) {
