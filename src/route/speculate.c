@@ -23,8 +23,9 @@
  * re-evaluates a position), the SLM's draws are seeded by position, and every LLM token used is one the backend
  * computed for exactly the prefix in question (the table's check), greedy or drawn from (seed, position). So the
  * tokens equal the synchronous loop's whatever the timing of the answers and whatever the draft holds — the draft
- * only decides how many positions one call answers. After a failure the circuit breaker's state depends on time,
- * so which later tokens fall back can differ. */
+ * only decides how many positions one call answers. A backend that answers a drafted candidate but verifies
+ * nothing (it ignores drafts, or the context is full) gets no more drafts in this run. After a failure the circuit
+ * breaker's state depends on time, so which later tokens fall back can differ. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,6 +330,10 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
         if (tok.id == tok.slm_id) r->stats->n_spec_agree++;
         else r->stats->n_spec_disagree++;
         learn(s, s->req_pos, &rep);
+        /* The answer selects a root branch yet nothing was verified: a backend that does not verify drafts
+         * (--openai, --llamacpp). Stop drafting for it rather than spend SLM work on every request. */
+        if (s->draft.n_branches > 0 && rep.n_verify == 0 && draft_child(&s->draft, -1, rep.id) >= 0)
+            s->draft_tokens = 0;
     }
     return confirm(s, &tok, go_on);
 }

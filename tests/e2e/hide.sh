@@ -114,6 +114,16 @@ print(f"tau 0.9: --sync {a['llm_calls']} calls, default {b['llm_calls']} calls +
       f"({b['draft_hits']} from drafts)")
 PY
 
+# A backend that ignores drafts (--openai against the same server) gets one draft, then none: same tokens.
+ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 --sync --no-summary 2>/dev/null)
+got=$(gen --openai "$url" -p "Once upon a time" --threshold 0.9 --summary-json 2>"$tmp/oa.json")
+[ "$got" == "$ref" ] || fail "--openai with drafts: $got != --sync $ref"
+python3 - "$tmp/oa.json" <<'PY' || fail "drafting went on for a backend that ignores drafts: $(cat "$tmp/oa.json")"
+import json, sys
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert s["llm_calls"] > 3 and 0 < s["draft_tokens_sent"] <= 96 * 3 and s["draft_hits"] == 0, s
+PY
+
 # 3. The server dies while the loop speculates: fallback finishes on the SLM, gap marked, bounded in time.
 # (tau 0.9 routes about half the tokens, so branches of SLM tokens are in flight; lookahead off keeps it slow enough.)
 ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 -n 60 --sync --no-summary 2>/dev/null)
