@@ -39,9 +39,11 @@
 #define DEEP_WIDTH 2 /* candidates at routed positions after the requested one, on the SLM's own path */
 #define KNOWN_MAX (TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 2)
 /* Drafting happens before the request leaves, so it adds to this round trip: it may take at most this fraction of
- * the round trips observed so far (a moving average; 50 ms assumed before the first answer). */
+ * the round trips observed so far (a moving average; 50 ms assumed before the first answer). The token budget
+ * follows from the SLM's measured time per token (8 tokens before it is known), and a deadline enforces it. */
 #define DRAFT_TIME_FRACTION 0.3
 #define FIRST_RTT_MS 50.0
+#define FIRST_DRAFT_TOKENS 8
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -69,6 +71,7 @@ typedef struct spec_state {
     tr_llm_draft draft;       /* the draft of the request in flight */
     int32_t draft_q0;         /* the position the draft was built for */
     int32_t draft_budget;     /* tokens this draft may hold (draft_tokens, or fewer when the SLM is slow) */
+    double draft_deadline_ms; /* drafting stops here */
     double rtt_ms, slm_token_ms; /* moving averages: a call's round trip, one SLM token */
     known k;
 } spec_state;
@@ -171,21 +174,29 @@ static tr_status drain(spec_state *s, bool *go_on) {
 
 static int32_t draft_used(const spec_state *s) { return s->draft.start[s->draft.n_branches]; }
 
-/* A new branch under parent (-1: the requested position), or -1 when the draft is full or parent unrecorded. */
-static int32_t draft_open(spec_state *s, int32_t parent, bool root) {
-    tr_llm_draft *d = &s->draft;
-    if ((!root && parent < 0) || d->n_branches == TR_DRAFT_BRANCHES_MAX || draft_used(s) >= s->draft_budget) return -1;
-    d->parent[d->n_branches] = root ? -1 : parent;
-    d->start[d->n_branches + 1] = d->start[d->n_branches];
-    return d->n_branches++;
-}
-
-/* Appends a token to branch b (the last opened); false when the draft is full (b then ends). */
+/* Appends a token to branch b (the last opened); false when the draft is full or drafting is out of time. */
 static bool draft_push(spec_state *s, int32_t b, int32_t id) {
     tr_llm_draft *d = &s->draft;
     if (b < 0 || b != d->n_branches - 1 || draft_used(s) >= s->draft_budget) return false;
+    if (route_now_ms() > s->draft_deadline_ms) {
+        s->draft_budget = draft_used(s); /* out of time: the draft is full */
+        return false;
+    }
     d->tokens[d->start[b + 1]++] = id;
     return true;
+}
+
+/* A new branch under parent (root: under the requested position) starting with first; -1 when the draft is full,
+ * out of time, or parent was never recorded. A branch is never left empty. */
+static int32_t draft_open(spec_state *s, int32_t parent, bool root, int32_t first) {
+    tr_llm_draft *d = &s->draft;
+    if ((!root && parent < 0) || d->n_branches == TR_DRAFT_BRANCHES_MAX) return -1;
+    d->parent[d->n_branches] = root ? -1 : parent;
+    d->start[d->n_branches + 1] = d->start[d->n_branches];
+    const int32_t b = d->n_branches++;
+    if (draft_push(s, b, first)) return b;
+    d->n_branches--;
+    return -1;
 }
 
 /* Explores the candidates of the routed position pos (the SLM holds seq[0..pos)): for each, the SLM's own
@@ -204,9 +215,8 @@ static tr_status explore(spec_state *s, int32_t parent, bool root, int32_t pos, 
         tr_status st = TR_OK;
         if (tr_context_n_past(r->slm) > pos && (st = tr_context_truncate(r->slm, pos)) != TR_OK) return st;
         r->len = pos;
-        int32_t b = draft_open(s, parent, root);
+        int32_t b = draft_open(s, parent, root, node->cand[m]);
         if (!main && b < 0) continue;
-        if (!draft_push(s, b, node->cand[m])) b = -1;
         r->seq[r->len++] = node->cand[m];
         if ((st = slm_advance(s)) != TR_OK) return st;
         while (r->len < span_end && can_decide(s)) {
@@ -239,13 +249,13 @@ static tr_status explore(spec_state *s, int32_t parent, bool root, int32_t pos, 
 static void draft_from_branch(spec_state *s) {
     route_run *r = s->r;
     int32_t b = -1;
-    bool root = true;
     for (int32_t q = s->n_conf; q < r->len && q < s->n_conf + s->draft_span; q++) {
+        const bool root = q == s->n_conf;
         if (root || s->br[q].routed) {
-            b = draft_open(s, b, root);
-            root = false;
+            if ((b = draft_open(s, b, root, r->seq[q])) < 0) break;
+        } else if (!draft_push(s, b, r->seq[q])) {
+            break;
         }
-        if (!draft_push(s, b, r->seq[q])) break;
     }
 }
 
@@ -258,8 +268,10 @@ static tr_status send(spec_state *s, const pending *p) {
     memset(&s->draft, 0, sizeof s->draft);
     s->draft_q0 = q;
     const double rtt_ms = s->rtt_ms > 0 ? s->rtt_ms : FIRST_RTT_MS;
-    const double affordable = s->slm_token_ms > 0 ? DRAFT_TIME_FRACTION * rtt_ms / s->slm_token_ms : 1e9;
+    const double affordable =
+        s->slm_token_ms > 0 ? DRAFT_TIME_FRACTION * rtt_ms / s->slm_token_ms : FIRST_DRAFT_TOKENS;
     s->draft_budget = affordable < s->draft_tokens ? (affordable >= 1 ? (int32_t)affordable : 1) : s->draft_tokens;
+    s->draft_deadline_ms = route_now_ms() + DRAFT_TIME_FRACTION * rtt_ms;
     tr_status st = TR_OK;
     if (p) { /* fresh: explore the tree; its main path becomes the branch */
         s->br[q] = *p;
