@@ -44,6 +44,9 @@
 #define DRAFT_TIME_FRACTION 0.3
 #define FIRST_RTT_MS 50.0
 #define FIRST_DRAFT_TOKENS 8
+/* Lookahead costs the LLM one pass per token, in the same call: it is asked only for as many tokens as take at most
+ * this fraction of the observed round trip (the LLM's reported time per lookahead token; all before it reports). */
+#define LOOKAHEAD_TIME_FRACTION 0.3
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -67,12 +70,14 @@ typedef struct spec_state {
     pending *br;              /* indexed by position */
     bool in_flight;
     int32_t req_pos;
+    int32_t branch_at_send;   /* r->len when the request left */
     double t_sent;
     tr_llm_draft draft;       /* the draft of the request in flight */
     int32_t draft_q0;         /* the position the draft was built for */
     int32_t draft_budget;     /* tokens this draft may hold (draft_tokens, or fewer when the SLM is slow) */
     double draft_deadline_ms; /* drafting stops here */
     double rtt_ms, slm_token_ms; /* moving averages: a call's round trip, one SLM token */
+    double la_token_ms;       /* moving average: the LLM's time per lookahead token (0: not reported) */
     known k;
 } spec_state;
 
@@ -286,9 +291,15 @@ static tr_status send(spec_state *s, const pending *p) {
         draft_from_branch(s);
     }
     const bool has_draft = s->draft.n_branches > 0;
-    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, s->lookahead)) != TR_OK) return st;
+    int32_t lookahead = s->lookahead;
+    if (s->la_token_ms > 0 && s->rtt_ms > 0 && lookahead > LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
+        lookahead = (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms) > 1
+                        ? (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
+                        : 1; /* one still measures the LLM's pace */
+    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, lookahead)) != TR_OK) return st;
     s->in_flight = true;
     s->req_pos = q;
+    s->branch_at_send = r->len;
     s->t_sent = route_now_ms();
     return TR_OK;
 }
@@ -336,6 +347,10 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
     tok.llm_ms = route_now_ms() - s->t_sent;
     tok.wait_ms = waited_ms;
     if (call_st == TR_OK) s->rtt_ms = s->rtt_ms > 0 ? 0.8 * s->rtt_ms + 0.2 * tok.llm_ms : tok.llm_ms;
+    if (call_st == TR_OK && rep.n_lookahead > 0 && rep.lookahead_ms > 0) {
+        const double per_token = rep.lookahead_ms / rep.n_lookahead;
+        s->la_token_ms = s->la_token_ms > 0 ? 0.8 * s->la_token_ms + 0.2 * per_token : per_token;
+    }
     tr_status st = route_llm_outcome(r, &tok, call_st, rep.id, rep.logprob);
     if (st != TR_OK) return st; /* the branch is never shown */
     if (!tok.llm_unavailable) {
@@ -356,8 +371,11 @@ static tr_status step(spec_state *s, bool *go_on) {
     if (st != TR_OK || !*go_on) return st;
     if (s->n_conf < r->len) { /* waiting on the routed position n_conf */
         if (!s->in_flight) return send(s, NULL);
+        /* The branch drafted before sending may be longer; speculation while waiting adds at most depth beyond it. */
         const int32_t limit = s->depth > s->draft_span ? s->depth : s->draft_span;
-        if (tr_llm_ready(r->llm) || r->len - s->n_conf > limit || !can_decide(s)) return await_answer(s, go_on);
+        if (tr_llm_ready(r->llm) || r->len - s->n_conf >= limit || r->len - s->branch_at_send >= s->depth ||
+            !can_decide(s))
+            return await_answer(s, go_on);
         pending *p = &s->br[r->len]; /* keep decoding on the SLM's proposals meanwhile */
         if ((st = decide(s, p)) != TR_OK) return st;
         p->spec = true;

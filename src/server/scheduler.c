@@ -418,6 +418,7 @@ static void *worker_main(void *arg) {
             j->fed += chunk;
             j->res->n_evaluated += chunk;
             j->res->eval_ms += dt;
+            if (j->main_done && !j->walking) j->res->lookahead_ms += dt; /* it fed a lookahead token */
             if (j->fed < j->n_feed) continue;
             if (take_logits(s, j, s->logits + (size_t)b * n_vocab)) {
                 j->res->queue_ms = j->t_start_ms - j->t_enqueue_ms;

@@ -140,6 +140,10 @@ static tr_status parse_reply(session_backend *b, const http_response *resp, tr_l
                 break;
             call->lookahead_ids[call->n_lookahead++] = (int32_t)x->valuedouble;
         }
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(j, "timings");
+        const cJSON *la_ms = cJSON_GetObjectItemCaseSensitive(tm, "lookahead_ms");
+        if (cJSON_IsNumber(la_ms) && la_ms->valuedouble > 0 && la_ms->valuedouble < 1e9)
+            call->lookahead_ms = la_ms->valuedouble;
         /* The draft walk: malformed entries end it (backend.c then checks it against the draft). */
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "verify");
         const int n_v = call->draft && cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
