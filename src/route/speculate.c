@@ -45,8 +45,10 @@
 #define FIRST_RTT_MS 50.0
 #define FIRST_DRAFT_TOKENS 8
 /* Lookahead costs the LLM one pass per token, in the same call: it is asked only for as many tokens as take at most
- * this fraction of the observed round trip (the LLM's reported time per lookahead token; all before it reports). */
+ * this fraction of the observed round trip (from the LLM's reported time per lookahead token; 2 before it reports,
+ * all when it never reports). */
 #define LOOKAHEAD_TIME_FRACTION 0.3
+#define FIRST_LOOKAHEAD 2 /* before the LLM's pace is known */
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -77,7 +79,7 @@ typedef struct spec_state {
     int32_t draft_budget;     /* tokens this draft may hold (draft_tokens, or fewer when the SLM is slow) */
     double draft_deadline_ms; /* drafting stops here */
     double rtt_ms, slm_token_ms; /* moving averages: a call's round trip, one SLM token */
-    double la_token_ms;       /* moving average: the LLM's time per lookahead token (0: not reported) */
+    double la_token_ms;       /* moving average: the LLM's time per lookahead token (0: not yet; -1: never) */
     known k;
 } spec_state;
 
@@ -291,7 +293,7 @@ static tr_status send(spec_state *s, const pending *p) {
         draft_from_branch(s);
     }
     const bool has_draft = s->draft.n_branches > 0;
-    int32_t lookahead = s->lookahead;
+    int32_t lookahead = s->la_token_ms != 0 || s->lookahead < FIRST_LOOKAHEAD ? s->lookahead : FIRST_LOOKAHEAD;
     if (s->la_token_ms > 0 && s->rtt_ms > 0 && lookahead > LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
         lookahead = (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms) > 1
                         ? (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
@@ -350,6 +352,8 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
     if (call_st == TR_OK && rep.n_lookahead > 0 && rep.lookahead_ms > 0) {
         const double per_token = rep.lookahead_ms / rep.n_lookahead;
         s->la_token_ms = s->la_token_ms > 0 ? 0.8 * s->la_token_ms + 0.2 * per_token : per_token;
+    } else if (call_st == TR_OK && rep.n_lookahead > 0 && s->la_token_ms == 0) {
+        s->la_token_ms = -1; /* a backend that does not report its pace: ask for all */
     }
     tr_status st = route_llm_outcome(r, &tok, call_st, rep.id, rep.logprob);
     if (st != TR_OK) return st; /* the branch is never shown */
