@@ -194,7 +194,8 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
                     const int32_t n_path = draft_walk(call->draft, answers, call->n_verify, path);
                     const tr_llm_draft *d = call->draft;
                     for (int32_t i = 0; i < n_path; i++)
-                        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++) extra[n_extra++] = d->tokens[k];
+                        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++)
+                            extra[n_extra++] = d->tokens[k];
                     if (n_path > 0) last = call->verify_ids[n_path - 1];
                     if (n_path < call->n_verify) call->n_lookahead = 0; /* the server is out of step: trust none */
                     call->n_verify = n_path;
