@@ -107,6 +107,7 @@ static tr_status decide(spec_state *s, pending *p) {
     if (st != TR_OK || !p->routed) return st;
     const float *logits = tr_context_logits(r->slm, -1);
     p->cand[p->n_cand++] = p->tok.slm_id;
+    if (s->draft_tokens <= 0) return TR_OK;
     const int32_t want = s->draft_width > DEEP_WIDTH ? s->draft_width : DEEP_WIDTH;
     while (p->n_cand < want && p->n_cand < r->n_vocab) { /* the next best not yet taken */
         int32_t best = -1;
