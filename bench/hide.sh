@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# hide.sh — what speculation + lookahead save on the demo pair (stories-student SLM, stories260K LLM, embedded, with
-# a simulated round trip): per simulated RTT (50, 170 ms) and routed share (maxprob tau chosen for ≈5/10/20%),
-# --sync vs the default (speculate-depth 8, lookahead 4) and lookahead 16: blocking round trips per 100 tokens and mean time between
-# tokens; the RTT-induced part of it is TBT minus the same run's TBT at RTT 0. Also the SLM/LLM agreement rate at
-# routed positions (from --sync traces: slm_id == id), which bounds what speculation alone can keep.
-# usage: bench/hide.sh [BUILD_DIR] [SHARED_DIR] [N_TOKENS]
+# hide.sh — what hiding the round trip saves: --sync vs the default for a remote LLM (speculation, draft
+# verification, lookahead), embedded LLM with a simulated round trip (--simulate-rtt 50 and 170 ms), routed ≈5/10/20%.
+# Per row: blocking round trips per 100 tokens, mean time between tokens (TBT) and its RTT-induced part (TBT minus
+# the --sync TBT of the same tau at RTT 0), the cut vs --sync, the SLM/LLM agreement at routed positions (from the
+# --sync traces: slm_id == id), routed tokens answered without a call (of them from drafts), and the cost: SLM and
+# LLM tokens evaluated per 100 generated tokens (discarded drafts and lookahead included). Every default run's ids are
+# compared with --sync's ("OUTPUT DIFFERS" on stderr otherwise).
+#
+# Pairs: demo (stories-student SLM, stories260K LLM; maxprob tau 0.16/0.18/0.26 ≈ 5/10/20% routed) and synth (random
+# weights of real shapes made by `tokroute synth`: qwen2.5-0.5b SLM, qwen2.5-1.5b LLM, q4_k; tau = the 5/10/20th
+# percentile of the SLM's maxprob scores in a --sync run at tau 0). Random weights agree by chance only, so the
+# synth rows show what speculation and drafting cost and save with real per-token compute, not real agreement.
+# usage: bench/hide.sh [BUILD_DIR] [SHARED_DIR] [demo|synth|all] [N_TOKENS]
 set -euo pipefail
 build=${1:-build}
 shared=${2:-../shared}
-n=${3:-128}
-slm=$shared/models/stories-student.gguf
-llm=$shared/models/stories260K.gguf
+which=${3:-all}
+n_arg=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-prompts=("Once upon a time" "Tom and his dog went to the park." "The little bird" "Lily wanted to")
-run() { # tau rtt mode-flags... → one summary-json line per prompt in $tmp/out, traces in $tmp/trace.N
+
+run() { # tau rtt flags... → summary lines in $tmp/out, traces in $tmp/trace.N, ids in $tmp/ids.N
   local tau=$1 rtt=$2
   shift 2
   : >"$tmp/out"
@@ -26,14 +32,13 @@ run() { # tau rtt mode-flags... → one summary-json line per prompt in $tmp/out
     i=$((i + 1))
   done
 }
-summ() { # label → "routed% blocking/100 tbt agree" from $tmp/out and traces
+summ() { # → "routed% blocking/100 tbt agree hits draft_hits slm/100 llm/100"
   python3 - "$tmp" "${#prompts[@]}" <<'PY'
 import json, sys, os
 tmp, n_p = sys.argv[1], int(sys.argv[2])
 rows = [json.loads(l) for l in open(os.path.join(tmp, "out")) if l.startswith("{")]
-tok = sum(r["n_tokens"] for r in rows)
-routed = sum(r["n_routed"] for r in rows)
-blocking = sum(r["llm_blocking"] for r in rows)
+s = lambda k: sum(r[k] for r in rows)
+tok = s("n_tokens")
 tbt = sum(r["mean_tbt_ms"] * (r["n_tokens"] - 1) for r in rows) / sum(r["n_tokens"] - 1 for r in rows)
 agree = n_routed = 0
 for i in range(n_p):
@@ -42,36 +47,63 @@ for i in range(n_p):
         if t["source"] == "llm" and t.get("slm_id") is not None:
             n_routed += 1
             agree += t["slm_id"] == t["id"]
-hits = sum(r["lookahead_hits"] for r in rows)
-print(f"{100.0 * routed / tok:.1f} {100.0 * blocking / tok:.2f} {tbt:.3f} {agree}/{n_routed} {hits}")
+print(f"{100.0 * s('n_routed') / tok:.1f} {100.0 * s('llm_blocking') / tok:.2f} {tbt:.3f} {agree}/{n_routed} "
+      f"{s('lookahead_hits')} {s('draft_hits')} {100.0 * s('slm_evaluated') / tok:.0f} "
+      f"{100.0 * s('llm_evaluated') / tok:.0f}")
 PY
 }
-printf "%-5s %-6s %-8s %13s %8s %10s %12s %10s %14s\n" rtt tau routed% "loop" "block/100" "TBT ms" "RTT-TBT ms" "cut" "agree@routed"
-for tau in 0.16 0.18 0.26; do
-  run "$tau" 0 --sync
-  read -r _ _ base _ _ <<<"$(summ)"
-  for rtt in 50 170; do
-    run "$tau" "$rtt" --sync
-    read -r pct b_sync tbt_sync agree _ <<<"$(summ)"
-    for i in "${!prompts[@]}"; do cp "$tmp/ids.$i" "$tmp/sync.$i"; done
-    python3 - "$rtt" "$tau" "$pct" "$b_sync" "$tbt_sync" "$base" "$agree" <<'PY'
+header() {
+  printf "%-6s %-4s %-9s %-7s %-8s %9s %9s %11s %6s %12s %11s %9s\n" pair rtt tau routed% loop block/100 "TBT ms" \
+    "RTT-TBT ms" cut agree@routed "hits(dr)" slm/llm
+}
+bench_pair() { # name taus...
+  local name=$1
+  shift
+  for tau in "$@"; do
+    run "$tau" 0 --sync
+    read -r _ _ base _ <<<"$(summ)"
+    for rtt in 50 170; do
+      run "$tau" "$rtt" --sync
+      read -r pct b_sync tbt_sync agree _ _ slm_s llm_s <<<"$(summ)"
+      for i in "${!prompts[@]}"; do cp "$tmp/ids.$i" "$tmp/sync.$i"; done
+      printf "%-6s %-4s %-9s %-7s %-8s %9s %9.2f %11.2f %6s %12s %11s %9s\n" "$name" "$rtt" "$tau" "$pct" --sync \
+        "$b_sync" "$tbt_sync" "$(python3 -c "print(f'{$tbt_sync - $base:.2f}')")" "" "$agree" "" "$slm_s/$llm_s"
+      run "$tau" "$rtt"
+      read -r _ b_hide tbt_hide _ hits dhits slm_h llm_h <<<"$(summ)"
+      for i in "${!prompts[@]}"; do cmp -s "$tmp/ids.$i" "$tmp/sync.$i" || echo "OUTPUT DIFFERS: $name tau $tau rtt $rtt prompt $i" >&2; done
+      python3 - "$b_hide" "$tbt_hide" "$base" "$tbt_sync" "$hits($dhits)" "$slm_h/$llm_h" <<'PY'
 import sys
-rtt, tau, pct, bs, ts, base, agree = sys.argv[1:]
-ts, base = float(ts), float(base)
-print(f"{rtt:<5} {tau:<6} {pct:<8} {'--sync':>13} {bs:>8} {ts:>10.2f} {ts - base:>12.2f} {'':>10} {agree:>14}")
-PY
-    for flags in "" "--lookahead 16"; do
-      # shellcheck disable=SC2086
-      run "$tau" "$rtt" $flags
-      read -r _ b_hide tbt_hide _ hits <<<"$(summ)"
-      for i in "${!prompts[@]}"; do cmp -s "$tmp/ids.$i" "$tmp/sync.$i" || echo "OUTPUT DIFFERS for prompt $i" >&2; done
-      python3 - "$b_hide" "$tbt_hide" "$base" "$tbt_sync" "$hits" "${flags:-default}" <<'PY'
-import sys
-bh, th, base, ts, hits, label = sys.argv[1:]
+bh, th, base, ts, hits, cost = sys.argv[1:]
 th, base, ts = float(th), float(base), float(ts)
 cut = 100.0 * (1 - (th - base) / (ts - base)) if ts > base else 0.0
-print(f"{'':<5} {'':<6} {'':<8} {label:>13} {bh:>8} {th:>10.2f} {th - base:>12.2f} {cut:>9.0f}% {'(' + hits + ' la hits)':>14}")
+print(f"{'':<6} {'':<4} {'':<9} {'':<7} {'default':<8} {bh:>9} {th:>9.2f} {th - base:>11.2f} {cut:>5.0f}% {'':>12} {hits:>11} {cost:>9}")
 PY
     done
   done
-done
+}
+
+header
+if [ "$which" = demo ] || [ "$which" = all ]; then
+  slm=$shared/models/stories-student.gguf
+  llm=$shared/models/stories260K.gguf
+  n=${n_arg:-128}
+  prompts=("Once upon a time" "Tom and his dog went to the park." "The little bird" "Lily wanted to")
+  bench_pair demo 0.16 0.18 0.26
+fi
+if [ "$which" = synth ] || [ "$which" = all ]; then
+  dir=${TR_SYNTH_DIR:-$tmp}
+  slm=$dir/synth-qwen2.5-0.5b-q4_k.gguf
+  llm=$dir/synth-qwen2.5-1.5b-q4_k.gguf
+  [ -s "$slm" ] || "$build/tokroute" synth --shape qwen2.5-0.5b --type q4_k -o "$slm" >/dev/null 2>&1
+  [ -s "$llm" ] || "$build/tokroute" synth --shape qwen2.5-1.5b --type q4_k --seed 2 -o "$llm" >/dev/null 2>&1
+  n=${n_arg:-48}
+  prompts=("Once upon a time" "The little bird")
+  run 0 0 --sync
+  read -r t5 t10 t20 <<<"$(python3 - "$tmp" "${#prompts[@]}" <<'PY'
+import json, sys, os
+s = sorted(json.loads(l)["score"] for i in range(int(sys.argv[2])) for l in open(os.path.join(sys.argv[1], f"trace.{i}")))
+print(*(f"{s[int(len(s) * q)]:.7f}" for q in (0.05, 0.10, 0.20)))
+PY
+)"
+  bench_pair synth "$t5" "$t10" "$t20"
+fi

@@ -729,6 +729,7 @@ typedef struct tr_llm_reply {
      * the previous answer does not select. */
     int32_t verify[TR_DRAFT_BRANCHES_MAX];
     int32_t n_verify;
+    double lookahead_ms;    /* the LLM's time spent computing the lookahead (0 when unknown) */
 } tr_llm_reply;
 /* Copies tokens and starts the call. TR_ERR_STATE when a request is already in flight. */
 tr_status tr_llm_start(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t lookahead);
@@ -761,6 +762,7 @@ typedef struct tr_llm_call {
     const tr_llm_draft *draft; /* in: a draft tree to walk after id (NULL: none; see tr_llm_draft) */
     int32_t *verify_ids;     /* out: room for TR_DRAFT_BRANCHES_MAX answers along the walk */
     int32_t n_verify;        /* out: how many (preset to 0); lookahead then follows the last of them */
+    double lookahead_ms;     /* out: time spent computing the lookahead (preset to 0: unknown) */
 } tr_llm_call;
 
 typedef struct tr_llm_backend_ops {
@@ -815,7 +817,7 @@ typedef struct tr_route_token {
     size_t text_len;
     float logprob;        /* log-probability of id under the model that produced it (NAN when unknown) */
     bool llm_unavailable; /* routed, but the LLM failed: the SLM's proposal was used (source is TR_SOURCE_SLM) */
-    bool lookahead_hit;   /* routed, and taken from an earlier call's lookahead: no round trip */
+    bool lookahead_hit;   /* routed, and answered by an earlier call (its lookahead or draft walk): no round trip */
     double wait_ms;       /* time the loop blocked on the LLM before this token was confirmed */
 } tr_route_token;
 
@@ -846,17 +848,19 @@ typedef struct tr_route_params {
     tr_llm_failure on_llm_failure; /* default TR_LLM_FAILURE_FALLBACK (llm mode has no SLM proposal: error) */
     tr_abort_fn abort_fn;          /* optional: polled between prefill chunks, tokens and inside LLM calls */
     void *abort_user;
-    /* Hiding the round trip (joint mode; both 0 = the synchronous loop, the default). While a routed request is in
-     * flight the SLM keeps decoding up to speculate_depth tokens on its own proposal; tokens are shown only once
-     * confirmed, and a differing LLM answer rolls the SLM back. Each routed call also asks for lookahead further
-     * greedy LLM tokens; a later routed position whose prefix still equals that continuation takes its token from
-     * it without a call. With a greedy LLM the tokens are identical to the synchronous loop's. */
+    /* Hiding the round trip (joint mode; all 0 = the synchronous loop, the default). While a routed request is in
+     * flight the SLM keeps decoding up to speculate_depth tokens (or draft_span, if larger) on its own proposals;
+     * tokens are shown only once confirmed, and a differing LLM answer rolls the SLM back. Each routed call also
+     * asks for lookahead further greedy LLM tokens after its last answer; a later routed position whose prefix
+     * still equals what a reply assumed takes its token from it without a call. The tokens are identical to the
+     * synchronous loop's (greedy LLM, or one drawing from (seed, position)). */
     int32_t speculate_depth;       /* 0..1024 */
     int32_t lookahead;             /* 0..TR_LOOKAHEAD_MAX */
     /* Draft verification: a routed request carries a tree of up to draft_tokens SLM-drafted tokens covering the
      * next draft_span positions (the SLM's own continuation, plus draft_width - 1 alternatives at the requested
-     * position and at most 2 at later routed ones), and the LLM answers every routed position along the branch it
-     * agrees with in the same call. 0: off. Needs speculate_depth or lookahead set to take effect. */
+     * position and 1 at later routed ones), and the LLM answers every routed position along the branch it agrees
+     * with in the same call. Drafting before a request leaves is capped at 30% of the observed round trip, so a
+     * slow SLM drafts fewer tokens. 0: off. */
     int32_t draft_tokens;          /* 0..TR_DRAFT_TOKENS_MAX */
     int32_t draft_span;            /* 0..TR_DRAFT_TOKENS_MAX (0: draft_tokens) */
     int32_t draft_width;           /* 1..8 candidates at the requested position (0: 1) */

@@ -23,8 +23,9 @@
  * re-evaluates a position), the SLM's draws are seeded by position, and every LLM token used is one the backend
  * computed for exactly the prefix in question (the table's check), greedy or drawn from (seed, position). So the
  * tokens equal the synchronous loop's whatever the timing of the answers and whatever the draft holds — the draft
- * only decides how many positions one call answers. After a failure the circuit breaker's state depends on time,
- * so which later tokens fall back can differ. */
+ * only decides how many positions one call answers. A backend that answers a drafted candidate but verifies
+ * nothing (it ignores drafts, or the context is full) gets no more drafts in this run. After a failure the circuit
+ * breaker's state depends on time, so which later tokens fall back can differ. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,17 @@
 #define WIDTH_MAX 8
 #define DEEP_WIDTH 2 /* candidates at routed positions after the requested one, on the SLM's own path */
 #define KNOWN_MAX (TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 2)
+/* Drafting happens before the request leaves, so it adds to this round trip: it may take at most this fraction of
+ * the round trips observed so far (a moving average; 50 ms assumed before the first answer). The token budget
+ * follows from the SLM's measured time per token (8 tokens before it is known), and a deadline enforces it. */
+#define DRAFT_TIME_FRACTION 0.3
+#define FIRST_RTT_MS 50.0
+#define FIRST_DRAFT_TOKENS 8
+/* Lookahead costs the LLM one pass per token, in the same call: it is asked only for as many tokens as take at most
+ * this fraction of the observed round trip (from the LLM's reported time per lookahead token; 2 before it reports,
+ * all when it never reports). */
+#define LOOKAHEAD_TIME_FRACTION 0.3
+#define FIRST_LOOKAHEAD 2 /* before the LLM's pace is known */
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -60,9 +72,14 @@ typedef struct spec_state {
     pending *br;              /* indexed by position */
     bool in_flight;
     int32_t req_pos;
+    int32_t branch_at_send;   /* r->len when the request left */
     double t_sent;
     tr_llm_draft draft;       /* the draft of the request in flight */
     int32_t draft_q0;         /* the position the draft was built for */
+    int32_t draft_budget;     /* tokens this draft may hold (draft_tokens, or fewer when the SLM is slow) */
+    double draft_deadline_ms; /* drafting stops here */
+    double rtt_ms, slm_token_ms; /* moving averages: a call's round trip, one SLM token */
+    double la_token_ms;       /* moving average: the LLM's time per lookahead token (0: not yet; -1: never) */
     known k;
 } spec_state;
 
@@ -73,6 +90,7 @@ static tr_status slm_advance(spec_state *s) {
     const double t0 = route_now_ms();
     tr_status st = tr_context_eval(r->slm, &r->seq[r->len - 1], 1, TR_EVAL_LOGITS_LAST);
     r->slm_pending_ms = route_now_ms() - t0;
+    s->slm_token_ms = s->slm_token_ms > 0 ? 0.9 * s->slm_token_ms + 0.1 * r->slm_pending_ms : r->slm_pending_ms;
     return st;
 }
 
@@ -89,6 +107,7 @@ static tr_status decide(spec_state *s, pending *p) {
     if (st != TR_OK || !p->routed) return st;
     const float *logits = tr_context_logits(r->slm, -1);
     p->cand[p->n_cand++] = p->tok.slm_id;
+    if (s->draft_tokens <= 0) return TR_OK;
     const int32_t want = s->draft_width > DEEP_WIDTH ? s->draft_width : DEEP_WIDTH;
     while (p->n_cand < want && p->n_cand < r->n_vocab) { /* the next best not yet taken */
         int32_t best = -1;
@@ -163,21 +182,29 @@ static tr_status drain(spec_state *s, bool *go_on) {
 
 static int32_t draft_used(const spec_state *s) { return s->draft.start[s->draft.n_branches]; }
 
-/* A new branch under parent (-1: the requested position), or -1 when the draft is full or parent unrecorded. */
-static int32_t draft_open(spec_state *s, int32_t parent, bool root) {
-    tr_llm_draft *d = &s->draft;
-    if ((!root && parent < 0) || d->n_branches == TR_DRAFT_BRANCHES_MAX || draft_used(s) >= s->draft_tokens) return -1;
-    d->parent[d->n_branches] = root ? -1 : parent;
-    d->start[d->n_branches + 1] = d->start[d->n_branches];
-    return d->n_branches++;
-}
-
-/* Appends a token to branch b (the last opened); false when the draft is full (b then ends). */
+/* Appends a token to branch b (the last opened); false when the draft is full or drafting is out of time. */
 static bool draft_push(spec_state *s, int32_t b, int32_t id) {
     tr_llm_draft *d = &s->draft;
-    if (b < 0 || b != d->n_branches - 1 || draft_used(s) >= s->draft_tokens) return false;
+    if (b < 0 || b != d->n_branches - 1 || draft_used(s) >= s->draft_budget) return false;
+    if (route_now_ms() > s->draft_deadline_ms) {
+        s->draft_budget = draft_used(s); /* out of time: the draft is full */
+        return false;
+    }
     d->tokens[d->start[b + 1]++] = id;
     return true;
+}
+
+/* A new branch under parent (root: under the requested position) starting with first; -1 when the draft is full,
+ * out of time, or parent was never recorded. A branch is never left empty. */
+static int32_t draft_open(spec_state *s, int32_t parent, bool root, int32_t first) {
+    tr_llm_draft *d = &s->draft;
+    if ((!root && parent < 0) || d->n_branches == TR_DRAFT_BRANCHES_MAX) return -1;
+    d->parent[d->n_branches] = root ? -1 : parent;
+    d->start[d->n_branches + 1] = d->start[d->n_branches];
+    const int32_t b = d->n_branches++;
+    if (draft_push(s, b, first)) return b;
+    d->n_branches--;
+    return -1;
 }
 
 /* Explores the candidates of the routed position pos (the SLM holds seq[0..pos)): for each, the SLM's own
@@ -192,17 +219,19 @@ static tr_status explore(spec_state *s, int32_t parent, bool root, int32_t pos, 
     for (int32_t m = n - 1; m >= 0; m--) {
         const bool main = on_main && m == 0;
         const int32_t reserve = main ? 0 : span_end - pos;
-        if (!main && draft_used(s) + reserve + 1 > s->draft_tokens) continue;
+        if (!main && draft_used(s) + reserve + 1 > s->draft_budget) continue;
         tr_status st = TR_OK;
         if (tr_context_n_past(r->slm) > pos && (st = tr_context_truncate(r->slm, pos)) != TR_OK) return st;
         r->len = pos;
-        int32_t b = draft_open(s, parent, root);
+        int32_t b = draft_open(s, parent, root, node->cand[m]);
         if (!main && b < 0) continue;
-        if (!draft_push(s, b, node->cand[m])) b = -1;
         r->seq[r->len++] = node->cand[m];
         if ((st = slm_advance(s)) != TR_OK) return st;
         while (r->len < span_end && can_decide(s)) {
-            if (!main && draft_used(s) + reserve >= s->draft_tokens) break;
+            /* Alternatives stop at their budget; the main path where the draft is full (it goes on after the
+             * request has left, while the answer travels). */
+            if (!main && draft_used(s) + reserve >= s->draft_budget) break;
+            if (main && b < 0) break;
             pending p;
             if ((st = decide(s, &p)) != TR_OK) return st;
             p.spec = true;
@@ -228,13 +257,13 @@ static tr_status explore(spec_state *s, int32_t parent, bool root, int32_t pos, 
 static void draft_from_branch(spec_state *s) {
     route_run *r = s->r;
     int32_t b = -1;
-    bool root = true;
     for (int32_t q = s->n_conf; q < r->len && q < s->n_conf + s->draft_span; q++) {
+        const bool root = q == s->n_conf;
         if (root || s->br[q].routed) {
-            b = draft_open(s, b, root);
-            root = false;
+            if ((b = draft_open(s, b, root, r->seq[q])) < 0) break;
+        } else if (!draft_push(s, b, r->seq[q])) {
+            break;
         }
-        if (!draft_push(s, b, r->seq[q])) break;
     }
 }
 
@@ -246,6 +275,11 @@ static tr_status send(spec_state *s, const pending *p) {
     const int32_t q = s->n_conf;
     memset(&s->draft, 0, sizeof s->draft);
     s->draft_q0 = q;
+    const double rtt_ms = s->rtt_ms > 0 ? s->rtt_ms : FIRST_RTT_MS;
+    const double affordable =
+        s->slm_token_ms > 0 ? DRAFT_TIME_FRACTION * rtt_ms / s->slm_token_ms : FIRST_DRAFT_TOKENS;
+    s->draft_budget = affordable < s->draft_tokens ? (affordable >= 1 ? (int32_t)affordable : 1) : s->draft_tokens;
+    s->draft_deadline_ms = route_now_ms() + DRAFT_TIME_FRACTION * rtt_ms;
     tr_status st = TR_OK;
     if (p) { /* fresh: explore the tree; its main path becomes the branch */
         s->br[q] = *p;
@@ -260,9 +294,15 @@ static tr_status send(spec_state *s, const pending *p) {
         draft_from_branch(s);
     }
     const bool has_draft = s->draft.n_branches > 0;
-    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, s->lookahead)) != TR_OK) return st;
+    int32_t lookahead = s->la_token_ms != 0 || s->lookahead < FIRST_LOOKAHEAD ? s->lookahead : FIRST_LOOKAHEAD;
+    if (s->la_token_ms > 0 && s->rtt_ms > 0 && lookahead > LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
+        lookahead = (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms) > 1
+                        ? (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
+                        : 1; /* one still measures the LLM's pace */
+    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, lookahead)) != TR_OK) return st;
     s->in_flight = true;
     s->req_pos = q;
+    s->branch_at_send = r->len;
     s->t_sent = route_now_ms();
     return TR_OK;
 }
@@ -309,12 +349,23 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
     tr_route_token tok = s->br[s->req_pos].tok;
     tok.llm_ms = route_now_ms() - s->t_sent;
     tok.wait_ms = waited_ms;
+    if (call_st == TR_OK) s->rtt_ms = s->rtt_ms > 0 ? 0.8 * s->rtt_ms + 0.2 * tok.llm_ms : tok.llm_ms;
+    if (call_st == TR_OK && rep.n_lookahead > 0 && rep.lookahead_ms > 0) {
+        const double per_token = rep.lookahead_ms / rep.n_lookahead;
+        s->la_token_ms = s->la_token_ms > 0 ? 0.8 * s->la_token_ms + 0.2 * per_token : per_token;
+    } else if (call_st == TR_OK && rep.n_lookahead > 0 && s->la_token_ms == 0) {
+        s->la_token_ms = -1; /* a backend that does not report its pace: ask for all */
+    }
     tr_status st = route_llm_outcome(r, &tok, call_st, rep.id, rep.logprob);
     if (st != TR_OK) return st; /* the branch is never shown */
     if (!tok.llm_unavailable) {
         if (tok.id == tok.slm_id) r->stats->n_spec_agree++;
         else r->stats->n_spec_disagree++;
         learn(s, s->req_pos, &rep);
+        /* The answer selects a root branch yet nothing was verified: a backend that does not verify drafts
+         * (--openai, --llamacpp). Stop drafting for it rather than spend SLM work on every request. */
+        if (s->draft.n_branches > 0 && rep.n_verify == 0 && draft_child(&s->draft, -1, rep.id) >= 0)
+            s->draft_tokens = 0;
     }
     return confirm(s, &tok, go_on);
 }
@@ -325,8 +376,11 @@ static tr_status step(spec_state *s, bool *go_on) {
     if (st != TR_OK || !*go_on) return st;
     if (s->n_conf < r->len) { /* waiting on the routed position n_conf */
         if (!s->in_flight) return send(s, NULL);
+        /* The branch drafted before sending may be longer; speculation while waiting adds at most depth beyond it. */
         const int32_t limit = s->depth > s->draft_span ? s->depth : s->draft_span;
-        if (tr_llm_ready(r->llm) || r->len - s->n_conf > limit || !can_decide(s)) return await_answer(s, go_on);
+        if (tr_llm_ready(r->llm) || r->len - s->n_conf >= limit || r->len - s->branch_at_send >= s->depth ||
+            !can_decide(s))
+            return await_answer(s, go_on);
         pending *p = &s->br[r->len]; /* keep decoding on the SLM's proposals meanwhile */
         if ((st = decide(s, p)) != TR_OK) return st;
         p->spec = true;

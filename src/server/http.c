@@ -138,6 +138,7 @@ static char *route_result_json(const route_request *req, const route_result *res
     cJSON *tm = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(tm, "eval_ms", round(res->eval_ms * 1000) / 1000);
     cJSON_AddNumberToObject(tm, "queue_ms", round(res->queue_ms * 1000) / 1000);
+    if (res->n_lookahead > 0) cJSON_AddNumberToObject(tm, "lookahead_ms", round(res->lookahead_ms * 1000) / 1000);
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return out;

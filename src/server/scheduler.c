@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "server/server_internal.h"
+#include "transport/backend.h" /* draft_child */
 
 #define MAX_SEQS 64
 
@@ -236,13 +237,6 @@ static bool start_job(scheduler *s, job *j) {
     return true;
 }
 
-/* The first draft branch under node whose first token is token, or -1. */
-static int32_t draft_child_of(const tr_llm_draft *d, int32_t node, int32_t token) {
-    for (int32_t b = node + 1; b < d->n_branches; b++)
-        if (d->parent[b] == node && d->tokens[d->start[b]] == token) return b;
-    return -1;
-}
-
 /* After the job's last fed token: choose the answer, the answer after a draft branch, or the next lookahead token;
  * then feed what comes next (the draft branch starting with it, else the lookahead). True when the job is done.
  * Draft answers are drawn like the answer (greedy, or from (seed, position)); lookahead is greedy. The walk and the
@@ -271,7 +265,7 @@ static bool take_logits(scheduler *s, job *j, const float *logits) {
     }
     if (j->walking) {
         const tr_llm_draft *d = &r->draft;
-        const int32_t b = draft_child_of(d, j->node, t);
+        const int32_t b = draft_child(d, j->node, t);
         if (b >= 0 && res->n_verify < TR_DRAFT_BRANCHES_MAX && pos + d->start[b + 1] - d->start[b] <= s->p.n_ctx) {
             j->node = b;
             j->feed = d->tokens + d->start[b];
@@ -418,6 +412,7 @@ static void *worker_main(void *arg) {
             j->fed += chunk;
             j->res->n_evaluated += chunk;
             j->res->eval_ms += dt;
+            if (j->main_done && !j->walking) j->res->lookahead_ms += dt; /* it fed a lookahead token */
             if (j->fed < j->n_feed) continue;
             if (take_logits(s, j, s->logits + (size_t)b * n_vocab)) {
                 j->res->queue_ms = j->t_start_ms - j->t_enqueue_ms;

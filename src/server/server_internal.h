@@ -70,6 +70,7 @@ typedef struct route_result {
     int32_t n_verify;
     int32_t n_evaluated;
     double eval_ms, queue_ms;
+    double lookahead_ms; /* passes that evaluated lookahead tokens */
 } route_result;
 
 /* sample.c: picks a token among ids < n_vocab of logits; the draw depends only on (seed, position). Fills the

@@ -186,6 +186,7 @@ static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, in
     reply->logprob = NAN;
     reply->n_lookahead = 0;
     reply->n_verify = 0;
+    reply->lookahead_ms = 0;
     const double t0 = now_ms();
     if (b->open_until_ms > t0) {
         b->stats.short_circuited++;
@@ -236,6 +237,7 @@ static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, in
     for (int32_t i = 0; i < n_la; i++)
         if (reply->lookahead[i] < 0 || (b->n_allowed > 0 && reply->lookahead[i] >= b->n_allowed)) n_la = i;
     reply->n_lookahead = n_la;
+    reply->lookahead_ms = call.lookahead_ms > 0 ? call.lookahead_ms : 0;
     b->stats.lookahead_tokens += n_la;
     reply->id = call.id;
     reply->logprob = call.logprob;

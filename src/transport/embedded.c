@@ -9,6 +9,7 @@
  * answer); the sampler is reseeded per answered position, so every answer is the one a call at that position gives. */
 #include <math.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/error.h"
 #include "transport/backend.h"
@@ -114,7 +115,13 @@ static tr_status embedded_next(void *impl, tr_llm_call *call) {
     if (call->id >= 0) call->logprob = log_prob(logits, n_choice, call->id);
     int32_t last = call->id;
     if (call->id >= 0 && call->draft) last = walk_draft(e, call, n_choice);
-    if (last >= 0 && call->lookahead > 0 && e->sp.temperature <= 0) lookahead(e, call, n_choice, last);
+    if (last >= 0 && call->lookahead > 0 && e->sp.temperature <= 0) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        lookahead(e, call, n_choice, last);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        call->lookahead_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    }
     return TR_OK;
 }
 

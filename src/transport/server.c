@@ -140,6 +140,10 @@ static tr_status parse_reply(session_backend *b, const http_response *resp, tr_l
                 break;
             call->lookahead_ids[call->n_lookahead++] = (int32_t)x->valuedouble;
         }
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(j, "timings");
+        const cJSON *la_ms = cJSON_GetObjectItemCaseSensitive(tm, "lookahead_ms");
+        if (cJSON_IsNumber(la_ms) && la_ms->valuedouble > 0 && la_ms->valuedouble < 1e9)
+            call->lookahead_ms = la_ms->valuedouble;
         /* The draft walk: malformed entries end it (backend.c then checks it against the draft). */
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "verify");
         const int n_v = call->draft && cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
@@ -190,7 +194,8 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
                     const int32_t n_path = draft_walk(call->draft, answers, call->n_verify, path);
                     const tr_llm_draft *d = call->draft;
                     for (int32_t i = 0; i < n_path; i++)
-                        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++) extra[n_extra++] = d->tokens[k];
+                        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++)
+                            extra[n_extra++] = d->tokens[k];
                     if (n_path > 0) last = call->verify_ids[n_path - 1];
                     if (n_path < call->n_verify) call->n_lookahead = 0; /* the server is out of step: trust none */
                     call->n_verify = n_path;

@@ -114,6 +114,16 @@ print(f"tau 0.9: --sync {a['llm_calls']} calls, default {b['llm_calls']} calls +
       f"({b['draft_hits']} from drafts)")
 PY
 
+# A backend that ignores drafts (--openai against the same server) gets one draft, then none: same tokens.
+ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 --sync --no-summary 2>/dev/null)
+got=$(gen --openai "$url" -p "Once upon a time" --threshold 0.9 --summary-json 2>"$tmp/oa.json")
+[ "$got" == "$ref" ] || fail "--openai with drafts: $got != --sync $ref"
+python3 - "$tmp/oa.json" <<'PY' || fail "drafting went on for a backend that ignores drafts: $(cat "$tmp/oa.json")"
+import json, sys
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert s["llm_calls"] > 3 and 0 < s["draft_tokens_sent"] <= 96 * 3 and s["draft_hits"] == 0, s
+PY
+
 # 3. The server dies while the loop speculates: fallback finishes on the SLM, gap marked, bounded in time.
 # (tau 0.9 routes about half the tokens, so branches of SLM tokens are in flight; lookahead off keeps it slow enough.)
 ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 -n 60 --sync --no-summary 2>/dev/null)
@@ -170,12 +180,13 @@ done
 echo "flags: bad values refused"
 
 # 6. Near the end of the server's context the server refuses lookahead (400, field lookahead): the client asks again
-# without it, so the run still equals --sync instead of failing.
+# without it, so the run still equals --sync instead of failing. (A 100 ms round trip makes the loop ask for all 16:
+# it asks only for what the LLM computes in 30 % of a round trip.)
 port=$(free_port)
 start_serve "$port" -c 48
 n400=$(grep -c " 400 " "$tmp/serve.log" || true)
 ref=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --sync --no-summary 2>/dev/null)
-got=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --lookahead 16 --draft 0 \
+got=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --lookahead 16 --draft 0 --simulate-rtt 100 \
   --summary-json 2>"$tmp/sum") || fail "near the context end: $(cat "$tmp/sum")"
 [ "$got" == "$ref" ] || fail "near the context end: $got != --sync $ref"
 grep -q '"n_fallback":0,' "$tmp/sum" || fail "fallback near the context end: $(cat "$tmp/sum")"

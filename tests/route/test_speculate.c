@@ -446,6 +446,63 @@ static void draft_walk_equals_calls(void **state) {
     tr_llm_backend_free(llm);
 }
 
+/* The same against a real tokroute server in this process (the session protocol's draft, verify and lookahead),
+ * with randomized answer delays: the tokens equal the synchronous loop's, greedy and sampled. */
+static void server_backend_identical(void **state) {
+    pair *p = *state;
+    tr_server_params sp = tr_server_default_params();
+    sp.port = 0;
+    sp.n_threads = 1;
+    sp.n_ctx = 256;
+    tr_server *srv = NULL;
+    assert_int_equal(tr_server_start(p->llm, &sp, &srv), TR_OK);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", tr_server_port(srv));
+    /* depth, lookahead, draft tokens, span, width */
+    const int32_t configs[][5] = {{8, 8, 96, 32, 3}, {2, 0, 256, 64, 8}, {0, 4, 16, 0, 1}};
+    int64_t draft_hits = 0;
+    for (int sampled = 0; sampled < 2; sampled++)
+        for (size_t k = 0; k < 3; k++) {
+            int32_t prompt[64];
+            const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
+            tr_remote_params rp = tr_remote_default_params();
+            rp.url = url;
+            rp.sampling.temperature = sampled ? 0.9f : 0.0f;
+            rp.sampling.seed = 99 + k;
+            tr_llm_backend *llm = NULL;
+            assert_int_equal(tr_llm_backend_server(&rp, &llm), TR_OK);
+            for (size_t t = 0; t < 2; t++) {
+                run_cfg c = {.tau = t ? 0.9f : 0.5f, .stop_at_eog = true};
+                run_result ref, got;
+                run(p, llm, prompt, n_prompt, &c, &ref);
+                assert_int_equal(ref.status, TR_OK);
+                for (size_t m = 0; m < sizeof configs / sizeof configs[0]; m++) {
+                    c.depth = configs[m][0];
+                    c.lookahead = configs[m][1];
+                    c.draft = configs[m][2];
+                    c.span = configs[m][3];
+                    c.width = configs[m][4];
+                    c.jitter_ms = m == 0 ? 0.0 : m == 1 ? 1.0 : 4.0;
+                    c.jitter_seed = 5 + k * 7 + t + m;
+                    run(p, llm, prompt, n_prompt, &c, &got);
+                    char what[128];
+                    snprintf(what, sizeof what, "server%s '%s' tau %.1f config %zu", sampled ? " sampled" : "",
+                             prompts[k], (double)c.tau, m);
+                    assert_int_equal(got.status, TR_OK);
+                    assert_same(&ref, &got, what);
+                    assert_int_equal(got.stats.llm_calls + got.stats.n_lookahead_hits, got.stats.n_routed);
+                    if (sampled) assert_int_equal(got.stats.n_lookahead_hits, got.stats.n_draft_hits);
+                    assert_true(got.stats.llm_bytes_sent > 0 || got.stats.n_routed == 0);
+                    draft_hits += got.stats.n_draft_hits;
+                }
+            }
+            tr_llm_backend_free(llm);
+        }
+    fprintf(stderr, "server: %lld routed tokens answered by draft walks\n", (long long)draft_hits);
+    assert_true(draft_hits > 0);
+    tr_server_free(srv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(identical_to_sync),
@@ -454,6 +511,7 @@ int main(void) {
         cmocka_unit_test(failure_while_speculating),
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(draft_walk_equals_calls),
+        cmocka_unit_test(server_backend_identical),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
