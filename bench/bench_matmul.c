@@ -1,5 +1,5 @@
 /* bench_matmul.c — speed of the matrix products at qwen2.5-0.5b's shapes (dim 896, KV dim 128, FFN 4864, vocab
- * 151936). Decode (n=1) is bound by memory: reported as GB/s of weights streamed, over several distinct layers so
+ * 151936; --dims DIM,QDIM,KV,FFN for another model's, e.g. 1024,2048,1024,3072 for qwen3-0.6b)  * 151936). Decode (n=1) is bound by memory: reported as GB/s of weights streamed, over several distinct layers so
  * the caches cannot hold them. Prefill (n=256) is bound by arithmetic: reported as GOP/s (2 ops per
  * multiply-add). Weights hold quantized random values (content does not change speed).
  *
@@ -15,9 +15,14 @@
 #include <string.h>
 #include <time.h>
 
-enum { DIM = 896, KV = 128, FFN = 4864, VOCAB = 151936, PREFILL = 256, N_MATS = 7 };
-static const int64_t SHAPES[N_MATS][2] = {{DIM, DIM}, {KV, DIM}, {KV, DIM}, {DIM, DIM},
-                                          {FFN, DIM}, {FFN, DIM}, {DIM, FFN}}; /* rows × cols: q k v o gate up down */
+enum { VOCAB = 151936, PREFILL = 256, N_MATS = 7 };
+static int64_t DIM = 896, QDIM = 896, KV = 128, FFN = 4864;
+static int64_t SHAPES[N_MATS][2]; /* rows × cols: q k v o gate up down */
+
+static void set_shapes(void) {
+    const int64_t s[N_MATS][2] = {{QDIM, DIM}, {KV, DIM}, {KV, DIM}, {DIM, QDIM}, {FFN, DIM}, {FFN, DIM}, {DIM, FFN}};
+    memcpy(SHAPES, s, sizeof s);
+}
 
 /* --cputime: process CPU time divided by the thread count instead of wall time, which discounts time the process
  * spent descheduled by neighbours on a shared machine (spinning workers still count). */
@@ -102,7 +107,8 @@ static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool
                 layer_ops += 2.0 * (double)wm->rows * (double)wm->cols;
             }
         }
-    float *x = make_x(PREFILL, FFN), *y = malloc(sizeof(float) * (size_t)PREFILL * FFN);
+    const int64_t widest = FFN > QDIM ? FFN : QDIM;
+    float *x = make_x(PREFILL, widest), *y = malloc(sizeof(float) * (size_t)PREFILL * widest);
     matmul_scratch sc = {0};
 
     /* decode: every matrix of every layer once per "token" */
@@ -194,8 +200,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-output")) output = false;
         else if (!strcmp(argv[i], "--cputime")) use_cputime = true;
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layouts = argv[++i];
+        else if (!strcmp(argv[i], "--dims") && i + 1 < argc &&
+                 sscanf(argv[++i], "%lld,%lld,%lld,%lld", (long long *)&DIM, (long long *)&QDIM, (long long *)&KV,
+                        (long long *)&FFN) == 4 && DIM > 0 && QDIM > 0 && KV > 0 && FFN > 0) continue;
         else {
-            fprintf(stderr, "usage: %s [--types list] [--isa name] [--threads N] [--layers L] [--reps R] [--no-output] [--cputime] [--layout plain|x16|both]\n",
+            fprintf(stderr, "usage: %s [--types list] [--isa name] [--threads N] [--layers L] [--reps R] [--no-output] [--cputime] [--layout plain|x16|both] [--dims D,Q,KV,FF]\n",
                     argv[0]);
             return 2;
         }
@@ -204,6 +213,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_matmul: %s\n", tr_last_error());
         return 1;
     }
+    set_shapes();
     n_threads_used = threads;
     thread_pool *tp = thread_pool_create(threads);
     printf("isa %s, %d threads, %d layers\n", kernels_isa(), threads, layers);

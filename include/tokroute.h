@@ -626,6 +626,8 @@ typedef struct tr_llm_stats {
     int64_t failures;         /* calls that failed (after the backend's own retries) */
     int64_t short_circuited;  /* calls refused at once because the circuit breaker was open */
     int64_t lookahead_tokens; /* lookahead tokens returned (part of tokens_evaluated) */
+    int64_t draft_tokens_sent;     /* draft tokens sent with calls (all branches) */
+    int64_t draft_tokens_verified; /* of those, evaluated by the LLM along the walk (part of tokens_evaluated) */
     int64_t bytes_sent;       /* request bodies sent (counted by the --server backend; 0 where not counted) */
     int64_t bytes_received;   /* reply bodies received */
 } tr_llm_stats;
@@ -701,15 +703,39 @@ tr_llm_stats tr_llm_backend_stats(const tr_llm_backend *b);
  * to that many further greedy tokens after the answer (backends that cannot give them return none; a sampled LLM
  * returns none). */
 #define TR_LOOKAHEAD_MAX 16
+/* A draft tree (draft verification in the same round trip): guesses of how the sequence goes on after the
+ * requested position, each branch a run of tokens. A branch whose parent is -1 starts at the requested position
+ * (its first token is a candidate for the answer); a branch whose parent is b starts right after branch b's last
+ * token. The backend walks the tree: after each answer it enters the child of the current node whose first token
+ * equals the answer, evaluates that branch (one batch) and answers the position after it; the walk stops where no
+ * child matches. So one call answers a whole chain of positions, each one exactly what a separate call with that
+ * prefix would answer (greedy, or drawn from (seed, position)). Branches must come after their parent. */
+#define TR_DRAFT_TOKENS_MAX 256
+#define TR_DRAFT_BRANCHES_MAX 64
+typedef struct tr_llm_draft {
+    int32_t n_branches;
+    int32_t parent[TR_DRAFT_BRANCHES_MAX];    /* -1: starts at the requested position; else an earlier branch */
+    int32_t start[TR_DRAFT_BRANCHES_MAX + 1]; /* branch b is tokens[start[b] .. start[b+1]) (not empty) */
+    int32_t tokens[TR_DRAFT_TOKENS_MAX];
+} tr_llm_draft;
 typedef struct tr_llm_reply {
     tr_status status;       /* the call's outcome; on failure tr_llm_finish also sets the message */
     int32_t id;
     float logprob;
-    int32_t lookahead[TR_LOOKAHEAD_MAX];
+    int32_t lookahead[TR_LOOKAHEAD_MAX]; /* greedy tokens after the last answer (id, or verify[n_verify-1]) */
     int32_t n_lookahead;
+    /* The draft walk: verify[i] answers the position after the (i+1)-th branch entered (the branch whose first
+     * token equals the previous answer). Consistent with the draft (checked): a reply never claims a branch that
+     * the previous answer does not select. */
+    int32_t verify[TR_DRAFT_BRANCHES_MAX];
+    int32_t n_verify;
 } tr_llm_reply;
 /* Copies tokens and starts the call. TR_ERR_STATE when a request is already in flight. */
 tr_status tr_llm_start(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t lookahead);
+/* The same with a draft tree to verify in the same call (NULL: none; backends that cannot verify answer none).
+ * TR_ERR_ARG for a malformed draft. */
+tr_status tr_llm_start_draft(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, const tr_llm_draft *draft,
+                             int32_t lookahead);
 /* True when no request is in flight or its answer has arrived (tr_llm_finish will not block). */
 bool tr_llm_ready(tr_llm_backend *b);
 /* Waits for the request in flight and returns its status (also in reply->status). */
@@ -732,6 +758,9 @@ typedef struct tr_llm_call {
     int32_t *lookahead_ids;  /* out: room for lookahead ids */
     int32_t n_lookahead;     /* out: how many were given (preset to 0; may be fewer, or none) */
     int64_t bytes_sent, bytes_received; /* out: request and reply body bytes (remote backends) */
+    const tr_llm_draft *draft; /* in: a draft tree to walk after id (NULL: none; see tr_llm_draft) */
+    int32_t *verify_ids;     /* out: room for TR_DRAFT_BRANCHES_MAX answers along the walk */
+    int32_t n_verify;        /* out: how many (preset to 0); lookahead then follows the last of them */
 } tr_llm_call;
 
 typedef struct tr_llm_backend_ops {
@@ -824,6 +853,13 @@ typedef struct tr_route_params {
      * it without a call. With a greedy LLM the tokens are identical to the synchronous loop's. */
     int32_t speculate_depth;       /* 0..1024 */
     int32_t lookahead;             /* 0..TR_LOOKAHEAD_MAX */
+    /* Draft verification: a routed request carries a tree of up to draft_tokens SLM-drafted tokens covering the
+     * next draft_span positions (the SLM's own continuation, plus draft_width - 1 alternatives at the requested
+     * position and at most 2 at later routed ones), and the LLM answers every routed position along the branch it
+     * agrees with in the same call. 0: off. Needs speculate_depth or lookahead set to take effect. */
+    int32_t draft_tokens;          /* 0..TR_DRAFT_TOKENS_MAX */
+    int32_t draft_span;            /* 0..TR_DRAFT_TOKENS_MAX (0: draft_tokens) */
+    int32_t draft_width;           /* 1..8 candidates at the requested position (0: 1) */
 } tr_route_params;
 
 typedef struct tr_route_stats {
@@ -840,7 +876,9 @@ typedef struct tr_route_stats {
     int64_t llm_calls;        /* requests sent to the LLM backend */
     int64_t llm_blocking;     /* of those, how many the loop had to wait for (blocking round trips) */
     double llm_wait_ms;       /* time the loop spent waiting on the LLM */
-    int32_t n_lookahead_hits; /* routed tokens taken from lookahead (no call) */
+    int32_t n_lookahead_hits; /* routed tokens answered by an earlier call (lookahead or draft; no call) */
+    int32_t n_draft_hits;     /* of those, answered by a draft verification */
+    int64_t draft_tokens_sent, draft_tokens_verified; /* draft tokens sent / evaluated by the LLM */
     int32_t n_spec_kept, n_spec_discarded; /* speculative SLM tokens kept / rolled back */
     int32_t n_spec_agree, n_spec_disagree; /* answered calls whose token equaled / differed from the SLM's */
     int64_t llm_bytes_sent, llm_bytes_received;

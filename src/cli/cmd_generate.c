@@ -33,11 +33,16 @@ static const char *usage_rest =
     "  --trace FILE.jsonl     one JSON object per token (index, id, text, source, score, tau, slm_ms, llm_ms, slm_id,\n"
     "                         logprob; llm_unavailable when the LLM failed and the SLM's token was used)\n"
     "  --no-summary           no latency summary on stderr;  --summary-json: the summary as JSON on stderr\n"
-    "  --sync                 wait for every routed token (no speculation, no lookahead)\n"
+    "  --sync                 wait for every routed token (no speculation, lookahead or draft)\n"
     "  --speculate-depth D    keep decoding up to D SLM tokens while a routed request is in flight (default 8 for a\n"
     "                         remote LLM or --simulate-rtt, else 0); shown only once confirmed, same tokens as --sync\n"
     "  --lookahead K          ask each routed call for K further greedy LLM tokens, used without a round trip while\n"
-    "                         the text still follows them (default 4 for a remote LLM or --simulate-rtt, else 0)\n"
+    "                         the text still follows them (default 8 for a remote LLM or --simulate-rtt, else 0)\n"
+    "  --draft N              send up to N SLM-drafted tokens with each routed call; the LLM verifies them in the same\n"
+    "                         call and answers every routed position along the branch it agrees with (default 96\n"
+    "                         for a remote LLM or --simulate-rtt, else 0)\n"
+    "  --draft-width W        SLM candidates drafted at the routed position (default 3; 2 at later routed ones)\n"
+    "  --draft-span S         positions the draft covers (default 32)\n"
     "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
     "  --no-bos               do not add BOS to a text prompt\n"
     "  -t, --threads N        threads per model (default: physical cores);  -c, --ctx N  context length\n";
@@ -48,7 +53,7 @@ typedef struct gen_opts {
     const char *router, *policy, *prompt, *tokens, *trace, *chat_template;
     double tau;
     bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json, sync;
-    long depth, lookahead; /* -1: the default */
+    long depth, lookahead, draft, draft_width, draft_span; /* -1: the default */
     tr_route_params rp;
     const char **stop;
     int32_t n_stop;
@@ -122,6 +127,12 @@ static int parse(int argc, char **argv, gen_opts *o) {
             if (!cli_int("--speculate-depth", v, 0, 1024, &o->depth)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--lookahead", &v)) {
             if (!cli_int("--lookahead", v, 0, TR_LOOKAHEAD_MAX, &o->lookahead)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--draft", &v)) {
+            if (!cli_int("--draft", v, 0, TR_DRAFT_TOKENS_MAX, &o->draft)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--draft-width", &v)) {
+            if (!cli_int("--draft-width", v, 1, 8, &o->draft_width)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--draft-span", &v)) {
+            if (!cli_int("--draft-span", v, 1, TR_DRAFT_TOKENS_MAX, &o->draft_span)) return 2;
         }
         else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }
@@ -135,12 +146,15 @@ static int parse(int argc, char **argv, gen_opts *o) {
         return cli_usage_error(usage, "mode %s needs an LLM (--llm, --server, --openai or --llamacpp)", tr_route_mode_name(o->rp.mode));
     if (!o->mode_set) o->rp.mode = has_llm ? TR_MODE_JOINT : TR_MODE_SLM;
     o->rp.on_llm_failure = o->bo.on_failure;
-    if (o->sync && (o->depth >= 0 || o->lookahead >= 0))
+    if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0))
         return cli_usage_error(usage, "--sync turns speculation and lookahead off; give it alone");
     /* Hiding the round trip is on by default where there is one: a remote LLM or a simulated delay. */
     const bool has_rtt = o->bo.server || o->bo.openai || o->bo.llamacpp || o->bo.rtt_ms > 0;
     o->rp.speculate_depth = o->sync ? 0 : o->depth >= 0 ? (int32_t)o->depth : has_rtt ? 8 : 0;
-    o->rp.lookahead = o->sync ? 0 : o->lookahead >= 0 ? (int32_t)o->lookahead : has_rtt ? 4 : 0;
+    o->rp.lookahead = o->sync ? 0 : o->lookahead >= 0 ? (int32_t)o->lookahead : has_rtt ? 8 : 0;
+    o->rp.draft_tokens = o->sync ? 0 : o->draft >= 0 ? (int32_t)o->draft : has_rtt ? 96 : 0;
+    o->rp.draft_width = o->draft_width >= 0 ? (int32_t)o->draft_width : 3;
+    o->rp.draft_span = o->draft_span >= 0 ? (int32_t)o->draft_span : 32;
     if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");
     o->rp.stop = o->stop;
     o->rp.n_stop = o->n_stop;
@@ -212,13 +226,15 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
                 "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld,\"n_fallback\":%d,"
                 "\"speculate_depth\":%d,\"lookahead\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
                 "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"spec_kept\":%d,\"spec_discarded\":%d,"
-                "\"spec_agree\":%d,\"spec_disagree\":%d,\"llm_bytes_sent\":%lld,\"llm_bytes_received\":%lld}\n",
+                "\"spec_agree\":%d,\"spec_disagree\":%d,\"llm_bytes_sent\":%lld,\"llm_bytes_received\":%lld,"
+                "\"draft\":%d,\"draft_hits\":%d,\"draft_tokens_sent\":%lld,\"draft_tokens_verified\":%lld}\n",
                 tr_route_mode_name(o->rp.mode), o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
                 s->mean_tbt_ms, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms, (long long)s->slm_evaluated,
                 (long long)s->llm_evaluated, s->n_fallback, o->rp.speculate_depth, o->rp.lookahead,
                 (long long)s->llm_calls, (long long)s->llm_blocking, s->llm_wait_ms, s->n_lookahead_hits,
                 s->n_spec_kept, s->n_spec_discarded, s->n_spec_agree, s->n_spec_disagree,
-                (long long)s->llm_bytes_sent, (long long)s->llm_bytes_received);
+                (long long)s->llm_bytes_sent, (long long)s->llm_bytes_received, o->rp.draft_tokens, s->n_draft_hits,
+                (long long)s->draft_tokens_sent, (long long)s->draft_tokens_verified);
         return;
     }
     fprintf(stderr,
@@ -231,13 +247,15 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
             "SLM time                   %9.2f ms (router %.2f ms)\n"
             "LLM + communication time   %9.2f ms\n"
             "LLM calls (blocking)       %6lld (%lld), waited %.2f ms\n"
-            "lookahead hits             %6d (lookahead %d, speculation depth %d)\n"
+            "lookahead hits             %6d (lookahead %d, speculation depth %d; %d from drafts)\n"
+            "draft tokens sent          %6lld, verified by the LLM %lld (draft %d)\n"
             "speculative tokens kept    %6d, discarded %d\n"
             "LLM tokens evaluated       %6lld; bytes sent %lld, received %lld\n"
             "total                      %9.2f ms\n",
             tr_route_mode_name(o->rp.mode), o->rp.tau, s->ttft_ms, s->mean_tbt_ms, s->n_tokens, s->n_routed, pct,
             s->n_fallback, s->slm_ms, s->router_ms, s->llm_ms, (long long)s->llm_calls, (long long)s->llm_blocking,
-            s->llm_wait_ms, s->n_lookahead_hits, o->rp.lookahead, o->rp.speculate_depth, s->n_spec_kept,
+            s->llm_wait_ms, s->n_lookahead_hits, o->rp.lookahead, o->rp.speculate_depth, s->n_draft_hits,
+            (long long)s->draft_tokens_sent, (long long)s->draft_tokens_verified, o->rp.draft_tokens, s->n_spec_kept,
             s->n_spec_discarded, (long long)s->llm_evaluated, (long long)s->llm_bytes_sent,
             (long long)s->llm_bytes_received, s->total_ms);
 }
@@ -322,7 +340,7 @@ int cmd_generate(int argc, char **argv) {
     /* Every --stop takes two arguments, so argc slots always suffice. */
     const char **stop_storage = calloc((size_t)argc, sizeof *stop_storage);
     if (!stop_storage) return cli_fail(TR_ERR_NOMEM);
-    gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage, .depth = -1, .lookahead = -1};
+    gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage, .depth = -1, .lookahead = -1, .draft = -1, .draft_width = -1, .draft_span = -1};
     cli_backend_init(&o.bo);
     o.rp.sampling.temperature = 0.0f;
     int rc = parse(argc, argv, &o);

@@ -59,13 +59,14 @@ static void isa_init(void) {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
         isa_tables[ISA_AVX2] = isa_tables[ISA_SCALAR];
         mm_isa_avx2(&isa_tables[ISA_AVX2]);
+        mm_isa_avx2_x16(&isa_tables[ISA_AVX2]);
         isa_available[ISA_AVX2] = true;
         best = ISA_AVX2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vnni")) {
             isa_tables[ISA_AVX512] = isa_tables[ISA_AVX2];
-            mm_isa_avx512(&isa_tables[ISA_AVX512]);
+            mm_isa_avx512(&isa_tables[ISA_AVX512]); /* replaces every quantized type's entry, X16 tile included */
             mm_isa_avx512_x16(&isa_tables[ISA_AVX512]);
             isa_available[ISA_AVX512] = true;
             best = ISA_AVX512;
@@ -74,6 +75,7 @@ static void isa_init(void) {
 #elif defined(__aarch64__)
     isa_tables[ISA_NEON] = isa_tables[ISA_SCALAR];
     mm_isa_neon(&isa_tables[ISA_NEON]);
+    mm_isa_neon_x16(&isa_tables[ISA_NEON]);
     isa_available[ISA_NEON] = true;
     best = ISA_NEON;
 #endif
@@ -166,6 +168,8 @@ typedef struct mm_job {
     int n_parts;
     int64_t n, n_chunks;
     atomic_llong next_chunk;
+    uint8_t *row_bufs; /* per thread, for tile_x16_unpacked (NULL when no part needs it) */
+    size_t row_buf_bytes;
 } mm_job;
 
 static void quant_task(void *arg, int ith, int nth) {
@@ -179,10 +183,9 @@ static void quant_task(void *arg, int ith, int nth) {
 }
 
 /* X16 rows on a set without an X16 kernel for the type (a set forced after the model was repacked): each row is
- * copied out as plain blocks and goes through the plain tile. Slow, but only tests and benchmarks get here. */
-static void tile_x16_unpacked(const mm_part *pt, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-    uint8_t *row = malloc(pt->w_row_bytes);
-    if (!row) return; /* unreachable in practice: one row; the product's output stays as it was */
+ * copied out as plain blocks into the thread's row buffer and goes through the plain tile. Slow, but only tests and
+ * benchmarks get here. */
+static void tile_x16_unpacked(const mm_part *pt, uint8_t *row, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
     const weight_matrix w = {pt->type, pt->a.w, pt->rows, pt->a.cols, 0, WEIGHT_X16};
     for (int64_t r = r0; r < r1; r++) {
         weight_x16_row(&w, r, row);
@@ -191,17 +194,16 @@ static void tile_x16_unpacked(const mm_part *pt, int64_t r0, int64_t r1, int64_t
         one.y = pt->a.y + r;
         pt->k->tile(&one, 0, 1, i0, i1);
     }
-    free(row);
 }
 
-static void run_chunk(const mm_part *pt, int64_t r0, int64_t r1, int64_t n) {
+static void run_chunk(const mm_part *pt, uint8_t *row_buf, int64_t r0, int64_t r1, int64_t n) {
     for (int64_t i0 = 0; i0 < n; i0 += TOKEN_BLOCK) {
         const int64_t i1 = i0 + TOKEN_BLOCK < n ? i0 + TOKEN_BLOCK : n;
         int64_t r = r0;
         if (r < pt->x16_rows) {
             const int64_t rx = r1 < pt->x16_rows ? r1 : pt->x16_rows;
             if (pt->k->tile_x16) pt->k->tile_x16(&pt->a, r, rx, i0, i1);
-            else tile_x16_unpacked(pt, r, rx, i0, i1);
+            else tile_x16_unpacked(pt, row_buf, r, rx, i0, i1);
             r = rx;
         }
         if (r < r1) pt->k->tile(&pt->a, r, r1, i0, i1);
@@ -209,8 +211,9 @@ static void run_chunk(const mm_part *pt, int64_t r0, int64_t r1, int64_t n) {
 }
 
 static void product_task(void *arg, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)nth;
     mm_job *job = arg;
+    uint8_t *row_buf = job->row_bufs ? job->row_bufs + (size_t)ith * job->row_buf_bytes : NULL;
     int p = 0;
     for (;;) {
         const int64_t c = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
@@ -219,7 +222,7 @@ static void product_task(void *arg, int ith, int nth) {
         while (p > 0 && c < job->parts[p].first_chunk) p--;
         const mm_part *pt = &job->parts[p];
         const int64_t r0 = (c - pt->first_chunk) * pt->chunk_rows;
-        run_chunk(pt, r0, r0 + pt->chunk_rows < pt->rows ? r0 + pt->chunk_rows : pt->rows, job->n);
+        run_chunk(pt, row_buf, r0, r0 + pt->chunk_rows < pt->rows ? r0 + pt->chunk_rows : pt->rows, job->n);
     }
 }
 
@@ -301,8 +304,16 @@ tr_status matmul_multi(thread_pool *tp, const weight_matrix *const *w, int n_w, 
             x_bytes += (pt->a.x_stride * (size_t)n + 63) / 64 * 64;
         }
     }
+    /* Row buffers for interleaved matrices this set has no X16 tile for, after the activations in the scratch. */
+    for (int m = 0; m < n_w; m++)
+        if (job.parts[m].x16_rows > 0 && !job.parts[m].k->tile_x16 && job.parts[m].w_row_bytes > job.row_buf_bytes)
+            job.row_buf_bytes = (job.parts[m].w_row_bytes + 63) / 64 * 64;
+    const size_t scratch_bytes = x_bytes + job.row_buf_bytes * (size_t)nth;
+    if (scratch_bytes) {
+        if ((st = scratch_reserve(scratch, scratch_bytes)) != TR_OK) return st;
+        if (job.row_buf_bytes) job.row_bufs = (uint8_t *)scratch->buf + x_bytes;
+    }
     if (x_bytes) {
-        if ((st = scratch_reserve(scratch, x_bytes)) != TR_OK) return st;
         for (int m = 0; m < n_w; m++)
             if (job.parts[m].k->quant) job.parts[m].a.x = (const uint8_t *)scratch->buf + x_off[x_src[m]];
         if (n >= 2 && nth > 1) thread_pool_run(tp, quant_task, &job);

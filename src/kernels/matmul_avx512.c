@@ -37,6 +37,10 @@
         }                                                                                                   \
     }
 
+/* Two floats into lanes 0-1, from any 4-byte aligned address (the Q8_1 sums follow an odd number of scales when
+ * a row has an odd number of blocks). */
+INLINE __m128 load_2f(const float *p) { return _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p)); }
+
 /* Lanes 0-7 get f[0], lanes 8-15 f[1] (the two blocks a 64-byte vector holds). */
 INLINE __m512 spread_pair(__m128 f) {
     const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -128,8 +132,8 @@ INLINE void w32_micro(const mm_args *a, int64_t r, int64_t i, const int NR, cons
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
             if (two) {
                 xv[ii] = _mm512_loadu_si512(xq[ii] + 32 * b);
-                xs[ii] = spread_pair(_mm_castpd_ps(_mm_load_sd((const double *)(xd[ii] + b))));
-                if (with_min) xm[ii] = spread_pair(_mm_castpd_ps(_mm_load_sd((const double *)(xsum[ii] + b))));
+                xs[ii] = spread_pair(load_2f(xd[ii] + b));
+                if (with_min) xm[ii] = spread_pair(load_2f(xsum[ii] + b));
             } else {
                 xv[ii] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq[ii] + 32 * b)));
                 xs[ii] = spread_pair(_mm_load_ss(xd[ii] + b));

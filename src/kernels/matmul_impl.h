@@ -56,8 +56,10 @@ void mm_isa_scalar(mm_isa *isa);
 void mm_isa_avx2(mm_isa *isa);
 void mm_isa_avx512(mm_isa *isa);
 void mm_isa_avx512_x16(mm_isa *isa); /* matmul_x16_avx512.c */
-/* quantize_q8_0_soa_avx2 followed by the int32 sum of each block's quants (the X16 tiles take weight offsets back
- * through them); row bytes cols + 8 * cols/32. The plain tiles read the same rows (they ignore the sums). */
+void mm_isa_avx2_x16(mm_isa *isa);   /* matmul_x16_avx2.c */
+/* quantize_q8_0_soa_avx2 plus the int32 sum of each block's quants after the scales (the X16 tiles take weight
+ * offsets back through them); row bytes cols + 8 * cols/32. The plain tiles read the same rows (they ignore the
+ * sums). In quantize_avx2.c. */
 void quantize_q8_0_soa_sums(const float *x, void *dst, int64_t n);
 size_t q8_0_soa_sums_row_bytes(int64_t cols);
 /* Bit-identical AVX2 versions of the SoA and Q8_K activation quantizers (quantize_avx2.c). */
@@ -67,6 +69,7 @@ void quantize_q8_1_soa_avx2(const float *x, void *dst, int64_t n);
 #endif
 #if defined(__aarch64__)
 void mm_isa_neon(mm_isa *isa);
+void mm_isa_neon_x16(mm_isa *isa); /* matmul_x16_neon.c */
 #endif
 
 /* Scalar dot products of one weight row with one activation row of n elements (also used by SIMD files for

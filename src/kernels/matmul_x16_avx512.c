@@ -17,21 +17,6 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* ---------------------------------------------------------------- activations: SoA Q8_0 plus block sums */
-
-size_t q8_0_soa_sums_row_bytes(int64_t cols) { return q8_0_soa_row_bytes(cols) + (size_t)(cols / QK8_0) * 4; }
-
-void quantize_q8_0_soa_sums(const float *x, void *dst, int64_t n) {
-    quantize_q8_0_soa_avx2(x, dst, n);
-    const int8_t *q = dst;
-    int32_t *sums = (int32_t *)((uint8_t *)dst + q8_0_soa_row_bytes(n));
-    const __m512i ones = _mm512_set1_epi8(1);
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * b));
-        sums[b] = _mm512_reduce_add_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_zextsi256_si512(v)));
-    }
-}
-
 INLINE __m512i bcast32(const void *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -39,6 +24,15 @@ INLINE __m512i bcast32(const void *p) {
 }
 
 INLINE __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* Decode reads each weight once: ask for the bytes a few block columns ahead of the one being read (a group is one
+ * contiguous run), so a single thread keeps more memory requests in flight than the hardware prefetcher starts on
+ * its own (measured: +30-60% decode GB/s from DRAM). About 4 columns, kept within 2-8 KiB. */
+INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {
+    size_t ahead = 4 * col_bytes;
+    ahead = ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
+    for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T0);
+}
 
 /* Runs micro(a, r, i, NI) over the tile: NI = 4 tokens at a time, then single tokens. */
 #define DEFINE_X16_TILE(name)                                                                                \
@@ -83,6 +77,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), sixteen = _mm512_set1_epi8(16);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
+        if (NI == 1) prefetch_col(col, col_bytes);
         const __m512 wd = f16x16(col);
         __m512i isum[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
@@ -160,6 +155,7 @@ INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, c
     const __m512i m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
+        if (NI == 1) prefetch_col(col, col_bytes);
         const uint8_t *qs = col + (q5 ? 768 : 256);
         const __m512 wd = f16x16(col), wdmin = f16x16(col + 32);
         /* 6-bit scales and mins of the 8 sub-blocks, four per 32-bit lane (layout in blocks.h). */
@@ -229,6 +225,7 @@ INLINE void q6_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI)
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
+        if (NI == 1) prefetch_col(col, col_bytes);
         const __m512 wd = f16x16(col);
         __m512i tot[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) tot[ii] = _mm512_setzero_si512();

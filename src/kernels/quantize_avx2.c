@@ -47,6 +47,24 @@ void quantize_q8_0_soa_avx2(const float *x, void *dst, int64_t n) {
         d[i] = fp16_to_fp32(fp32_to_fp16(quantize_block_32(x, qs + 32 * i, q) / 127.0f));
 }
 
+size_t q8_0_soa_sums_row_bytes(int64_t cols) { return q8_0_soa_row_bytes(cols) + (size_t)(cols / QK8_0) * 4; }
+
+void quantize_q8_0_soa_sums(const float *x, void *dst, int64_t n) {
+    int8_t *qs = dst;
+    float *d = (float *)(qs + n);
+    int32_t *sums = (int32_t *)(d + n / QK8_0);
+    __m256i q[4];
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        d[i] = fp16_to_fp32(fp32_to_fp16(quantize_block_32(x, qs + 32 * i, q) / 127.0f));
+        /* the rounded values are in range: their sum is the sum of the stored int8 quants */
+        __m256i t = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+        sums[i] = _mm_cvtsi128_si32(h);
+    }
+}
+
 void quantize_q8_1_soa_avx2(const float *x, void *dst, int64_t n) {
     int8_t *qs = dst;
     float *d = (float *)(qs + n), *sum = d + n / QK8_1;

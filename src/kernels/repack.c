@@ -179,12 +179,8 @@ size_t weight_bytes(const weight_matrix *w) {
 }
 
 bool weight_repack_wanted(const weight_matrix *w) {
-    static int disabled = -1; /* TOKROUTE_REPACK=0 keeps the file's layout (for before/after measurements) */
-    if (disabled < 0) {
-        const char *e = getenv("TOKROUTE_REPACK");
-        disabled = e && strcmp(e, "0") == 0;
-    }
-    return !disabled && w->layout == WEIGHT_PLAIN && w->row_stride == 0 && w->rows >= 16 &&
+    const char *off = getenv("TOKROUTE_REPACK"); /* "0" keeps the file's layout (for before/after measurements) */
+    return !(off && strcmp(off, "0") == 0) && w->layout == WEIGHT_PLAIN && w->row_stride == 0 && w->rows >= 16 &&
            weight_x16_type(w->type) && w->cols > 0 && w->cols % tr_type_block_elems(w->type) == 0 &&
            kernels_have_x16(w->type);
 }

@@ -30,8 +30,8 @@ struct tr_model {
     weight_matrix output;     /* tok_embd when tied */
     const float *output_norm;
     layer_weights *layers;
-    void **repacked;          /* buffers of matrices repacked at load (model_load.c) */
-    int n_repacked;
+    void *repacked;           /* mapping holding the matrices repacked at load (model_load.c) */
+    size_t repacked_bytes;
     float **owned_f32;        /* 1-D tensors converted to F32 at load */
     int n_owned;
     tr_vocab *vocab;

@@ -241,32 +241,40 @@ static void release_pages(const void *p, size_t n) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-static tr_status repack_matrix(tr_model *m, weight_matrix *w) {
-    if (!weight_repack_wanted(w)) return TR_OK;
-    const size_t bytes = weight_bytes(w);
-    if (m->file_copy) return weight_repack(w, (void *)w->data); /* our own writable copy of the file */
-    void *buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!buf) return tr_fail(TR_ERR_NOMEM, "out of memory repacking a %zu-byte weight matrix", bytes);
-    m->repacked[m->n_repacked++] = buf;
-    const void *orig = w->data;
-    tr_status st = weight_repack(w, buf);
-    if (st == TR_OK) release_pages(orig, bytes);
-    return st;
-}
-
 /* Interleaves the matrices the active kernels read faster that way: every layer matrix, the embeddings (read
- * through weight_dequantize_row) and a separate output matrix. */
+ * through weight_dequantize_row) and a separate output matrix. The repacked copies share one anonymous mapping
+ * (not asked for huge pages: the kernel's synchronous compaction for them stalled loads for seconds on a busy
+ * machine); with use_mmap off the file is our own copy and they are repacked in place. */
 static tr_status repack_weights(tr_model *m) {
-    m->repacked = calloc((size_t)m->info.n_layer * 7 + 2, sizeof *m->repacked);
-    if (!m->repacked) return tr_fail(TR_ERR_NOMEM, "out of memory");
-    tr_status st = repack_matrix(m, &m->tok_embd);
-    if (st == TR_OK && !m->info.tied_output) st = repack_matrix(m, &m->output);
-    if (st == TR_OK && m->info.tied_output) m->output = m->tok_embd;
-    for (int il = 0; il < m->info.n_layer && st == TR_OK; il++) {
+    const size_t n_max = (size_t)m->info.n_layer * 7 + 2;
+    weight_matrix **todo = calloc(n_max, sizeof *todo);
+    if (!todo) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    size_t n = 0, total = 0;
+    if (weight_repack_wanted(&m->tok_embd)) todo[n++] = &m->tok_embd;
+    if (!m->info.tied_output && weight_repack_wanted(&m->output)) todo[n++] = &m->output;
+    for (int il = 0; il < m->info.n_layer; il++) {
         layer_weights *L = &m->layers[il];
         weight_matrix *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && st == TR_OK; i++) st = repack_matrix(m, ws[i]);
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (weight_repack_wanted(ws[i])) todo[n++] = ws[i];
     }
+    for (size_t i = 0; i < n; i++) total += (weight_bytes(todo[i]) + 63) / 64 * 64;
+    tr_status st = TR_OK;
+    uint8_t *arena = NULL;
+    if (n > 0 && !m->file_copy) {
+        arena = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (arena == MAP_FAILED) st = tr_fail(TR_ERR_NOMEM, "out of memory repacking %zu bytes of weights", total);
+        else m->repacked = arena, m->repacked_bytes = total;
+    }
+    for (size_t i = 0, off = 0; i < n && st == TR_OK; i++) {
+        const void *orig = todo[i]->data;
+        const size_t bytes = weight_bytes(todo[i]);
+        st = weight_repack(todo[i], arena ? arena + off : (void *)orig);
+        if (st == TR_OK && arena) release_pages(orig, bytes);
+        off += (bytes + 63) / 64 * 64;
+    }
+    if (m->info.tied_output) m->output = m->tok_embd;
+    free(todo);
     return st;
 }
 
@@ -347,8 +355,7 @@ void tr_model_free(tr_model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned_f32[i]);
     free(m->owned_f32);
     free(m->layers);
-    for (int i = 0; i < m->n_repacked; i++) free(m->repacked[i]);
-    free(m->repacked);
+    if (m->repacked) munmap(m->repacked, m->repacked_bytes);
     tr_gguf_close(m->gguf);
     free(m->file_copy);
     free(m);

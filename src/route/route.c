@@ -282,6 +282,12 @@ static tr_status check_args(tr_context *slm, tr_router *router, tr_llm_backend *
         return tr_fail(TR_ERR_ARG, "speculate_depth must be in 0..1024 (got %d)", p->speculate_depth);
     if (p->lookahead < 0 || p->lookahead > TR_LOOKAHEAD_MAX)
         return tr_fail(TR_ERR_ARG, "lookahead must be in 0..%d (got %d)", TR_LOOKAHEAD_MAX, p->lookahead);
+    if (p->draft_tokens < 0 || p->draft_tokens > TR_DRAFT_TOKENS_MAX || p->draft_span < 0 ||
+        p->draft_span > TR_DRAFT_TOKENS_MAX)
+        return tr_fail(TR_ERR_ARG, "draft_tokens and draft_span must be in 0..%d (got %d, %d)", TR_DRAFT_TOKENS_MAX,
+                       p->draft_tokens, p->draft_span);
+    if (p->draft_width < 0 || p->draft_width > 8)
+        return tr_fail(TR_ERR_ARG, "draft_width must be in 0..8 (got %d)", p->draft_width);
     if (p->on_llm_failure != TR_LLM_FAILURE_FALLBACK && p->on_llm_failure != TR_LLM_FAILURE_ERROR)
         return tr_fail(TR_ERR_ARG, "unknown on_llm_failure %d", (int)p->on_llm_failure);
     /* In 64 bits: n_predict near INT32_MAX must not wrap the sum. */
@@ -314,7 +320,8 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     stats->n_prompt = n_prompt;
     const int64_t slm_before = tr_context_n_evaluated(slm);
     const tr_llm_stats llm_before = tr_llm_backend_stats(llm);
-    const bool speculative = p.mode == TR_MODE_JOINT && (p.speculate_depth > 0 || p.lookahead > 0);
+    const bool speculative =
+        p.mode == TR_MODE_JOINT && (p.speculate_depth > 0 || p.lookahead > 0 || p.draft_tokens > 0);
 
     if (llm) tr_llm_backend_set_abort(llm, p.abort_fn, p.abort_user);
     r.t_start = route_now_ms();
@@ -335,6 +342,8 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     stats->llm_calls = llm_after.calls - llm_before.calls;
     stats->llm_bytes_sent = llm_after.bytes_sent - llm_before.bytes_sent;
     stats->llm_bytes_received = llm_after.bytes_received - llm_before.bytes_received;
+    stats->draft_tokens_sent = llm_after.draft_tokens_sent - llm_before.draft_tokens_sent;
+    stats->draft_tokens_verified = llm_after.draft_tokens_verified - llm_before.draft_tokens_verified;
     if (llm) tr_llm_backend_set_abort(llm, NULL, NULL);
     tr_detok_stream_free(r.detok);
     tr_sampler_free(r.sampler);

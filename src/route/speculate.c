@@ -1,23 +1,30 @@
-/* speculate.c — the routed loop that hides the round trip (speculate_depth, lookahead; joint mode).
+/* speculate.c — the routed loop that hides the round trip (joint mode with speculate_depth, lookahead or
+ * draft_tokens set).
  *
- * A routed position sends its request asynchronously (tr_llm_start) and, instead of waiting, appends the SLM's own
- * proposal and keeps decoding: up to speculate_depth further positions that the router does not route are decided
- * by the SLM as usual. A routed position inside the speculative branch, the depth limit, the end of the budget or
- * an end-of-generation token make the loop wait for the answer. Then: the LLM's token equals the proposal → the
- * branch is kept; it differs → the SLM's cache is truncated to that position, the LLM's token appended, and the
- * branch dropped. Only confirmed tokens reach route_emit, so callbacks, output and text are those of the
- * synchronous loop.
+ * The sequence is seq[0..n_conf) shown, then the speculative branch seq[n_conf..len): positions the SLM has decided
+ * but that wait behind a routed position whose LLM token is not known yet. At routed positions the branch holds the
+ * SLM's proposal. Only the first unshown position is ever requested, with a confirmed prefix, asynchronously
+ * (tr_llm_start_draft); while it is in flight the SLM keeps extending the branch (up to speculate_depth positions,
+ * through later routed positions too).
  *
- * Each request also asks for `lookahead` further greedy LLM tokens. A later routed position whose tokens since the
- * answer still equal that continuation takes its token from it without a request.
+ * Draft verification: the request carries a draft tree (tr_llm_draft) — the branch itself, and for a fresh routed
+ * position also the SLM's continuations after its next best candidates there (draft_width) and at the branch's
+ * later routed positions (2) — so the LLM answers, in the same call, every routed position along whichever path it
+ * agrees with. Each reply fills a table of known LLM tokens: answer[i] is the LLM's token at base + i, valid while
+ * seq[base .. base + i) equals assumed[0 .. i) (the walked branches, then the greedy lookahead after the last
+ * answer). A routed position whose prefix matches takes its token from the table, without a call.
+ *
+ * Confirming a routed position: the LLM's token equals the branch's → the branch stands; it differs → the branch is
+ * dropped there, the SLM's cache truncated, the LLM's token appended. So tokens reach route_emit in order, once
+ * confirmed, and callbacks, output and text are those of the synchronous loop.
  *
  * Exactness: every position is decided from the same SLM cache contents as in the synchronous loop (the SLM
- * evaluates one token at a time either way, and a rollback restores the prefix), the SLM's draws are seeded by
- * position, and the LLM is asked at the same positions with the same prefixes, or its lookahead (greedy) stands
- * in. So with a greedy LLM (or a sampled one whose draw depends only on seed and position, without lookahead)
- * the tokens equal the synchronous loop's, whatever the timing of the answers. One difference remains outside
- * the tokens: after a failure the circuit breaker's state depends on time, so which later tokens fall back can
- * differ. */
+ * evaluates one token at a time either way; exploring the draft or a rollback truncates back to the prefix, never
+ * re-evaluates a position), the SLM's draws are seeded by position, and every LLM token used is one the backend
+ * computed for exactly the prefix in question (the table's check), greedy or drawn from (seed, position). So the
+ * tokens equal the synchronous loop's whatever the timing of the answers and whatever the draft holds — the draft
+ * only decides how many positions one call answers. After a failure the circuit breaker's state depends on time,
+ * so which later tokens fall back can differ. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,24 +32,38 @@
 
 #include "common/error.h"
 #include "route/route_internal.h"
+#include "transport/backend.h"
+
+#define WIDTH_MAX 8
+#define DEEP_WIDTH 2 /* candidates at routed positions after the requested one, on the SLM's own path */
+#define KNOWN_MAX (TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 2)
+
+typedef struct pending {   /* a decided position, not yet shown */
+    tr_route_token tok;
+    bool routed;
+    bool spec;             /* decided behind an unresolved routed position */
+    int32_t n_cand;        /* routed: the SLM's best tokens, its proposal first */
+    int32_t cand[WIDTH_MAX];
+} pending;
+
+typedef struct known {     /* LLM tokens known without a call (see the top of the file) */
+    int32_t base, n, n_walk; /* answer[1 .. n_walk) came from a draft walk, the rest from lookahead */
+    int32_t assumed[KNOWN_MAX], answer[KNOWN_MAX];
+} known;
 
 typedef struct spec_state {
     route_run *r;
     int32_t *out, cap;
     int32_t end;              /* r->len never exceeds n_prompt + n_predict */
-    int32_t depth, lookahead;
+    int32_t depth, lookahead, draft_tokens, draft_span, draft_width;
+    int32_t n_conf;
+    pending *br;              /* indexed by position */
     bool in_flight;
-    int32_t pos;              /* position of the routed token in flight */
-    tr_route_token routed;    /* its record; routed.slm_id is the proposal speculated on */
+    int32_t req_pos;
     double t_sent;
-    tr_route_token *spec;     /* the speculative branch: positions pos+1 .. pos+n_spec */
-    int32_t n_spec;
-    bool have_next;           /* a decision made while speculating, for position next_pos */
-    int32_t next_pos;
-    tr_route_token next;
-    bool next_routed;
-    int32_t la_base, la_n;    /* lookahead: the LLM's assumed tokens at positions la_base .. la_base+la_n-1 */
-    int32_t la[TR_LOOKAHEAD_MAX];
+    tr_llm_draft draft;       /* the draft of the request in flight */
+    int32_t draft_q0;         /* the position the draft was built for */
+    known k;
 } spec_state;
 
 /* Evaluates the last appended token in the SLM when generation can still go past it. */
@@ -55,108 +76,226 @@ static tr_status slm_advance(spec_state *s) {
     return st;
 }
 
-/* The SLM side of position r->len, reusing a decision made while speculating. */
-static tr_status decide(spec_state *s, tr_route_token *tok, bool *routed) {
-    if (s->have_next && s->next_pos == s->r->len) {
-        s->have_next = false;
-        *tok = s->next;
-        *routed = s->next_routed;
-        return TR_OK;
-    }
-    s->have_next = false;
-    return route_decide(s->r, tok, routed);
+static bool can_decide(const spec_state *s) {
+    return s->r->len < s->end && tr_context_n_past(s->r->slm) == s->r->len;
 }
 
-/* The LLM's token for position q from an earlier lookahead, when the tokens since still equal its continuation. */
-static bool lookahead_take(const spec_state *s, int32_t q, int32_t *id) {
-    if (q < s->la_base || q - s->la_base >= s->la_n) return false;
-    for (int32_t j = s->la_base; j < q; j++)
-        if (s->r->seq[j] != s->la[j - s->la_base]) return false;
-    *id = s->la[q - s->la_base];
-    return true;
-}
-
-/* A confirmed token outside any request: append, show, evaluate. */
-static tr_status confirm_now(spec_state *s, tr_route_token *tok, bool *go_on) {
+/* The SLM side of position r->len; for a routed position also its best candidates (the proposal first). */
+static tr_status decide(spec_state *s, pending *p) {
     route_run *r = s->r;
-    r->seq[r->len++] = tok->id;
-    tr_status st = route_emit(r, tok, s->out, s->cap, go_on);
-    if (st == TR_OK && *go_on) st = slm_advance(s);
-    return st;
-}
-
-static tr_status send(spec_state *s, const tr_route_token *tok) {
-    route_run *r = s->r;
-    tr_status st = tr_llm_start(r->llm, r->seq, r->len, s->lookahead);
-    if (st != TR_OK) return st;
-    s->in_flight = true;
-    s->pos = r->len;
-    s->routed = *tok;
-    s->t_sent = route_now_ms();
-    s->n_spec = 0;
-    r->seq[r->len++] = tok->slm_id;   /* the proposal stands in until the answer */
-    return s->depth > 0 ? slm_advance(s) : TR_OK;
-}
-
-/* One step of the speculative branch. *wait: the loop must wait for the answer instead. */
-static tr_status speculate(spec_state *s, bool *wait) {
-    route_run *r = s->r;
-    *wait = s->n_spec >= s->depth || r->len >= s->end || tr_context_n_past(r->slm) != r->len ||
-            tr_llm_ready(r->llm);
-    if (*wait) return TR_OK;
-    tr_route_token tok = {.logprob = NAN};
-    bool routed;
-    tr_status st = route_decide(r, &tok, &routed);
-    if (st != TR_OK) return st;
-    if (routed) { /* no nested requests: keep the decision for when the answer has come */
-        s->have_next = true;
-        s->next_pos = r->len;
-        s->next = tok;
-        s->next_routed = true;
-        *wait = true;
-        return TR_OK;
+    memset(p, 0, sizeof *p);
+    p->tok.logprob = NAN;
+    tr_status st = route_decide(r, &p->tok, &p->routed);
+    if (st != TR_OK || !p->routed) return st;
+    const float *logits = tr_context_logits(r->slm, -1);
+    p->cand[p->n_cand++] = p->tok.slm_id;
+    const int32_t want = s->draft_width > DEEP_WIDTH ? s->draft_width : DEEP_WIDTH;
+    while (p->n_cand < want && p->n_cand < r->n_vocab) { /* the next best not yet taken */
+        int32_t best = -1;
+        for (int32_t i = 0; i < r->n_vocab; i++) {
+            bool taken = false;
+            for (int32_t c = 0; c < p->n_cand && !taken; c++) taken = p->cand[c] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+        }
+        p->cand[p->n_cand++] = best;
     }
-    s->spec[s->n_spec++] = tok;
-    r->seq[r->len++] = tok.id;
-    return slm_advance(s);
-}
-
-/* The answer has come: confirm the routed token, keep or drop the branch, show what is confirmed. */
-static tr_status resolve(spec_state *s, tr_status call_st, const tr_llm_reply *rep, double waited_ms, bool *go_on) {
-    route_run *r = s->r;
-    tr_route_stats *stats = r->stats;
-    tr_route_token *tok = &s->routed;
-    tok->llm_ms = route_now_ms() - s->t_sent;
-    tok->wait_ms = waited_ms;
-    s->in_flight = false;
-    const int32_t proposal = tok->slm_id;
-    tr_status st = route_llm_outcome(r, tok, call_st, rep->id, rep->logprob);
-    if (st != TR_OK) return st; /* the branch is never shown */
-    if (!tok->llm_unavailable) {
-        if (tok->id == proposal) stats->n_spec_agree++;
-        else stats->n_spec_disagree++;
-        s->la_base = s->pos + 1;
-        s->la_n = rep->n_lookahead;
-        memcpy(s->la, rep->lookahead, (size_t)rep->n_lookahead * sizeof *s->la);
-    }
-    if (tok->id != proposal) {
-        stats->n_spec_discarded += s->n_spec;
-        s->n_spec = 0;
-        s->have_next = false;
-        r->len = s->pos;
-        if (tr_context_n_past(r->slm) > s->pos && (st = tr_context_truncate(r->slm, s->pos)) != TR_OK) return st;
-        return confirm_now(s, tok, go_on);
-    }
-    stats->n_spec_kept += s->n_spec;
-    if ((st = route_emit(r, tok, s->out, s->cap, go_on)) != TR_OK || !*go_on) return st;
-    if ((st = slm_advance(s)) != TR_OK) return st; /* the proposal, when it was not speculated on */
-    for (int32_t i = 0; i < s->n_spec && *go_on; i++)
-        if ((st = route_emit(r, &s->spec[i], s->out, s->cap, go_on)) != TR_OK) return st;
-    s->n_spec = 0;
     return TR_OK;
 }
 
-/* Waits for the answer in flight and resolves it. */
+/* The LLM's token for position q from the table, when the sequence since its base still matches. */
+static bool known_take(const spec_state *s, int32_t q, int32_t *id, bool *from_walk) {
+    const known *k = &s->k;
+    if (q < k->base || q - k->base >= k->n || k->answer[q - k->base] < 0) return false;
+    for (int32_t j = k->base; j < q; j++)
+        if (s->r->seq[j] != k->assumed[j - k->base]) return false;
+    *id = k->answer[q - k->base];
+    *from_walk = q - k->base < k->n_walk;
+    return true;
+}
+
+/* Drops the branch from position q on (the SLM's cache too) and puts id there. */
+static tr_status replace_at(spec_state *s, int32_t q, int32_t id) {
+    route_run *r = s->r;
+    r->stats->n_spec_discarded += r->len - q - 1;
+    r->len = q;
+    tr_status st = TR_OK;
+    if (tr_context_n_past(r->slm) > q) st = tr_context_truncate(r->slm, q);
+    if (st != TR_OK) return st;
+    r->seq[r->len++] = id;
+    return slm_advance(s);
+}
+
+/* Shows the decided position n_conf with its final token (tok->id). */
+static tr_status confirm(spec_state *s, tr_route_token *tok, bool *go_on) {
+    route_run *r = s->r;
+    const int32_t q = s->n_conf;
+    tr_status st = tok->id == r->seq[q] ? TR_OK : replace_at(s, q, tok->id);
+    if (st != TR_OK) return st;
+    if (s->br[q].spec && !s->br[q].routed) r->stats->n_spec_kept++;
+    s->n_conf++;
+    return route_emit(r, tok, s->out, s->cap, go_on);
+}
+
+/* Shows every position that can be shown: unrouted ones, and routed ones whose LLM token is known. */
+static tr_status drain(spec_state *s, bool *go_on) {
+    route_run *r = s->r;
+    while (*go_on && s->n_conf < r->len) {
+        pending *p = &s->br[s->n_conf];
+        tr_route_token tok = p->tok;
+        if (p->routed) {
+            int32_t id;
+            bool from_walk;
+            if (s->in_flight || !known_take(s, s->n_conf, &id, &from_walk)) return TR_OK;
+            tok.id = id;
+            tok.source = TR_SOURCE_LLM;
+            tok.logprob = NAN;
+            tok.lookahead_hit = true;
+            r->stats->n_lookahead_hits++;
+            r->stats->n_draft_hits += from_walk;
+        }
+        tr_status st = confirm(s, &tok, go_on);
+        if (st != TR_OK) return st;
+    }
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- building the draft */
+
+static int32_t draft_used(const spec_state *s) { return s->draft.start[s->draft.n_branches]; }
+
+/* A new branch under parent (-1: the requested position), or -1 when the draft is full or parent unrecorded. */
+static int32_t draft_open(spec_state *s, int32_t parent, bool root) {
+    tr_llm_draft *d = &s->draft;
+    if ((!root && parent < 0) || d->n_branches == TR_DRAFT_BRANCHES_MAX || draft_used(s) >= s->draft_tokens) return -1;
+    d->parent[d->n_branches] = root ? -1 : parent;
+    d->start[d->n_branches + 1] = d->start[d->n_branches];
+    return d->n_branches++;
+}
+
+/* Appends a token to branch b (the last opened); false when the draft is full (b then ends). */
+static bool draft_push(spec_state *s, int32_t b, int32_t id) {
+    tr_llm_draft *d = &s->draft;
+    if (b < 0 || b != d->n_branches - 1 || draft_used(s) >= s->draft_tokens) return false;
+    d->tokens[d->start[b + 1]++] = id;
+    return true;
+}
+
+/* Explores the candidates of the routed position pos (the SLM holds seq[0..pos)): for each, the SLM's own
+ * continuation up to the next routed position (explored in turn) or the span. Alternatives first, the proposal
+ * last, so the SLM's cache ends on its own path, which becomes the speculative branch (on_main). Alternatives get
+ * draft room only beyond what the rest of the main path may still need. */
+static tr_status explore(spec_state *s, int32_t parent, bool root, int32_t pos, const pending *node, bool on_main) {
+    route_run *r = s->r;
+    const int32_t width = !on_main ? 1 : root ? s->draft_width : DEEP_WIDTH;
+    const int32_t n = width < node->n_cand ? width : node->n_cand;
+    const int32_t span_end = s->draft_q0 + s->draft_span;
+    for (int32_t m = n - 1; m >= 0; m--) {
+        const bool main = on_main && m == 0;
+        const int32_t reserve = main ? 0 : span_end - pos;
+        if (!main && draft_used(s) + reserve + 1 > s->draft_tokens) continue;
+        tr_status st = TR_OK;
+        if (tr_context_n_past(r->slm) > pos && (st = tr_context_truncate(r->slm, pos)) != TR_OK) return st;
+        r->len = pos;
+        int32_t b = draft_open(s, parent, root);
+        if (!main && b < 0) continue;
+        if (!draft_push(s, b, node->cand[m])) b = -1;
+        r->seq[r->len++] = node->cand[m];
+        if ((st = slm_advance(s)) != TR_OK) return st;
+        while (r->len < span_end && can_decide(s)) {
+            if (!main && draft_used(s) + reserve >= s->draft_tokens) break;
+            pending p;
+            if ((st = decide(s, &p)) != TR_OK) return st;
+            p.spec = true;
+            int32_t id = p.tok.id;
+            bool from_walk;
+            const bool is_known = p.routed && known_take(s, r->len, &id, &from_walk);
+            if (main) s->br[r->len] = p;
+            if (p.routed && !is_known) {
+                st = explore(s, b, false, r->len, &p, main);
+                if (st != TR_OK) return st;
+                break;
+            }
+            if (!draft_push(s, b, id)) b = -1;
+            r->seq[r->len++] = id;
+            if ((st = slm_advance(s)) != TR_OK) return st;
+        }
+    }
+    return TR_OK;
+}
+
+/* The draft for a request at n_conf when a branch already stands: the branch as a chain, one branch per routed
+ * position in it (no SLM work). */
+static void draft_from_branch(spec_state *s) {
+    route_run *r = s->r;
+    int32_t b = -1;
+    bool root = true;
+    for (int32_t q = s->n_conf; q < r->len && q < s->n_conf + s->draft_span; q++) {
+        if (root || s->br[q].routed) {
+            b = draft_open(s, b, root);
+            root = false;
+        }
+        if (!draft_push(s, b, r->seq[q])) break;
+    }
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/* Requests the LLM's token at n_conf (a routed position; when the branch is empty it is decided here as p). */
+static tr_status send(spec_state *s, const pending *p) {
+    route_run *r = s->r;
+    const int32_t q = s->n_conf;
+    memset(&s->draft, 0, sizeof s->draft);
+    s->draft_q0 = q;
+    tr_status st = TR_OK;
+    if (p) { /* fresh: explore the tree; its main path becomes the branch */
+        s->br[q] = *p;
+        if (s->draft_tokens > 0) {
+            st = explore(s, -1, true, q, p, true);
+        } else {
+            r->seq[r->len++] = p->tok.slm_id;
+            if (s->depth > 0) st = slm_advance(s);
+        }
+        if (st != TR_OK) return st;
+    } else if (s->draft_tokens > 0) {
+        draft_from_branch(s);
+    }
+    const bool has_draft = s->draft.n_branches > 0;
+    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, s->lookahead)) != TR_OK) return st;
+    s->in_flight = true;
+    s->req_pos = q;
+    s->t_sent = route_now_ms();
+    return TR_OK;
+}
+
+/* Fills the table from a reply to the request at q (see the top of the file). */
+static void learn(spec_state *s, int32_t q, const tr_llm_reply *rep) {
+    known *k = &s->k;
+    const tr_llm_draft *d = &s->draft;
+    int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
+    answers[0] = rep->id;
+    memcpy(answers + 1, rep->verify, (size_t)rep->n_verify * sizeof *answers);
+    const int32_t n_path = d->n_branches > 0 ? draft_walk(d, answers, rep->n_verify, path) : 0;
+    k->base = q;
+    k->n = 0;
+    k->answer[k->n] = rep->id;
+    for (int32_t i = 0; i < n_path; i++) {
+        for (int32_t j = d->start[path[i]]; j < d->start[path[i] + 1]; j++) {
+            k->assumed[k->n++] = d->tokens[j];
+            k->answer[k->n] = -1;
+        }
+        k->answer[k->n] = rep->verify[i];
+    }
+    k->n_walk = k->n + 1; /* answer[0 .. n] are the call's answer and the walk's */
+    k->assumed[k->n] = k->answer[k->n];
+    k->n++;
+    for (int32_t i = 0; i < rep->n_lookahead && k->n < KNOWN_MAX; i++) {
+        k->answer[k->n] = rep->lookahead[i];
+        k->assumed[k->n] = rep->lookahead[i];
+        k->n++;
+    }
+}
+
+/* Waits for the answer in flight and shows the position it was for. */
 static tr_status await_answer(spec_state *s, bool *go_on) {
     route_run *r = s->r;
     const bool ready = tr_llm_ready(r->llm);
@@ -166,38 +305,62 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
     const double waited_ms = route_now_ms() - t0;
     if (!ready) r->stats->llm_blocking++;
     r->stats->llm_wait_ms += waited_ms;
-    return resolve(s, call_st, &rep, waited_ms, go_on);
+    s->in_flight = false;
+    tr_route_token tok = s->br[s->req_pos].tok;
+    tok.llm_ms = route_now_ms() - s->t_sent;
+    tok.wait_ms = waited_ms;
+    tr_status st = route_llm_outcome(r, &tok, call_st, rep.id, rep.logprob);
+    if (st != TR_OK) return st; /* the branch is never shown */
+    if (!tok.llm_unavailable) {
+        if (tok.id == tok.slm_id) r->stats->n_spec_agree++;
+        else r->stats->n_spec_disagree++;
+        learn(s, s->req_pos, &rep);
+    }
+    return confirm(s, &tok, go_on);
 }
 
 static tr_status step(spec_state *s, bool *go_on) {
     route_run *r = s->r;
-    if (s->in_flight) {
-        bool wait;
-        tr_status st = speculate(s, &wait);
-        return st != TR_OK || !wait ? st : await_answer(s, go_on);
+    tr_status st = drain(s, go_on);
+    if (st != TR_OK || !*go_on) return st;
+    if (s->n_conf < r->len) { /* waiting on the routed position n_conf */
+        if (!s->in_flight) return send(s, NULL);
+        const int32_t limit = s->depth > s->draft_span ? s->depth : s->draft_span;
+        if (tr_llm_ready(r->llm) || r->len - s->n_conf > limit || !can_decide(s)) return await_answer(s, go_on);
+        pending *p = &s->br[r->len]; /* keep decoding on the SLM's proposals meanwhile */
+        if ((st = decide(s, p)) != TR_OK) return st;
+        p->spec = true;
+        int32_t id = p->tok.id;
+        bool from_walk;
+        if (p->routed) known_take(s, r->len, &id, &from_walk);
+        r->seq[r->len++] = id;
+        return slm_advance(s);
     }
-    tr_route_token tok = {.logprob = NAN};
-    bool routed;
-    tr_status st = decide(s, &tok, &routed);
-    if (st != TR_OK) return st;
-    int32_t id;
-    if (routed && lookahead_take(s, r->len, &id)) {
-        tok.id = id;
-        tok.source = TR_SOURCE_LLM;
-        tok.logprob = NAN;
-        tok.lookahead_hit = true;
-        r->stats->n_lookahead_hits++;
-    } else if (routed) {
-        return send(s, &tok);
-    }
-    return confirm_now(s, &tok, go_on);
+    if ((st = slm_advance(s)) != TR_OK) return st; /* a confirmed proposal that was not speculated on */
+    pending p;
+    if ((st = decide(s, &p)) != TR_OK) return st;
+    int32_t id = p.tok.id;
+    bool from_walk;
+    if (p.routed && !known_take(s, r->len, &id, &from_walk)) return send(s, &p);
+    s->br[r->len] = p;
+    r->seq[r->len++] = id;
+    return slm_advance(s); /* drain shows it next */
 }
 
 tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
-    spec_state s = {.r = r, .out = out, .cap = cap, .depth = r->p->speculate_depth, .lookahead = r->p->lookahead};
-    s.end = r->n_prompt + r->p->n_predict;
-    s.spec = malloc((size_t)(s.depth > 0 ? s.depth : 1) * sizeof *s.spec);
-    if (!s.spec) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    const tr_route_params *p = r->p;
+    spec_state *s = calloc(1, sizeof *s);
+    if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    *s = (spec_state){.r = r, .out = out, .cap = cap, .depth = p->speculate_depth, .lookahead = p->lookahead,
+                      .draft_tokens = p->draft_tokens, .n_conf = r->len};
+    s->draft_span = p->draft_span > 0 ? p->draft_span : p->draft_tokens;
+    s->draft_width = p->draft_width > 0 ? p->draft_width : 1;
+    s->end = r->n_prompt + p->n_predict;
+    s->br = malloc(((size_t)s->end + 1) * sizeof *s->br);
+    if (!s->br) {
+        free(s);
+        return tr_fail(TR_ERR_NOMEM, "out of memory");
+    }
     tr_status st = TR_OK;
     bool go_on = true;
     while (st == TR_OK && go_on) {
@@ -205,9 +368,9 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
             st = route_abort_status();
             break;
         }
-        st = step(&s, &go_on);
+        st = step(s, &go_on);
     }
-    if (s.in_flight) { /* stopped with a request in flight (error, abort): wait for it, keep the first error */
+    if (s->in_flight) { /* stopped with a request in flight (error, abort, end): wait for it, keep the first error */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", tr_last_error());
         tr_llm_reply rep;
@@ -215,6 +378,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
         if (st != TR_OK) tr_fail(st, "%s", msg);
         else tr_clear_error();
     }
-    free(s.spec);
+    free(s->br);
+    free(s);
     return st;
 }

@@ -130,6 +130,10 @@ static char *route_result_json(const route_request *req, const route_result *res
     cJSON_AddNumberToObject(root, "pos", res->pos);
     cJSON *la = cJSON_AddArrayToObject(root, "lookahead");
     for (int32_t i = 0; i < res->n_lookahead; i++) cJSON_AddItemToArray(la, cJSON_CreateNumber(res->lookahead[i]));
+    if (req->draft.n_branches > 0) {
+        cJSON *v = cJSON_AddArrayToObject(root, "verify");
+        for (int32_t i = 0; i < res->n_verify; i++) cJSON_AddItemToArray(v, cJSON_CreateNumber(res->verify[i]));
+    }
     cJSON_AddNumberToObject(root, "n_evaluated", res->n_evaluated);
     cJSON *tm = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(tm, "eval_ms", round(res->eval_ms * 1000) / 1000);

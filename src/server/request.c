@@ -68,6 +68,49 @@ static bool session_id_ok(const char *s) {
     return true;
 }
 
+/* "draft": [{"parent": -1, "tokens": [...]}, ...] — each branch after its parent, not empty, ids in the
+ * vocabulary, at most TR_DRAFT_BRANCHES_MAX branches and TR_DRAFT_TOKENS_MAX tokens in all. */
+static bool parse_draft(const cJSON *root, int32_t model_n_vocab, route_request *req, api_error *err) {
+    const cJSON *draft = cJSON_GetObjectItemCaseSensitive(root, "draft");
+    tr_llm_draft *d = &req->draft;
+    d->n_branches = 0;
+    d->start[0] = 0;
+    if (!draft || cJSON_IsNull(draft)) return true;
+    if (!cJSON_IsArray(draft) || cJSON_GetArraySize(draft) > TR_DRAFT_BRANCHES_MAX) {
+        api_error_set(err, 400, "bad_request", "draft", "'draft' must be an array of at most %d branches",
+                      TR_DRAFT_BRANCHES_MAX);
+        return false;
+    }
+    int32_t b = 0;
+    for (const cJSON *br = draft->child; br; br = br->next, b++) {
+        int64_t parent = -2;
+        const cJSON *toks = cJSON_GetObjectItemCaseSensitive(br, "tokens");
+        if (!cJSON_IsObject(br) || !int_field(br, "parent", -1, b - 1, &parent, err) || parent < -1 ||
+            !cJSON_IsArray(toks) || cJSON_GetArraySize(toks) < 1 ||
+            cJSON_GetArraySize(toks) > TR_DRAFT_TOKENS_MAX - d->start[b]) {
+            api_error_set(err, 400, "bad_request", "draft",
+                          "draft[%d] must be {\"parent\": -1 or an earlier branch, \"tokens\": [ids]} (at most %d "
+                          "tokens in all)",
+                          b, TR_DRAFT_TOKENS_MAX);
+            return false;
+        }
+        d->parent[b] = (int32_t)parent;
+        int32_t at = d->start[b];
+        for (const cJSON *t = toks->child; t; t = t->next) {
+            if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
+                t->valuedouble >= model_n_vocab) {
+                api_error_set(err, 400, "bad_request", "draft", "draft[%d] holds a value that is not a token id in "
+                              "[0, %d)", b, model_n_vocab);
+                return false;
+            }
+            d->tokens[at++] = (int32_t)t->valuedouble;
+        }
+        d->start[b + 1] = at;
+    }
+    d->n_branches = b;
+    return true;
+}
+
 bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, int32_t n_ctx, route_request *req,
                          api_error *err) {
     memset(req, 0, sizeof *req);
@@ -144,6 +187,7 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
                       n_ctx);
         goto done;
     }
+    if (!parse_draft(root, model_n_vocab, req, err)) goto done;
     if (!float_field(root, "temperature", 0, 100, &req->samp.temperature, err)) goto done;
     v = 0;
     if (!int_field(root, "top_k", 0, model_n_vocab, &v, err)) goto done;

@@ -43,6 +43,8 @@ typedef struct job {
     int32_t n_feed, fed, chunk;
     int32_t own_feed[1];
     int32_t la_left;
+    int32_t node;          /* the draft branch last entered (-1: the requested position) */
+    bool walking;          /* still walking the draft */
     double t_enqueue_ms, t_start_ms;
     pthread_cond_t cv;
     struct job *next;
@@ -226,32 +228,61 @@ static bool start_job(scheduler *s, job *j) {
         j->n_feed = r->n_tokens;
     }
     j->la_left = r->lookahead;
+    j->node = -1;
+    j->walking = r->draft.n_branches > 0;
     j->sess = x;
     x->busy = true;
     j->started = true;
     return true;
 }
 
-/* After the job's last fed token: choose the answer (or the next lookahead token). True when the job is done. */
+/* The first draft branch under node whose first token is token, or -1. */
+static int32_t draft_child_of(const tr_llm_draft *d, int32_t node, int32_t token) {
+    for (int32_t b = node + 1; b < d->n_branches; b++)
+        if (d->parent[b] == node && d->tokens[d->start[b]] == token) return b;
+    return -1;
+}
+
+/* After the job's last fed token: choose the answer, the answer after a draft branch, or the next lookahead token;
+ * then feed what comes next (the draft branch starting with it, else the lookahead). True when the job is done.
+ * Draft answers are drawn like the answer (greedy, or from (seed, position)); lookahead is greedy. The walk and the
+ * lookahead stop at the end of the session's context. */
 static bool take_logits(scheduler *s, job *j, const float *logits) {
     const route_request *r = j->req;
     route_result *res = j->res;
+    const int32_t pos = j->sess->seq->n_past;
+    int32_t t;
     if (!j->main_done) {
-        res->token = sample_token(logits, r->n_vocab, &r->samp, j->sess->seq->n_past, &res->logprob, res->top,
-                                  r->top_logprobs);
+        res->token = sample_token(logits, r->n_vocab, &r->samp, pos, &res->logprob, res->top, r->top_logprobs);
         res->n_top = r->top_logprobs < r->n_vocab ? r->top_logprobs : r->n_vocab;
-        res->pos = j->sess->seq->n_past;
+        res->pos = pos;
         j->main_done = true;
-        j->own_feed[0] = res->token;
+        t = res->token;
+    } else if (j->walking) {
+        float lp;
+        t = sample_token(logits, r->n_vocab, &r->samp, pos, &lp, NULL, 0);
+        res->verify[res->n_verify++] = t;
     } else {
         const sampling greedy = {0, 0, 1, 0};
         float lp;
-        const int32_t t = sample_token(logits, r->n_vocab, &greedy, j->sess->seq->n_past, &lp, NULL, 0);
+        t = sample_token(logits, r->n_vocab, &greedy, pos, &lp, NULL, 0);
         res->lookahead[res->n_lookahead++] = t;
         j->la_left--;
-        j->own_feed[0] = t;
     }
-    if (j->la_left <= 0) return true;
+    if (j->walking) {
+        const tr_llm_draft *d = &r->draft;
+        const int32_t b = draft_child_of(d, j->node, t);
+        if (b >= 0 && res->n_verify < TR_DRAFT_BRANCHES_MAX && pos + d->start[b + 1] - d->start[b] <= s->p.n_ctx) {
+            j->node = b;
+            j->feed = d->tokens + d->start[b];
+            j->n_feed = d->start[b + 1] - d->start[b];
+            j->fed = 0;
+            return false;
+        }
+        j->walking = false;
+    }
+    if (j->la_left <= 0 || pos >= s->p.n_ctx) return true;
+    j->own_feed[0] = t;
     j->feed = j->own_feed;
     j->n_feed = 1;
     j->fed = 0;

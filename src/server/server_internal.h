@@ -41,6 +41,7 @@ typedef struct route_request {
     int32_t n_vocab;    /* choice restricted to ids < n_vocab */
     int32_t lookahead;
     sampling samp;
+    tr_llm_draft draft; /* n_branches 0: none (see docs/protocol.md, "draft") */
 } route_request;
 
 /* Parses a /v1/route/next body. model_n_vocab bounds ids, n_ctx bounds pos + tokens + lookahead. On failure fills
@@ -65,6 +66,8 @@ typedef struct route_result {
     int32_t pos;
     int32_t lookahead[LOOKAHEAD_MAX];
     int32_t n_lookahead;
+    int32_t verify[TR_DRAFT_BRANCHES_MAX]; /* answers along the draft walk */
+    int32_t n_verify;
     int32_t n_evaluated;
     double eval_ms, queue_ms;
 } route_result;

@@ -40,6 +40,8 @@ struct tr_llm_backend {
     bool thread_started, quit, in_flight, done;
     int32_t *req_tokens;
     int32_t req_n, req_cap, req_lookahead;
+    tr_llm_draft req_draft;
+    bool req_has_draft;
     tr_llm_reply reply;
     char error[512];
 };
@@ -149,11 +151,41 @@ static void breaker_record(tr_llm_backend *b, tr_status st, double t_end) {
     }
 }
 
+tr_status draft_check(const tr_llm_draft *d) {
+    if (d->n_branches < 0 || d->n_branches > TR_DRAFT_BRANCHES_MAX)
+        return tr_fail(TR_ERR_ARG, "draft: %d branches (at most %d)", d->n_branches, TR_DRAFT_BRANCHES_MAX);
+    if (d->n_branches > 0 && d->start[0] != 0) return tr_fail(TR_ERR_ARG, "draft: the first branch must start at 0");
+    for (int32_t b = 0; b < d->n_branches; b++) {
+        if (d->parent[b] < -1 || d->parent[b] >= b)
+            return tr_fail(TR_ERR_ARG, "draft: branch %d has parent %d (must be -1 or an earlier branch)", b,
+                           d->parent[b]);
+        if (d->start[b + 1] <= d->start[b] || d->start[b + 1] > TR_DRAFT_TOKENS_MAX)
+            return tr_fail(TR_ERR_ARG, "draft: branch %d is empty or beyond %d tokens", b, TR_DRAFT_TOKENS_MAX);
+        for (int32_t i = d->start[b]; i < d->start[b + 1]; i++)
+            if (d->tokens[i] < 0) return tr_fail(TR_ERR_ARG, "draft: negative token id %d", d->tokens[i]);
+    }
+    return TR_OK;
+}
+
+int32_t draft_child(const tr_llm_draft *d, int32_t node, int32_t token) {
+    for (int32_t b = node + 1; b < d->n_branches; b++)
+        if (d->parent[b] == node && d->tokens[d->start[b]] == token) return b;
+    return -1;
+}
+
+int32_t draft_walk(const tr_llm_draft *d, const int32_t *answers, int32_t n_answers, int32_t *path) {
+    int32_t n = 0, node = -1;
+    while (n < n_answers && (node = draft_child(d, node, answers[n])) >= 0) path[n++] = node;
+    return n;
+}
+
 /* One call, synchronous: the simulated delay, the implementation, the checks and the accounting. */
-static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t lookahead, tr_llm_reply *reply) {
+static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t lookahead,
+                         const tr_llm_draft *draft, tr_llm_reply *reply) {
     reply->id = -1;
     reply->logprob = NAN;
     reply->n_lookahead = 0;
+    reply->n_verify = 0;
     const double t0 = now_ms();
     if (b->open_until_ms > t0) {
         b->stats.short_circuited++;
@@ -165,7 +197,8 @@ static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, in
     if (lookahead > TR_LOOKAHEAD_MAX) lookahead = TR_LOOKAHEAD_MAX;
     tr_llm_call call = {.tokens = tokens, .n_tokens = n, .n_allowed = b->n_allowed, .abort_fn = b->abort_fn,
                         .abort_user = b->abort_user, .id = -1, .logprob = NAN, .lookahead = lookahead,
-                        .lookahead_ids = reply->lookahead};
+                        .lookahead_ids = reply->lookahead, .draft = draft && draft->n_branches > 0 ? draft : NULL,
+                        .verify_ids = reply->verify};
     tr_status st = b->ops->next_token(b->impl, &call);
     const double t1 = now_ms();
     b->stats.calls++;
@@ -181,6 +214,23 @@ static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, in
         b->stats.failures++;
         return reply->status = tr_fail_prefix(st, "LLM backend %s", b->ops->name);
     }
+    /* Verify ids only count along the walk they claim: an id that selects no branch ends it (the ids after it
+     * would answer positions the reply never evaluated). An id outside the shared range ends it too. */
+    int32_t n_verify = 0;
+    if (call.draft && call.n_verify > 0) {
+        int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
+        const int32_t claimed = call.n_verify > TR_DRAFT_BRANCHES_MAX ? TR_DRAFT_BRANCHES_MAX : call.n_verify;
+        answers[0] = call.id;
+        memcpy(answers + 1, reply->verify, (size_t)claimed * sizeof *answers);
+        n_verify = draft_walk(call.draft, answers, claimed, path);
+        for (int32_t i = 0; i < n_verify; i++) {
+            if (reply->verify[i] < 0 || (b->n_allowed > 0 && reply->verify[i] >= b->n_allowed)) n_verify = i;
+            else b->stats.draft_tokens_verified += draft->start[path[i] + 1] - draft->start[path[i]];
+        }
+        if (n_verify < claimed) call.n_lookahead = 0; /* it followed an answer we do not take */
+    }
+    reply->n_verify = n_verify;
+    if (call.draft) b->stats.draft_tokens_sent += draft->start[draft->n_branches];
     /* Lookahead ids outside the shared range end the lookahead there (they are only hints, never shown). */
     int32_t n_la = call.n_lookahead < 0 ? 0 : call.n_lookahead > lookahead ? lookahead : call.n_lookahead;
     for (int32_t i = 0; i < n_la; i++)
@@ -196,7 +246,7 @@ tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t
     if (!b || !tokens || n <= 0 || !next) return tr_fail(TR_ERR_ARG, "tr_llm_next_token: empty sequence");
     if (b->in_flight) return tr_fail(TR_ERR_STATE, "tr_llm_next_token: an asynchronous request is in flight");
     tr_llm_reply reply;
-    tr_status st = do_call(b, tokens, n, 0, &reply);
+    tr_status st = do_call(b, tokens, n, 0, NULL, &reply);
     if (st != TR_OK) return st;
     *next = reply.id;
     if (logprob) *logprob = reply.logprob;
@@ -211,7 +261,8 @@ static void *helper_main(void *arg) {
         if (b->quit) break;
         pthread_mutex_unlock(&b->mu);
         tr_llm_reply reply;
-        const tr_status st = do_call(b, b->req_tokens, b->req_n, b->req_lookahead, &reply);
+        const tr_status st =
+            do_call(b, b->req_tokens, b->req_n, b->req_lookahead, b->req_has_draft ? &b->req_draft : NULL, &reply);
         pthread_mutex_lock(&b->mu);
         b->reply = reply;
         snprintf(b->error, sizeof b->error, "%s", st == TR_OK ? "" : tr_last_error());
@@ -223,8 +274,14 @@ static void *helper_main(void *arg) {
 }
 
 tr_status tr_llm_start(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t lookahead) {
+    return tr_llm_start_draft(b, tokens, n, NULL, lookahead);
+}
+
+tr_status tr_llm_start_draft(tr_llm_backend *b, const int32_t *tokens, int32_t n, const tr_llm_draft *draft,
+                             int32_t lookahead) {
     if (!b || !tokens || n <= 0) return tr_fail(TR_ERR_ARG, "tr_llm_start: empty sequence");
     if (b->in_flight) return tr_fail(TR_ERR_STATE, "tr_llm_start: a request is already in flight");
+    if (draft && draft_check(draft) != TR_OK) return TR_ERR_ARG;
     if (!b->thread_started) {
         if (pthread_mutex_init(&b->mu, NULL) != 0) return tr_fail(TR_ERR_NOMEM, "cannot create a mutex");
         if (pthread_cond_init(&b->cv, NULL) != 0) {
@@ -250,6 +307,8 @@ tr_status tr_llm_start(tr_llm_backend *b, const int32_t *tokens, int32_t n, int3
     memcpy(b->req_tokens, tokens, (size_t)n * sizeof *tokens);
     b->req_n = n;
     b->req_lookahead = lookahead;
+    b->req_has_draft = draft && draft->n_branches > 0;
+    if (b->req_has_draft) b->req_draft = *draft;
     b->done = false;
     b->in_flight = true;
     pthread_cond_broadcast(&b->cv);

@@ -12,4 +12,13 @@ static inline tr_status backend_create(const backend_ops *ops, void *impl, tr_ll
     return tr_llm_backend_create(ops, impl, out);
 }
 
+/* Draft trees (tr_llm_draft). draft_check: TR_OK for a well-formed draft (branches not empty, after their parent,
+ * within the limits), else TR_ERR_ARG with a message. draft_child: the first branch under node (-1: the requested
+ * position) whose first token is token, or -1. draft_walk: the branches a walk enters given the answers
+ * (answers[0] the call's id, then its verify ids): path[i] is the branch entered after answers[i]; returns the
+ * length, at most n_answers. */
+tr_status draft_check(const tr_llm_draft *d);
+int32_t draft_child(const tr_llm_draft *d, int32_t node, int32_t token);
+int32_t draft_walk(const tr_llm_draft *d, const int32_t *answers, int32_t n_answers, int32_t *path);
+
 #endif /* TR_BACKEND_H */

@@ -5,7 +5,8 @@
  * Sampling (temperature > 0) draws at each position from a generator seeded by (seed, position), as the server
  * does, so the token at a position does not depend on how many calls came before it. Lookahead (greedy LLM only)
  * evaluates the answer and the further tokens one at a time in the same context; the next call's common prefix
- * keeps what it still agrees with. */
+ * keeps what it still agrees with. A draft tree is walked before the lookahead (which then follows the walk's last
+ * answer); the sampler is reseeded per answered position, so every answer is the one a call at that position gives. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -39,10 +40,34 @@ static uint64_t position_seed(uint64_t seed, int32_t pos) {
     return z ^ (z >> 31);
 }
 
+/* The draft walk (tr_llm_draft): after each answer, the branch starting with it is evaluated in one batch and the
+ * position after it answered, drawn like any other position. Stops where no branch matches or the context is full;
+ * returns the last answer. */
+static int32_t walk_draft(embedded *e, tr_llm_call *call, int32_t n_choice) {
+    const tr_llm_draft *d = call->draft;
+    int32_t answer = call->id, node = -1;
+    while (call->n_verify < TR_DRAFT_BRANCHES_MAX && (node = draft_child(d, node, answer)) >= 0) {
+        const int32_t n = d->start[node + 1] - d->start[node], pos = tr_context_n_past(e->ctx);
+        if (pos + n > tr_context_n_ctx(e->ctx)) break;
+        if (tr_context_eval(e->ctx, d->tokens + d->start[node], n, TR_EVAL_LOGITS_LAST) != TR_OK) {
+            tr_clear_error(); /* a hint: the answers so far stand */
+            break;
+        }
+        e->logits_valid = false;
+        call->n_evaluated += n;
+        const float *logits = tr_context_logits(e->ctx, -1);
+        if (e->sp.temperature > 0) tr_sampler_reseed(e->sampler, position_seed(e->sp.seed, pos + n));
+        answer = tr_sampler_sample(e->sampler, logits, n_choice);
+        if (answer < 0) break;
+        call->verify_ids[call->n_verify++] = answer;
+    }
+    return answer;
+}
+
 /* Further greedy tokens after call->id, evaluated one at a time. Stops early (fewer tokens) when the context is
  * full or an evaluation fails; lookahead is a hint, so that is not an error. */
-static void lookahead(embedded *e, tr_llm_call *call, int32_t n_choice) {
-    int32_t t = call->id;
+static void lookahead(embedded *e, tr_llm_call *call, int32_t n_choice, int32_t after) {
+    int32_t t = after;
     for (int32_t i = 0; i < call->lookahead; i++) {
         if (tr_context_n_past(e->ctx) >= tr_context_n_ctx(e->ctx)) break;
         if (tr_context_eval(e->ctx, &t, 1, TR_EVAL_LOGITS_LAST) != TR_OK) {
@@ -87,7 +112,9 @@ static tr_status embedded_next(void *impl, tr_llm_call *call) {
     if (e->sp.temperature > 0) tr_sampler_reseed(e->sampler, position_seed(e->sp.seed, n));
     call->id = tr_sampler_sample(e->sampler, logits, n_choice);
     if (call->id >= 0) call->logprob = log_prob(logits, n_choice, call->id);
-    if (call->id >= 0 && call->lookahead > 0 && e->sp.temperature <= 0) lookahead(e, call, n_choice);
+    int32_t last = call->id;
+    if (call->id >= 0 && call->draft) last = walk_draft(e, call, n_choice);
+    if (last >= 0 && call->lookahead > 0 && e->sp.temperature <= 0) lookahead(e, call, n_choice, last);
     return TR_OK;
 }
 

@@ -9,7 +9,8 @@
  *
  * Lookahead: the server evaluates the answer and all but the last lookahead token in the session, so afterwards it
  * holds sequence + answer + lookahead[0..k-1); held records that, and the next call's pos (the common prefix) tells
- * the server how much of it the client kept. */
+ * the server how much of it the client kept. A draft tree (tr_llm_draft) goes along as "draft"; the server walks
+ * it and answers "verify", and then holds the branches it walked too (the lookahead follows the last answer). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,16 @@ static char *build_request(const session_backend *b, const tr_llm_call *call, in
               cJSON_AddNumberToObject(req, "top_logprobs", b->top_logprobs);
     if (ok && call->n_allowed > 0) ok = cJSON_AddNumberToObject(req, "n_vocab", call->n_allowed) != NULL;
     if (ok && call->lookahead > 0) ok = cJSON_AddNumberToObject(req, "lookahead", call->lookahead) != NULL;
+    if (ok && call->draft) {
+        const tr_llm_draft *d = call->draft;
+        cJSON *arr = cJSON_AddArrayToObject(req, "draft");
+        ok = arr != NULL;
+        for (int32_t i = 0; ok && i < d->n_branches; i++) {
+            cJSON *br = cJSON_CreateObject();
+            ok = br && cJSON_AddItemToArray(arr, br) && cJSON_AddNumberToObject(br, "parent", d->parent[i]) &&
+                 json_add_ids(br, "tokens", d->tokens + d->start[i], d->start[i + 1] - d->start[i]);
+        }
+    }
     if (ok && b->sampling.temperature > 0)
         ok = cJSON_AddNumberToObject(req, "temperature", b->sampling.temperature) &&
              cJSON_AddNumberToObject(req, "top_k", b->sampling.top_k) &&
@@ -129,7 +140,16 @@ static tr_status parse_reply(session_backend *b, const http_response *resp, tr_l
                 break;
             call->lookahead_ids[call->n_lookahead++] = (int32_t)x->valuedouble;
         }
-        call->n_evaluated += call->n_lookahead; /* the server's n_evaluated counts the request's tokens only */
+        /* The draft walk: malformed entries end it (backend.c then checks it against the draft). */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "verify");
+        const int n_v = call->draft && cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+        for (int i = 0; i < n_v && call->n_verify < TR_DRAFT_BRANCHES_MAX; i++) {
+            const cJSON *x = cJSON_GetArrayItem(v, i);
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > INT32_MAX ||
+                x->valuedouble != (double)(int32_t)x->valuedouble)
+                break;
+            call->verify_ids[call->n_verify++] = (int32_t)x->valuedouble;
+        }
     }
     cJSON_Delete(j);
     return st;
@@ -160,11 +180,23 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         if (resp.status == 200) {
             st = parse_reply(b, &resp, call);
             if (st == TR_OK) {
-                /* The server now holds the answer and lookahead[0..k-1) beyond the sequence. */
-                int32_t extra[TR_LOOKAHEAD_MAX + 1];
-                int32_t n_extra = 0;
+                /* The server now holds the draft branches it walked, then the last answer and lookahead[0..k-1). */
+                int32_t extra[TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 1];
+                int32_t n_extra = 0, last = call->id;
+                if (call->draft && call->n_verify > 0) {
+                    int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
+                    answers[0] = call->id;
+                    memcpy(answers + 1, call->verify_ids, (size_t)call->n_verify * sizeof *answers);
+                    const int32_t n_path = draft_walk(call->draft, answers, call->n_verify, path);
+                    const tr_llm_draft *d = call->draft;
+                    for (int32_t i = 0; i < n_path; i++)
+                        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++) extra[n_extra++] = d->tokens[k];
+                    if (n_path > 0) last = call->verify_ids[n_path - 1];
+                    if (n_path < call->n_verify) call->n_lookahead = 0; /* the server is out of step: trust none */
+                    call->n_verify = n_path;
+                }
                 if (call->n_lookahead > 0) {
-                    extra[n_extra++] = call->id;
+                    extra[n_extra++] = last;
                     for (int32_t i = 0; i + 1 < call->n_lookahead; i++) extra[n_extra++] = call->lookahead_ids[i];
                 }
                 st = remember(b, call->tokens, call->n_tokens, extra, n_extra);

@@ -59,7 +59,9 @@ for prompt in "Once upon a time" "Tom and his dog went to the park." "The little
       python3 - "$tmp/sum" <<'PY' || fail "accounting: $(cat "$tmp/sum")"
 import json, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-assert s["speculate_depth"] == 8 and s["lookahead"] == 4, s
+assert s["speculate_depth"] == 8 and s["lookahead"] == 8 and s["draft"] == 96, s
+assert s["draft_hits"] <= s["lookahead_hits"], s
+assert s["draft_tokens_verified"] <= s["draft_tokens_sent"] and (s["draft_tokens_sent"] > 0) == (s["llm_calls"] > 0), s
 assert s["llm_calls"] + s["lookahead_hits"] == s["n_routed"], s
 assert s["spec_agree"] + s["spec_disagree"] == s["llm_calls"], s
 assert s["llm_blocking"] <= s["llm_calls"] and s["n_fallback"] == 0, s
@@ -71,23 +73,34 @@ PY
     [ "$got" == "$ref" ] || fail "embedded with --simulate-rtt tau $tau '$prompt': $got != --sync $ref"
     got=$(gen --llm "$llm" -p "$prompt" --threshold "$tau" --speculate-depth 3 --lookahead 1 --no-summary 2>/dev/null)
     [ "$got" == "$ref" ] || fail "embedded depth 3 lookahead 1 tau $tau '$prompt': $got != --sync $ref"
-    n=$((n + 2))
+    for d in "--draft 8 --draft-width 1" "--draft 256 --draft-width 8 --draft-span 64 --lookahead 0"; do
+      # shellcheck disable=SC2086
+      got=$(gen --server "$url" -p "$prompt" --threshold "$tau" --simulate-rtt 2 $d --no-summary 2>/dev/null)
+      [ "$got" == "$ref" ] || fail "--server $d tau $tau '$prompt': $got != --sync $ref"
+    done
+    n=$((n + 4))
   done
 done
-# Sampled (the SLM's and the server's draws seeded by position; no lookahead is asked for a sampled LLM).
+# Sampled (the SLM's and the server's draws seeded by position; no lookahead is asked for a sampled LLM, drafts are
+# verified with the same draws).
 for seed in 1 2 3; do
   ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.6 --temp 0.9 --seed "$seed" --sync --no-summary 2>/dev/null)
   got=$(gen --server "$url" -p "Once upon a time" --threshold 0.6 --temp 0.9 --seed "$seed" --simulate-rtt 5 \
     --summary-json 2>"$tmp/sum")
   [ "$got" == "$ref" ] || fail "sampled seed $seed: $got != --sync $ref"
-  grep -q '"lookahead_hits":0,' "$tmp/sum" || fail "lookahead used with a sampled LLM: $(cat "$tmp/sum")"
+  python3 - "$tmp/sum" <<'PY' || fail "lookahead used with a sampled LLM: $(cat "$tmp/sum")"
+import json, sys
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert s["lookahead_hits"] == s["draft_hits"], s  # drafts are verified by (seed, position) draws; lookahead is greedy
+PY
   n=$((n + 1))
 done
 echo "identical to --sync: $n runs"
 
 # 2. Fewer blocking round trips than --sync, and the server is not re-prefilled: the LLM evaluates at most the
-# sequence plus, per call, its 4 lookahead tokens and one re-evaluated position (a call whose sequence the server
-# already holds from a lookahead re-evaluates its last token for the logits).
+# sequence plus, per call, its 8 lookahead tokens, the draft tokens it verified and one re-evaluated position (a
+# call whose sequence the server already holds from a lookahead re-evaluates its last token for the logits); some
+# routed tokens are answered by a draft verification.
 gen --server "$url" -p "Once upon a time" --threshold 0.9 --sync --summary-json >/dev/null 2>"$tmp/sync.json"
 gen --server "$url" -p "Once upon a time" --threshold 0.9 --summary-json >/dev/null 2>"$tmp/hide.json"
 python3 - "$tmp/sync.json" "$tmp/hide.json" <<'PY' || fail "round trips not reduced"
@@ -95,15 +108,17 @@ import json, sys
 a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
 assert a["llm_blocking"] == a["n_routed"] == a["llm_calls"], a
 assert b["llm_calls"] < a["llm_calls"] and b["lookahead_hits"] > 0, (a, b)
-assert b["llm_evaluated"] <= b["n_prompt"] + b["n_tokens"] + 5 * b["llm_calls"], b
-print(f"tau 0.9: --sync {a['llm_calls']} calls, default {b['llm_calls']} calls + {b['lookahead_hits']} lookahead hits")
+assert b["llm_evaluated"] <= b["n_prompt"] + b["n_tokens"] + 9 * b["llm_calls"] + b["draft_tokens_verified"], b
+assert b["draft_hits"] > 0 and b["draft_tokens_verified"] > 0, b
+print(f"tau 0.9: --sync {a['llm_calls']} calls, default {b['llm_calls']} calls + {b['lookahead_hits']} hits "
+      f"({b['draft_hits']} from drafts)")
 PY
 
 # 3. The server dies while the loop speculates: fallback finishes on the SLM, gap marked, bounded in time.
 # (tau 0.9 routes about half the tokens, so branches of SLM tokens are in flight; lookahead off keeps it slow enough.)
 ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 -n 60 --sync --no-summary 2>/dev/null)
 start_s=$(date +%s)
-"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 0.9 --ids --simulate-rtt 40 \
+"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 0.9 --ids --simulate-rtt 150 \
   --lookahead 0 --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" \
   2>"$tmp/kill.err" &
 gen_pid=$!
@@ -119,17 +134,18 @@ assert len(rows) == 60
 gap = next(i for i, r in enumerate(rows) if r.get("llm_unavailable"))
 assert gap > 0
 assert [r["id"] for r in rows[:gap]] == ref[:gap]
-# After the gap: only the SLM's tokens; routed ones marked unavailable.
+# After the gap: the SLM's tokens, routed ones marked unavailable — or LLM tokens an earlier reply had already
+# answered for exactly that prefix (a draft walk or lookahead: "lookahead": true), never a new call's.
 after = rows[gap:]
-assert all(r["source"] == "slm" for r in after), after
-assert all(r.get("llm_unavailable") is True for r in after if r["score"] < r["tau"]), after
+assert all(r["source"] == "slm" or r.get("lookahead") is True for r in after), after
+assert all(r.get("llm_unavailable") is True for r in after if r["score"] < r["tau"] and r["source"] == "slm"), after
 print(f"killed while speculating: {gap} tokens from the LLM, then {len(rows) - gap} on the SLM, marked")
 PY
 
 # 4. The same with --on-llm-failure error: exits non-zero with the error; what it printed is a prefix of the run.
 port=$(free_port)
 start_serve "$port"
-"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 0.9 --ids --simulate-rtt 40 \
+"$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 60 --threshold 0.9 --ids --simulate-rtt 150 \
   --timeout-ms 1000 --retries 1 --on-llm-failure error --no-summary --lookahead 0 >"$tmp/err.out" 2>"$tmp/err.err" &
 gen_pid=$!
 sleep 0.6
@@ -142,13 +158,14 @@ case "$ref" in "$got"*) ;; *) fail "printed tokens '$got' are not a prefix of '$
 echo "error policy: stopped with the error after $(echo "$got" | wc -w) confirmed tokens"
 
 # 5. Flags: bad values and --sync with either knob are usage errors (exit 2), with a message.
-for bad in "--lookahead 17" "--speculate-depth -1" "--sync --lookahead 2" "--sync --speculate-depth 1"; do
+for bad in "--lookahead 17" "--speculate-depth -1" "--sync --lookahead 2" "--sync --speculate-depth 1" "--draft 257" \
+  "--draft-width 9" "--draft-span 0" "--sync --draft 8"; do
   # shellcheck disable=SC2086
   if "$cli" generate --slm "$slm" --llm "$llm" -p "Once" -n 2 $bad >/dev/null 2>"$tmp/e"; then fail "accepted $bad"; fi
   # shellcheck disable=SC2086
   rc=0; "$cli" generate --slm "$slm" --llm "$llm" -p "Once" -n 2 $bad >/dev/null 2>&1 || rc=$?
   [ "$rc" -eq 2 ] || fail "$bad: exit $rc, not 2"
-  grep -q "lookahead\|speculate-depth" "$tmp/e" || fail "$bad: no message: $(cat "$tmp/e")"
+  grep -q "lookahead\|speculate-depth\|draft" "$tmp/e" || fail "$bad: no message: $(cat "$tmp/e")"
 done
 echo "flags: bad values refused"
 
@@ -158,9 +175,49 @@ port=$(free_port)
 start_serve "$port" -c 48
 n400=$(grep -c " 400 " "$tmp/serve.log" || true)
 ref=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --sync --no-summary 2>/dev/null)
-got=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --lookahead 16 --summary-json \
-  2>"$tmp/sum") || fail "near the context end: $(cat "$tmp/sum")"
+got=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --lookahead 16 --draft 0 \
+  --summary-json 2>"$tmp/sum") || fail "near the context end: $(cat "$tmp/sum")"
 [ "$got" == "$ref" ] || fail "near the context end: $got != --sync $ref"
 grep -q '"n_fallback":0,' "$tmp/sum" || fail "fallback near the context end: $(cat "$tmp/sum")"
 [ "$(grep -c " 400 " "$tmp/serve.log")" -gt "$n400" ] || fail "the server never refused a lookahead (test too weak)"
-echo "context end: lookahead dropped when refused, same tokens"
+# A draft walk stops at the context end (the server evaluates no branch beyond it): same tokens.
+got=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 -n 43 --ignore-eos --draft 256 --draft-span 64 \
+  --summary-json 2>"$tmp/sum") || fail "draft near the context end: $(cat "$tmp/sum")"
+ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 -n 43 --ignore-eos --sync --no-summary 2>/dev/null)
+[ "$got" == "$ref" ] || fail "draft near the context end: $got != --sync $ref"
+grep -q '"n_fallback":0,' "$tmp/sum" || fail "fallback with a draft near the context end: $(cat "$tmp/sum")"
+echo "context end: lookahead dropped when refused, drafts cut, same tokens"
+
+# 7. The protocol's draft field by hand: a walk answers along the branch whose first token is the answer, the
+# server then holds the walked branch (a following pos counts it); malformed drafts get 400 naming the field.
+python3 - "$url" <<'PY' || fail "draft protocol"
+import json, sys, urllib.request, urllib.error
+url = sys.argv[1]
+def post(body):
+    req = urllib.request.Request(url + "/v1/route/next", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+# The greedy continuation of [1, 403, 407], one call at a time.
+seq = [1, 403, 407]
+for i in range(6):
+    st, r = post({"session": "g", "pos": len(seq) - 1, "tokens": seq[-1:]} if i else {"session": "g", "pos": 0, "tokens": seq})
+    assert st == 200, r
+    seq.append(r["token"])
+g = seq[3:]
+wrong = (g[0] + 1) % 512
+st, r = post({"session": "d", "pos": 0, "tokens": [1, 403, 407],
+              "draft": [{"parent": -1, "tokens": [wrong, 5]}, {"parent": -1, "tokens": g[0:2]},
+                        {"parent": 1, "tokens": g[2:4]}]})
+assert st == 200 and r["token"] == g[0] and r["verify"] == [g[2], g[4]], r
+assert r["n_evaluated"] == 3 + 2 + 2, r
+st, r = post({"session": "d", "pos": 7, "tokens": [g[4]]})
+assert st == 200 and r["token"] == g[5] and r["n_evaluated"] == 1, r
+for bad in ([{"parent": 0, "tokens": [1]}], [{"parent": -1, "tokens": []}], [{"parent": -1, "tokens": [9999]}],
+            [{"tokens": [1]}], {"parent": -1}, [{"parent": -1, "tokens": [1]}] * 65):
+    st, r = post({"session": "e", "pos": 0, "tokens": [1], "draft": bad})
+    assert st == 400 and r["error"]["field"] == "draft", (bad, r)
+print("draft protocol: walk, held branch, 400s")
+PY

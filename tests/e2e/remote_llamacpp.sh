@@ -80,12 +80,23 @@ echo "equal to embedded: $n_checked routed runs + llm mode"
 routed=$(grep -o '"n_routed":[0-9]*' "$tmp/sum" | cut -d: -f2)
 [ "$routed" -ge 5 ] && [ "$routed" -le 43 ] || fail "routed $routed of 48"
 
+# wait_tokens FILE N: waits (<= 60 s) until a running `generate --ids` has printed N ids (it flushes each one), so a
+# crash lands mid-generation however slowly a loaded machine starts the client.
+wait_tokens() {
+  for _ in $(seq 1 600); do
+    [ "$(wc -w <"$1")" -ge "$2" ] && return 0
+    kill -0 "$gen_pid" 2>/dev/null || fail "the generation ended before $2 tokens: $(cat "$1")"
+    sleep 0.1
+  done
+  fail "no $2 tokens in 60 s"
+}
+
 # 2. The server restarted mid-generation: the client retries within its timeout; output unchanged, no fallback.
 ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 2 -n 60)
 "$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
   --timeout-ms 15000 --retries 12 --trace "$tmp/restart.jsonl" --summary-json >"$tmp/restart.out" 2>"$tmp/restart.err" &
 gen_pid=$!
-sleep 0.6
+wait_tokens "$tmp/restart.out" 5
 crash_pid "$server_pid"
 sleep 0.3 # down for a while: calls in between fail and are retried
 start_llama "$port"
@@ -101,7 +112,7 @@ echo "restart mid-generation: output unchanged"
 "$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
   --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" 2>"$tmp/kill.err" &
 gen_pid=$!
-sleep 0.6
+wait_tokens "$tmp/kill.out" 5
 crash_pid "$server_pid"
 wait "$gen_pid" || fail "generation with a dead server failed: $(cat "$tmp/kill.err")"
 [ "$(wc -w <"$tmp/kill.out")" -eq 60 ] || fail "not all 60 tokens: $(cat "$tmp/kill.out")"

@@ -106,6 +106,7 @@ static bool record_text(void *user, const char *text, size_t len, const tr_route
 typedef struct run_cfg {
     float tau;
     int32_t depth, lookahead;
+    int32_t draft, span, width; /* draft verification */
     float llm_temperature;
     double jitter_ms;
     uint64_t jitter_seed;
@@ -127,6 +128,9 @@ static void run(const pair *p, tr_llm_backend *llm, const int32_t *prompt, int32
     rp.sampling.temperature = 0.0f;
     rp.speculate_depth = c->depth;
     rp.lookahead = c->lookahead;
+    rp.draft_tokens = c->draft;
+    rp.draft_span = c->span;
+    rp.draft_width = c->width;
     rp.on_token = record;
     rp.on_text = record_text;
     rp.user = out;
@@ -161,8 +165,11 @@ static const char *prompts[] = {"Once upon a time", "Tom and his dog went to the
 static void identical_to_sync(void **state) {
     pair *p = *state;
     const float taus[] = {0.3f, 0.5f, 0.7f, 0.9f};
-    const int32_t configs[][2] = {{8, 4}, {8, 0}, {0, 4}, {2, 1}, {64, 16}};
-    int64_t n_runs = 0, hits = 0, kept = 0, discarded = 0, agree = 0, disagree = 0;
+    /* depth, lookahead, draft tokens, span, width */
+    const int32_t configs[][5] = {{8, 4, 0, 0, 0},   {8, 0, 0, 0, 0},   {0, 4, 0, 0, 0},     {2, 1, 0, 0, 0},
+                                  {64, 16, 0, 0, 0}, {8, 8, 96, 32, 3}, {8, 0, 16, 0, 1},    {0, 0, 64, 8, 2},
+                                  {2, 1, 256, 64, 8}, {1, 0, 1, 1, 1}};
+    int64_t n_runs = 0, hits = 0, kept = 0, discarded = 0, agree = 0, disagree = 0, draft_hits = 0;
     for (size_t k = 0; k < sizeof prompts / sizeof prompts[0]; k++) {
         int32_t prompt[64];
         const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
@@ -176,12 +183,15 @@ static void identical_to_sync(void **state) {
                 for (int j = 0; j < 3; j++) {
                     c.depth = configs[m][0];
                     c.lookahead = configs[m][1];
+                    c.draft = configs[m][2];
+                    c.span = configs[m][3];
+                    c.width = configs[m][4];
                     c.jitter_ms = j == 0 ? 0.0 : j == 1 ? 0.5 : 3.0; /* answers early, mid-branch, late */
                     c.jitter_seed = 77 + (uint64_t)(k * 131 + t * 17 + m * 5 + (size_t)j);
                     run(p, llm, prompt, n_prompt, &c, &got);
-                    char what[128];
-                    snprintf(what, sizeof what, "'%s' tau %.1f depth %d lookahead %d jitter %.1f", prompts[k],
-                             (double)c.tau, c.depth, c.lookahead, c.jitter_ms);
+                    char what[160];
+                    snprintf(what, sizeof what, "'%s' tau %.1f depth %d lookahead %d draft %d/%d/%d jitter %.1f",
+                             prompts[k], (double)c.tau, c.depth, c.lookahead, c.draft, c.span, c.width, c.jitter_ms);
                     assert_int_equal(got.status, TR_OK);
                     assert_same(&ref, &got, what);
                     const tr_route_stats *s = &got.stats;
@@ -189,10 +199,15 @@ static void identical_to_sync(void **state) {
                     assert_int_equal(s->llm_calls + s->n_lookahead_hits, s->n_routed);
                     assert_int_equal(s->n_spec_agree + s->n_spec_disagree, s->llm_calls);
                     assert_true(s->llm_blocking <= s->llm_calls);
-                    if (c.lookahead == 0) assert_int_equal(s->n_lookahead_hits, 0);
-                    if (c.depth == 0) assert_int_equal(s->n_spec_kept + s->n_spec_discarded, 0);
+                    if (c.lookahead == 0) assert_int_equal(s->n_lookahead_hits, s->n_draft_hits);
+                    if (c.draft == 0) assert_int_equal(s->n_draft_hits + s->draft_tokens_sent, 0);
+                    assert_true(s->n_draft_hits <= s->n_lookahead_hits);
+                    assert_true(s->draft_tokens_verified <= s->draft_tokens_sent);
+                    assert_true(s->draft_tokens_sent <= (int64_t)c.draft * s->llm_calls);
+                    if (c.depth == 0 && c.draft == 0) assert_int_equal(s->n_spec_kept + s->n_spec_discarded, 0);
                     n_runs++;
                     hits += s->n_lookahead_hits;
+                    draft_hits += s->n_draft_hits;
                     kept += s->n_spec_kept;
                     discarded += s->n_spec_discarded;
                     agree += s->n_spec_agree;
@@ -201,16 +216,18 @@ static void identical_to_sync(void **state) {
             tr_llm_backend_free(llm);
         }
     }
-    fprintf(stderr, "%lld runs identical to the synchronous loop: %lld lookahead hits, speculative tokens %lld kept "
-            "/ %lld discarded, SLM agreed with %lld of %lld answers\n", (long long)n_runs, (long long)hits,
-            (long long)kept, (long long)discarded, (long long)agree, (long long)(agree + disagree));
+    fprintf(stderr, "%lld runs identical to the synchronous loop: %lld hits (%lld from drafts), speculative tokens "
+            "%lld kept / %lld discarded, SLM agreed with %lld of %lld answers\n", (long long)n_runs, (long long)hits,
+            (long long)draft_hits, (long long)kept, (long long)discarded, (long long)agree,
+            (long long)(agree + disagree));
     /* The test exercises both branches of every mechanism. */
-    assert_true(hits > 0 && kept > 0 && discarded > 0 && agree > 0 && disagree > 0);
+    assert_true(hits > draft_hits && draft_hits > 0 && kept > 0 && discarded > 0 && agree > 0 && disagree > 0);
 }
 
 /* A sampled LLM draws at each position from (seed, position): the same tokens with speculation. */
 static void sampled_llm_identical(void **state) {
     pair *p = *state;
+    int32_t sampled_draft_hits = 0;
     for (size_t k = 0; k < sizeof prompts / sizeof prompts[0]; k++) {
         int32_t prompt[64];
         const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
@@ -224,8 +241,17 @@ static void sampled_llm_identical(void **state) {
         run(p, llm, prompt, n_prompt, &c, &got);
         assert_same(&ref, &got, "sampled LLM");
         assert_int_equal(got.stats.n_lookahead_hits, 0);
+        /* Drafts are verified with the same (seed, position) draws. */
+        c.draft = 96;
+        c.span = 32;
+        c.width = 3;
+        run(p, llm, prompt, n_prompt, &c, &got);
+        assert_same(&ref, &got, "sampled LLM with drafts");
+        assert_int_equal(got.stats.n_lookahead_hits, got.stats.n_draft_hits);
+        sampled_draft_hits += got.stats.n_draft_hits;
         tr_llm_backend_free(llm);
     }
+    assert_true(sampled_draft_hits > 0);
 }
 
 /* Stop strings and end-of-generation tokens inside a speculative branch stop where the synchronous loop stops. */
@@ -242,6 +268,9 @@ static void stops_inside_branches(void **state) {
         c.depth = 16;
         c.lookahead = 4;
         c.jitter_ms = 2.0;
+        c.draft = k % 2 ? 96 : 0;
+        c.span = 32;
+        c.width = 3;
         run(p, llm, prompt, n_prompt, &c, &got);
         assert_same(&ref, &got, stops[k]);
         tr_llm_backend_free(llm);
@@ -279,8 +308,10 @@ static void failure_while_speculating(void **state) {
             tr_llm_backend *b = NULL;
             assert_int_equal(tr_llm_backend_create(&flaky_ops, &f, &b), TR_OK);
             tr_llm_backend_set_breaker(b, 0, 0); /* failures by call number, not by time */
-            /* Lookahead off: the calls are then the synchronous loop's, so the same calls fail. */
-            run_cfg c = {.tau = 0.7f, .depth = pass ? 8 : 0, .jitter_ms = pass ? 2.0 : 0.0};
+            /* Lookahead off and a backend that verifies no drafts: the calls are then the synchronous loop's, so
+             * the same calls fail (the draft still shapes the loop). */
+            run_cfg c = {.tau = 0.7f, .depth = pass ? 8 : 0, .jitter_ms = pass ? 2.0 : 0.0, .draft = pass ? 96 : 0,
+                         .span = 32, .width = 3};
             run(p, b, prompt, n_prompt, &c, pass ? &got : &ref);
             tr_llm_backend_free(b);
             tr_llm_backend_free(inner);
@@ -309,6 +340,7 @@ static void failure_while_speculating(void **state) {
     rp.n_predict = N_GEN;
     rp.speculate_depth = 8;
     rp.lookahead = 4;
+    rp.draft_tokens = 96;
     rp.on_llm_failure = TR_LLM_FAILURE_ERROR;
     run_result got = {0};
     rp.on_token = record;
@@ -355,6 +387,65 @@ static void bad_arguments(void **state) {
     tr_context_free(ctx);
 }
 
+/* The draft walk answers every position along the branches it enters exactly as a separate call would, stops where
+ * no branch matches, and a malformed draft is refused. */
+static void draft_walk_equals_calls(void **state) {
+    pair *p = *state;
+    int32_t seq[96];
+    int32_t n = prompt_tokens(p->slm, prompts[1], seq, 64);
+    tr_llm_backend *llm = new_backend(p->llm, 0.0f);
+    /* The LLM's own greedy continuation, 12 tokens. */
+    int32_t greedy[12];
+    for (int32_t i = 0; i < 12; i++) {
+        assert_int_equal(tr_llm_next_token(llm, seq, n + i, &greedy[i]), TR_OK);
+        seq[n + i] = greedy[i];
+    }
+    /* Root: a wrong candidate (a leaf), then the right one [g0 g1 g2]; under it a wrong branch and [g3 g4 x] with x
+     * not greedy, under which [g5'] can never be entered. */
+    tr_llm_draft d = {0};
+    const int32_t wrong = (greedy[0] + 1) % 512, x = (greedy[5] + 7) % 512;
+    const int32_t branches[][4] = {{-1, 1, wrong, 0}, {-1, 3, 0, 0}, {1, 1, wrong, 0}, {1, 3, 3, 0}, {3, 1, 5, 0}};
+    for (int32_t b = 0; b < 5; b++) {
+        d.parent[b] = branches[b][0];
+        d.start[b + 1] = d.start[b] + branches[b][1];
+        for (int32_t i = 0; i < branches[b][1]; i++) {
+            const int32_t g = branches[b][0] == -1 && branches[b][2] == 0 ? i : branches[b][2] + i;
+            d.tokens[d.start[b] + i] = branches[b][2] == wrong && i == 0 ? wrong : greedy[g];
+        }
+    }
+    d.tokens[d.start[3] + 2] = x; /* branch 3 = [g3 g4 x] */
+    d.n_branches = 5;
+    tr_llm_reply rep;
+    assert_int_equal(tr_llm_start_draft(llm, seq, n, &d, 2), TR_OK);
+    assert_int_equal(tr_llm_finish(llm, &rep), TR_OK);
+    assert_int_equal(rep.id, greedy[0]);
+    /* Entered: branch 1 (answer at n+3 = g3), branch 3 (answer at n+6 after x: a call with that prefix). */
+    assert_int_equal(rep.n_verify, 2);
+    assert_int_equal(rep.verify[0], greedy[3]);
+    int32_t alt[96];
+    memcpy(alt, seq, (size_t)(n + 5) * sizeof *alt);
+    alt[n + 5] = x;
+    int32_t want;
+    assert_int_equal(tr_llm_next_token(llm, alt, n + 6, &want), TR_OK);
+    assert_int_equal(rep.verify[1], want);
+    /* The lookahead follows the last answer. */
+    alt[n + 6] = want;
+    assert_int_equal(tr_llm_next_token(llm, alt, n + 7, &want), TR_OK);
+    assert_int_equal(rep.n_lookahead, 2);
+    assert_int_equal(rep.lookahead[0], want);
+    const tr_llm_stats st = tr_llm_backend_stats(llm);
+    assert_int_equal(st.draft_tokens_sent, 1 + 3 + 1 + 3 + 1);
+    assert_int_equal(st.draft_tokens_verified, 3 + 3);
+    /* Malformed: a parent that is not earlier, an empty branch. */
+    d.parent[2] = 2;
+    assert_int_equal(tr_llm_start_draft(llm, seq, n, &d, 0), TR_ERR_ARG);
+    d.parent[2] = 1;
+    d.start[2] = d.start[1];
+    assert_int_equal(tr_llm_start_draft(llm, seq, n, &d, 0), TR_ERR_ARG);
+    assert_true(tr_llm_ready(llm)); /* nothing was started */
+    tr_llm_backend_free(llm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(identical_to_sync),
@@ -362,6 +453,7 @@ int main(void) {
         cmocka_unit_test(stops_inside_branches),
         cmocka_unit_test(failure_while_speculating),
         cmocka_unit_test(bad_arguments),
+        cmocka_unit_test(draft_walk_equals_calls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# compare-llamacpp.sh — tokroute against llama.cpp's llama-bench on the same random-weight files, side by side in one
+# run: prefill (pp) and decode (tg) tokens/s at the same sizes and thread count, their ratios, and decode's achieved
+# weight-read rate (model bytes per token × tokens/s) against the machine's measured memory-read bandwidth
+# (bench_membw). llama-bench is built once by scripts/llamacpp.sh (cached in ~/.cache/tokroute); the model files are
+# written once by `tokroute synth` into ~/.cache/tokroute/synth.
+#
+#   bench/compare-llamacpp.sh [--build DIR] [-t THREADS] [--pp N] [--tg N] [--reps R] [--quick] [--cases LIST] [--amx]
+#     --build DIR   tokroute build folder with tokroute and bench_membw (default: build)
+#     --amx         use llama.cpp's default native build, Intel AMX kernels included. By default llama-bench is
+#                   built without them: in VMs that do not grant AMX to the guest they crash llama.cpp.
+#     --quick       two cases only (qwen3-0.6b Q4_K_M, qwen2.5-0.5b Q4_0)
+#     --cases LIST  comma-separated shape:type pairs, e.g. qwen2.5-0.5b:q8_0,llama-3.2-1b:q4_k_m
+# Defaults: 2 threads, pp 64, tg 32, 2 repetitions: about 3-6 minutes for the seven default cases on 2 cores (the
+# first run also builds llama-bench, ~10 minutes, and writes the model files).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build threads=2 pp=64 tg=32 reps=2 no_amx=1
+cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0,qwen2.5-0.5b:q6_k,qwen2.5-0.5b:q4_k_m,qwen2.5-0.5b:q5_k,llama-3.2-1b:q4_k_m,qwen2.5-1.5b:q4_0"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    -t|--threads) threads=$2; shift 2 ;;
+    --pp) pp=$2; shift 2 ;;
+    --tg) tg=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --quick) cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0"; shift ;;
+    --cases) cases=$2; shift 2 ;;
+    --amx) no_amx=0; shift ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compare-llamacpp: unknown option $1 (--help)" >&2; exit 2 ;;
+  esac
+done
+tokroute=$build/tokroute
+[ -x "$tokroute" ] && [ -x "$build/bench_membw" ] ||
+  { echo "compare-llamacpp: build tokroute first ($tokroute, $build/bench_membw missing)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "compare-llamacpp: python3 is needed to read the JSON results" >&2; exit 1; }
+bin=$(LLAMACPP_NO_AMX=$no_amx scripts/llamacpp.sh llama-bench)
+cache=${TOKROUTE_CACHE:-$HOME/.cache/tokroute}/synth
+mkdir -p "$cache"
+llama_src=$(git -C "$bin/../../src" log -1 --format='%cd %h' --date=short 2>/dev/null || echo unknown)
+
+echo "measuring memory-read bandwidth..." >&2
+membw=$("$build/bench_membw" --threads "$threads" --reps 3 | awk '/^membw_gbps/ {print $2}')
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+IFS=, read -r -a list <<<"$cases"
+i=0
+for c in "${list[@]}"; do
+  i=$((i + 1))
+  shape=${c%%:*} type=${c##*:}
+  file=$cache/$shape-$type.gguf
+  if [ ! -s "$file" ]; then
+    echo "[$i/${#list[@]}] writing $file" >&2
+    "$tokroute" synth --shape "$shape" --type "$type" -o "$file.tmp" >/dev/null && mv "$file.tmp" "$file"
+  fi
+  echo "[$i/${#list[@]}] $shape $type: llama-bench" >&2
+  lj=$("$bin/llama-bench" -m "$file" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json 2>/dev/null)
+  echo "[$i/${#list[@]}] $shape $type: tokroute bench" >&2
+  tj=$("$tokroute" bench -m "$file" -t "$threads" --prompt "$pp" --gen "$tg" --reps "$reps" --json 2>/dev/null)
+  printf '%s\t%s\t%s\t%s\n' "$shape" "$type" "$(echo "$lj" | tr -d '\n')" "$tj" >>"$results"
+done
+
+python3 - "$results" "$membw" "$threads" "$pp" "$tg" "$llama_src" <<'EOF'
+import json, sys
+path, membw, threads, pp, tg, src = sys.argv[1], float(sys.argv[2] or 0), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+rows = []
+for line in open(path):
+    shape, qtype, lj, tj = line.rstrip("\n").split("\t")
+    ll, tr = json.loads(lj), json.loads(tj)
+    lpp = next(r for r in ll if r["n_prompt"] > 0 and r["n_gen"] == 0)
+    ltg = next(r for r in ll if r["n_gen"] > 0 and r["n_prompt"] == 0)
+    size = lpp["model_size"]
+    rows.append((f"{shape} {qtype.upper()}", tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], size))
+print(f"tokroute ({tr['isa']}) vs llama.cpp llama-bench (source {src}), {threads} threads, pp {pp}, tg {tg}")
+print(f"memory-read bandwidth (bench_membw, {threads} threads): {membw:.1f} GB/s")
+print()
+print("| shape / file | tokroute prefill / decode tok/s | llama.cpp prefill / decode | ratio prefill / decode | decode GB/s tokroute / llama.cpp (% of read bw) |")
+print("|---|---|---|---|---|")
+for name, tp, td, lp, ld, size in rows:
+    gt, gl = td * size / 1e9, ld * size / 1e9
+    pct = lambda g: f"{100 * g / membw:.0f}%" if membw > 0 else "?"
+    print(f"| {name} | {tp:.1f} / {td:.1f} | {lp:.1f} / {ld:.1f} | {tp / lp:.2f} / **{td / ld:.2f}** | "
+          f"{gt:.1f} ({pct(gt)}) / {gl:.1f} ({pct(gl)}) |")
+EOF
