@@ -579,7 +579,7 @@ typedef struct tr_train_params {
 typedef struct tr_train_result {
     int64_t n_train, n_val;      /* labelled positions used */
     int64_t n_dropped;           /* positions without a label */
-    double positive_share;       /* share of label 1 among training positions */
+    double positive_share;       /* mean label of the training positions (the share of 1s for hard labels) */
     int32_t epochs_run, best_epoch;
     double best_val_loss, best_val_accuracy;
 } tr_train_result;

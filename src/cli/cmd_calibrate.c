@@ -11,18 +11,20 @@
 static const char *usage =
     "usage: tokroute calibrate --router ROUTER.gguf|maxprob|margin|entropy --data DIR --target-routed R [--json]\n"
     "  prints the tau that routes share R (0..1) of the positions collected in DIR (routing: score < tau)\n"
+    "  --slm SLM.gguf       the SLM (needed by routers with the token_embedding feature)\n"
     "  --gap                also report the accuracy and the share of the SLM-to-LLM gap closed at R\n"
     "                       (and for the training-free policies and the oracle)\n"
     "  --json               {\"tau\", \"target_routed\", \"routed\", \"positions\"} on stdout\n";
 
 int cmd_calibrate(int argc, char **argv) {
-    const char *router_arg = NULL, *dir = NULL, *v;
+    const char *router_arg = NULL, *dir = NULL, *slm_path = NULL, *v;
     double target = -1;
     bool json = false, gap = false;
     for (int i = 1; i < argc; i++) {
         if (cli_flag(argc, argv, &i, "-h", "--help")) return fputs(usage, stdout), 0;
         if (cli_option(argc, argv, &i, NULL, "--router", &v)) router_arg = v;
         else if (cli_option(argc, argv, &i, NULL, "--data", &v)) dir = v;
+        else if (cli_option(argc, argv, &i, NULL, "--slm", &v)) slm_path = v;
         else if (cli_option(argc, argv, &i, NULL, "--target-routed", &v)) {
             if (!cli_float("--target-routed", v, &target)) return 2;
             if (!(target >= 0 && target <= 1)) return cli_usage_error(usage, "--target-routed must be in [0, 1]");
@@ -36,6 +38,13 @@ int cmd_calibrate(int argc, char **argv) {
     tr_status st = tr_policy_from_name(router_arg, &policy) == TR_OK && policy != TR_POLICY_MLP
                        ? tr_router_create(policy, &router)
                        : tr_router_load(router_arg, NULL, &router);
+    tr_model *slm = NULL;
+    if (st == TR_OK && slm_path) {
+        tr_model_params mp = tr_model_default_params();
+        mp.load_vocab = false;
+        st = tr_model_load(slm_path, &mp, &slm);
+        if (st == TR_OK) st = tr_router_set_slm(router, slm);
+    }
     tr_train_data *data = NULL;
     if (st == TR_OK) st = tr_train_data_open(dir, &data);
     float tau = 0;
@@ -58,5 +67,6 @@ int cmd_calibrate(int argc, char **argv) {
     }
     tr_train_data_free(data);
     tr_router_free(router);
+    tr_model_free(slm);
     return rc;
 }

@@ -324,6 +324,7 @@ static int setup(const gen_opts *o, gen_state *g) {
     if (o->rp.mode == TR_MODE_JOINT) {
         if (o->router) {
             st = tr_router_load(o->router, tr_model_get_info(g->slm), &g->router);
+            if (st == TR_OK) st = tr_router_set_slm(g->router, g->slm); /* token-embedding feature */
             if (st == TR_OK) st = tr_router_set_threads(g->router, tr_context_n_threads(g->ctx));
         } else {
             tr_policy policy = TR_POLICY_MAXPROB;

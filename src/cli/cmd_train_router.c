@@ -209,15 +209,22 @@ static int run(train_opts *o, tr_train_params *p) {
     int rc = st == TR_OK ? 0 : cli_fail(st);
     if (rc == 0 && !o->json)
         fprintf(stderr, "wrote %s: best epoch %d of %d, val loss %.5f, val accuracy %.4f; %lld train / %lld val "
-                "positions (%lld dropped), SLM-preferred share %.3f; %.1f s\n", o->out, (int)res.best_epoch,
+                "positions (%lld dropped), mean label %.3f (1 = keep the SLM's token); %.1f s\n", o->out, (int)res.best_epoch,
                 (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy, (long long)res.n_train,
                 (long long)res.n_val, (long long)res.n_dropped, res.positive_share, seconds);
-    if (rc == 0 && o->json)
-        printf("{\"router\": \"%s\", \"best_epoch\": %d, \"epochs\": %d, \"val_loss\": %.6f, \"val_accuracy\": %.6f, "
-               "\"n_train\": %lld, \"n_val\": %lld, \"n_dropped\": %lld, \"seconds\": %.3f%s", o->out,
+    if (rc == 0 && o->json) {
+        printf("{\"router\": \"");
+        for (const char *s = o->out; *s; s++) { /* a JSON string: quote, backslash and controls escaped */
+            if (*s == '"' || *s == '\\') printf("\\%c", *s);
+            else if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned char)*s);
+            else putchar(*s);
+        }
+        printf("\", \"best_epoch\": %d, \"epochs\": %d, \"val_loss\": %.6f, \"val_accuracy\": %.6f, "
+               "\"n_train\": %lld, \"n_val\": %lld, \"n_dropped\": %lld, \"seconds\": %.3f%s",
                (int)res.best_epoch, (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy,
                (long long)res.n_train, (long long)res.n_val, (long long)res.n_dropped, seconds,
                eval ? ", \"eval\": " : "}\n");
+    }
     if (rc == 0 && eval) {
         tr_router *router = NULL;
         st = tr_router_load(o->out, NULL, &router);

@@ -76,6 +76,7 @@ static tr_status make_policies(tr_eval *e, const tr_model *slm, eval_models *m) 
     tr_status st = TR_OK;
     if (e->router_path) {
         st = tr_router_load(e->router_path, tr_model_get_info(slm), &m->routers[k]);
+        if (st == TR_OK) st = tr_router_set_slm(m->routers[k], slm); /* token-embedding feature */
         if (st != TR_OK) return st;
         tr_router_set_threads(m->routers[k], m->n_threads > 0 ? m->n_threads : 1);
         e->names[k++] = "router";

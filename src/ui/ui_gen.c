@@ -118,6 +118,7 @@ static tr_status slot_prepare(tr_ui *ui, ui_slot *slot, const ui_request *r) {
     }
     if (r->mode == TR_MODE_JOINT && ui->router_path && !slot->router) {
         st = tr_router_load(ui->router_path, tr_model_get_info(ui->p.slm), &slot->router);
+        if (st == TR_OK) st = tr_router_set_slm(slot->router, ui->p.slm); /* token-embedding feature */
         if (st == TR_OK) st = tr_router_set_threads(slot->router, 1);
     }
     return st;

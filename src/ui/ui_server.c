@@ -446,6 +446,7 @@ tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out) {
     if (st == TR_OK) st = tr_context_create(params->slm, &params->context, &ui->slots[0].ctx);
     if (st == TR_OK && ui->router_path) { /* load the router file once up front so a bad one fails here */
         st = tr_router_load(ui->router_path, tr_model_get_info(params->slm), &ui->slots[0].router);
+        if (st == TR_OK) st = tr_router_set_slm(ui->slots[0].router, params->slm); /* token-embedding feature */
         if (st == TR_OK && ui->p.default_tau < 0) ui->p.default_tau = tr_router_default_tau(ui->slots[0].router);
     }
     if (st == TR_OK && ui->p.default_tau < 0) ui->p.default_tau = 0.5f;

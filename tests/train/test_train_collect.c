@@ -319,6 +319,58 @@ static void test_llm_samples_are_reproducible(void **state) {
     free(c);
 }
 
+/* Round 2: after the prompt the routed system generates; the reference is the LLM's greedy token. With tau 1
+ * every position is routed, so the prefix is the LLM's own greedy continuation of the prompt. */
+static void test_round_two_prefix_is_generated(void **state) {
+    (void)state;
+    char *dir = fresh_dir();
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &r), TR_OK);
+    tr_collect_params p = small_params();
+    p.first = 0;
+    p.last = 2;
+    p.rollouts = 0;
+    p.router = r;
+    p.tau = 1.0f;
+    p.prompt_tokens = 6;
+    assert_int_equal(tr_collect(slm, llm, stories(), dir, &p, NULL), TR_OK);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    assert_true(d->n > 10);
+    /* Greedy LLM continuation of example 0's first 6 tokens, computed here. */
+    tr_collect_params q = small_params();
+    q.first = 0;
+    q.last = 1;
+    q.rollouts = 0;
+    char *tf = fresh_dir();
+    assert_int_equal(tr_collect(slm, llm, stories(), tf, &q, NULL), TR_OK);
+    tr_train_data *ref = NULL;
+    assert_int_equal(tr_train_data_open(tf, &ref), TR_OK);
+    int32_t seq[40];
+    seq[0] = 1;
+    for (int i = 0; i < 5; i++) seq[i + 1] = ref->truth[i]; /* the example's tokens 1..5 */
+    tr_context_params cp = tr_context_default_params();
+    cp.n_threads = 1;
+    cp.n_ctx = 64;
+    tr_context *ctx = NULL;
+    assert_int_equal(tr_context_create(llm, &cp, &ctx), TR_OK);
+    assert_int_equal(tr_context_eval(ctx, seq, 6, TR_EVAL_LOGITS_LAST), TR_OK);
+    for (int32_t i = 0; i < 10; i++) {
+        const int32_t next = tr_argmax(tr_context_logits(ctx, -1), 512);
+        assert_int_equal(d->truth[i], next);      /* reference = the LLM's greedy token */
+        assert_int_equal(d->llm_top1[i], next);
+        assert_int_equal(tr_context_eval(ctx, &next, 1, TR_EVAL_LOGITS_LAST), TR_OK);
+    }
+    tr_context_free(ctx);
+    tr_train_data_free(ref);
+    tr_train_data_free(d);
+    tr_router_free(r);
+    remove_dir(tf);
+    remove_dir(dir);
+    free(tf);
+    free(dir);
+}
+
 /* Question answering: only the target's positions are stored, with the dataset module's prompt and target. */
 static void test_question_answering_targets(void **state) {
     (void)state;
@@ -467,6 +519,7 @@ int main(void) {
         cmocka_unit_test(test_resume_gives_identical_files),
         cmocka_unit_test(test_rollouts_and_features_match_a_recomputation),
         cmocka_unit_test(test_llm_samples_are_reproducible),
+        cmocka_unit_test(test_round_two_prefix_is_generated),
         cmocka_unit_test(test_question_answering_targets),
         cmocka_unit_test(test_hostile_data_files_rejected),
     };
