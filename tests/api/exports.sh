@@ -11,7 +11,12 @@ command -v nm >/dev/null || fail "nm (Debian binutils, see scripts/deps.sh) is n
 nm -D --defined-only "$lib" >/dev/null || fail "nm cannot read $lib"
 nm -D --defined-only "$lib" | python3 -c '
 import re, sys
-header = open(sys.argv[1]).read()
+import glob, os
+# tokroute.h and the parts it includes (include/tokroute/*.h)
+parts = [sys.argv[1]] + sorted(glob.glob(os.path.join(os.path.dirname(sys.argv[1]), "tokroute", "*.h")))
+if len(parts) < 2:
+    sys.exit("FAIL: no include/tokroute/*.h beside the header")
+header = "".join(open(p).read() for p in parts)
 code = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
 declared = set(re.findall(r"\b(tr_[A-Za-z0-9_]+)\s*\((?!\s*\*)", code))  # not "tr_status (*fn_type)("
 # symbols the linker itself defines in every shared object

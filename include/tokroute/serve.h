@@ -1,0 +1,96 @@
+/* tokroute/serve.h — part of tokroute's public API: the LLM server and the web UI.
+ * Included by tokroute.h (include that, not this file); the conventions and thread-safety notes are there. */
+#ifndef TOKROUTE_SERVE_H
+#define TOKROUTE_SERVE_H
+#ifndef TOKROUTE_H
+#error "include tokroute.h, which includes this file"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* ---------------------------------------------------------------- LLM server */
+
+/* `tokroute serve`: the LLM behind HTTP (libmicrohttpd), speaking the session protocol of docs/protocol.md
+ * (POST /v1/route/next, DELETE /v1/route/sessions/{id}), an OpenAI-compatible POST /v1/completions, GET /health
+ * and GET /metrics. Requests waiting together from different sessions are evaluated in one forward pass. */
+typedef struct tr_server tr_server;
+
+typedef struct tr_server_params {
+    const char *host;           /* address to bind (default "127.0.0.1") */
+    int port;                   /* 0 = any free port (tr_server_port says which) (default 8080) */
+    const char *api_key;        /* Bearer key every request must carry; NULL or "" = none */
+    int32_t n_threads;          /* threads of the one pool for forward passes; 0 = physical cores */
+    int32_t max_sessions;       /* live sessions at most; the least recently used is evicted (default 256) */
+    int64_t kv_budget_bytes;    /* KV memory of all sessions together (default 1 GiB) */
+    int32_t session_idle_s;     /* a session unused this long is freed (default 600) */
+    int32_t n_ctx;              /* longest session in tokens; 0 = min(training context, 4096) */
+    int32_t max_batch_tokens;   /* most tokens in one forward pass over all sessions (default 512) */
+    size_t max_body_bytes;      /* larger request bodies get 413 (default 1 MiB) */
+    const char *tls_cert_path;  /* PEM certificate and key: both or neither; with them the server speaks HTTPS */
+    const char *tls_key_path;
+    bool batch;                 /* evaluate waiting sessions together (default true; false = one per pass) */
+    bool log_requests;          /* log token ids and texts of requests (default false: counts and timings only) */
+    void (*log)(void *user, const char *line); /* where log lines go (NULL = nowhere) */
+    void *log_user;
+} tr_server_params;
+
+tr_server_params tr_server_default_params(void);
+/* Starts listening and serving on background threads; model must outlive the server. */
+tr_status tr_server_start(const tr_model *model, const tr_server_params *params, tr_server **out);
+/* The port actually bound (useful with port 0). */
+int tr_server_port(const tr_server *server);
+/* Stops accepting, finishes or fails waiting requests, joins every thread. Idempotent. */
+void tr_server_stop(tr_server *server);
+void tr_server_free(tr_server *server);  /* stops first when still running */
+
+/* ---------------------------------------------------------------- web UI */
+
+/* `tokroute ui`: an HTTP server (libmicrohttpd, its own threads) serving one page compiled into the library and
+ * the generation endpoints: POST /api/generate streams server-sent events (one per token, then a summary), POST
+ * /api/cancel stops a generation, GET /api/info and /api/status describe the server. Each generation runs in its own
+ * worker thread on a slot of a small pool (an SLM context, an LLM backend and a router per slot; the models are
+ * shared read-only), so several tabs generate at once. A generation stops when its client disconnects. */
+typedef struct tr_ui tr_ui;
+
+/* Opens one LLM backend for a slot (called at most once per slot, from a worker thread). */
+typedef tr_status (*tr_ui_backend_fn)(void *user, tr_llm_backend **out);
+
+typedef struct tr_ui_params {
+    const char *host;              /* address to listen on (default "127.0.0.1") */
+    int32_t port;                  /* 0 = any free port (default 8080); tr_ui_port tells which */
+    const tr_model *slm;           /* required; not owned */
+    const char *slm_name;          /* shown on the page (default: the model's general.name) */
+    tr_ui_backend_fn open_backend; /* NULL: no LLM (small_only only) */
+    void *backend_user;
+    const char *llm_name;          /* shown on the page */
+    const char *router_path;       /* trained router file loaded once per slot; NULL: the page picks a policy */
+    tr_chat_template chat_template;/* TR_CHAT_NONE: no chat toggle on the page */
+    tr_context_params context;     /* for the SLM context of each slot */
+    int32_t max_generations;       /* generations running at once (default 4); more get 503 */
+    int32_t max_tokens;            /* upper bound for a request's max_tokens (default 1024) */
+    float default_tau;             /* the slider's initial value (default: the router file's, else 0.5) */
+    tr_llm_failure on_llm_failure; /* routed tokens when the LLM fails (default: the SLM's, marked "fallback") */
+} tr_ui_params;
+
+tr_ui_params tr_ui_default_params(void);
+/* Starts listening (the server runs in its own threads) and returns at once. */
+tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out);
+/* The port actually listened on (useful with port 0). */
+int32_t tr_ui_port(const tr_ui *ui);
+/* Generations running now. */
+int32_t tr_ui_active(const tr_ui *ui);
+/* Cancels running generations, waits for their threads, closes connections and frees everything. */
+void tr_ui_stop(tr_ui *ui);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+#ifdef __cplusplus
+}
+#endif
+#endif /* TOKROUTE_SERVE_H */
