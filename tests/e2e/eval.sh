@@ -13,7 +13,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$cli" eval --help | grep -q -- "--routed" || fail "--help lacks --routed"
+grep -q -- "--routed" <<<"$("$cli" eval --help)" || fail "--help lacks --routed"
 
 # JSON on stdout, files in --out.
 "$cli" eval --slm "$slm" --llm "$llm" --data "$data" --format text --range 800:806 --routed 0.05,0.1,0.2 \

@@ -12,9 +12,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$cli" collect --help | grep -q -- "--rollouts" || fail "collect --help"
-"$cli" train-router --help | grep -q -- "--labels" || fail "train-router --help"
-"$cli" calibrate --help | grep -q -- "--target-routed" || fail "calibrate --help"
+grep -q -- "--rollouts" <<<"$("$cli" collect --help)" || fail "collect --help"
+grep -q -- "--labels" <<<"$("$cli" train-router --help)" || fail "train-router --help"
+grep -q -- "--target-routed" <<<"$("$cli" calibrate --help)" || fail "calibrate --help"
 
 # Collect stories 0-29 (training) and 30-39 (evaluation); the summary is JSON.
 "$cli" collect --slm "$slm" --llm "$llm" --data "$stories" --format text --range 0:30 --max-tokens 96 \

@@ -37,7 +37,8 @@ PY
 "$cli" train-router --data "$tmp/stories,$tmp/sampled" --out "$tmp/router.gguf" --epochs 3 --hidden 32 --seed 7 -t 1 \
   --json >"$tmp/train.json" 2>"$tmp/err" || { cat "$tmp/err"; fail "train-router"; }
 [ -s "$tmp/router.gguf" ] || fail "no router file"
-"$cli" inspect "$tmp/router.gguf" | grep -q "tokroute-router" || fail "the router file is not a tokroute router"
+"$cli" inspect "$tmp/router.gguf" >"$tmp/inspect.txt" || fail "inspect the router file"
+grep -q "tokroute-router" "$tmp/inspect.txt" || fail "the router file is not a tokroute router"
 
 # 3. calibrate: the τ that routes 10% of the collected positions.
 "$cli" calibrate --router "$tmp/router.gguf" --data "$tmp/stories" --target-routed 0.1 --json >"$tmp/cal.json" \

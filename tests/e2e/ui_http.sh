@@ -281,7 +281,7 @@ timeout 20 "$cli" ui --slm "$slm" --port 0 --host 300.1.1.1 2>"$tmp/err.txt" && 
 grep -q "tokroute: " "$tmp/err.txt" || fail "bad host: no message"
 timeout 20 "$cli" ui --slm "$tmp/none.gguf" --port 0 2>"$tmp/err.txt" && fail "missing model accepted"
 timeout 20 "$cli" ui --slm "$slm" --mode joint 2>"$tmp/err.txt" && fail "unknown option accepted"
-"$cli" ui --help | grep -q -- "--ready-file" || fail "--help"
+grep -q -- "--ready-file" <<<"$("$cli" ui --help)" || fail "--help"
 pass "start-up errors"
 
 # ---------------------------------------------------------------- no LLM, a chat template
