@@ -7,8 +7,9 @@ seconds=${1:-60}
 shared=$(cd ../shared && pwd)
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_FUZZ=ON \
   -DTR_TESTS=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenize fuzz_request fuzz_dataset >/dev/null
-mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok build-fuzz/corpus-req build-fuzz/corpus-data
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenize fuzz_request fuzz_dataset fuzz_train_data >/dev/null
+mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok build-fuzz/corpus-req build-fuzz/corpus-data \
+  build-fuzz/corpus-train
 # Small seeds: a tiny synthetic model, a router file is made by the tests; the real student model.
 [ -f build-fuzz/corpus-gguf/tiny.gguf ] || build/tokroute synth --shape tiny --type q8_0 -o build-fuzz/corpus-gguf/tiny.gguf 2>/dev/null || true
 cp -n "$shared/models/stories-student.gguf" build-fuzz/corpus-gguf/ 2>/dev/null || true
@@ -25,9 +26,24 @@ seed_data 131 "$shared/data/commonsenseqa/dev_rand_split.jsonl" csqa
 seed_data 132 "$shared/data/gsm8k/test.jsonl" gsm8k
 seed_data 133 "$shared/data/arc_challenge/arc_challenge.jsonl" arc
 seed_data 134 "$shared/data/mmlu_professional_psychology/professional_psychology_dev.csv" mmlu
+# Collected data: two bytes giving positions.bin's size, then positions.bin and index.bin of a 2-story collect.
+if [ ! -f build-fuzz/corpus-train/two-stories ]; then
+  tmpc=$(mktemp -d)
+  build/tokroute collect --slm "$shared/models/stories-student.gguf" --llm "$shared/models/stories260K.gguf" \
+    --data "$shared/data/tinystories/tinystories_val.txt" --format text --range 0:2 --max-tokens 6 --topk 2 -t 1 \
+    --out "$tmpc" >/dev/null 2>&1
+  python3 - "$tmpc" build-fuzz/corpus-train/two-stories <<'PY'
+import sys
+pos = open(sys.argv[1] + "/positions.bin", "rb").read()
+idx = open(sys.argv[1] + "/index.bin", "rb").read()
+open(sys.argv[2], "wb").write(len(pos).to_bytes(2, "little") + pos + idx)
+PY
+  rm -rf "$tmpc"
+fi
 export TOKROUTE_SHARED=$shared
 (cd build-fuzz/findings &&
   ../fuzz_gguf -max_total_time="$seconds" -max_len=300000 -rss_limit_mb=4096 ../corpus-gguf 2>&1 | tail -3 &&
   ../fuzz_tokenize -max_total_time="$seconds" -max_len=4096 ../corpus-tok 2>&1 | tail -3 &&
   ../fuzz_request -max_total_time="$seconds" -max_len=8192 ../corpus-req 2>&1 | tail -3 &&
-  ../fuzz_dataset -max_total_time="$seconds" -max_len=8192 ../corpus-data 2>&1 | tail -3)
+  ../fuzz_dataset -max_total_time="$seconds" -max_len=8192 ../corpus-data 2>&1 | tail -3 &&
+  ../fuzz_train_data -max_total_time="$seconds" -max_len=65536 ../corpus-train 2>&1 | tail -3)

@@ -120,7 +120,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const i
         }
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
             __m256i s = isum[ii];
-            if (offset) s = _mm256_sub_epi32(s, _mm256_set1_epi32(xs[ii][b] * offset));
+            if (offset) s = _mm256_sub_epi32(s, _mm256_set1_epi32((int32_t)((uint32_t)xs[ii][b] * (uint32_t)offset)));
             acc[ii] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd, _mm256_set1_ps(xd[ii][b])), acc[ii]);
         }
     }

@@ -109,7 +109,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
         _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) {
             __m512i s = isum[ii];
             /* sum (w_u - off) x = sum w_u x - off * sum x */
-            if (offset) s = _mm512_sub_epi32(s, _mm512_set1_epi32(xs[ii][b] * offset));
+            if (offset) s = _mm512_sub_epi32(s, _mm512_set1_epi32((int32_t)((uint32_t)xs[ii][b] * (uint32_t)offset)));
             acc[ii] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_set1_ps(xd[ii][b])), acc[ii]);
             if (with_m) acc[ii] = _mm512_fmadd_ps(wm, _mm512_set1_ps(xm[ii][b]), acc[ii]);
         }
