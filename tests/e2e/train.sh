@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train.sh — router training as a user runs it on a small slice: collect (text and llm-sample, interrupted and
 # resumed), train-router (--json, --eval-data), calibrate (--json, --gap), a round-2 collect with the trained
-# router, the trained router used by `generate`, and clear errors for bad input. Well under a minute.
+# router, the trained router evaluated by `tokroute eval` beside the training-free policies and used by `generate`,
+# and clear errors for bad input. Well under a minute.
 set -euo pipefail
 cli=$1
 shared=$2
@@ -84,6 +85,19 @@ python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['examples'
   --round 2 --router "$tmp/r.gguf" --prompt-tokens 8 --out "$tmp/round2" -t 1 --json >"$tmp/r2.json"
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['examples']==5 and s['llm_correct']==s['positions']>0, s" \
   "$tmp/r2.json"
+
+# The trained router in `tokroute eval`, beside the training-free policies, on unseen stories.
+"$cli" eval --slm "$slm" --llm "$llm" --data "$stories" --format text --range 800:806 --router "$tmp/r.gguf" \
+  --routed 0.05,0.1,0.2 --max-new 8 --out "$tmp/evalout" --json >"$tmp/eval.json" 2>"$tmp/err.txt" \
+  || fail "eval with the trained router: $(cat "$tmp/err.txt")"
+[ -s "$tmp/evalout/accuracy_vs_routed.svg" ] && [ -s "$tmp/evalout/latency.csv" ] || fail "eval wrote no plot/latency table"
+python3 - "$tmp/eval.json" <<'PY' || fail "eval JSON with the router"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert {"router", "maxprob", "margin", "entropy", "random"} <= set(doc["policies"]), doc["policies"].keys()
+for p in doc["policies"]["router"]:
+    assert abs(p["routed"] - p["target_routed"]) < 0.02 and 0 < p["accuracy"] < 1, p
+PY
 
 # The trained router drives a routed generation.
 "$cli" generate --slm "$slm" --llm "$llm" --router "$tmp/r.gguf" -p "Once upon a time" -n 16 >/dev/null 2>"$tmp/gen.txt" \
