@@ -141,8 +141,13 @@ tr_status tr_llm_start_draft(tr_llm_backend *b, const int32_t *tokens, int32_t n
                              int32_t lookahead);
 /* True when no request is in flight or its answer has arrived (tr_llm_finish will not block). */
 bool tr_llm_ready(tr_llm_backend *b);
-/* Waits for the request in flight and returns its status (also in reply->status). */
+/* Waits for the answer of the request in flight and returns its status (also in reply->status). With a streaming
+ * backend the answer comes before the lookahead: reply->lookahead holds what had arrived; the rest arrives later
+ * (tr_llm_lookahead). */
 tr_status tr_llm_finish(tr_llm_backend *b, tr_llm_reply *reply);
+/* The lookahead of the last finished request as far as it has arrived: copies it (from its first token) into ids
+ * (room for TR_LOOKAHEAD_MAX) and returns the count; *complete (may be NULL) tells whether more can still come. */
+int32_t tr_llm_lookahead(tr_llm_backend *b, int32_t *ids, bool *complete);
 const char *tr_llm_backend_name(const tr_llm_backend *b);
 
 /* Writing your own backend: fill a tr_llm_backend_ops (static storage; it must outlive the backend) and wrap your
@@ -165,7 +170,17 @@ typedef struct tr_llm_call {
     int32_t *verify_ids;     /* out: room for TR_DRAFT_BRANCHES_MAX answers along the walk */
     int32_t n_verify;        /* out: how many (preset to 0); lookahead then follows the last of them */
     double lookahead_ms;     /* out: time spent computing the lookahead (preset to 0: unknown) */
+    void *internal;          /* the wrapper's (streaming); leave it as given */
 } tr_llm_call;
+
+/* Streaming the lookahead (optional, for backends that can): the answer should not wait for the lookahead. Call
+ * tr_llm_call_answered once id, logprob and the draft walk (verify_ids, n_verify) are final — the caller of
+ * tr_llm_finish gets them at once — then tr_llm_call_push_lookahead for each further token as it is computed
+ * (instead of filling lookahead_ids). push returns false when no more are wanted (the caller has moved on: a newer
+ * request waits, or the backend is being freed): stop computing and return TR_OK. lookahead_ms still reports the
+ * time spent. A backend that calls neither fills lookahead_ids and n_lookahead before returning, as before. */
+void tr_llm_call_answered(tr_llm_call *call);
+bool tr_llm_call_push_lookahead(tr_llm_call *call, int32_t id);
 
 typedef struct tr_llm_backend_ops {
     const char *name;
