@@ -9,7 +9,7 @@
 #
 # Pairs: demo (stories-student SLM, stories260K LLM; maxprob tau 0.16/0.18/0.26 ≈ 5/10/20% routed) and synth (random
 # weights of real shapes made by `tokroute synth`: qwen2.5-0.5b SLM, qwen2.5-1.5b LLM, q4_k; tau = the 5/10/20th
-# percentile of the SLM's maxprob scores in a --sync run at tau 0). Random weights agree by chance only, so the
+# percentile of the SLM's maxprob scores, refined on --sync runs at that tau). Random weights agree by chance only, so the
 # synth rows show what speculation and drafting cost and save with real per-token compute, not real agreement.
 # usage: bench/hide.sh [BUILD_DIR] [SHARED_DIR] [demo|synth|all] [N_TOKENS]
 set -euo pipefail
@@ -98,12 +98,31 @@ if [ "$which" = synth ] || [ "$which" = all ]; then
   [ -s "$llm" ] || "$build/tokroute" synth --shape qwen2.5-1.5b --type q4_k --seed 2 -o "$llm" >/dev/null 2>&1
   n=${n_arg:-48}
   prompts=("Once upon a time" "The little bird")
-  run 0 0 --sync
-  read -r t5 t10 t20 <<<"$(python3 - "$tmp" "${#prompts[@]}" <<'PY'
+  # tau for a routed share: a percentile of the SLM's scores, refined on each routed run's own scores (routing
+  # changes the text and so the scores) until the share is within 1.5 points (at most 3 runs).
+  pick() { # q → "tau share" from the traces in $tmp
+    python3 - "$tmp" "${#prompts[@]}" "$1" <<'PY'
 import json, sys, os
-s = sorted(json.loads(l)["score"] for i in range(int(sys.argv[2])) for l in open(os.path.join(sys.argv[1], f"trace.{i}")))
-print(*(f"{s[int(len(s) * q)]:.7f}" for q in (0.05, 0.10, 0.20)))
+tmp, n_p, q = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+rows = [json.loads(l) for i in range(n_p) for l in open(os.path.join(tmp, f"trace.{i}"))]
+s = sorted(r["score"] for r in rows)
+k = max(1, int(len(s) * q))
+print(f"{(s[k - 1] + s[k]) / 2:.9g}", sum(r["source"] == "llm" for r in rows) / len(rows))
 PY
-)"
-  bench_pair synth "$t5" "$t10" "$t20"
+  }
+  run 0 0 --sync
+  for i in "${!prompts[@]}"; do cp "$tmp/trace.$i" "$tmp/scores.$i"; done
+  taus=()
+  for q in 0.05 0.10 0.20; do
+    for i in "${!prompts[@]}"; do cp "$tmp/scores.$i" "$tmp/trace.$i"; done
+    read -r tau _ <<<"$(pick "$q")"
+    for _ in 1 2 3; do
+      run "$tau" 0 --sync
+      read -r next share <<<"$(pick "$q")"
+      python3 -c "import sys; sys.exit(abs($share - $q) > 0.015)" && break
+      tau=$next
+    done
+    taus+=("$tau")
+  done
+  bench_pair synth "${taus[@]}"
 fi

@@ -53,7 +53,12 @@
  * tokens earn (moving average of routed tokens they answer per call, against LOOKAHEAD_HITS_FULL), for fewer as
  * they stop earning, and never fewer than 1, which keeps measuring. */
 #define LOOKAHEAD_HITS_FULL 0.5
-#define EARNING_RATE 0.3 /* weight of the latest call in both moving averages; both start at 1 hit per call */
+#define EARNING_RATE 0.3 /* weight of the latest call in the moving averages; hits start at 1 per call */
+/* Speculating while a request travels pays only when the LLM's answer equals the SLM's proposal (the branch then
+ * stands); otherwise it is discarded, and the answer may have to wait for the SLM token in progress. The loop keeps
+ * decoding meanwhile only while agreement (a moving average, starting at 1/2) times the depth reaches this many
+ * tokens; it keeps measuring agreement on every answer either way. */
+#define SPECULATION_WORTH 0.5
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -89,6 +94,7 @@ typedef struct spec_state {
     double draft_hits;        /* moving average: routed tokens answered by draft walks per call */
     double lookahead_hits;    /* moving average: routed tokens answered by lookahead per call */
     int32_t walk_hits, stream_hits; /* ... since the last request left */
+    double agreement;         /* moving average: answers equal to the SLM's proposal */
     known k;
 } spec_state;
 
@@ -389,6 +395,7 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
     if (!tok.llm_unavailable) {
         if (tok.id == tok.slm_id) r->stats->n_spec_agree++;
         else r->stats->n_spec_disagree++;
+        s->agreement = (1 - EARNING_RATE) * s->agreement + EARNING_RATE * (tok.id == tok.slm_id);
         learn(s, s->req_pos, &rep);
         /* The answer selects a root branch yet nothing was verified: a backend that does not verify drafts
          * (--openai, --llamacpp). Stop drafting for it rather than spend SLM work on every request. */
@@ -407,7 +414,7 @@ static tr_status step(spec_state *s, bool *go_on) {
         /* The branch drafted before sending may be longer; speculation while waiting adds at most depth beyond it. */
         const int32_t limit = s->depth > s->draft_span ? s->depth : s->draft_span;
         if (tr_llm_ready(r->llm) || r->len - s->n_conf >= limit || r->len - s->branch_at_send >= s->depth ||
-            !can_decide(s))
+            !can_decide(s) || s->agreement * s->depth < SPECULATION_WORTH)
             return await_answer(s, go_on);
         pending *p = &s->br[r->len]; /* keep decoding on the SLM's proposals meanwhile */
         if ((st = decide(s, p)) != TR_OK) return st;
@@ -434,7 +441,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
     spec_state *s = calloc(1, sizeof *s);
     if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
     *s = (spec_state){.r = r, .out = out, .cap = cap, .depth = p->speculate_depth, .lookahead = p->lookahead,
-                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = 1, .lookahead_hits = 1};
+                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = 1, .lookahead_hits = 1, .agreement = 0.5};
     s->draft_span = p->draft_span > 0 ? p->draft_span : p->draft_tokens;
     s->draft_width = p->draft_width > 0 ? p->draft_width : 1;
     s->end = r->n_prompt + p->n_predict;
