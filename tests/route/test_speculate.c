@@ -357,6 +357,62 @@ static void failure_while_speculating(void **state) {
     tr_llm_backend_free(inner);
 }
 
+/* An LLM that never takes the SLM's view: its next token is a fixed function of the last one, so its answers
+ * rarely equal the SLM's proposal and no draft ever matches. It streams its lookahead (the same function on). The
+ * loop must notice: speculation while waiting and drafting before sending stop after a few calls, and the output
+ * still equals the synchronous loop's. */
+typedef struct contrary {
+    int32_t n_calls, n_drafted[64], n_calls_with_draft;
+} contrary;
+
+static int32_t contrary_next_id(int32_t last) { return (int32_t)(((int64_t)last * 31 + 7) % 500) + 3; }
+
+static tr_status contrary_next(void *impl, tr_llm_call *call) {
+    contrary *c = impl;
+    if (c->n_calls < 64) c->n_drafted[c->n_calls] = call->draft ? call->draft->start[call->draft->n_branches] : 0;
+    c->n_calls++;
+    call->id = contrary_next_id(call->tokens[call->n_tokens - 1]);
+    tr_llm_call_answered(call);
+    for (int32_t i = 0, t = call->id; i < call->lookahead; i++)
+        if (!tr_llm_call_push_lookahead(call, t = contrary_next_id(t))) break;
+    return TR_OK;
+}
+
+static const tr_llm_backend_ops contrary_ops = {"contrary", contrary_next, NULL, NULL};
+
+static void adapts_to_a_disagreeing_llm(void **state) {
+    pair *p = *state;
+    int32_t prompt[64];
+    const int32_t n_prompt = prompt_tokens(p->slm, prompts[2], prompt, 64);
+    contrary sync_state = {0}, spec_state = {0};
+    tr_llm_backend *sync_llm, *spec_llm;
+    assert_int_equal(tr_llm_backend_create(&contrary_ops, &sync_state, &sync_llm), TR_OK);
+    assert_int_equal(tr_llm_backend_create(&contrary_ops, &spec_state, &spec_llm), TR_OK);
+    tr_llm_backend_set_rtt(spec_llm, 4);
+    run_result a, b;
+    const run_cfg sync_cfg = {.tau = 0.9f};
+    const run_cfg spec_cfg = {.tau = 0.9f, .depth = 8, .draft = 96, .span = 32, .width = 3};
+    run(p, sync_llm, prompt, n_prompt, &sync_cfg, &a);
+    run(p, spec_llm, prompt, n_prompt, &spec_cfg, &b);
+    assert_same(&a, &b, "contrary LLM");
+    const int32_t calls = spec_state.n_calls < 64 ? spec_state.n_calls : 64;
+    assert_true(calls >= 20); /* most positions are routed at tau 0.9, and nothing is answered ahead */
+    assert_true(b.stats.n_spec_agree * 4 < b.stats.n_spec_disagree);
+    /* Drafting shrinks with what drafts have earned (nothing here: 0.7^n of the first budget) until it stops. */
+    int32_t first_drafted = 0;
+    for (int32_t i = 0; i < calls; i++) first_drafted += i < 4 && spec_state.n_drafted[i] > 0;
+    assert_true(first_drafted > 0); /* it did draft at first */
+    for (int32_t i = 16; i < calls; i++) assert_int_equal(spec_state.n_drafted[i], 0);
+    /* Speculation while waiting stops once agreement x depth < 1/2 (by the 7th disagreement): at most depth
+     * discarded tokens per call before that, besides the first calls' drafted branches. */
+    assert_true(b.stats.n_spec_discarded <= 12 * (8 + 32));
+    printf("contrary LLM: %d calls, %lld speculative tokens discarded, draft tokens in the first calls: %d %d %d %d\n",
+           spec_state.n_calls, (long long)b.stats.n_spec_discarded, spec_state.n_drafted[0], spec_state.n_drafted[1],
+           spec_state.n_drafted[2], spec_state.n_drafted[3]);
+    tr_llm_backend_free(sync_llm);
+    tr_llm_backend_free(spec_llm);
+}
+
 /* The whole lookahead stream of the last finished request (the answer comes first; bounded wait). */
 static int32_t wait_lookahead(tr_llm_backend *llm, int32_t *la) {
     bool complete = false;
@@ -554,6 +610,7 @@ int main(void) {
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(draft_walk_equals_calls),
         cmocka_unit_test(server_backend_identical),
+        cmocka_unit_test(adapts_to_a_disagreeing_llm),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
