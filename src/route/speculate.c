@@ -38,17 +38,16 @@
 #define WIDTH_MAX 8
 #define DEEP_WIDTH 2 /* candidates at routed positions after the requested one, on the SLM's own path */
 #define KNOWN_MAX (TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 2)
-/* Drafting happens before the request leaves, so it adds to this round trip: it may take at most this fraction of
- * the round trips observed so far (a moving average; 50 ms assumed before the first answer). The token budget
- * follows from the SLM's measured time per token (8 tokens before it is known), and a deadline enforces it. */
+/* Drafting happens before the request leaves, so it adds to this round trip, and it pays only where the LLM walks
+ * the drafts. Its time is capped at this fraction of the round trips observed so far (a moving average; 50 ms
+ * assumed before the first answer), scaled by what drafts have been earning: the moving average of routed tokens
+ * answered by draft walks per call, against DRAFT_HITS_FULL (an optimistic 1 before any). So a pair whose models
+ * rarely agree soon sends its requests at once and only speculates while they travel. The token budget follows
+ * from the SLM's measured time per token (8 tokens before it is known), and a deadline enforces it. */
 #define DRAFT_TIME_FRACTION 0.3
+#define DRAFT_HITS_FULL 0.5
 #define FIRST_RTT_MS 50.0
 #define FIRST_DRAFT_TOKENS 8
-/* Lookahead costs the LLM one pass per token, in the same call: it is asked only for as many tokens as take at most
- * this fraction of the observed round trip (from the LLM's reported time per lookahead token; 2 before it reports,
- * all when it never reports). */
-#define LOOKAHEAD_TIME_FRACTION 0.3
-#define FIRST_LOOKAHEAD 2 /* before the LLM's pace is known */
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -60,6 +59,8 @@ typedef struct pending {   /* a decided position, not yet shown */
 
 typedef struct known {     /* LLM tokens known without a call (see the top of the file) */
     int32_t base, n, n_walk; /* answer[1 .. n_walk) came from a draft walk, the rest from lookahead */
+    int32_t n_streamed;      /* lookahead tokens taken so far */
+    bool streaming;          /* more lookahead may still arrive (tr_llm_lookahead) */
     int32_t assumed[KNOWN_MAX], answer[KNOWN_MAX];
 } known;
 
@@ -79,7 +80,8 @@ typedef struct spec_state {
     int32_t draft_budget;     /* tokens this draft may hold (draft_tokens, or fewer when the SLM is slow) */
     double draft_deadline_ms; /* drafting stops here */
     double rtt_ms, slm_token_ms; /* moving averages: a call's round trip, one SLM token */
-    double la_token_ms;       /* moving average: the LLM's time per lookahead token (0: not yet; -1: never) */
+    double draft_hits;        /* moving average: routed tokens answered by draft walks per call */
+    int32_t walk_hits;        /* ... since the last request left */
     known k;
 } spec_state;
 
@@ -121,8 +123,25 @@ static tr_status decide(spec_state *s, pending *p) {
     return TR_OK;
 }
 
+/* Appends the lookahead that has streamed in since the table was filled. */
+static void known_refresh(spec_state *s) {
+    known *k = &s->k;
+    if (!k->streaming) return;
+    int32_t ids[TR_LOOKAHEAD_MAX];
+    bool complete;
+    const int32_t n = tr_llm_lookahead(s->r->llm, ids, &complete);
+    for (int32_t i = k->n_streamed; i < n && k->n < KNOWN_MAX; i++) {
+        k->answer[k->n] = ids[i];
+        k->assumed[k->n] = ids[i];
+        k->n++;
+    }
+    if (n > k->n_streamed) k->n_streamed = n;
+    k->streaming = !complete && k->n < KNOWN_MAX;
+}
+
 /* The LLM's token for position q from the table, when the sequence since its base still matches. */
-static bool known_take(const spec_state *s, int32_t q, int32_t *id, bool *from_walk) {
+static bool known_take(spec_state *s, int32_t q, int32_t *id, bool *from_walk) {
+    known_refresh(s);
     const known *k = &s->k;
     if (q < k->base || q - k->base >= k->n || k->answer[q - k->base] < 0) return false;
     for (int32_t j = k->base; j < q; j++)
@@ -171,6 +190,7 @@ static tr_status drain(spec_state *s, bool *go_on) {
             tok.lookahead_hit = true;
             r->stats->n_lookahead_hits++;
             r->stats->n_draft_hits += from_walk;
+            s->walk_hits += from_walk;
         }
         tr_status st = confirm(s, &tok, go_on);
         if (st != TR_OK) return st;
@@ -275,11 +295,14 @@ static tr_status send(spec_state *s, const pending *p) {
     const int32_t q = s->n_conf;
     memset(&s->draft, 0, sizeof s->draft);
     s->draft_q0 = q;
+    s->draft_hits = 0.8 * s->draft_hits + 0.2 * s->walk_hits;
+    s->walk_hits = 0;
     const double rtt_ms = s->rtt_ms > 0 ? s->rtt_ms : FIRST_RTT_MS;
-    const double affordable =
-        s->slm_token_ms > 0 ? DRAFT_TIME_FRACTION * rtt_ms / s->slm_token_ms : FIRST_DRAFT_TOKENS;
-    s->draft_budget = affordable < s->draft_tokens ? (affordable >= 1 ? (int32_t)affordable : 1) : s->draft_tokens;
-    s->draft_deadline_ms = route_now_ms() + DRAFT_TIME_FRACTION * rtt_ms;
+    const double earning = s->draft_hits < DRAFT_HITS_FULL ? s->draft_hits / DRAFT_HITS_FULL : 1.0;
+    const double draft_ms = DRAFT_TIME_FRACTION * rtt_ms * earning;
+    const double affordable = s->slm_token_ms > 0 ? draft_ms / s->slm_token_ms : FIRST_DRAFT_TOKENS;
+    s->draft_budget = affordable < s->draft_tokens ? (int32_t)affordable : s->draft_tokens;
+    s->draft_deadline_ms = route_now_ms() + draft_ms;
     tr_status st = TR_OK;
     if (p) { /* fresh: explore the tree; its main path becomes the branch */
         s->br[q] = *p;
@@ -294,12 +317,7 @@ static tr_status send(spec_state *s, const pending *p) {
         draft_from_branch(s);
     }
     const bool has_draft = s->draft.n_branches > 0;
-    int32_t lookahead = s->la_token_ms != 0 || s->lookahead < FIRST_LOOKAHEAD ? s->lookahead : FIRST_LOOKAHEAD;
-    if (s->la_token_ms > 0 && s->rtt_ms > 0 && lookahead > LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
-        lookahead = (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms) > 1
-                        ? (int32_t)(LOOKAHEAD_TIME_FRACTION * s->rtt_ms / s->la_token_ms)
-                        : 1; /* one still measures the LLM's pace */
-    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, lookahead)) != TR_OK) return st;
+    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, s->lookahead)) != TR_OK) return st;
     s->in_flight = true;
     s->req_pos = q;
     s->branch_at_send = r->len;
@@ -333,6 +351,8 @@ static void learn(spec_state *s, int32_t q, const tr_llm_reply *rep) {
         k->assumed[k->n] = rep->lookahead[i];
         k->n++;
     }
+    k->n_streamed = rep->n_lookahead;
+    k->streaming = s->lookahead > 0 && k->n < KNOWN_MAX; /* the rest streams in (tr_llm_lookahead) */
 }
 
 /* Waits for the answer in flight and shows the position it was for. */
@@ -350,12 +370,6 @@ static tr_status await_answer(spec_state *s, bool *go_on) {
     tok.llm_ms = route_now_ms() - s->t_sent;
     tok.wait_ms = waited_ms;
     if (call_st == TR_OK) s->rtt_ms = s->rtt_ms > 0 ? 0.8 * s->rtt_ms + 0.2 * tok.llm_ms : tok.llm_ms;
-    if (call_st == TR_OK && rep.n_lookahead > 0 && rep.lookahead_ms > 0) {
-        const double per_token = rep.lookahead_ms / rep.n_lookahead;
-        s->la_token_ms = s->la_token_ms > 0 ? 0.8 * s->la_token_ms + 0.2 * per_token : per_token;
-    } else if (call_st == TR_OK && rep.n_lookahead > 0 && s->la_token_ms == 0) {
-        s->la_token_ms = -1; /* a backend that does not report its pace: ask for all */
-    }
     tr_status st = route_llm_outcome(r, &tok, call_st, rep.id, rep.logprob);
     if (st != TR_OK) return st; /* the branch is never shown */
     if (!tok.llm_unavailable) {
@@ -406,7 +420,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
     spec_state *s = calloc(1, sizeof *s);
     if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
     *s = (spec_state){.r = r, .out = out, .cap = cap, .depth = p->speculate_depth, .lookahead = p->lookahead,
-                      .draft_tokens = p->draft_tokens, .n_conf = r->len};
+                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = 2 * DRAFT_HITS_FULL};
     s->draft_span = p->draft_span > 0 ? p->draft_span : p->draft_tokens;
     s->draft_width = p->draft_width > 0 ? p->draft_width : 1;
     s->end = r->n_prompt + p->n_predict;
@@ -432,6 +446,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
         if (st != TR_OK) tr_fail(st, "%s", msg);
         else tr_clear_error();
     }
+    backend_settle(r->llm); /* the last reply's lookahead stops streaming; the statistics are final */
     free(s->br);
     free(s);
     return st;

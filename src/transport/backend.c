@@ -6,8 +6,18 @@
  * failed probe doubles the cooldown (capped); a success closes the breaker.
  *
  * Asynchronous calls (tr_llm_start/ready/finish) run the same call on one helper thread per backend, started on
- * first use and joined when the backend is freed. The helper owns the backend's state while a request is in flight;
- * the mutex hands it over in both directions, and the error message (thread-local) travels in the request. */
+ * first use and joined when the backend is freed. The helper owns the implementation while it runs a call; the
+ * mutex hands requests and replies over, and the error message (thread-local) travels in the reply.
+ *
+ * Streaming: an implementation that calls tr_llm_call_answered publishes the answer before computing its lookahead
+ * and each lookahead token as it comes (tr_llm_call_push_lookahead). tr_llm_finish then returns at the answer while
+ * the helper goes on; tr_llm_lookahead reads what has arrived since. A newer request (or settling, or freeing)
+ * cancels the rest: the next push returns false. The request waits in a second slot until the helper is free, so
+ * starting it never blocks the caller.
+ *
+ * The simulated round trip (--simulate-rtt) models each direction: the helper waits half of it (plus the test
+ * jitter) after the request left before computing, and everything it publishes becomes visible half a round trip
+ * after it was computed — the answer, then each lookahead token — as over a real network. */
 #include "transport/backend.h"
 
 #include <errno.h>
@@ -19,6 +29,14 @@
 #include <time.h>
 
 #include "common/error.h"
+
+typedef struct request {
+    int32_t *tokens;
+    int32_t n, cap, lookahead;
+    tr_llm_draft draft;
+    bool has_draft;
+    double t_sent_ms;
+} request;
 
 struct tr_llm_backend {
     const tr_llm_backend_ops *ops;
@@ -37,14 +55,27 @@ struct tr_llm_backend {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool thread_started, quit, in_flight, done;
-    int32_t *req_tokens;
-    int32_t req_n, req_cap, req_lookahead;
-    tr_llm_draft req_draft;
-    bool req_has_draft;
+    bool thread_started, quit;
+    bool in_flight;            /* the caller started a request and has not finished it */
+    bool queued;               /* a request waits in the slot for the helper */
+    bool running;              /* the helper is inside a call (its answer may be out; the lookahead goes on) */
+    bool cancel;               /* the running call's remaining lookahead is not wanted */
+    bool published;            /* the in-flight request's reply (answer or failure) is out */
+    double visible_at_ms;      /* ... and can be seen from then on (the simulated return trip) */
+    request slot;              /* the queued request */
+    request work;              /* the running one (the helper's) */
     tr_llm_reply reply;
     char error[512];
+    /* the streamed lookahead of the last published reply */
+    int64_t generation;        /* bumped per published reply */
+    int64_t finished_generation; /* the generation the caller last finished */
+    int32_t la_ids[TR_LOOKAHEAD_MAX];
+    double la_visible_ms[TR_LOOKAHEAD_MAX];
+    int32_t la_n;
+    bool la_complete;
 };
+
+static void settle_locked(tr_llm_backend *b);
 
 static double now_ms(void) {
     struct timespec ts;
@@ -81,7 +112,7 @@ void tr_llm_backend_free(tr_llm_backend *b) {
     if (!b) return;
     if (b->thread_started) {
         pthread_mutex_lock(&b->mu);
-        while (b->in_flight && !b->done) pthread_cond_wait(&b->cv, &b->mu);
+        settle_locked(b);
         b->quit = true;
         pthread_cond_broadcast(&b->cv);
         pthread_mutex_unlock(&b->mu);
@@ -89,7 +120,8 @@ void tr_llm_backend_free(tr_llm_backend *b) {
         pthread_mutex_destroy(&b->mu);
         pthread_cond_destroy(&b->cv);
     }
-    free(b->req_tokens);
+    free(b->slot.tokens);
+    free(b->work.tokens);
     if (b->ops->free) b->ops->free(b->impl);
     free(b);
 }
@@ -179,96 +211,232 @@ int32_t draft_walk(const tr_llm_draft *d, const int32_t *answers, int32_t n_answ
     return n;
 }
 
-/* One call, synchronous: the simulated delay, the implementation, the checks and the accounting. */
-static tr_status do_call(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t lookahead,
-                         const tr_llm_draft *draft, tr_llm_reply *reply) {
-    reply->id = -1;
-    reply->logprob = NAN;
-    reply->n_lookahead = 0;
-    reply->n_verify = 0;
-    reply->lookahead_ms = 0;
-    const double t0 = now_ms();
-    if (b->open_until_ms > t0) {
-        b->stats.short_circuited++;
-        return reply->status = tr_fail(TR_ERR_NETWORK, "LLM backend %s: unavailable (circuit open, next probe in %.0f ms)",
-                                       b->ops->name, b->open_until_ms - t0);
-    }
-    sleep_ms(b->rtt_ms + next_jitter_ms(b));
-    if (lookahead < 0) lookahead = 0;
-    if (lookahead > TR_LOOKAHEAD_MAX) lookahead = TR_LOOKAHEAD_MAX;
-    tr_llm_call call = {.tokens = tokens, .n_tokens = n, .n_allowed = b->n_allowed, .abort_fn = b->abort_fn,
-                        .abort_user = b->abort_user, .id = -1, .logprob = NAN, .lookahead = lookahead,
-                        .lookahead_ids = reply->lookahead, .draft = draft && draft->n_branches > 0 ? draft : NULL,
-                        .verify_ids = reply->verify};
-    tr_status st = b->ops->next_token(b->impl, &call);
-    const double t1 = now_ms();
-    b->stats.calls++;
-    b->stats.time_ms += t1 - t0;
-    if (call.n_evaluated > 0) b->stats.tokens_evaluated += call.n_evaluated;
-    if (call.bytes_sent > 0) b->stats.bytes_sent += call.bytes_sent;
-    if (call.bytes_received > 0) b->stats.bytes_received += call.bytes_received;
-    if (st == TR_OK && (call.id < 0 || (b->n_allowed > 0 && call.id >= b->n_allowed)))
-        st = tr_fail(TR_ERR_RANGE, "returned token %d, outside the shared vocabulary (0..%d)", call.id,
-                     (b->n_allowed > 0 ? b->n_allowed : 1) - 1);
-    breaker_record(b, st, t1);
-    if (st != TR_OK) {
-        b->stats.failures++;
-        return reply->status = tr_fail_prefix(st, "LLM backend %s", b->ops->name);
-    }
-    /* Verify ids only count along the walk they claim: an id that selects no branch ends it (the ids after it
-     * would answer positions the reply never evaluated). An id outside the shared range ends it too. */
+/* ---------------------------------------------------------------- one call */
+
+static void sleep_until(double t_ms) { sleep_ms(t_ms - now_ms()); }
+
+/* What a running call knows about itself (tr_llm_call.internal). */
+typedef struct call_ctx {
+    tr_llm_backend *b;
+    tr_llm_reply *reply;
+    int32_t lookahead;           /* tokens asked for */
+    bool async;                  /* on the helper thread: publish as it goes */
+    bool answered;               /* tr_llm_call_answered ran */
+    bool published;              /* ... and the answer went out (async) */
+    tr_status answer_status;     /* the answer's check */
+    char answer_error[256];
+    bool la_closed;              /* no more lookahead is taken */
+    int64_t draft_verified;      /* draft tokens the walk evaluated */
+    int32_t impl_lookahead[TR_LOOKAHEAD_MAX]; /* a non-streaming implementation's lookahead_ids */
+} call_ctx;
+
+/* Makes reply the in-flight request's outcome, visible half a round trip from now (mutex held). */
+static void publish_locked(tr_llm_backend *b, const tr_llm_reply *reply, const char *error, double delay_ms) {
+    b->reply = *reply;
+    b->reply.n_lookahead = 0; /* the lookahead streams in la_ids */
+    snprintf(b->error, sizeof b->error, "%s", error);
+    b->published = true;
+    b->visible_at_ms = now_ms() + delay_ms;
+    b->generation++;
+    b->la_n = 0;
+    b->la_complete = false;
+    pthread_cond_broadcast(&b->cv);
+}
+
+/* Checks the answer and the draft walk and fills the reply's id, logprob and verify. Verify ids only count along
+ * the walk they claim: an id that selects no branch ends it (the ids after it would answer positions the reply
+ * never evaluated); an id outside the shared range ends it too, and so does the lookahead after a cut walk. */
+static tr_status check_answer(call_ctx *x, const tr_llm_call *call) {
+    tr_llm_backend *b = x->b;
+    tr_llm_reply *reply = x->reply;
+    if (call->id < 0 || (b->n_allowed > 0 && call->id >= b->n_allowed))
+        return tr_fail(TR_ERR_RANGE, "returned token %d, outside the shared vocabulary (0..%d)", call->id,
+                       (b->n_allowed > 0 ? b->n_allowed : 1) - 1);
     int32_t n_verify = 0;
-    if (call.draft && call.n_verify > 0) {
+    if (call->draft && call->n_verify > 0) {
         int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
-        const int32_t claimed = call.n_verify > TR_DRAFT_BRANCHES_MAX ? TR_DRAFT_BRANCHES_MAX : call.n_verify;
-        answers[0] = call.id;
+        const int32_t claimed = call->n_verify > TR_DRAFT_BRANCHES_MAX ? TR_DRAFT_BRANCHES_MAX : call->n_verify;
+        answers[0] = call->id;
         memcpy(answers + 1, reply->verify, (size_t)claimed * sizeof *answers);
-        n_verify = draft_walk(call.draft, answers, claimed, path);
+        n_verify = draft_walk(call->draft, answers, claimed, path);
         for (int32_t i = 0; i < n_verify; i++) {
             if (reply->verify[i] < 0 || (b->n_allowed > 0 && reply->verify[i] >= b->n_allowed)) n_verify = i;
-            else b->stats.draft_tokens_verified += draft->start[path[i] + 1] - draft->start[path[i]];
+            else x->draft_verified += call->draft->start[path[i] + 1] - call->draft->start[path[i]];
         }
-        if (n_verify < claimed) call.n_lookahead = 0; /* it followed an answer we do not take */
+        if (n_verify < claimed) x->la_closed = true; /* it followed an answer we do not take */
     }
     reply->n_verify = n_verify;
-    if (call.draft) b->stats.draft_tokens_sent += draft->start[draft->n_branches];
-    /* Lookahead ids outside the shared range end the lookahead there (they are only hints, never shown). */
-    int32_t n_la = call.n_lookahead < 0 ? 0 : call.n_lookahead > lookahead ? lookahead : call.n_lookahead;
-    for (int32_t i = 0; i < n_la; i++)
-        if (reply->lookahead[i] < 0 || (b->n_allowed > 0 && reply->lookahead[i] >= b->n_allowed)) n_la = i;
-    reply->n_lookahead = n_la;
-    reply->lookahead_ms = call.lookahead_ms > 0 ? call.lookahead_ms : 0;
-    b->stats.lookahead_tokens += n_la;
-    reply->id = call.id;
-    reply->logprob = call.logprob;
-    return reply->status = TR_OK;
+    reply->id = call->id;
+    reply->logprob = call->logprob;
+    return TR_OK;
+}
+
+void tr_llm_call_answered(tr_llm_call *call) {
+    call_ctx *x = call ? call->internal : NULL;
+    if (!x || x->answered) return;
+    x->answered = true;
+    x->answer_status = check_answer(x, call);
+    if (x->answer_status != TR_OK) {
+        snprintf(x->answer_error, sizeof x->answer_error, "%s", tr_last_error());
+        x->la_closed = true;
+        return;
+    }
+    if (!x->async) return;
+    x->reply->status = TR_OK;
+    pthread_mutex_lock(&x->b->mu);
+    publish_locked(x->b, x->reply, "", x->b->rtt_ms / 2);
+    pthread_mutex_unlock(&x->b->mu);
+    x->published = true;
+}
+
+bool tr_llm_call_push_lookahead(tr_llm_call *call, int32_t id) {
+    call_ctx *x = call ? call->internal : NULL;
+    if (!x) return false;
+    if (!x->answered) tr_llm_call_answered(call);
+    tr_llm_reply *reply = x->reply;
+    if (x->la_closed || reply->n_lookahead >= x->lookahead) return false;
+    if (id < 0 || (x->b->n_allowed > 0 && id >= x->b->n_allowed)) { /* only a hint: it ends there */
+        x->la_closed = true;
+        return false;
+    }
+    if (x->async) {
+        tr_llm_backend *b = x->b;
+        pthread_mutex_lock(&b->mu);
+        const bool wanted = !b->cancel && !b->quit;
+        if (wanted) {
+            b->la_ids[b->la_n] = id;
+            b->la_visible_ms[b->la_n++] = now_ms() + b->rtt_ms / 2;
+        }
+        pthread_mutex_unlock(&b->mu);
+        if (!wanted) return !(x->la_closed = true);
+    }
+    reply->lookahead[reply->n_lookahead++] = id;
+    if (reply->n_lookahead >= x->lookahead) x->la_closed = true;
+    return !x->la_closed;
+}
+
+static void stats_lock(const tr_llm_backend *b) {
+    if (b->thread_started) pthread_mutex_lock((pthread_mutex_t *)&b->mu);
+}
+static void stats_unlock(const tr_llm_backend *b) {
+    if (b->thread_started) pthread_mutex_unlock((pthread_mutex_t *)&b->mu);
+}
+
+/* One call: the simulated outbound trip, the implementation, the checks and the accounting. Async (on the helper),
+ * it publishes the outcome (if the answer did not already go out) and ends the lookahead stream; sync, it sleeps
+ * the return trip. */
+static tr_status do_call(tr_llm_backend *b, const request *rq, bool async, tr_llm_reply *reply) {
+    memset(reply, 0, sizeof *reply);
+    reply->id = -1;
+    reply->logprob = NAN;
+    call_ctx x = {.b = b, .reply = reply, .async = async};
+    x.lookahead = rq->lookahead < 0 ? 0 : rq->lookahead > TR_LOOKAHEAD_MAX ? TR_LOOKAHEAD_MAX : rq->lookahead;
+    const double t0 = now_ms();
+    double return_trip_ms = b->rtt_ms / 2;
+    tr_status st;
+    tr_llm_call call = {.tokens = rq->tokens, .n_tokens = rq->n, .n_allowed = b->n_allowed, .abort_fn = b->abort_fn,
+                        .abort_user = b->abort_user, .id = -1, .logprob = NAN, .lookahead = x.lookahead,
+                        .lookahead_ids = x.impl_lookahead, .draft = rq->has_draft ? &rq->draft : NULL,
+                        .verify_ids = reply->verify, .internal = &x};
+    if (b->open_until_ms > t0) {
+        st = tr_fail(TR_ERR_NETWORK, "LLM backend %s: unavailable (circuit open, next probe in %.0f ms)", b->ops->name,
+                     b->open_until_ms - t0);
+        return_trip_ms = 0;
+        stats_lock(b);
+        b->stats.short_circuited++;
+        stats_unlock(b);
+    } else {
+        /* The request's trip: half the round trip after it left (the helper may have been busy meanwhile). */
+        sleep_until(rq->t_sent_ms + b->rtt_ms / 2 + next_jitter_ms(b));
+        st = b->ops->next_token(b->impl, &call);
+        const double t1 = now_ms();
+        if (st == TR_OK && !x.answered) { /* a backend that does not stream: everything arrives now */
+            const int32_t n_la = call.n_lookahead < 0 ? 0 : call.n_lookahead;
+            tr_llm_call_answered(&call);
+            for (int32_t i = 0; i < n_la && tr_llm_call_push_lookahead(&call, x.impl_lookahead[i]); i++) {
+            }
+        }
+        if (x.answered && x.answer_status != TR_OK) {
+            st = tr_fail(x.answer_status, "%s", x.answer_error);
+        } else if (x.answered && st != TR_OK) {
+            tr_clear_error(); /* failed during the lookahead: the answer stands, the lookahead ends there */
+            st = TR_OK;
+        }
+        reply->lookahead_ms = call.lookahead_ms > 0 ? call.lookahead_ms : 0;
+        breaker_record(b, st, t1);
+        stats_lock(b);
+        b->stats.calls++;
+        b->stats.time_ms += t1 - t0;
+        if (call.n_evaluated > 0) b->stats.tokens_evaluated += call.n_evaluated;
+        if (call.bytes_sent > 0) b->stats.bytes_sent += call.bytes_sent;
+        if (call.bytes_received > 0) b->stats.bytes_received += call.bytes_received;
+        if (call.draft) b->stats.draft_tokens_sent += rq->draft.start[rq->draft.n_branches];
+        if (st == TR_OK) {
+            b->stats.draft_tokens_verified += x.draft_verified;
+            b->stats.lookahead_tokens += reply->n_lookahead;
+        } else {
+            b->stats.failures++;
+        }
+        stats_unlock(b);
+    }
+    if (st != TR_OK) st = tr_fail_prefix(st, "LLM backend %s", b->ops->name);
+    reply->status = st;
+    if (async) {
+        pthread_mutex_lock(&b->mu);
+        if (!x.published) publish_locked(b, reply, st == TR_OK ? "" : tr_last_error(), return_trip_ms);
+        b->la_complete = true;
+        pthread_mutex_unlock(&b->mu);
+    } else {
+        sleep_ms(return_trip_ms);
+    }
+    return st;
+}
+
+/* Stops the helper's running call after its current lookahead token and waits until it is idle. */
+static void settle_locked(tr_llm_backend *b) {
+    if (b->running) b->cancel = true;
+    while (b->running || b->queued) pthread_cond_wait(&b->cv, &b->mu);
+}
+
+void backend_settle(tr_llm_backend *b) {
+    if (!b || !b->thread_started) return;
+    pthread_mutex_lock(&b->mu);
+    settle_locked(b);
+    pthread_mutex_unlock(&b->mu);
 }
 
 tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t *next, float *logprob) {
     if (!b || !tokens || n <= 0 || !next) return tr_fail(TR_ERR_ARG, "tr_llm_next_token: empty sequence");
     if (b->in_flight) return tr_fail(TR_ERR_STATE, "tr_llm_next_token: an asynchronous request is in flight");
+    backend_settle(b);
+    const request rq = {.tokens = (int32_t *)tokens, .n = n, .t_sent_ms = now_ms()};
     tr_llm_reply reply;
-    tr_status st = do_call(b, tokens, n, 0, NULL, &reply);
+    tr_status st = do_call(b, &rq, false, &reply);
     if (st != TR_OK) return st;
     *next = reply.id;
     if (logprob) *logprob = reply.logprob;
     return TR_OK;
 }
 
+/* ---------------------------------------------------------------- asynchronous calls */
+
 static void *helper_main(void *arg) {
     tr_llm_backend *b = arg;
     pthread_mutex_lock(&b->mu);
     for (;;) {
-        while (!b->quit && !(b->in_flight && !b->done)) pthread_cond_wait(&b->cv, &b->mu);
+        while (!b->quit && !b->queued) pthread_cond_wait(&b->cv, &b->mu);
         if (b->quit) break;
+        const request taken = b->slot; /* the slot's buffer becomes the running request's, and back */
+        b->slot = b->work;
+        b->work = taken;
+        b->queued = false;
+        b->running = true;
+        b->cancel = false;
         pthread_mutex_unlock(&b->mu);
         tr_llm_reply reply;
-        const tr_status st =
-            do_call(b, b->req_tokens, b->req_n, b->req_lookahead, b->req_has_draft ? &b->req_draft : NULL, &reply);
+        do_call(b, &b->work, true, &reply);
         pthread_mutex_lock(&b->mu);
-        b->reply = reply;
-        snprintf(b->error, sizeof b->error, "%s", st == TR_OK ? "" : tr_last_error());
-        b->done = true;
+        b->running = false;
         pthread_cond_broadcast(&b->cv);
     }
     pthread_mutex_unlock(&b->mu);
@@ -297,22 +465,29 @@ tr_status tr_llm_start_draft(tr_llm_backend *b, const int32_t *tokens, int32_t n
         }
         b->thread_started = true;
     }
-    if (n > b->req_cap) {
-        int32_t cap = b->req_cap ? b->req_cap : 256;
+    pthread_mutex_lock(&b->mu); /* the slot is free (nothing in flight), but its buffer may be swapped meanwhile */
+    request *q = &b->slot;
+    if (n > q->cap) {
+        int32_t cap = q->cap ? q->cap : 256;
         while (cap < n) cap = cap > INT32_MAX / 2 ? n : cap * 2;
-        int32_t *t = realloc(b->req_tokens, (size_t)cap * sizeof *t);
-        if (!t) return tr_fail(TR_ERR_NOMEM, "out of memory");
-        b->req_tokens = t;
-        b->req_cap = cap;
+        int32_t *t = realloc(q->tokens, (size_t)cap * sizeof *t);
+        if (!t) {
+            pthread_mutex_unlock(&b->mu);
+            return tr_fail(TR_ERR_NOMEM, "out of memory");
+        }
+        q->tokens = t;
+        q->cap = cap;
     }
-    pthread_mutex_lock(&b->mu);
-    memcpy(b->req_tokens, tokens, (size_t)n * sizeof *tokens);
-    b->req_n = n;
-    b->req_lookahead = lookahead;
-    b->req_has_draft = draft && draft->n_branches > 0;
-    if (b->req_has_draft) b->req_draft = *draft;
-    b->done = false;
+    memcpy(q->tokens, tokens, (size_t)n * sizeof *tokens);
+    q->n = n;
+    q->lookahead = lookahead;
+    q->has_draft = draft && draft->n_branches > 0;
+    if (q->has_draft) q->draft = *draft;
+    q->t_sent_ms = now_ms();
+    b->queued = true;
     b->in_flight = true;
+    b->published = false;
+    if (b->running) b->cancel = true; /* the previous call's lookahead is not wanted any more */
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return TR_OK;
@@ -321,22 +496,54 @@ tr_status tr_llm_start_draft(tr_llm_backend *b, const int32_t *tokens, int32_t n
 bool tr_llm_ready(tr_llm_backend *b) {
     if (!b || !b->in_flight) return true;
     pthread_mutex_lock(&b->mu);
-    const bool done = b->done;
+    const bool ready = b->published && now_ms() >= b->visible_at_ms;
     pthread_mutex_unlock(&b->mu);
-    return done;
+    return ready;
+}
+
+/* Copies the visible part of the lookahead stream (mutex held); true when nothing more can come. */
+static bool visible_lookahead_locked(const tr_llm_backend *b, int32_t *ids, int32_t *n) {
+    const double now = now_ms();
+    *n = 0;
+    while (*n < b->la_n && b->la_visible_ms[*n] <= now) {
+        ids[*n] = b->la_ids[*n];
+        (*n)++;
+    }
+    return b->la_complete && *n == b->la_n;
 }
 
 tr_status tr_llm_finish(tr_llm_backend *b, tr_llm_reply *reply) {
     if (!b || !reply) return tr_fail(TR_ERR_ARG, "tr_llm_finish: NULL argument");
     if (!b->in_flight) return reply->status = tr_fail(TR_ERR_STATE, "tr_llm_finish: no request in flight");
     pthread_mutex_lock(&b->mu);
-    while (!b->done) pthread_cond_wait(&b->cv, &b->mu);
-    *reply = b->reply;
-    b->in_flight = false;
-    b->done = false;
+    while (!b->published) pthread_cond_wait(&b->cv, &b->mu);
+    const double visible_at = b->visible_at_ms;
     pthread_mutex_unlock(&b->mu);
-    if (reply->status != TR_OK) return tr_fail(reply->status, "%s", b->error);
+    sleep_until(visible_at); /* the simulated return trip */
+    pthread_mutex_lock(&b->mu);
+    *reply = b->reply;
+    visible_lookahead_locked(b, reply->lookahead, &reply->n_lookahead);
+    b->in_flight = false;
+    b->published = false;
+    b->finished_generation = b->generation;
+    char error[sizeof b->error];
+    memcpy(error, b->error, sizeof error);
+    pthread_mutex_unlock(&b->mu);
+    if (reply->status != TR_OK) return tr_fail(reply->status, "%s", error);
     return TR_OK;
+}
+
+int32_t tr_llm_lookahead(tr_llm_backend *b, int32_t *ids, bool *complete) {
+    int32_t n = 0;
+    bool done = true;
+    if (b && ids && b->thread_started) {
+        pthread_mutex_lock(&b->mu);
+        /* Only the finished request's stream: a newer one's answer may already be out. */
+        if (b->generation == b->finished_generation) done = visible_lookahead_locked(b, ids, &n);
+        pthread_mutex_unlock(&b->mu);
+    }
+    if (complete) *complete = done;
+    return n;
 }
 
 tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t *next) {
@@ -344,8 +551,12 @@ tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n,
 }
 
 tr_llm_stats tr_llm_backend_stats(const tr_llm_backend *b) {
-    tr_llm_stats none = {0};
-    return b ? b->stats : none;
+    tr_llm_stats st = {0};
+    if (!b) return st;
+    stats_lock(b);
+    st = b->stats;
+    stats_unlock(b);
+    return st;
 }
 
 const char *tr_llm_backend_name(const tr_llm_backend *b) { return b ? b->ops->name : ""; }

@@ -21,4 +21,8 @@ tr_status draft_check(const tr_llm_draft *d);
 int32_t draft_child(const tr_llm_draft *d, int32_t node, int32_t token);
 int32_t draft_walk(const tr_llm_draft *d, const int32_t *answers, int32_t n_answers, int32_t *path);
 
+/* Ends the helper's streaming (the running call's remaining lookahead is cancelled) and waits until it is idle,
+ * so the statistics are final. A no-op for a backend that never ran asynchronously. */
+void backend_settle(tr_llm_backend *b);
+
 #endif /* TR_BACKEND_H */

@@ -4,7 +4,8 @@
  *
  * Sampling (temperature > 0) draws at each position from a generator seeded by (seed, position), as the server
  * does, so the token at a position does not depend on how many calls came before it. Lookahead (greedy LLM only)
- * evaluates the answer and the further tokens one at a time in the same context; the next call's common prefix
+ * evaluates the answer and the further tokens one at a time in the same context, streamed after the answer
+ * (tr_llm_call_answered, then one push per token, until the caller wants no more); the next call's common prefix
  * keeps what it still agrees with. A draft tree is walked before the lookahead (which then follows the walk's last
  * answer); the sampler is reseeded per answered position, so every answer is the one a call at that position gives. */
 #include <math.h>
@@ -65,8 +66,9 @@ static int32_t walk_draft(embedded *e, tr_llm_call *call, int32_t n_choice) {
     return answer;
 }
 
-/* Further greedy tokens after call->id, evaluated one at a time. Stops early (fewer tokens) when the context is
- * full or an evaluation fails; lookahead is a hint, so that is not an error. */
+/* Further greedy tokens after call->id, evaluated one at a time and streamed (the answer is already out). Stops
+ * early when the caller wants no more, the context is full or an evaluation fails; lookahead is a hint, so that is
+ * not an error. */
 static void lookahead(embedded *e, tr_llm_call *call, int32_t n_choice, int32_t after) {
     int32_t t = after;
     for (int32_t i = 0; i < call->lookahead; i++) {
@@ -77,7 +79,7 @@ static void lookahead(embedded *e, tr_llm_call *call, int32_t n_choice, int32_t 
         }
         call->n_evaluated++;
         t = tr_argmax(tr_context_logits(e->ctx, -1), n_choice);
-        call->lookahead_ids[call->n_lookahead++] = t;
+        if (!tr_llm_call_push_lookahead(call, t)) break;
     }
     /* The context's last logits no longer belong to the sequence the next call will most likely send. */
     e->logits_valid = false;
@@ -115,6 +117,7 @@ static tr_status embedded_next(void *impl, tr_llm_call *call) {
     if (call->id >= 0) call->logprob = log_prob(logits, n_choice, call->id);
     int32_t last = call->id;
     if (call->id >= 0 && call->draft) last = walk_draft(e, call, n_choice);
+    tr_llm_call_answered(call);
     if (last >= 0 && call->lookahead > 0 && e->sp.temperature <= 0) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);

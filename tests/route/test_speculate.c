@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -356,6 +357,18 @@ static void failure_while_speculating(void **state) {
     tr_llm_backend_free(inner);
 }
 
+/* The whole lookahead stream of the last finished request (the answer comes first; bounded wait). */
+static int32_t wait_lookahead(tr_llm_backend *llm, int32_t *la) {
+    bool complete = false;
+    int32_t n = 0;
+    for (int tries = 0; tries < 5000 && !complete; tries++) {
+        n = tr_llm_lookahead(llm, la, &complete);
+        if (!complete) usleep(1000);
+    }
+    assert_true(complete);
+    return n;
+}
+
 static void bad_arguments(void **state) {
     pair *p = *state;
     int32_t prompt[64];
@@ -379,9 +392,37 @@ static void bad_arguments(void **state) {
     assert_int_equal(tr_llm_next_token(llm, prompt, n_prompt, &id), TR_ERR_STATE);
     assert_int_equal(tr_llm_finish(llm, &rep), TR_OK);
     assert_true(tr_llm_ready(llm));
-    assert_int_equal(rep.n_lookahead, 2);
+    /* The lookahead streams in after the answer (the embedded backend publishes the answer first). */
+    int32_t la[TR_LOOKAHEAD_MAX];
+    bool complete;
+    int32_t n_la = wait_lookahead(llm, la);
+    assert_int_equal(n_la, 2);
+    assert_true(rep.n_lookahead <= n_la);
+    for (int32_t i = 0; i < rep.n_lookahead; i++) assert_int_equal(rep.lookahead[i], la[i]);
     assert_int_equal(tr_llm_next_token(llm, prompt, n_prompt, &id), TR_OK);
     assert_int_equal(id, rep.id);
+    /* Each lookahead token is the LLM's greedy next token after the answer and the tokens before it. */
+    int32_t longer[64 + 2 + TR_LOOKAHEAD_MAX], first[2] = {la[0], la[1]};
+    memcpy(longer, prompt, (size_t)n_prompt * sizeof *prompt);
+    longer[n_prompt] = rep.id;
+    for (int32_t i = 0; i < n_la; i++) {
+        assert_int_equal(tr_llm_next_token(llm, longer, n_prompt + 1 + i, &id), TR_OK);
+        assert_int_equal(id, la[i]);
+        longer[n_prompt + 1 + i] = la[i];
+    }
+    /* A newer request cancels the rest of the stream, and tr_llm_lookahead never mixes two requests' streams. */
+    assert_int_equal(tr_llm_start(llm, prompt, n_prompt, TR_LOOKAHEAD_MAX), TR_OK);
+    assert_int_equal(tr_llm_finish(llm, &rep), TR_OK);
+    const int32_t answer = rep.id;
+    assert_int_equal(tr_llm_start(llm, longer, n_prompt + 1, TR_LOOKAHEAD_MAX), TR_OK);
+    for (int tries = 0; tries < 50; tries++) { /* the old stream while the newer request is in flight */
+        n_la = tr_llm_lookahead(llm, la, &complete);
+        assert_int_equal(answer, longer[n_prompt]);
+        for (int32_t i = 0; i < n_la && i < 2; i++) assert_int_equal(la[i], first[i]);
+        usleep(100);
+    }
+    assert_int_equal(tr_llm_finish(llm, &rep), TR_OK);
+    assert_int_equal(rep.id, first[0]); /* the LLM's token after prompt + answer */
     tr_router_free(router);
     tr_llm_backend_free(llm);
     tr_context_free(ctx);
@@ -419,6 +460,8 @@ static void draft_walk_equals_calls(void **state) {
     assert_int_equal(tr_llm_start_draft(llm, seq, n, &d, 2), TR_OK);
     assert_int_equal(tr_llm_finish(llm, &rep), TR_OK);
     assert_int_equal(rep.id, greedy[0]);
+    int32_t la[TR_LOOKAHEAD_MAX];
+    assert_int_equal(wait_lookahead(llm, la), 2);
     /* Entered: branch 1 (answer at n+3 = g3), branch 3 (answer at n+6 after x: a call with that prefix). */
     assert_int_equal(rep.n_verify, 2);
     assert_int_equal(rep.verify[0], greedy[3]);
@@ -431,8 +474,7 @@ static void draft_walk_equals_calls(void **state) {
     /* The lookahead follows the last answer. */
     alt[n + 6] = want;
     assert_int_equal(tr_llm_next_token(llm, alt, n + 7, &want), TR_OK);
-    assert_int_equal(rep.n_lookahead, 2);
-    assert_int_equal(rep.lookahead[0], want);
+    assert_int_equal(la[0], want);
     const tr_llm_stats st = tr_llm_backend_stats(llm);
     assert_int_equal(st.draft_tokens_sent, 1 + 3 + 1 + 3 + 1);
     assert_int_equal(st.draft_tokens_verified, 3 + 3);
