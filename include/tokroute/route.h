@@ -73,7 +73,9 @@ tr_status tr_llm_backend_openai(const tr_remote_params *params, tr_llm_backend *
 tr_status tr_llm_backend_llamacpp(const tr_remote_params *params, tr_llm_backend **out);
 
 void tr_llm_backend_free(tr_llm_backend *b);
-/* Adds a fixed delay to every call (simulating a network round trip). */
+/* Simulates a network round trip of rtt_ms on every call: half of it before the LLM computes (the request's trip;
+ * the LLM may still be busy with the previous call's lookahead meanwhile), half before anything it returns can be
+ * seen (the answer, then each streamed lookahead token, half a round trip after it was computed). */
 void tr_llm_backend_set_rtt(tr_llm_backend *b, double rtt_ms);
 /* Restricts the LLM's choice to ids < n_allowed (a padded LLM vocabulary shared with a smaller SLM; 0 = no
  * restriction). Backends apply it where their API allows (argmax over the first ids, the server's n_vocab, a
@@ -89,8 +91,9 @@ void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *use
  * 0 when the backend cannot tell, and then tr_last_error() says why if the server could not be reached or refused
  * the key ("" when it simply does not report a size). May contact the server. */
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b);
-/* Test hook: adds a random extra delay in [0, max_ms) to every call (seeded), so tests can vary when answers
- * arrive relative to the routed loop's own work. 0 turns it off. */
+/* Test hook: adds a random extra delay in [0, max_ms) to every call and to the arrival of every streamed lookahead
+ * token (seeded; the stream stays in order), so tests can vary when answers arrive relative to the routed loop's
+ * own work. 0 turns it off. */
 void tr_llm_backend_set_jitter(tr_llm_backend *b, double max_ms, uint64_t seed);
 
 tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t *next);

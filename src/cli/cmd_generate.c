@@ -3,6 +3,7 @@
  * to stderr, the per-token trace to a JSONL file. Single-model generation is the routed loop in `slm` mode. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,11 +37,13 @@ static const char *usage_rest =
     "  --sync                 wait for every routed token (no speculation, lookahead or draft)\n"
     "  --speculate-depth D    keep decoding up to D SLM tokens while a routed request is in flight (default 8 for a\n"
     "                         remote LLM or --simulate-rtt, else 0); shown only once confirmed, same tokens as --sync\n"
-    "  --lookahead K          ask each routed call for K further greedy LLM tokens, used without a round trip while\n"
-    "                         the text still follows them (default 8 for a remote LLM or --simulate-rtt, else 0)\n"
+    "  --lookahead K          ask each routed call for up to K further greedy LLM tokens (streamed after the answer),\n"
+    "                         used without a round trip while the text still follows them; fewer while they earn\n"
+    "                         nothing (default 8 for a remote LLM or --simulate-rtt, else 0)\n"
     "  --draft N              send up to N SLM-drafted tokens with each routed call; the LLM verifies them in the same\n"
-    "                         call and answers every routed position along the branch it agrees with (default 96\n"
-    "                         for a remote LLM or --simulate-rtt, else 0)\n"
+    "                         call and answers every routed position along the branch it agrees with; drafting\n"
+    "                         before sending is scaled by what drafts have been earning (default 96 for a remote\n"
+    "                         LLM or --simulate-rtt, else 0)\n"
     "  --draft-width W        SLM candidates drafted at the routed position (default 3; 2 at later routed ones)\n"
     "  --draft-span S         positions the draft covers (default 32)\n"
     "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
@@ -173,15 +176,23 @@ typedef struct sink {
 /* Rounded so the JSON shows 0.4, not 0.40000000596046448. */
 static double rounded(double x, double scale) { return (double)(long long)(x * scale + (x < 0 ? -0.5 : 0.5)) / scale; }
 
+/* Six significant digits: scores of a large vocabulary can be ~1e-4, where fixed decimals would tie them. */
+static double significant(double x) {
+    if (x == 0 || !isfinite(x)) return x;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.6g", x);
+    return strtod(buf, NULL);
+}
+
 static void write_trace(FILE *f, const tr_route_token *t) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "index", t->index);
     cJSON_AddNumberToObject(j, "id", t->id);
     cJSON_AddStringToObject(j, "text", t->text ? t->text : "");
     cJSON_AddStringToObject(j, "source", t->source == TR_SOURCE_LLM ? "llm" : "slm");
-    if (t->score >= 0) cJSON_AddNumberToObject(j, "score", rounded(t->score, 1e6));
+    if (t->score >= 0) cJSON_AddNumberToObject(j, "score", significant(t->score));
     else cJSON_AddNullToObject(j, "score");
-    cJSON_AddNumberToObject(j, "tau", rounded(t->tau, 1e6));
+    cJSON_AddNumberToObject(j, "tau", significant(t->tau));
     cJSON_AddNumberToObject(j, "slm_ms", rounded(t->slm_ms, 1e3));
     cJSON_AddNumberToObject(j, "llm_ms", rounded(t->llm_ms, 1e3));
     if (t->source == TR_SOURCE_LLM) {

@@ -48,6 +48,12 @@
 #define DRAFT_HITS_FULL 0.5
 #define FIRST_RTT_MS 50.0
 #define FIRST_DRAFT_TOKENS 8
+/* Lookahead streams after the answer, so it delays nothing directly, but it costs the LLM one pass per token (and
+ * the next request may wait for the pass in progress). The loop asks for the full --lookahead K while lookahead
+ * tokens earn (moving average of routed tokens they answer per call, against LOOKAHEAD_HITS_FULL), for fewer as
+ * they stop earning, and never fewer than 1, which keeps measuring. */
+#define LOOKAHEAD_HITS_FULL 0.5
+#define EARNING_RATE 0.3 /* weight of the latest call in both moving averages; both start at 1 hit per call */
 
 typedef struct pending {   /* a decided position, not yet shown */
     tr_route_token tok;
@@ -81,7 +87,8 @@ typedef struct spec_state {
     double draft_deadline_ms; /* drafting stops here */
     double rtt_ms, slm_token_ms; /* moving averages: a call's round trip, one SLM token */
     double draft_hits;        /* moving average: routed tokens answered by draft walks per call */
-    int32_t walk_hits;        /* ... since the last request left */
+    double lookahead_hits;    /* moving average: routed tokens answered by lookahead per call */
+    int32_t walk_hits, stream_hits; /* ... since the last request left */
     known k;
 } spec_state;
 
@@ -191,6 +198,7 @@ static tr_status drain(spec_state *s, bool *go_on) {
             r->stats->n_lookahead_hits++;
             r->stats->n_draft_hits += from_walk;
             s->walk_hits += from_walk;
+            s->stream_hits += !from_walk;
         }
         tr_status st = confirm(s, &tok, go_on);
         if (st != TR_OK) return st;
@@ -295,8 +303,9 @@ static tr_status send(spec_state *s, const pending *p) {
     const int32_t q = s->n_conf;
     memset(&s->draft, 0, sizeof s->draft);
     s->draft_q0 = q;
-    s->draft_hits = 0.8 * s->draft_hits + 0.2 * s->walk_hits;
-    s->walk_hits = 0;
+    s->draft_hits = (1 - EARNING_RATE) * s->draft_hits + EARNING_RATE * s->walk_hits;
+    s->lookahead_hits = (1 - EARNING_RATE) * s->lookahead_hits + EARNING_RATE * s->stream_hits;
+    s->walk_hits = s->stream_hits = 0;
     const double rtt_ms = s->rtt_ms > 0 ? s->rtt_ms : FIRST_RTT_MS;
     const double earning = s->draft_hits < DRAFT_HITS_FULL ? s->draft_hits / DRAFT_HITS_FULL : 1.0;
     const double draft_ms = DRAFT_TIME_FRACTION * rtt_ms * earning;
@@ -317,7 +326,12 @@ static tr_status send(spec_state *s, const pending *p) {
         draft_from_branch(s);
     }
     const bool has_draft = s->draft.n_branches > 0;
-    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, s->lookahead)) != TR_OK) return st;
+    int32_t lookahead = s->lookahead;
+    if (s->lookahead_hits < LOOKAHEAD_HITS_FULL) {
+        lookahead = (int32_t)ceil(s->lookahead * s->lookahead_hits / LOOKAHEAD_HITS_FULL);
+        if (lookahead < 1) lookahead = s->lookahead > 0 ? 1 : 0;
+    }
+    if ((st = tr_llm_start_draft(r->llm, r->seq, q, has_draft ? &s->draft : NULL, lookahead)) != TR_OK) return st;
     s->in_flight = true;
     s->req_pos = q;
     s->branch_at_send = r->len;
@@ -420,7 +434,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
     spec_state *s = calloc(1, sizeof *s);
     if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
     *s = (spec_state){.r = r, .out = out, .cap = cap, .depth = p->speculate_depth, .lookahead = p->lookahead,
-                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = 2 * DRAFT_HITS_FULL};
+                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = 1, .lookahead_hits = 1};
     s->draft_span = p->draft_span > 0 ? p->draft_span : p->draft_tokens;
     s->draft_width = p->draft_width > 0 ? p->draft_width : 1;
     s->end = r->n_prompt + p->n_predict;

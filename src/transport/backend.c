@@ -303,9 +303,11 @@ bool tr_llm_call_push_lookahead(tr_llm_call *call, int32_t id) {
         tr_llm_backend *b = x->b;
         pthread_mutex_lock(&b->mu);
         const bool wanted = !b->cancel && !b->quit;
-        if (wanted) {
+        if (wanted) { /* in order, each after its return trip (and the test jitter, so tests vary arrivals) */
+            double at = now_ms() + b->rtt_ms / 2 + next_jitter_ms(b);
+            if (b->la_n > 0 && at < b->la_visible_ms[b->la_n - 1]) at = b->la_visible_ms[b->la_n - 1];
             b->la_ids[b->la_n] = id;
-            b->la_visible_ms[b->la_n++] = now_ms() + b->rtt_ms / 2;
+            b->la_visible_ms[b->la_n++] = at;
         }
         pthread_mutex_unlock(&b->mu);
         if (!wanted) return !(x->la_closed = true);
