@@ -15,10 +15,12 @@ mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok build-
 cp -n "$shared/models/stories-student.gguf" build-fuzz/corpus-gguf/ 2>/dev/null || true
 awk 'BEGIN{RS="\n__ggml_vocab_test__\n"} {f=sprintf("build-fuzz/corpus-tok/t%03d", NR); printf "%s", $0 > f; close(f)}' \
   "$shared/tokenizer/ggml-vocab-gpt-2.edge.inp"
-# Request bodies: a valid one with every option, and a minimal one.
-printf '%s' '{"session":"dev1-7f3a","pos":3,"tokens":[1,403,407],"top_logprobs":2,"n_vocab":500,"lookahead":2,"temperature":0.8,"top_k":40,"top_p":0.9,"seed":7}' \
+# Request bodies: a valid one with every option, a minimal one, and one with a draft and "stream" false.
+printf '%s' '{"session":"dev1-7f3a","pos":3,"tokens":[1,403,407],"top_logprobs":2,"n_vocab":500,"lookahead":2,"temperature":0.8,"top_k":40,"top_p":0.9,"seed":7,"stream":true}' \
   >build-fuzz/corpus-req/full.json
 printf '%s' '{"session":"a","pos":0,"tokens":[1]}' >build-fuzz/corpus-req/min.json
+printf '%s' '{"session":"a","pos":2,"tokens":[5],"lookahead":16,"stream":false,"draft":[{"parent":-1,"tokens":[7,8]}]}' \
+  >build-fuzz/corpus-req/stream.json
 # Dataset files: the first byte picks the format (byte % 5: text, csqa, gsm8k, arc, mmlu), the rest is the file's start.
 seed_data() { { printf "\\$(printf %03o "$1")"; head -n 8 "$2"; } >"build-fuzz/corpus-data/$3"; }
 seed_data 130 "$shared/data/tinystories/tinystories_val.txt" text

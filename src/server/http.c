@@ -1,7 +1,8 @@
 /* http.c — tr_server: the libmicrohttpd daemon (one thread per connection, optionally TLS with GnuTLS), request
  * bodies (size-limited: 413), the API key check (Bearer token, constant-time compare: 401), routing, and the JSON
  * bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /health and /metrics. Completions live in
- * completions.c, the sessions and forward passes in scheduler.c.
+ * completions.c, the streamed /v1/route/next reply in route_stream.c, the sessions and forward passes in
+ * scheduler.c.
  *
  * Logging: one line per request with method, route, status and milliseconds; bodies (token ids, text) only with
  * log_requests. */
@@ -115,9 +116,9 @@ int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *rou
 
 /* ---------------------------------------------------------------- routes */
 
-static char *route_result_json(const route_request *req, const route_result *res) {
+char *route_result_json(const char *session, bool with_verify, const route_result *res) {
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "session", req->session);
+    cJSON_AddStringToObject(root, "session", session);
     cJSON_AddNumberToObject(root, "token", res->token);
     cJSON_AddNumberToObject(root, "logprob", res->logprob);
     cJSON *tops = cJSON_AddArrayToObject(root, "top_logprobs");
@@ -130,7 +131,7 @@ static char *route_result_json(const route_request *req, const route_result *res
     cJSON_AddNumberToObject(root, "pos", res->pos);
     cJSON *la = cJSON_AddArrayToObject(root, "lookahead");
     for (int32_t i = 0; i < res->n_lookahead; i++) cJSON_AddItemToArray(la, cJSON_CreateNumber(res->lookahead[i]));
-    if (req->draft.n_branches > 0) {
+    if (with_verify) {
         cJSON *v = cJSON_AddArrayToObject(root, "verify");
         for (int32_t i = 0; i < res->n_verify; i++) cJSON_AddItemToArray(v, cJSON_CreateNumber(res->verify[i]));
     }
@@ -152,6 +153,7 @@ static int handle_route_next(tr_server *srv, struct MHD_Connection *conn, const 
     if (!route_request_parse(cs->body ? cs->body : "", cs->len, srv->model->info.n_vocab,
                              scheduler_n_ctx(srv->sched), &req, &err))
         return http_send_error(srv, conn, "route_next", &err, cs->t0_ms);
+    if (req.stream) return route_stream_respond(srv, conn, &req, cs->t0_ms);
     route_result res;
     const int status = scheduler_route(srv->sched, &req, &res, &err);
     route_request_free(&req);
@@ -159,7 +161,7 @@ static int handle_route_next(tr_server *srv, struct MHD_Connection *conn, const 
     const double ms = server_now_ms() - cs->t0_ms;
     metrics_request(&srv->metrics, "route_next", 200, ms);
     server_log(srv, "route_next 200 %.2f ms n_evaluated=%d", ms, res.n_evaluated);
-    return http_send_json(conn, 200, route_result_json(&req, &res));
+    return http_send_json(conn, 200, route_result_json(req.session, req.draft.n_branches > 0, &res));
 }
 
 static int handle_delete(tr_server *srv, struct MHD_Connection *conn, const char *id, double t0) {

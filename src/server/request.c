@@ -197,6 +197,12 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
     v = 0;
     if (!int_field(root, "seed", 0, (int64_t)1 << 53, &v, err)) goto done;
     req->samp.seed = (uint64_t)v;
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
+    if (stream && !cJSON_IsBool(stream)) {
+        api_error_set(err, 400, "bad_request", "stream", "'stream' must be true or false");
+        goto done;
+    }
+    req->stream = cJSON_IsTrue(stream);
     ok = true;
 done:
     cJSON_Delete(root);

@@ -9,6 +9,12 @@
  * caches' bytes never exceeds kv_budget_bytes: growing or creating a session first evicts least-recently-used idle
  * sessions, and fails with 503 when nothing is left to evict. A long prompt is evaluated over several passes of at
  * most max_batch_tokens rows, sharing them with the others.
+ *
+ * Streamed jobs (route_stream): the job lives on the heap, owned by the HTTP response. The worker announces the
+ * answer as soon as it and the draft walk are known, then each lookahead token, on the job's condition variable;
+ * the response's thread waits there. Their lookahead stops after the pass in flight when the client is gone
+ * (cancelled) or when a newer request for the session waits: the answer is out, so the newcomer should not wait
+ * for a hint. A streamed job is freed only once the worker has finished it (done, unlinked from the queue).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +53,21 @@ typedef struct job {
     int32_t node;          /* the draft branch last entered (-1: the requested position) */
     bool walking;          /* still walking the draft */
     double t_enqueue_ms, t_start_ms;
+    route_result *answer;  /* streamed: the result as it was when the answer became known (NULL: not streamed) */
+    bool answered;         /* streamed: answer holds the answer and the draft walk */
+    bool cancelled;        /* streamed: the client is gone; no more lookahead */
     pthread_cond_t cv;
     struct job *next;
 } job;
+
+struct route_stream {
+    scheduler *s;
+    job j;
+    route_request req;     /* owned: the job reads it until done */
+    route_result res, answer;
+    api_error err;
+    int32_t n_taken;       /* lookahead tokens handed out by scheduler_stream_next */
+};
 
 struct scheduler {
     const tr_model *model;
@@ -186,7 +204,7 @@ static void finish(job *j, int status) {
         j->sess->busy = false;
         j->sess->last_used_ms = now_ms();
     }
-    pthread_cond_signal(&j->cv);
+    pthread_cond_broadcast(&j->cv);
 }
 
 static void fail(job *j, int status, const char *code, const char *field, const char *msg) {
@@ -237,6 +255,24 @@ static bool start_job(scheduler *s, job *j) {
     return true;
 }
 
+/* A streamed job: the answer and the draft walk are final; its HTTP thread may send them now. */
+static void announce_answer(job *j) {
+    j->res->queue_ms = j->t_start_ms - j->t_enqueue_ms;
+    *j->answer = *j->res;
+    j->answered = true;
+    pthread_cond_broadcast(&j->cv);
+}
+
+/* Whether a job should compute another lookahead token: not for a streamed job whose client is gone, nor for one
+ * whose session has a newer request waiting (queued after it, not started). */
+static bool lookahead_wanted(const job *j) {
+    if (!j->answer) return true;
+    if (j->cancelled) return false;
+    for (const job *q = j->next; q; q = q->next)
+        if (q->kind == JOB_ROUTE && !q->started && strcmp(q->req->session, j->sess->id) == 0) return false;
+    return true;
+}
+
 /* After the job's last fed token: choose the answer, the answer after a draft branch, or the next lookahead token;
  * then feed what comes next (the draft branch starting with it, else the lookahead). True when the job is done.
  * Draft answers are drawn like the answer (greedy, or from (seed, position)); lookahead is greedy. The walk and the
@@ -262,6 +298,7 @@ static bool take_logits(scheduler *s, job *j, const float *logits) {
         t = sample_token(logits, r->n_vocab, &greedy, pos, &lp, NULL, 0);
         res->lookahead[res->n_lookahead++] = t;
         j->la_left--;
+        if (j->answer) pthread_cond_broadcast(&j->cv);
     }
     if (j->walking) {
         const tr_llm_draft *d = &r->draft;
@@ -275,7 +312,8 @@ static bool take_logits(scheduler *s, job *j, const float *logits) {
         }
         j->walking = false;
     }
-    if (j->la_left <= 0 || pos >= s->p.n_ctx) return true;
+    if (j->answer && !j->answered) announce_answer(j);
+    if (j->la_left <= 0 || pos >= s->p.n_ctx || !lookahead_wanted(j)) return true;
     j->own_feed[0] = t;
     j->feed = j->own_feed;
     j->n_feed = 1;
@@ -363,6 +401,11 @@ static void *worker_main(void *arg) {
                     continue;
                 }
             }
+            if (j->answered && !lookahead_wanted(j)) { /* superseded or cancelled since its last pass */
+                finish(j, 200);
+                unlink_job(s, j);
+                continue;
+            }
             if (j->chunk > 0) continue; /* already in this pass */
             if (n_seq == max_seqs || rows == s->p.max_batch_tokens) break;
             int32_t chunk = j->n_feed - j->fed;
@@ -431,20 +474,29 @@ static void *worker_main(void *arg) {
 
 /* ---------------------------------------------------------------- public (HTTP threads) */
 
-static int submit(scheduler *s, job *j) {
-    pthread_cond_init(&j->cv, NULL);
-    pthread_mutex_lock(&s->mu);
+/* Appends j to the queue (mutex held); false (503 in j->err) while shutting down. */
+static bool enqueue_locked(scheduler *s, job *j) {
     if (s->stop) {
-        pthread_mutex_unlock(&s->mu);
-        pthread_cond_destroy(&j->cv);
         api_error_set(j->err, 503, "busy", "", "the server is shutting down");
-        return 503;
+        j->status = 503;
+        return false;
     }
     j->t_enqueue_ms = now_ms();
     job **pp = &s->queue;
     while (*pp) pp = &(*pp)->next;
     *pp = j;
     pthread_cond_signal(&s->wake);
+    return true;
+}
+
+static int submit(scheduler *s, job *j) {
+    pthread_cond_init(&j->cv, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (!enqueue_locked(s, j)) {
+        pthread_mutex_unlock(&s->mu);
+        pthread_cond_destroy(&j->cv);
+        return 503;
+    }
     while (!j->done) pthread_cond_wait(&j->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
     pthread_cond_destroy(&j->cv);
@@ -456,6 +508,75 @@ int scheduler_route(scheduler *s, const route_request *req, route_result *res, a
     memset(err, 0, sizeof *err);
     job j = {.kind = JOB_ROUTE, .req = req, .res = res, .err = err};
     return submit(s, &j);
+}
+
+/* ---------------------------------------------------------------- streamed route requests (HTTP threads) */
+
+static void stream_free(route_stream *st) {
+    pthread_cond_destroy(&st->j.cv);
+    route_request_free(&st->req);
+    free(st);
+}
+
+int scheduler_stream_start(scheduler *s, route_request *req, route_result *answer, api_error *err,
+                           route_stream **out) {
+    *out = NULL;
+    memset(err, 0, sizeof *err);
+    route_stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        route_request_free(req);
+        api_error_set(err, 503, "busy", "", "out of memory");
+        return 503;
+    }
+    st->s = s;
+    st->req = *req; /* the tokens change hands */
+    req->tokens = NULL;
+    req->n_tokens = 0;
+    st->j = (job){.kind = JOB_ROUTE, .req = &st->req, .res = &st->res, .err = &st->err, .answer = &st->answer};
+    pthread_cond_init(&st->j.cv, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (enqueue_locked(s, &st->j))
+        while (!st->j.answered && !st->j.done) pthread_cond_wait(&st->j.cv, &s->mu);
+    const int status = st->j.answered ? 200 : st->j.status;
+    if (status == 200) *answer = st->answer;
+    else *err = st->err;
+    pthread_mutex_unlock(&s->mu);
+    if (status != 200) { /* finished before its answer: the worker let go of it */
+        stream_free(st);
+        return status;
+    }
+    *out = st;
+    return 200;
+}
+
+stream_event scheduler_stream_next(route_stream *st, int32_t *token, route_result *totals, api_error *err) {
+    scheduler *s = st->s;
+    pthread_mutex_lock(&s->mu);
+    while (!st->j.done && st->n_taken >= st->res.n_lookahead) pthread_cond_wait(&st->j.cv, &s->mu);
+    stream_event ev;
+    if (st->n_taken < st->res.n_lookahead) {
+        *token = st->res.lookahead[st->n_taken++];
+        ev = STREAM_LOOKAHEAD;
+    } else if (st->j.status == 200) {
+        *totals = st->res;
+        ev = STREAM_DONE;
+    } else {
+        *err = st->err;
+        ev = STREAM_FAILED;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ev;
+}
+
+void scheduler_stream_close(route_stream *st) {
+    if (!st) return;
+    scheduler *s = st->s;
+    pthread_mutex_lock(&s->mu);
+    st->j.cancelled = true;
+    pthread_cond_signal(&s->wake);
+    while (!st->j.done) pthread_cond_wait(&st->j.cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    stream_free(st);
 }
 
 int scheduler_delete(scheduler *s, const char *session_id) {

@@ -1,7 +1,7 @@
 /* server_internal.h — the LLM server's parts: request parsing (request.c), the session table and the batching
- * worker (scheduler.c), sampling (sample.c), HTTP (http.c), OpenAI completions (completions.c), metrics
- * (metrics.c). One worker thread owns the session table and runs every forward pass on one engine; HTTP threads
- * hand it jobs and wait on them. */
+ * worker (scheduler.c), sampling (sample.c), HTTP (http.c), the streamed route reply (route_stream.c), OpenAI
+ * completions (completions.c), metrics (metrics.c). One worker thread owns the session table and runs every
+ * forward pass on one engine; HTTP threads hand it jobs and wait on them. */
 #ifndef TR_SERVER_INTERNAL_H
 #define TR_SERVER_INTERNAL_H
 
@@ -42,6 +42,7 @@ typedef struct route_request {
     int32_t lookahead;
     sampling samp;
     tr_llm_draft draft; /* n_branches 0: none (see docs/protocol.md, "draft") */
+    bool stream;        /* answer first, then the lookahead as it comes (NDJSON; see route_stream.c) */
 } route_request;
 
 /* Parses a /v1/route/next body. model_n_vocab bounds ids, n_ctx bounds pos + tokens + lookahead. On failure fills
@@ -109,6 +110,18 @@ void scheduler_shutdown(scheduler *s);
 void scheduler_free(scheduler *s);
 /* Runs one route request to completion (blocks). Returns the HTTP status; on 200 fills res, otherwise err. */
 int scheduler_route(scheduler *s, const route_request *req, route_result *res, api_error *err);
+/* Streamed route requests (docs/protocol.md, "stream"). scheduler_stream_start takes req's tokens, queues the
+ * request and waits until its answer and draft walk are known: 200 with *out the running stream and answer the
+ * reply so far (no lookahead yet), else the status with err filled (*out NULL). scheduler_stream_next then waits
+ * for the next event: a lookahead token (*token), the end (totals: the whole request's result) or a failure after
+ * the answer (err). scheduler_stream_close stops the lookahead if it still runs (after the pass in flight), waits
+ * until the worker has let go of the request, and frees it; it may be called at any point after a 200. */
+typedef struct route_stream route_stream;
+typedef enum stream_event { STREAM_LOOKAHEAD, STREAM_DONE, STREAM_FAILED } stream_event;
+int scheduler_stream_start(scheduler *s, route_request *req, route_result *answer, api_error *err,
+                           route_stream **out);
+stream_event scheduler_stream_next(route_stream *st, int32_t *token, route_result *totals, api_error *err);
+void scheduler_stream_close(route_stream *st);
 /* Frees a session: 204 or 404. */
 int scheduler_delete(scheduler *s, const char *session);
 int32_t scheduler_n_ctx(const scheduler *s);
@@ -129,7 +142,11 @@ struct tr_server {
 /* completions.c: handles POST /v1/completions on an HTTP thread. */
 struct MHD_Connection;
 int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
-/* http.c helpers shared with completions.c */
+/* route_stream.c: answers a parsed /v1/route/next request with "stream": true (takes req's tokens). */
+int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_request *req, double t0_ms);
+/* http.c helpers shared with completions.c and route_stream.c */
+/* The /v1/route/next reply object (malloc'ed JSON; NULL when out of memory); verify only with a draft. */
+char *route_result_json(const char *session, bool with_verify, const route_result *res);
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned);
 int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *route, const api_error *err,
                     double t0_ms);

@@ -4,7 +4,11 @@
  * Time: every request runs against an absolute deadline that the backend sets once per next-token call, so
  * retries, backoff and a 409 resync together never exceed the call's timeout_ms. Each attempt gets the time left
  * (connect capped by connect_timeout_ms). Certificates are always verified; --cacert only changes the trust
- * store. */
+ * store.
+ *
+ * Streamed replies (http_request_lines): the write callback decides per reply, on its first bytes, whether to
+ * collect the body or to split it into lines for the caller — only a 200 of type application/x-ndjson is split,
+ * so error bodies read as always. buf then holds the line being assembled. */
 #include "transport/http.h"
 
 #include <curl/curl.h>
@@ -13,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "common/error.h"
@@ -26,6 +31,12 @@ struct http_client {
     char *buf;
     size_t len, cap;
     size_t max_body;       /* replies above this are an error (bounded memory) */
+    /* the reply in progress */
+    http_line_fn on_line;  /* NULL: collect every body */
+    void *line_user;
+    enum { BODY_UNDECIDED, BODY_COLLECT, BODY_LINES } body_mode;
+    size_t received;       /* body bytes of this attempt */
+    bool delivered;        /* a line went to on_line: no retry */
     tr_abort_fn abort_fn;
     void *abort_user;
     char errbuf[CURL_ERROR_SIZE];
@@ -50,22 +61,60 @@ static void sleep_ms(double ms) {
     }
 }
 
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
-    http_client *c = user;
-    const size_t n = size * nmemb;
-    if (c->len + n + 1 > c->max_body) return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+/* Appends n bytes to buf (kept NUL-terminated); false when out of memory. */
+static bool buf_append(http_client *c, const char *p, size_t n) {
     if (c->len + n + 1 > c->cap) {
         size_t cap = c->cap ? c->cap : 4096;
         while (cap < c->len + n + 1) cap *= 2;
         char *b = realloc(c->buf, cap);
-        if (!b) return 0;
+        if (!b) return false;
         c->buf = b;
         c->cap = cap;
     }
-    memcpy(c->buf + c->len, ptr, n);
+    memcpy(c->buf + c->len, p, n);
     c->len += n;
     c->buf[c->len] = '\0';
-    return n;
+    return true;
+}
+
+static void deliver_line(http_client *c) {
+    size_t n = c->len;
+    if (n > 0 && c->buf[n - 1] == '\r') c->buf[--n] = '\0';
+    c->delivered = true;
+    c->on_line(c->line_user, c->buf, n);
+    c->len = 0;
+    c->buf[0] = '\0';
+}
+
+/* Splits p into lines for on_line; buf carries an unfinished line over to the next call. */
+static bool take_lines(http_client *c, const char *p, size_t n) {
+    for (;;) {
+        const char *nl = memchr(p, '\n', n);
+        const size_t k = nl ? (size_t)(nl - p) : n;
+        if (c->len + k > HTTP_MAX_LINE_BYTES || !buf_append(c, p, k)) return false;
+        if (!nl) return true;
+        deliver_line(c);
+        p = nl + 1;
+        n -= k + 1;
+    }
+}
+
+static bool lines_wanted(http_client *c) {
+    long status = 0;
+    const char *type = NULL;
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(c->curl, CURLINFO_CONTENT_TYPE, &type);
+    return c->on_line && status == 200 && type && strncasecmp(type, "application/x-ndjson", 20) == 0;
+}
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
+    http_client *c = user;
+    const size_t n = size * nmemb;
+    if (c->received + n + 1 > c->max_body) return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+    c->received += n;
+    if (c->body_mode == BODY_UNDECIDED) c->body_mode = lines_wanted(c) ? BODY_LINES : BODY_COLLECT;
+    if (c->body_mode == BODY_LINES) return take_lines(c, ptr, n) ? n : 0;
+    return buf_append(c, ptr, n) ? n : 0;
 }
 
 static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
@@ -159,8 +208,21 @@ static bool retryable(CURLcode rc) {
     }
 }
 
+static void fill_response(http_client *c, long status, http_response *resp) {
+    resp->status = status;
+    resp->streamed = c->body_mode == BODY_LINES;
+    resp->body = c->buf && !resp->streamed ? c->buf : "";
+    resp->len = c->received;
+}
+
 tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
                        tr_abort_fn abort_fn, void *abort_user, http_response *resp) {
+    return http_request_lines(c, method, path, body, deadline_ms, abort_fn, abort_user, NULL, NULL, resp);
+}
+
+tr_status http_request_lines(http_client *c, const char *method, const char *path, const char *body,
+                             double deadline_ms, tr_abort_fn abort_fn, void *abort_user, http_line_fn on_line,
+                             void *line_user, http_response *resp) {
     char *url = malloc(strlen(c->base) + strlen(path) + 1);
     if (!url) return tr_fail(TR_ERR_NOMEM, "out of memory");
     strcpy(url, c->base);
@@ -169,6 +231,11 @@ tr_status http_request(http_client *c, const char *method, const char *path, con
     curl_easy_setopt(e, CURLOPT_URL, url);
     c->abort_fn = abort_fn;
     c->abort_user = abort_user;
+    c->on_line = on_line;
+    c->line_user = line_user;
+    c->delivered = false;
+    memset(resp, 0, sizeof *resp);
+    resp->body = "";
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
@@ -189,29 +256,30 @@ tr_status http_request(http_client *c, const char *method, const char *path, con
         c->len = 0;
         if (c->buf) c->buf[0] = '\0';
         c->errbuf[0] = '\0';
+        c->body_mode = BODY_UNDECIDED;
+        c->received = 0;
         CURLcode rc = curl_easy_perform(e);
         long status = 0;
-        if (rc == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+        if (rc == CURLE_OK || c->delivered) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+        if (rc == CURLE_OK && c->body_mode == BODY_LINES && c->len > 0) deliver_line(c); /* no final line break */
         const bool retry_status = rc == CURLE_OK && (status == 502 || status == 503 || status == 504);
         if (rc == CURLE_OK && !retry_status) {
-            resp->status = status;
-            resp->body = c->buf ? c->buf : "";
-            resp->len = c->len;
+            fill_response(c, status, resp);
             break;
         }
         if (rc == CURLE_ABORTED_BY_CALLBACK) {
+            fill_response(c, status, resp);
             st = tr_fail(TR_ERR_STATE, "%s %s: aborted", method, path);
             break;
         }
-        const bool again = (retry_status || retryable(rc)) && attempt < c->retries &&
+        const bool again = (retry_status || retryable(rc)) && !c->delivered && attempt < c->retries &&
                            deadline_ms - http_now_ms() > backoff_ms + 1.0;
         if (!again) {
             if (retry_status) {
-                resp->status = status;
-                resp->body = c->buf ? c->buf : "";
-                resp->len = c->len;
+                fill_response(c, status, resp);
                 break;
             }
+            if (c->delivered) fill_response(c, status, resp); /* what the lines were worth is the caller's call */
             /* A certificate that does not verify is a configuration error: neither retried nor papered over by a
              * fallback to the SLM. */
             const bool cert = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||

@@ -4,6 +4,7 @@
 #ifndef TR_HTTP_H
 #define TR_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "tokroute.h"
@@ -12,8 +13,9 @@ typedef struct http_client http_client;
 
 typedef struct http_response {
     long status;     /* HTTP status (0 when no response) */
-    char *body;      /* NUL-terminated, owned by the client; valid until the next request */
-    size_t len;
+    char *body;      /* NUL-terminated, owned by the client; valid until the next request ("" when streamed) */
+    size_t len;      /* body bytes received */
+    bool streamed;   /* the body went to the line callback (http_request_lines) */
 } http_response;
 
 /* Copies what it needs from p (url, api_key, cacert, timeouts, retries). */
@@ -30,6 +32,17 @@ double http_deadline(const http_client *c);
  * abort_fn (optional) aborts with TR_ERR_STATE. */
 tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
                        tr_abort_fn abort_fn, void *abort_user, http_response *resp);
+
+/* The same, but a 200 reply of type application/x-ndjson is not collected: each line (without its line break) goes
+ * to on_line as it arrives, on the calling thread. A line longer than HTTP_MAX_LINE_BYTES or a body beyond the
+ * client's limit fails the transfer. Once a line has been delivered the request is never retried: a failure after
+ * it returns TR_ERR_NETWORK/TR_ERR_TIMEOUT/TR_ERR_STATE with resp->streamed set, and the caller decides what the
+ * lines it got are worth. Other replies (errors, other types) are collected as by http_request. */
+#define HTTP_MAX_LINE_BYTES (64u << 10)
+typedef void (*http_line_fn)(void *user, const char *line, size_t len);
+tr_status http_request_lines(http_client *c, const char *method, const char *path, const char *body,
+                             double deadline_ms, tr_abort_fn abort_fn, void *abort_user, http_line_fn on_line,
+                             void *line_user, http_response *resp);
 
 /* The message of an error body {"error": {"message": ...}} or {"error": "..."}, else the body's first bytes. */
 const char *http_error_text(const http_response *resp, char *buf, size_t cap);

@@ -10,7 +10,14 @@
  * Lookahead: the server evaluates the answer and all but the last lookahead token in the session, so afterwards it
  * holds sequence + answer + lookahead[0..k-1); held records that, and the next call's pos (the common prefix) tells
  * the server how much of it the client kept. A draft tree (tr_llm_draft) goes along as "draft"; the server walks
- * it and answers "verify", and then holds the branches it walked too (the lookahead follows the last answer). */
+ * it and answers "verify", and then holds the branches it walked too (the lookahead follows the last answer).
+ *
+ * Streaming: with lookahead the request says "stream": true and the reply comes as NDJSON lines, read as they
+ * arrive (http_request_lines): the answer line is handed on at once (tr_llm_call_answered), then each lookahead
+ * token (tr_llm_call_push_lookahead). When the caller wants no more, the rest is still read to the end: aborting
+ * would close the connection, and the next request would pay a new handshake. held counts the lookahead the server
+ * produced, not what was taken. A stream that breaks after its answer costs only the lookahead: the call succeeds,
+ * and held falls back to the request's tokens, which the server surely holds (it truncates anything beyond). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +67,8 @@ static char *build_request(const session_backend *b, const tr_llm_call *call, in
               json_add_ids(req, "tokens", call->tokens + pos, call->n_tokens - pos) &&
               cJSON_AddNumberToObject(req, "top_logprobs", b->top_logprobs);
     if (ok && call->n_allowed > 0) ok = cJSON_AddNumberToObject(req, "n_vocab", call->n_allowed) != NULL;
-    if (ok && call->lookahead > 0) ok = cJSON_AddNumberToObject(req, "lookahead", call->lookahead) != NULL;
+    if (ok && call->lookahead > 0) /* the answer must not wait for the lookahead: it streams after it */
+        ok = cJSON_AddNumberToObject(req, "lookahead", call->lookahead) && cJSON_AddTrueToObject(req, "stream");
     if (ok && call->draft) {
         const tr_llm_draft *d = call->draft;
         cJSON *arr = cJSON_AddArrayToObject(req, "draft");
@@ -90,7 +98,6 @@ static bool conflict_pos(const http_response *resp, int64_t *pos) {
     return ok;
 }
 
-/* held = tokens[0..n) + extra[0..n_extra). */
 /* A 400 whose error names the lookahead field (pos + tokens + lookahead beyond the server's context). */
 static bool lookahead_refused(const http_response *resp) {
     cJSON *j = cJSON_ParseWithLength(resp->body, resp->len);
@@ -100,6 +107,7 @@ static bool lookahead_refused(const http_response *resp) {
     return refused;
 }
 
+/* held = tokens[0..n) + extra[0..n_extra). */
 static tr_status remember(session_backend *b, const int32_t *tokens, int32_t n, const int32_t *extra, int32_t n_extra) {
     const int32_t total = n + n_extra;
     if (total > b->cap) {
@@ -116,8 +124,10 @@ static tr_status remember(session_backend *b, const int32_t *tokens, int32_t n, 
     return TR_OK;
 }
 
-static tr_status parse_reply(session_backend *b, const http_response *resp, tr_llm_call *call) {
-    cJSON *j = cJSON_ParseWithLength(resp->body, resp->len);
+/* A reply object (the whole reply, or a streamed answer line): token, pos, logprob, n_evaluated, lookahead,
+ * lookahead_ms, verify. */
+static tr_status parse_reply(const char *body, size_t len, tr_llm_call *call) {
+    cJSON *j = cJSON_ParseWithLength(body, len);
     if (!j) return tr_fail(TR_ERR_FORMAT, "/v1/route/next: the reply is not JSON");
     int64_t id, pos, n_eval = 0;
     tr_status st = TR_OK;
@@ -159,6 +169,117 @@ static tr_status parse_reply(session_backend *b, const http_response *resp, tr_l
     return st;
 }
 
+/* What a reply leaves on the server after the request's tokens: the draft branches it walked, then (with k > 0
+ * lookahead tokens produced) the last answer and lookahead[0..k-1). */
+typedef struct held_tail {
+    int32_t ids[TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 1];
+    int32_t n;
+    int32_t last_answer;  /* the lookahead follows it */
+    bool in_step;         /* the server's walk follows the draft; else its lookahead is not trusted */
+} held_tail;
+
+/* The walk part of the tail. Cuts call->n_verify to the branches the draft really continues with; a server that
+ * claims more is out of step (its lookahead then follows an answer we do not take). */
+static void walk_tail(tr_llm_call *call, held_tail *t) {
+    t->n = 0;
+    t->last_answer = call->id;
+    t->in_step = true;
+    if (!call->draft || call->n_verify <= 0) return;
+    int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
+    answers[0] = call->id;
+    memcpy(answers + 1, call->verify_ids, (size_t)call->n_verify * sizeof *answers);
+    const int32_t n_path = draft_walk(call->draft, answers, call->n_verify, path);
+    const tr_llm_draft *d = call->draft;
+    for (int32_t i = 0; i < n_path; i++)
+        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++) t->ids[t->n++] = d->tokens[k];
+    if (n_path > 0) t->last_answer = call->verify_ids[n_path - 1];
+    t->in_step = n_path == call->n_verify;
+    call->n_verify = n_path;
+}
+
+static tr_status remember_reply(session_backend *b, const tr_llm_call *call, held_tail *t, const int32_t *lookahead,
+                                int32_t n_produced) {
+    if (n_produced > 0) {
+        t->ids[t->n++] = t->last_answer;
+        for (int32_t i = 0; i + 1 < n_produced; i++) t->ids[t->n++] = lookahead[i];
+    }
+    return remember(b, call->tokens, call->n_tokens, t->ids, t->n);
+}
+
+/* ---------------------------------------------------------------- a streamed reply, line by line */
+
+typedef struct reply_stream {
+    tr_llm_call *call;
+    bool answered;        /* the answer line was taken and handed on (tr_llm_call_answered) */
+    bool refused;         /* the first line was no usable answer: the call fails with refused_status */
+    tr_status refused_status;
+    char refused_message[256];
+    bool wanted;          /* the caller still takes lookahead tokens */
+    bool done;            /* the done line came */
+    bool broken;          /* a line that does not belong: what the server holds beyond the answer is unknown */
+    held_tail tail;
+    int32_t lookahead[TR_LOOKAHEAD_MAX];
+    int32_t n_lookahead;  /* lookahead lines received: what the server produced */
+    int64_t answer_evaluated;
+} reply_stream;
+
+static void take_answer_line(reply_stream *rs, const char *line, size_t len) {
+    tr_llm_call *call = rs->call;
+    const int64_t evaluated_before = call->n_evaluated;
+    const tr_status st = parse_reply(line, len, call);
+    if (st != TR_OK) {
+        rs->refused = true;
+        rs->refused_status = st;
+        snprintf(rs->refused_message, sizeof rs->refused_message, "%s", tr_last_error());
+        return;
+    }
+    call->n_lookahead = 0; /* it comes in lines */
+    rs->answer_evaluated = call->n_evaluated - evaluated_before;
+    walk_tail(call, &rs->tail);
+    rs->wanted = rs->tail.in_step;
+    rs->answered = true;
+    tr_llm_call_answered(call);
+}
+
+/* After the answer: {"lookahead": ID} lines, then {"done": true, ...}; anything else (an error line, more
+ * lookahead than asked, a line after done) breaks the stream. */
+static void on_reply_line(void *user, const char *line, size_t len) {
+    reply_stream *rs = user;
+    tr_llm_call *call = rs->call;
+    if (rs->refused || rs->broken) return;
+    if (!rs->answered) {
+        take_answer_line(rs, line, len);
+        return;
+    }
+    cJSON *j = rs->done ? NULL : cJSON_ParseWithLength(line, len);
+    int64_t id, total;
+    if (j && json_int(j, "lookahead", 0, INT32_MAX, &id) && rs->n_lookahead < call->lookahead) {
+        rs->lookahead[rs->n_lookahead++] = (int32_t)id;
+        if (rs->wanted) rs->wanted = tr_llm_call_push_lookahead(call, (int32_t)id);
+    } else if (j && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "done"))) {
+        rs->done = true;
+        if (json_int(j, "n_evaluated", rs->answer_evaluated, INT32_MAX, &total))
+            call->n_evaluated += total - rs->answer_evaluated; /* done counts the whole request */
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "timings"),
+                                                           "lookahead_ms");
+        if (cJSON_IsNumber(ms) && ms->valuedouble > 0 && ms->valuedouble < 1e9) call->lookahead_ms = ms->valuedouble;
+    } else {
+        rs->broken = true;
+    }
+    cJSON_Delete(j);
+}
+
+/* The end of a streamed reply whose answer was handed on: the call has succeeded, whatever came after. */
+static tr_status finish_stream(session_backend *b, tr_llm_call *call, reply_stream *rs, tr_status transfer) {
+    if (transfer != TR_OK || !rs->done || rs->broken) {
+        tr_clear_error();
+        return remember(b, call->tokens, call->n_tokens, NULL, 0);
+    }
+    return remember_reply(b, call, &rs->tail, rs->lookahead, rs->tail.in_step ? rs->n_lookahead : 0);
+}
+
+/* ---------------------------------------------------------------- the call */
+
 static tr_status session_next(void *impl, tr_llm_call *call) {
     session_backend *b = impl;
     /* The server's lookahead is greedy: a sampled LLM's next draws would differ from it, so none is asked for. */
@@ -171,42 +292,35 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
     for (int resync = 0;; resync++) {
         char *body = build_request(b, call, pos);
         if (!body) return tr_fail(TR_ERR_NOMEM, "out of memory");
-        http_response resp = {0};
-        tr_status st = http_request(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
-                                    call->abort_user, &resp);
+        http_response resp;
+        reply_stream rs = {.call = call};
+        tr_status st = call->lookahead > 0
+                           ? http_request_lines(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
+                                                call->abort_user, on_reply_line, &rs, &resp)
+                           : http_request(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
+                                          call->abort_user, &resp);
         call->bytes_sent += (int64_t)strlen(body);
         free(body);
         call->bytes_received += (int64_t)resp.len;
+        if (rs.answered) {
+            b->created = true;
+            return finish_stream(b, call, &rs, st);
+        }
         /* After a failure, held stays what the server acknowledged last: if it lost the session a 409 says so,
          * and if it processed the lost request it holds more and truncates to our pos. */
         if (st != TR_OK) return st;
         b->created = true;
-        if (resp.status == 200) {
-            st = parse_reply(b, &resp, call);
-            if (st == TR_OK) {
-                /* The server now holds the draft branches it walked, then the last answer and lookahead[0..k-1). */
-                int32_t extra[TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 1];
-                int32_t n_extra = 0, last = call->id;
-                if (call->draft && call->n_verify > 0) {
-                    int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
-                    answers[0] = call->id;
-                    memcpy(answers + 1, call->verify_ids, (size_t)call->n_verify * sizeof *answers);
-                    const int32_t n_path = draft_walk(call->draft, answers, call->n_verify, path);
-                    const tr_llm_draft *d = call->draft;
-                    for (int32_t i = 0; i < n_path; i++)
-                        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++)
-                            extra[n_extra++] = d->tokens[k];
-                    if (n_path > 0) last = call->verify_ids[n_path - 1];
-                    if (n_path < call->n_verify) call->n_lookahead = 0; /* the server is out of step: trust none */
-                    call->n_verify = n_path;
-                }
-                if (call->n_lookahead > 0) {
-                    extra[n_extra++] = last;
-                    for (int32_t i = 0; i + 1 < call->n_lookahead; i++) extra[n_extra++] = call->lookahead_ids[i];
-                }
-                st = remember(b, call->tokens, call->n_tokens, extra, n_extra);
-            }
-            return st;
+        if (resp.status == 200 && resp.streamed) {
+            if (rs.refused) return tr_fail(rs.refused_status, "%s", rs.refused_message);
+            return tr_fail(TR_ERR_FORMAT, "/v1/route/next: the streamed reply ended before its answer");
+        }
+        if (resp.status == 200) { /* the whole reply at once (no lookahead, or a server that does not stream) */
+            st = parse_reply(resp.body, resp.len, call);
+            if (st != TR_OK) return st;
+            held_tail tail;
+            walk_tail(call, &tail);
+            if (!tail.in_step) call->n_lookahead = 0; /* the server is out of step: trust none */
+            return remember_reply(b, call, &tail, call->lookahead_ids, call->n_lookahead);
         }
         int64_t server_pos;
         if (resp.status == 400 && call->lookahead > 0 && lookahead_refused(&resp)) {

@@ -28,7 +28,7 @@ static void expect_bad(const char *body, const char *field) {
 static void test_valid(void **state) {
     const char *body = "{\"session\":\"dev1-7f3a\",\"pos\":5,\"tokens\":[1,403,511],\"top_logprobs\":2,"
                        "\"n_vocab\":500,\"lookahead\":3,\"temperature\":0.7,\"top_k\":40,\"top_p\":0.9,\"seed\":99,"
-                       "\"unknown\":{\"ignored\":true}}";
+                       "\"stream\":true,\"unknown\":{\"ignored\":true}}";
     route_request r;
     api_error e = {0};
     assert_true(route_request_parse(body, strlen(body), NV, NCTX, &r, &e));
@@ -42,6 +42,7 @@ static void test_valid(void **state) {
     assert_int_equal(r.samp.top_k, 40);
     assert_true(r.samp.temperature > 0.69f && r.samp.temperature < 0.71f);
     assert_int_equal(r.samp.seed, 99);
+    assert_true(r.stream);
     route_request_free(&r);
     /* Defaults; empty tokens are fine with pos > 0. */
     body = "{\"session\":\"a\",\"pos\":3,\"tokens\":[]}";
@@ -50,6 +51,11 @@ static void test_valid(void **state) {
     assert_int_equal(r.n_vocab, NV);
     assert_int_equal(r.top_logprobs, 0);
     assert_true(r.samp.temperature <= 0);
+    assert_false(r.stream);
+    route_request_free(&r);
+    body = "{\"session\":\"a\",\"pos\":3,\"tokens\":[],\"stream\":false}";
+    assert_true(route_request_parse(body, strlen(body), NV, NCTX, &r, &e));
+    assert_false(r.stream);
     route_request_free(&r);
     /* The body need not be NUL-terminated: only len bytes are read. */
     char buf[64];
@@ -99,6 +105,9 @@ static void test_hostile(void **state) {
     expect_bad("{\"session\":\"a\",\"pos\":0,\"tokens\":[1],\"top_p\":1.5}", "top_p");
     expect_bad("{\"session\":\"a\",\"pos\":0,\"tokens\":[1],\"top_k\":-3}", "top_k");
     expect_bad("{\"session\":\"a\",\"pos\":0,\"tokens\":[1],\"seed\":-3}", "seed");
+    expect_bad("{\"session\":\"a\",\"pos\":0,\"tokens\":[1],\"stream\":1}", "stream");
+    expect_bad("{\"session\":\"a\",\"pos\":0,\"tokens\":[1],\"stream\":\"true\"}", "stream");
+    expect_bad("{\"session\":\"a\",\"pos\":0,\"tokens\":[1],\"stream\":null}", "stream");
     /* Deep nesting and long garbage must not crash. */
     char *deep = malloc(200001);
     memset(deep, '[', 200000);

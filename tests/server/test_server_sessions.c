@@ -1,7 +1,9 @@
 /* test_server_sessions.c — the scheduler's session table without HTTP: LRU eviction by session count and by KV
  * budget, idle expiry, 409 with the held pos, a prompt longer than one pass (evaluated over several passes, same
  * token as tr_context_eval), concurrent sessions from many threads (each answer equal to the single-sequence
- * reference), two threads on one session, and 503 after shutdown. Model: stories260K. */
+ * reference), two threads on one session, and 503 after shutdown. Streamed requests: closing one while its
+ * lookahead runs stops it (the session then holds fewer tokens, consistently, and answers right), and shutting down
+ * mid-stream ends it (done or 503) without hanging. Model: stories260K. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -185,10 +187,80 @@ static void test_concurrent(void **state) {
     scheduler_free(s);
 }
 
+/* A streamed request for P with lookahead 16 (the stream takes a copy of the tokens). */
+static int stream(scheduler *s, const char *session, route_result *answer, route_stream **out) {
+    route_request r = {0};
+    snprintf(r.session, sizeof r.session, "%s", session);
+    r.tokens = malloc(sizeof P);
+    memcpy(r.tokens, P, sizeof P);
+    r.n_tokens = 8;
+    r.n_vocab = tr_model_get_info(model)->n_vocab;
+    r.samp.top_p = 1;
+    r.lookahead = 16;
+    r.stream = true;
+    api_error err;
+    const int status = scheduler_stream_start(s, &r, answer, &err, out);
+    assert_null(r.tokens); /* taken, or freed on failure */
+    return status;
+}
+
+static void test_stream_close_early(void **state) {
+    scheduler *s = make(64, (int64_t)1 << 30, 600, 64);
+    int32_t seq[9];
+    memcpy(seq, P, sizeof P);
+    seq[8] = reference(P, 8);
+    const int32_t after_answer = reference(seq, 9);
+    int cancelled = 0, attempts = 0;
+    /* Closing right after the answer usually catches the worker within its 16 lookahead passes (under a
+     * millisecond with this model); without cancellation it never would. */
+    for (; attempts < 300 && cancelled < 3; attempts++) {
+        char id[16];
+        snprintf(id, sizeof id, "c%d", attempts);
+        route_result answer;
+        route_stream *st = NULL;
+        assert_int_equal(stream(s, id, &answer, &st), 200);
+        assert_int_equal(answer.token, seq[8]);
+        assert_int_equal(answer.n_lookahead, 0);
+        scheduler_stream_close(st);
+        int32_t held, tok;
+        assert_int_equal(call(s, id, 500, P, 1, NULL, &held), 409);
+        assert_true(held >= 8 && held <= 8 + 16);
+        cancelled += held < 8 + 16;
+        /* Whatever it holds beyond the prompt is the answer and lookahead: keeping the answer, the next is right. */
+        assert_int_equal(call(s, id, 8, seq + 8, 1, &tok, NULL), 200);
+        assert_int_equal(tok, after_answer);
+    }
+    print_message("cancelled %d of %d streams\n", cancelled, attempts);
+    assert_true(cancelled >= 1);
+    scheduler_free(s);
+}
+
+static void test_stream_shutdown(void **state) {
+    scheduler *s = make(64, (int64_t)1 << 30, 600, 64);
+    route_result answer, totals;
+    route_stream *st = NULL;
+    assert_int_equal(stream(s, "down", &answer, &st), 200);
+    scheduler_shutdown(s);
+    /* The stream ends: with its lookahead (done) if the worker got through it, else with a 503. */
+    int32_t tok;
+    api_error err;
+    stream_event ev;
+    int n = 0;
+    while ((ev = scheduler_stream_next(st, &tok, &totals, &err)) == STREAM_LOOKAHEAD) n++;
+    assert_true(n <= 16);
+    if (ev == STREAM_DONE) assert_int_equal(totals.n_lookahead, n);
+    else assert_int_equal(err.status, 503);
+    scheduler_stream_close(st);
+    assert_int_equal(stream(s, "later", &answer, &st), 503);
+    assert_null(st);
+    scheduler_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lru_by_count), cmocka_unit_test(test_lru_by_budget), cmocka_unit_test(test_expiry),
         cmocka_unit_test(test_long_prompt),  cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_stream_close_early), cmocka_unit_test(test_stream_shutdown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

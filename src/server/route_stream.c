@@ -1,0 +1,161 @@
+/* route_stream.c — POST /v1/route/next with "stream": true (docs/protocol.md, "Streaming the lookahead"). The reply
+ * is NDJSON, sent chunked, one object per line: the usual reply object with "lookahead": [] as soon as the answer
+ * and the draft walk are known, then {"lookahead": ID} per token as the worker computes it, then
+ * {"done": true, ...} — or {"error": ...} as the last line when the request fails after its answer. Errors before
+ * the answer are ordinary replies (status and error body), sent by http.c.
+ *
+ * MHD runs one thread per connection, so the content reader may block: it waits in scheduler_stream_next for the
+ * worker's next event. The request (route_stream) belongs to the response; MHD's free callback closes it, which
+ * stops the lookahead of a client that went away and waits until the worker has let go of it before freeing. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "server/server_internal.h"
+
+typedef struct ndjson_reply {
+    tr_server *srv;
+    route_stream *stream;
+    char *pending;     /* the line being handed to MHD */
+    size_t len, off;
+    bool ended;        /* the last line (done or error) is pending or sent */
+    int32_t n_lookahead;
+    double t0_ms;
+} ndjson_reply;
+
+static void set_pending(ndjson_reply *r, char *line) {
+    free(r->pending);
+    r->pending = line;
+    r->len = line ? strlen(line) : 0;
+    r->off = 0;
+}
+
+/* json (malloc'ed, consumed) with a newline appended. */
+static char *as_line(char *json) {
+    if (!json) return NULL;
+    const size_t n = strlen(json);
+    char *line = realloc(json, n + 2);
+    if (!line) {
+        free(json);
+        return NULL;
+    }
+    line[n] = '\n';
+    line[n + 1] = 0;
+    return line;
+}
+
+/* root as one line (consumes root). */
+static char *line_of(cJSON *root) {
+    char *json = root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return as_line(json);
+}
+
+static double ms3(double ms) { return round(ms * 1000) / 1000; }
+
+static char *done_line(const route_result *totals) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddBoolToObject(root, "done", 1);
+    cJSON_AddNumberToObject(root, "n_evaluated", totals->n_evaluated);
+    cJSON *tm = cJSON_AddObjectToObject(root, "timings");
+    cJSON_AddNumberToObject(tm, "eval_ms", ms3(totals->eval_ms));
+    cJSON_AddNumberToObject(tm, "queue_ms", ms3(totals->queue_ms));
+    cJSON_AddNumberToObject(tm, "lookahead_ms", ms3(totals->lookahead_ms));
+    return line_of(root);
+}
+
+static char *error_line(const api_error *err) {
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "code", err->code);
+    cJSON_AddStringToObject(e, "message", err->message);
+    return line_of(root);
+}
+
+/* Waits for the worker's next event and makes its line pending. */
+static void next_line(ndjson_reply *r) {
+    int32_t token = 0;
+    route_result totals;
+    api_error err = {0};
+    switch (scheduler_stream_next(r->stream, &token, &totals, &err)) {
+    case STREAM_LOOKAHEAD: {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "lookahead", token);
+        r->n_lookahead++;
+        set_pending(r, line_of(root));
+        return;
+    }
+    case STREAM_DONE:
+        r->ended = true;
+        set_pending(r, done_line(&totals));
+        server_log(r->srv, "route_next stream done %.2f ms n_evaluated=%d lookahead=%d",
+                   server_now_ms() - r->t0_ms, totals.n_evaluated, r->n_lookahead);
+        return;
+    case STREAM_FAILED:
+        r->ended = true;
+        set_pending(r, error_line(&err));
+        server_log(r->srv, "route_next stream failed after the answer %.2f ms %s", server_now_ms() - r->t0_ms,
+                   err.code);
+        return;
+    }
+}
+
+static ssize_t read_lines(void *cls, uint64_t pos, char *buf, size_t max) {
+    ndjson_reply *r = cls;
+    while (r->off >= r->len) {
+        if (r->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        next_line(r);
+        if (!r->pending) return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory: the client sees a cut stream */
+    }
+    size_t n = r->len - r->off;
+    if (n > max) n = max;
+    memcpy(buf, r->pending + r->off, n);
+    r->off += n;
+    return (ssize_t)n;
+}
+
+/* MHD is done with the response (sent, or the client went away): stop the job and free it. */
+static void free_reply(void *cls) {
+    ndjson_reply *r = cls;
+    scheduler_stream_close(r->stream);
+    free(r->pending);
+    free(r);
+}
+
+int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_request *req, double t0_ms) {
+    char session[sizeof req->session];
+    snprintf(session, sizeof session, "%s", req->session);
+    const bool with_verify = req->draft.n_branches > 0;
+    route_result answer;
+    api_error err;
+    route_stream *stream = NULL;
+    const int status = scheduler_stream_start(srv->sched, req, &answer, &err, &stream);
+    if (status != 200) return http_send_error(srv, conn, "route_next", &err, t0_ms);
+    /* The request counts once, with its latency to the answer line: that is what the client waits for; the
+     * lookahead after it overlaps the client's own work. */
+    const double ms = server_now_ms() - t0_ms;
+    metrics_request(&srv->metrics, "route_next", 200, ms);
+    server_log(srv, "route_next 200 %.2f ms n_evaluated=%d (answer; lookahead streams)", ms, answer.n_evaluated);
+    ndjson_reply *r = calloc(1, sizeof *r);
+    if (!r) {
+        scheduler_stream_close(stream);
+        return http_send_json(conn, 500, NULL);
+    }
+    r->srv = srv;
+    r->stream = stream;
+    r->t0_ms = t0_ms;
+    set_pending(r, as_line(route_result_json(session, with_verify, &answer)));
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_lines, r, free_reply);
+    if (!resp) {
+        free_reply(r);
+        return http_send_json(conn, 500, NULL);
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/x-ndjson");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    const int ret = MHD_queue_response(conn, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}

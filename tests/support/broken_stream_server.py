@@ -1,0 +1,94 @@
+"""broken_stream_server.py — a real HTTP/1.1 peer on 127.0.0.1 for the client's streamed /v1/route/next: it answers
+with a valid answer line and then breaks the stream in the ways a network or a failing server can, so the client's
+handling of what follows an answer can be tested. Prints its port and pid, then one line per request it gets:
+"REQ <method> <path> <body>". Replies by the order of the POSTs it gets:
+
+  0: answer (token 7) + {"lookahead": 9}, then the connection drops mid-stream (no end of the chunked body)
+  1: plain JSON reply (token 8)
+  2: answer (token 7) + {"lookahead": 9} + {"error": ...} as the last line, a well-formed end
+  3: plain JSON reply (token 8)
+  4: answer (token 7) + {"lookahead": 9} + {"lookahead": "x"} (malformed) + done
+  5 and later: plain JSON reply (token 8)
+
+DELETE gets 204. Every reply's "pos" is the request's pos + len(tokens), as the protocol says."""
+import json
+import os
+import socket
+import sys
+
+
+def chunk(data):
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def line(obj):
+    return chunk(json.dumps(obj).encode() + b"\n")
+
+
+def read_request(f):
+    head = f.readline()
+    if not head:
+        return None
+    method, path, _ = head.decode().split(" ", 2)
+    length = 0
+    while True:
+        h = f.readline().decode()
+        if h in ("\r\n", "\n", ""):
+            break
+        k, v = h.split(":", 1)
+        if k.strip().lower() == "content-length":
+            length = int(v)
+    body = f.read(length).decode() if length else ""
+    return method, path, body
+
+
+def main():
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    print(srv.getsockname()[1], os.getpid(), flush=True)
+    posts = 0
+    while True:
+        conn, _ = srv.accept()
+        f = conn.makefile("rb")
+        while True:
+            req = read_request(f)
+            if req is None:
+                break
+            method, path, body = req
+            print("REQ", method, path, body.replace("\n", " "), flush=True)
+            if method == "DELETE":
+                conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+                continue
+            r = json.loads(body)
+            held = r["pos"] + len(r["tokens"])
+            n = posts
+            posts += 1
+            if n in (0, 2, 4):
+                answer = {"session": r["session"], "token": 7, "logprob": -0.5, "top_logprobs": [], "pos": held,
+                          "lookahead": [], "n_evaluated": len(r["tokens"]), "timings": {}}
+                out = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+                out += line(answer)
+                if n == 0:
+                    out += line({"lookahead": 9})
+                    conn.sendall(out)
+                    break  # drop the connection mid-stream
+                if n == 2:
+                    out += line({"lookahead": 9}) + line({"error": {"code": "internal", "message": "pass failed"}})
+                else:
+                    out += line({"lookahead": 9}) + line({"lookahead": "x"})
+                    out += line({"done": True, "n_evaluated": len(r["tokens"]) + 2, "timings": {}})
+                conn.sendall(out + b"0\r\n\r\n")
+            else:
+                reply = json.dumps({"session": r["session"], "token": 8, "logprob": -0.5, "top_logprobs": [],
+                                    "pos": held, "lookahead": [], "n_evaluated": len(r["tokens"]),
+                                    "timings": {}}).encode()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(reply), reply))
+        f.close()
+        conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
