@@ -8,8 +8,8 @@
 # compared with --sync's ("OUTPUT DIFFERS" on stderr otherwise).
 #
 # Pairs: demo (stories-student SLM, stories260K LLM; maxprob tau 0.16/0.18/0.26 ≈ 5/10/20% routed) and synth (random
-# weights of real shapes made by `tokroute synth`: qwen2.5-0.5b SLM, qwen2.5-1.5b LLM, q4_k; tau = the 5/10/20th
-# percentile of the SLM's maxprob scores, refined on --sync runs at that tau). Random weights agree by chance only, so the
+# weights of real shapes made by `tokroute synth`: qwen2.5-0.5b SLM, qwen2.5-1.5b LLM, q4_k; tau found by
+# bisection on the share --sync runs route). Random weights agree by chance only, so the
 # synth rows show what speculation and drafting cost and save with real per-token compute, not real agreement.
 # usage: bench/hide.sh [BUILD_DIR] [SHARED_DIR] [demo|synth|all] [N_TOKENS]
 set -euo pipefail
@@ -98,29 +98,32 @@ if [ "$which" = synth ] || [ "$which" = all ]; then
   [ -s "$llm" ] || "$build/tokroute" synth --shape qwen2.5-1.5b --type q4_k --seed 2 -o "$llm" >/dev/null 2>&1
   n=${n_arg:-48}
   prompts=("Once upon a time" "The little bird")
-  # tau for a routed share: a percentile of the SLM's scores, refined on each routed run's own scores (routing
-  # changes the text and so the scores) until the share is within 1.5 points (at most 3 runs).
-  pick() { # q → "tau share" from the traces in $tmp
-    python3 - "$tmp" "${#prompts[@]}" "$1" <<'PY'
+  # tau for a routed share: bisection between the lowest and highest SLM score of an unrouted run, on the share
+  # that --sync runs at RTT 0 route (routing changes the text and so the scores), until within 1.5 points (at most
+  # 8 runs per share).
+  share() { # → fraction of routed tokens in the traces in $tmp
+    python3 - "$tmp" "${#prompts[@]}" <<'PY'
 import json, sys, os
-tmp, n_p, q = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-rows = [json.loads(l) for i in range(n_p) for l in open(os.path.join(tmp, f"trace.{i}"))]
-s = sorted(r["score"] for r in rows)
-k = max(1, int(len(s) * q))
-print(f"{(s[k - 1] + s[k]) / 2:.9g}", sum(r["source"] == "llm" for r in rows) / len(rows))
+rows = [json.loads(l) for i in range(int(sys.argv[2])) for l in open(os.path.join(sys.argv[1], f"trace.{i}"))]
+print(sum(r["source"] == "llm" for r in rows) / len(rows))
 PY
   }
   run 0 0 --sync
-  for i in "${!prompts[@]}"; do cp "$tmp/trace.$i" "$tmp/scores.$i"; done
+  read -r lo hi <<<"$(python3 - "$tmp" "${#prompts[@]}" <<'PY'
+import json, sys, os
+s = [json.loads(l)["score"] for i in range(int(sys.argv[2])) for l in open(os.path.join(sys.argv[1], f"trace.{i}"))]
+print(min(s), max(s))
+PY
+)"
   taus=()
   for q in 0.05 0.10 0.20; do
-    for i in "${!prompts[@]}"; do cp "$tmp/scores.$i" "$tmp/trace.$i"; done
-    read -r tau _ <<<"$(pick "$q")"
-    for _ in 1 2 3; do
+    a=$lo b=$hi tau=$lo
+    for _ in 1 2 3 4 5 6 7 8; do
+      tau=$(python3 -c "print(f'{($a + $b) / 2:.9g}')")
       run "$tau" 0 --sync
-      read -r next share <<<"$(pick "$q")"
-      python3 -c "import sys; sys.exit(abs($share - $q) > 0.015)" && break
-      tau=$next
+      got=$(share)
+      python3 -c "import sys; sys.exit(abs($got - $q) > 0.015)" && break
+      if python3 -c "import sys; sys.exit(not $got < $q)"; then a=$tau; else b=$tau; fi
     done
     taus+=("$tau")
   done

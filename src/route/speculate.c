@@ -41,8 +41,8 @@
 /* Drafting happens before the request leaves, so it adds to this round trip, and it pays only where the LLM walks
  * the drafts. Its time is capped at this fraction of the round trips observed so far (a moving average; 50 ms
  * assumed before the first answer), scaled by what drafts have been earning: the moving average of routed tokens
- * answered by draft walks per call, against DRAFT_HITS_FULL (an optimistic 1 before any). So a pair whose models
- * rarely agree soon sends its requests at once and only speculates while they travel. The token budget follows
+ * answered by draft walks per call, against DRAFT_HITS_FULL. So a pair whose models rarely agree soon sends its
+ * requests at once. The token budget follows
  * from the SLM's measured time per token (8 tokens before it is known), and a deadline enforces it. */
 #define DRAFT_TIME_FRACTION 0.3
 #define DRAFT_HITS_FULL 0.5
@@ -53,7 +53,10 @@
  * tokens earn (moving average of routed tokens they answer per call, against LOOKAHEAD_HITS_FULL), for fewer as
  * they stop earning, and never fewer than 1, which keeps measuring. */
 #define LOOKAHEAD_HITS_FULL 0.5
-#define EARNING_RATE 0.3 /* weight of the latest call in the moving averages; hits start at 1 per call */
+/* Weight of the latest call in the moving averages. They start at half the full draft budget (drafting is the
+ * costly guess), the full lookahead and agreement 1/2, and move fast, so a short run that earns nothing pays for
+ * about one round trip's worth of guessing in all. */
+#define EARNING_RATE 0.5
 /* Speculating while a request travels pays only when the LLM's answer equals the SLM's proposal (the branch then
  * stands); otherwise it is discarded, and the answer may have to wait for the SLM token in progress. The loop keeps
  * decoding meanwhile only while agreement (a moving average, starting at 1/2) times the depth reaches this many
@@ -94,6 +97,7 @@ typedef struct spec_state {
     double draft_hits;        /* moving average: routed tokens answered by draft walks per call */
     double lookahead_hits;    /* moving average: routed tokens answered by lookahead per call */
     int32_t walk_hits, stream_hits; /* ... since the last request left */
+    int32_t n_sent;           /* requests sent */
     double agreement;         /* moving average: answers equal to the SLM's proposal */
     known k;
 } spec_state;
@@ -309,9 +313,11 @@ static tr_status send(spec_state *s, const pending *p) {
     const int32_t q = s->n_conf;
     memset(&s->draft, 0, sizeof s->draft);
     s->draft_q0 = q;
-    s->draft_hits = (1 - EARNING_RATE) * s->draft_hits + EARNING_RATE * s->walk_hits;
-    s->lookahead_hits = (1 - EARNING_RATE) * s->lookahead_hits + EARNING_RATE * s->stream_hits;
-    s->walk_hits = s->stream_hits = 0;
+    if (s->n_sent++ > 0) { /* what the previous request's reply has earned since */
+        s->draft_hits = (1 - EARNING_RATE) * s->draft_hits + EARNING_RATE * s->walk_hits;
+        s->lookahead_hits = (1 - EARNING_RATE) * s->lookahead_hits + EARNING_RATE * s->stream_hits;
+        s->walk_hits = s->stream_hits = 0;
+    }
     const double rtt_ms = s->rtt_ms > 0 ? s->rtt_ms : FIRST_RTT_MS;
     const double earning = s->draft_hits < DRAFT_HITS_FULL ? s->draft_hits / DRAFT_HITS_FULL : 1.0;
     const double draft_ms = DRAFT_TIME_FRACTION * rtt_ms * earning;
@@ -441,7 +447,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
     spec_state *s = calloc(1, sizeof *s);
     if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
     *s = (spec_state){.r = r, .out = out, .cap = cap, .depth = p->speculate_depth, .lookahead = p->lookahead,
-                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = 1, .lookahead_hits = 1, .agreement = 0.5};
+                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = DRAFT_HITS_FULL / 2, .lookahead_hits = LOOKAHEAD_HITS_FULL, .agreement = 0.5};
     s->draft_span = p->draft_span > 0 ? p->draft_span : p->draft_tokens;
     s->draft_width = p->draft_width > 0 ? p->draft_width : 1;
     s->end = r->n_prompt + p->n_predict;
