@@ -53,10 +53,12 @@
  * tokens earn (moving average of routed tokens they answer per call, against LOOKAHEAD_HITS_FULL), for fewer as
  * they stop earning, and never fewer than 1, which keeps measuring. */
 #define LOOKAHEAD_HITS_FULL 0.5
-/* Weight of the latest call in the moving averages. They start at half the full draft budget (drafting is the
- * costly guess), the full lookahead and agreement 1/2, and move fast, so a short run that earns nothing pays for
- * about one round trip's worth of guessing in all. */
+/* Weight of the latest call in the moving averages of drafting's earnings and of agreement. They start at half the
+ * full draft budget (drafting is the costly guess) and agreement 1/2, and move fast, so a short run that earns
+ * nothing pays for about one round trip's worth of guessing in all. Lookahead costs the device nothing directly
+ * (it streams after the answer), so its average starts at 1 hit per call and moves slower. */
 #define EARNING_RATE 0.5
+#define LOOKAHEAD_RATE 0.3
 /* Speculating while a request travels pays only when the LLM's answer equals the SLM's proposal (the branch then
  * stands); otherwise it is discarded, and the answer may have to wait for the SLM token in progress. The loop keeps
  * decoding meanwhile only while agreement (a moving average, starting at 1/2) times the depth reaches this many
@@ -315,7 +317,7 @@ static tr_status send(spec_state *s, const pending *p) {
     s->draft_q0 = q;
     if (s->n_sent++ > 0) { /* what the previous request's reply has earned since */
         s->draft_hits = (1 - EARNING_RATE) * s->draft_hits + EARNING_RATE * s->walk_hits;
-        s->lookahead_hits = (1 - EARNING_RATE) * s->lookahead_hits + EARNING_RATE * s->stream_hits;
+        s->lookahead_hits = (1 - LOOKAHEAD_RATE) * s->lookahead_hits + LOOKAHEAD_RATE * s->stream_hits;
         s->walk_hits = s->stream_hits = 0;
     }
     const double rtt_ms = s->rtt_ms > 0 ? s->rtt_ms : FIRST_RTT_MS;
@@ -447,7 +449,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
     spec_state *s = calloc(1, sizeof *s);
     if (!s) return tr_fail(TR_ERR_NOMEM, "out of memory");
     *s = (spec_state){.r = r, .out = out, .cap = cap, .depth = p->speculate_depth, .lookahead = p->lookahead,
-                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = DRAFT_HITS_FULL / 2, .lookahead_hits = LOOKAHEAD_HITS_FULL, .agreement = 0.5};
+                      .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = DRAFT_HITS_FULL / 2, .lookahead_hits = 1, .agreement = 0.5};
     s->draft_span = p->draft_span > 0 ? p->draft_span : p->draft_tokens;
     s->draft_width = p->draft_width > 0 ? p->draft_width : 1;
     s->end = r->n_prompt + p->n_predict;
