@@ -151,6 +151,8 @@ tr_status tr_llm_finish(tr_llm_backend *b, tr_llm_reply *reply);
 /* The lookahead of the last finished request as far as it has arrived: copies it (from its first token) into ids
  * (room for TR_LOOKAHEAD_MAX) and returns the count; *complete (may be NULL) tells whether more can still come. */
 int32_t tr_llm_lookahead(tr_llm_backend *b, int32_t *ids, bool *complete);
+/* The same, first waiting until more than n_have tokens have arrived or the stream has ended. */
+int32_t tr_llm_lookahead_wait(tr_llm_backend *b, int32_t n_have, int32_t *ids, bool *complete);
 const char *tr_llm_backend_name(const tr_llm_backend *b);
 
 /* Writing your own backend: fill a tr_llm_backend_ops (static storage; it must outlive the backend) and wrap your

@@ -142,13 +142,9 @@ static tr_status decide(spec_state *s, pending *p) {
     return TR_OK;
 }
 
-/* Appends the lookahead that has streamed in since the table was filled. */
-static void known_refresh(spec_state *s) {
+/* Appends the streamed lookahead ids[0..n) beyond what the table has. */
+static void known_append(spec_state *s, const int32_t *ids, int32_t n, bool complete) {
     known *k = &s->k;
-    if (!k->streaming) return;
-    int32_t ids[TR_LOOKAHEAD_MAX];
-    bool complete;
-    const int32_t n = tr_llm_lookahead(s->r->llm, ids, &complete);
     for (int32_t i = k->n_streamed; i < n && k->n < KNOWN_MAX; i++) {
         k->answer[k->n] = ids[i];
         k->assumed[k->n] = ids[i];
@@ -156,6 +152,15 @@ static void known_refresh(spec_state *s) {
     }
     if (n > k->n_streamed) k->n_streamed = n;
     k->streaming = !complete && k->n < KNOWN_MAX;
+}
+
+/* Appends the lookahead that has streamed in since the table was filled. */
+static void known_refresh(spec_state *s) {
+    if (!s->k.streaming) return;
+    int32_t ids[TR_LOOKAHEAD_MAX];
+    bool complete;
+    const int32_t n = tr_llm_lookahead(s->r->llm, ids, &complete);
+    known_append(s, ids, n, complete);
 }
 
 /* The LLM's token for position q from the table, when the sequence since its base still matches. */
@@ -168,6 +173,25 @@ static bool known_take(spec_state *s, int32_t q, int32_t *id, bool *from_walk) {
     *id = k->answer[q - k->base];
     *from_walk = q - k->base < k->n_walk;
     return true;
+}
+
+/* At a routed position q the table does not answer yet: when q is the very position the lookahead stream goes on
+ * with (the sequence since the table's base equals every token it assumed so far), the stream's next token is the
+ * LLM's token for q, due within about one LLM pass — sooner than a new request's round trip. Waits for it (the
+ * wait counts in llm_wait_ms); true when the table now answers q. */
+static bool known_wait(spec_state *s, int32_t q, int32_t *id, bool *from_walk) {
+    known *k = &s->k;
+    while (k->streaming && q == k->base + k->n) {
+        for (int32_t j = k->base; j < q; j++)
+            if (s->r->seq[j] != k->assumed[j - k->base]) return false;
+        int32_t ids[TR_LOOKAHEAD_MAX];
+        bool complete;
+        const double t0 = route_now_ms();
+        const int32_t n = tr_llm_lookahead_wait(s->r->llm, k->n_streamed, ids, &complete);
+        s->r->stats->llm_wait_ms += route_now_ms() - t0;
+        known_append(s, ids, n, complete);
+    }
+    return known_take(s, q, id, from_walk);
 }
 
 /* Drops the branch from position q on (the SLM's cache too) and puts id there. */
@@ -418,7 +442,11 @@ static tr_status step(spec_state *s, bool *go_on) {
     tr_status st = drain(s, go_on);
     if (st != TR_OK || !*go_on) return st;
     if (s->n_conf < r->len) { /* waiting on the routed position n_conf */
-        if (!s->in_flight) return send(s, NULL);
+        if (!s->in_flight) {
+            int32_t id;
+            bool from_walk;
+            return known_wait(s, s->n_conf, &id, &from_walk) ? TR_OK : send(s, NULL); /* drain shows it next */
+        }
         /* The branch drafted before sending may be longer; speculation while waiting adds at most depth beyond it. */
         const int32_t limit = s->depth > s->draft_span ? s->depth : s->draft_span;
         if (tr_llm_ready(r->llm) || r->len - s->n_conf >= limit || r->len - s->branch_at_send >= s->depth ||
@@ -438,7 +466,8 @@ static tr_status step(spec_state *s, bool *go_on) {
     if ((st = decide(s, &p)) != TR_OK) return st;
     int32_t id = p.tok.id;
     bool from_walk;
-    if (p.routed && !known_take(s, r->len, &id, &from_walk)) return send(s, &p);
+    if (p.routed && !known_take(s, r->len, &id, &from_walk) && !known_wait(s, r->len, &id, &from_walk))
+        return send(s, &p);
     s->br[r->len] = p;
     r->seq[r->len++] = id;
     return slm_advance(s); /* drain shows it next */

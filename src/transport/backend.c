@@ -308,6 +308,7 @@ bool tr_llm_call_push_lookahead(tr_llm_call *call, int32_t id) {
             if (b->la_n > 0 && at < b->la_visible_ms[b->la_n - 1]) at = b->la_visible_ms[b->la_n - 1];
             b->la_ids[b->la_n] = id;
             b->la_visible_ms[b->la_n++] = at;
+            pthread_cond_broadcast(&b->cv); /* tr_llm_lookahead_wait */
         }
         pthread_mutex_unlock(&b->mu);
         if (!wanted) return !(x->la_closed = true);
@@ -387,6 +388,7 @@ static tr_status do_call(tr_llm_backend *b, const request *rq, bool async, tr_ll
         pthread_mutex_lock(&b->mu);
         if (!x.published) publish_locked(b, reply, st == TR_OK ? "" : tr_last_error(), return_trip_ms);
         b->la_complete = true;
+        pthread_cond_broadcast(&b->cv);
         pthread_mutex_unlock(&b->mu);
     } else {
         sleep_ms(return_trip_ms);
@@ -546,6 +548,20 @@ int32_t tr_llm_lookahead(tr_llm_backend *b, int32_t *ids, bool *complete) {
     }
     if (complete) *complete = done;
     return n;
+}
+
+int32_t tr_llm_lookahead_wait(tr_llm_backend *b, int32_t n_have, int32_t *ids, bool *complete) {
+    if (b && ids && b->thread_started) {
+        pthread_mutex_lock(&b->mu);
+        /* Until the next token is out (or the stream ends, or a newer request's reply replaced it)... */
+        while (b->generation == b->finished_generation && b->la_n <= n_have && !b->la_complete)
+            pthread_cond_wait(&b->cv, &b->mu);
+        const double visible_at =
+            b->generation == b->finished_generation && b->la_n > n_have && n_have >= 0 ? b->la_visible_ms[n_have] : 0;
+        pthread_mutex_unlock(&b->mu);
+        sleep_until(visible_at); /* ... and has made its simulated return trip */
+    }
+    return tr_llm_lookahead(b, ids, complete);
 }
 
 tr_status tr_llm_next_token(tr_llm_backend *b, const int32_t *tokens, int32_t n, int32_t *next) {

@@ -413,6 +413,61 @@ static void adapts_to_a_disagreeing_llm(void **state) {
     tr_llm_backend_free(spec_llm);
 }
 
+/* An LLM whose lookahead streams slowly (the embedded LLM underneath, 3 ms per lookahead token). With every
+ * position routed, the device reaches the next routed position long before the next token arrives: waiting for
+ * the stream (about one token) answers it, where a new request would cost a round trip (40 ms here) and cancel the
+ * stream. */
+typedef struct slow_stream {
+    tr_llm_backend *inner;
+    int32_t n_calls;
+} slow_stream;
+
+static tr_status slow_stream_next(void *impl, tr_llm_call *call) {
+    slow_stream *w = impl;
+    w->n_calls++;
+    tr_status st = tr_llm_next_token_ex(w->inner, call->tokens, call->n_tokens, &call->id, &call->logprob);
+    if (st != TR_OK) return st;
+    tr_llm_call_answered(call);
+    int32_t seq[256];
+    if (call->n_tokens + 1 + call->lookahead > 256) return TR_OK;
+    memcpy(seq, call->tokens, (size_t)call->n_tokens * sizeof *seq);
+    int32_t n = call->n_tokens;
+    seq[n++] = call->id;
+    for (int32_t i = 0; i < call->lookahead; i++) {
+        usleep(3000);
+        if (tr_llm_next_token(w->inner, seq, n, &seq[n]) != TR_OK) return TR_OK;
+        if (!tr_llm_call_push_lookahead(call, seq[n++])) break;
+    }
+    return TR_OK;
+}
+
+static const tr_llm_backend_ops slow_stream_ops = {"slow_stream", slow_stream_next, NULL, NULL};
+
+static void waits_for_the_stream(void **state) {
+    pair *p = *state;
+    int32_t prompt[64];
+    const int32_t n_prompt = prompt_tokens(p->slm, prompts[0], prompt, 64);
+    slow_stream w = {.inner = new_backend(p->llm, 0.0f)};
+    tr_llm_backend *sync_llm = new_backend(p->llm, 0.0f), *llm;
+    assert_int_equal(tr_llm_backend_create(&slow_stream_ops, &w, &llm), TR_OK);
+    tr_llm_backend_set_rtt(llm, 40);
+    run_result a, b;
+    const run_cfg sync_cfg = {.tau = 2.0f};
+    const run_cfg spec_cfg = {.tau = 2.0f, .depth = 8, .lookahead = 8};
+    run(p, sync_llm, prompt, n_prompt, &sync_cfg, &a);
+    run(p, llm, prompt, n_prompt, &spec_cfg, &b);
+    assert_same(&a, &b, "slow lookahead stream");
+    assert_int_equal(b.stats.n_routed, N_GEN);
+    /* Each call answers its position and up to 8 more from the stream. */
+    printf("slow stream: %d routed, %d calls, %d answered from the stream\n", b.stats.n_routed, w.n_calls,
+           b.stats.n_lookahead_hits);
+    assert_true(w.n_calls * 4 <= N_GEN);
+    assert_int_equal(b.stats.n_lookahead_hits + w.n_calls, N_GEN);
+    tr_llm_backend_free(llm);
+    tr_llm_backend_free(w.inner);
+    tr_llm_backend_free(sync_llm);
+}
+
 /* The whole lookahead stream of the last finished request (the answer comes first; bounded wait). */
 static int32_t wait_lookahead(tr_llm_backend *llm, int32_t *la) {
     bool complete = false;
@@ -611,6 +666,7 @@ int main(void) {
         cmocka_unit_test(draft_walk_equals_calls),
         cmocka_unit_test(server_backend_identical),
         cmocka_unit_test(adapts_to_a_disagreeing_llm),
+        cmocka_unit_test(waits_for_the_stream),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
