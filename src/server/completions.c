@@ -434,14 +434,5 @@ int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *
         cmpl_free(c);
         return ret;
     }
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, c, stream_free);
-    if (!r) {
-        cmpl_free(c);
-        return http_send_json(conn, 500, NULL);
-    }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    const int ret = MHD_queue_response(conn, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return http_send_stream(conn, "text/event-stream", stream_reader, c, stream_free);
 }

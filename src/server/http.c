@@ -68,6 +68,20 @@ tr_server_params tr_server_default_params(void) {
     return p;
 }
 
+int http_send_stream(struct MHD_Connection *conn, const char *content_type,
+                     ssize_t (*reader)(void *cls, uint64_t pos, char *buf, size_t max), void *cls, void (*done)(void *cls)) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, cls, done);
+    if (!r) {
+        done(cls);
+        return http_send_json(conn, 500, NULL);
+    }
+    MHD_add_response_header(r, "Content-Type", content_type);
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    const int ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
     if (!json_owned) {
         static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";

@@ -148,14 +148,5 @@ int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_requ
     r->stream = stream;
     r->t0_ms = t0_ms;
     set_pending(r, as_line(route_result_json(session, with_verify, &answer)));
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_lines, r, free_reply);
-    if (!resp) {
-        free_reply(r);
-        return http_send_json(conn, 500, NULL);
-    }
-    MHD_add_response_header(resp, "Content-Type", "application/x-ndjson");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    const int ret = MHD_queue_response(conn, 200, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return http_send_stream(conn, "application/x-ndjson", read_lines, r, free_reply);
 }
