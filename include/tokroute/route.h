@@ -271,18 +271,21 @@ typedef struct tr_route_params {
     tr_abort_fn abort_fn;          /* optional: polled between prefill chunks, tokens and inside LLM calls */
     void *abort_user;
     /* Hiding the round trip (joint mode; all 0 = the synchronous loop, the default). While a routed request is in
-     * flight the SLM keeps decoding up to speculate_depth tokens (or draft_span, if larger) on its own proposals;
-     * tokens are shown only once confirmed, and a differing LLM answer rolls the SLM back. Each routed call also
-     * asks for lookahead further greedy LLM tokens after its last answer; a later routed position whose prefix
-     * still equals what a reply assumed takes its token from it without a call. The tokens are identical to the
-     * synchronous loop's (greedy LLM, or one drawing from (seed, position)). */
+     * flight the SLM keeps decoding up to speculate_depth tokens (or draft_span, if larger) on its own proposals,
+     * as long as its proposals have been agreeing with the LLM's answers; tokens are shown only once confirmed, and
+     * a differing LLM answer rolls the SLM back. Each routed call also asks for up to lookahead further greedy LLM
+     * tokens after its last answer (streamed after it; fewer while they answer little); a later routed position
+     * whose prefix still equals what a reply assumed takes its token from it without a call, waiting for the
+     * stream when it is the stream's next token. The tokens are identical to the synchronous loop's (greedy LLM,
+     * or one drawing from (seed, position)). */
     int32_t speculate_depth;       /* 0..1024 */
     int32_t lookahead;             /* 0..TR_LOOKAHEAD_MAX */
     /* Draft verification: a routed request carries a tree of up to draft_tokens SLM-drafted tokens covering the
      * next draft_span positions (the SLM's own continuation, plus draft_width - 1 alternatives at the requested
      * position and 1 at later routed ones), and the LLM answers every routed position along the branch it agrees
-     * with in the same call. Drafting before a request leaves is capped at 30% of the observed round trip, so a
-     * slow SLM drafts fewer tokens. 0: off. */
+     * with in the same call. Drafting before a request leaves is capped at 30% of the observed round trip, scaled
+     * by what draft walks have been answering, so a slow SLM, or one the LLM rarely agrees with, drafts fewer
+     * tokens. 0: off. */
     int32_t draft_tokens;          /* 0..TR_DRAFT_TOKENS_MAX */
     int32_t draft_span;            /* 0..TR_DRAFT_TOKENS_MAX (0: draft_tokens) */
     int32_t draft_width;           /* 1..8 candidates at the requested position (0: 1) */
