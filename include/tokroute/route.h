@@ -134,7 +134,8 @@ typedef struct tr_llm_reply {
      * the previous answer does not select. */
     int32_t verify[TR_DRAFT_BRANCHES_MAX];
     int32_t n_verify;
-    double lookahead_ms;    /* the LLM's time spent computing the lookahead (0 when unknown) */
+    double lookahead_ms;    /* the LLM's time spent computing the lookahead (0 when unknown, and when it streams:
+                             * it is still being computed when the answer is returned) */
 } tr_llm_reply;
 /* Copies tokens and starts the call. TR_ERR_STATE when a request is already in flight. */
 tr_status tr_llm_start(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t lookahead);
