@@ -290,6 +290,10 @@ typedef struct tr_route_params {
     int32_t draft_tokens;          /* 0..TR_DRAFT_TOKENS_MAX */
     int32_t draft_span;            /* 0..TR_DRAFT_TOKENS_MAX (0: draft_tokens) */
     int32_t draft_width;           /* 1..8 candidates at the requested position (0: 1) */
+    /* Draft the full draft_tokens before every request, however long it takes and whatever drafts have earned
+     * (a pair known to agree, or a measurement whose draft sizes must not depend on the machine's speed).
+     * Default false: the adaptive cap above. */
+    bool draft_fixed;
 } tr_route_params;
 
 typedef struct tr_route_stats {

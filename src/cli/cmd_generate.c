@@ -47,6 +47,8 @@ static const char *usage_rest =
     "                         LLM or --simulate-rtt, else 0)\n"
     "  --draft-width W        SLM candidates drafted at the routed position (default 3; 2 at later routed ones)\n"
     "  --draft-span S         positions the draft covers (default 32)\n"
+    "  --draft-fixed          draft all N tokens before every routed call, whatever the round trip and earnings\n"
+    "                         (pairs known to agree; measurements independent of the machine's speed)\n"
     "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
     "  --no-bos               do not add BOS to a text prompt\n"
     "  -t, --threads N        threads per model (default: physical cores);  -c, --ctx N  context length\n";
@@ -56,7 +58,7 @@ typedef struct gen_opts {
     cli_backend_opts bo;
     const char *router, *policy, *prompt, *tokens, *trace, *chat_template;
     double tau;
-    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json, sync;
+    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json, sync, draft_fixed;
     long depth, lookahead, draft, draft_width, draft_span; /* -1: the default */
     tr_route_params rp;
     const char **stop;
@@ -127,6 +129,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (cli_flag(argc, argv, &i, NULL, "--no-summary")) o->no_summary = true;
         else if (cli_flag(argc, argv, &i, NULL, "--summary-json")) o->summary_json = true;
         else if (cli_flag(argc, argv, &i, NULL, "--sync")) o->sync = true;
+        else if (cli_flag(argc, argv, &i, NULL, "--draft-fixed")) o->draft_fixed = true;
         else if (cli_option(argc, argv, &i, NULL, "--speculate-depth", &v)) {
             if (!cli_int("--speculate-depth", v, 0, 1024, &o->depth)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--lookahead", &v)) {
@@ -150,7 +153,8 @@ static int parse(int argc, char **argv, gen_opts *o) {
         return cli_usage_error(usage, "mode %s needs an LLM (--llm, --server, --openai or --llamacpp)", tr_route_mode_name(o->rp.mode));
     if (!o->mode_set) o->rp.mode = has_llm ? TR_MODE_JOINT : TR_MODE_SLM;
     o->rp.on_llm_failure = o->bo.on_failure;
-    if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0))
+    if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0 ||
+                    o->draft_fixed))
         return cli_usage_error(usage, "--sync turns speculation and lookahead off; give it alone");
     /* Hiding the round trip is on by default where there is one: a remote LLM or a simulated delay. */
     const bool has_rtt = o->bo.server || o->bo.openai || o->bo.llamacpp || o->bo.rtt_ms > 0;
@@ -159,6 +163,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     o->rp.draft_tokens = o->sync ? 0 : o->draft >= 0 ? (int32_t)o->draft : has_rtt ? 96 : 0;
     o->rp.draft_width = o->draft_width >= 0 ? (int32_t)o->draft_width : 3;
     o->rp.draft_span = o->draft_span >= 0 ? (int32_t)o->draft_span : 32;
+    o->rp.draft_fixed = o->draft_fixed;
     if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");
     o->rp.stop = o->stop;
     o->rp.n_stop = o->n_stop;

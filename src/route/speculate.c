@@ -85,6 +85,7 @@ typedef struct spec_state {
     int32_t *out, cap;
     int32_t end;              /* r->len never exceeds n_prompt + n_predict */
     int32_t depth, lookahead, draft_tokens, draft_span, draft_width;
+    bool draft_fixed;         /* the full draft_tokens on every request, no deadline */
     int32_t n_conf;
     pending *br;              /* indexed by position */
     bool in_flight;
@@ -250,7 +251,7 @@ static int32_t draft_used(const spec_state *s) { return s->draft.start[s->draft.
 static bool draft_push(spec_state *s, int32_t b, int32_t id) {
     tr_llm_draft *d = &s->draft;
     if (b < 0 || b != d->n_branches - 1 || draft_used(s) >= s->draft_budget) return false;
-    if (route_now_ms() > s->draft_deadline_ms) {
+    if (!s->draft_fixed && route_now_ms() > s->draft_deadline_ms) {
         s->draft_budget = draft_used(s); /* out of time: the draft is full */
         return false;
     }
@@ -348,7 +349,7 @@ static tr_status send(spec_state *s, const pending *p) {
     const double earning = s->draft_hits < DRAFT_HITS_FULL ? s->draft_hits / DRAFT_HITS_FULL : 1.0;
     const double draft_ms = DRAFT_TIME_FRACTION * rtt_ms * earning;
     const double affordable = s->slm_token_ms > 0 ? draft_ms / s->slm_token_ms : FIRST_DRAFT_TOKENS;
-    s->draft_budget = affordable < s->draft_tokens ? (int32_t)affordable : s->draft_tokens;
+    s->draft_budget = affordable < s->draft_tokens && !s->draft_fixed ? (int32_t)affordable : s->draft_tokens;
     s->draft_deadline_ms = route_now_ms() + draft_ms;
     tr_status st = TR_OK;
     if (p) { /* fresh: explore the tree; its main path becomes the branch */
@@ -481,6 +482,7 @@ tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap) {
                       .draft_tokens = p->draft_tokens, .n_conf = r->len, .draft_hits = DRAFT_HITS_FULL / 2, .lookahead_hits = 1, .agreement = 0.5};
     s->draft_span = p->draft_span > 0 ? p->draft_span : p->draft_tokens;
     s->draft_width = p->draft_width > 0 ? p->draft_width : 1;
+    s->draft_fixed = p->draft_fixed;
     s->end = r->n_prompt + p->n_predict;
     s->br = malloc(((size_t)s->end + 1) * sizeof *s->br);
     if (!s->br) {

@@ -108,6 +108,7 @@ typedef struct run_cfg {
     float tau;
     int32_t depth, lookahead;
     int32_t draft, span, width; /* draft verification */
+    bool draft_fixed;
     float llm_temperature;
     double jitter_ms;
     uint64_t jitter_seed;
@@ -132,6 +133,7 @@ static void run(const pair *p, tr_llm_backend *llm, const int32_t *prompt, int32
     rp.draft_tokens = c->draft;
     rp.draft_span = c->span;
     rp.draft_width = c->width;
+    rp.draft_fixed = c->draft_fixed;
     rp.on_token = record;
     rp.on_text = record_text;
     rp.user = out;
@@ -409,6 +411,21 @@ static void adapts_to_a_disagreeing_llm(void **state) {
     printf("contrary LLM: %d calls, %lld speculative tokens discarded, draft tokens in the first calls: %d %d %d %d\n",
            spec_state.n_calls, (long long)b.stats.n_spec_discarded, spec_state.n_drafted[0], spec_state.n_drafted[1],
            spec_state.n_drafted[2], spec_state.n_drafted[3]);
+    /* draft_fixed: every call carries a full draft however little drafts earn (the tree may only be smaller near
+     * the end of the text), and the tokens are still the synchronous loop's. */
+    contrary fixed_state = {0};
+    tr_llm_backend *fixed_llm;
+    assert_int_equal(tr_llm_backend_create(&contrary_ops, &fixed_state, &fixed_llm), TR_OK);
+    tr_llm_backend_set_rtt(fixed_llm, 4);
+    run_cfg fixed_cfg = spec_cfg;
+    fixed_cfg.draft_fixed = true;
+    run_result c;
+    run(p, fixed_llm, prompt, n_prompt, &fixed_cfg, &c);
+    assert_same(&a, &c, "contrary LLM, fixed drafts");
+    const int32_t fixed_calls = fixed_state.n_calls < 64 ? fixed_state.n_calls : 64;
+    assert_true(fixed_calls >= 20);
+    for (int32_t i = 0; i < fixed_calls / 2; i++) assert_true(fixed_state.n_drafted[i] >= 32);
+    tr_llm_backend_free(fixed_llm);
     tr_llm_backend_free(sync_llm);
     tr_llm_backend_free(spec_llm);
 }
