@@ -187,12 +187,18 @@ typedef struct tr_llm_call {
  * time spent. A backend that calls neither fills lookahead_ids and n_lookahead before returning, as before. */
 void tr_llm_call_answered(tr_llm_call *call);
 bool tr_llm_call_push_lookahead(tr_llm_call *call, int32_t id);
+/* Whether further lookahead tokens are still wanted (what the next push would say, without a token). */
+bool tr_llm_call_wanted(const tr_llm_call *call);
 
 typedef struct tr_llm_backend_ops {
     const char *name;
     tr_status (*next_token)(void *impl, tr_llm_call *call);
     int32_t (*n_vocab)(void *impl);  /* optional (NULL: unknown) */
     void (*free)(void *impl);        /* optional */
+    /* optional: called from another thread (the caller's) when the running call's remaining lookahead stops
+     * being wanted, so an implementation waiting on the network can wake up, see tr_llm_call_wanted return false
+     * and return. It must not block or call back into the backend. */
+    void (*interrupt)(void *impl);
 } tr_llm_backend_ops;
 
 /* Wraps impl; ownership passes to the backend (ops->free runs on it even when this call fails). */

@@ -318,6 +318,26 @@ bool tr_llm_call_push_lookahead(tr_llm_call *call, int32_t id) {
     return !x->la_closed;
 }
 
+bool tr_llm_call_wanted(const tr_llm_call *call) {
+    const call_ctx *x = call ? call->internal : NULL;
+    if (!x) return false;
+    if (x->la_closed || x->reply->n_lookahead >= x->lookahead) return false;
+    if (!x->async) return true;
+    tr_llm_backend *b = x->b;
+    pthread_mutex_lock(&b->mu);
+    const bool wanted = !b->cancel && !b->quit;
+    pthread_mutex_unlock(&b->mu);
+    return wanted;
+}
+
+/* The running call's remaining lookahead is not wanted: its next push returns false, and an implementation waiting
+ * on the network is woken to notice (ops->interrupt). */
+static void cancel_running_locked(tr_llm_backend *b) {
+    if (!b->running || b->cancel) return;
+    b->cancel = true;
+    if (b->ops->interrupt) b->ops->interrupt(b->impl);
+}
+
 static void stats_lock(const tr_llm_backend *b) {
     if (b->thread_started) pthread_mutex_lock((pthread_mutex_t *)&b->mu);
 }
@@ -398,7 +418,7 @@ static tr_status do_call(tr_llm_backend *b, const request *rq, bool async, tr_ll
 
 /* Stops the helper's running call after its current lookahead token and waits until it is idle. */
 static void settle_locked(tr_llm_backend *b) {
-    if (b->running) b->cancel = true;
+    cancel_running_locked(b);
     while (b->running || b->queued) pthread_cond_wait(&b->cv, &b->mu);
 }
 
@@ -491,7 +511,7 @@ tr_status tr_llm_start_draft(tr_llm_backend *b, const int32_t *tokens, int32_t n
     b->queued = true;
     b->in_flight = true;
     b->published = false;
-    if (b->running) b->cancel = true; /* the previous call's lookahead is not wanted any more */
+    cancel_running_locked(b); /* the previous call's lookahead is not wanted any more */
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return TR_OK;

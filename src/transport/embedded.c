@@ -138,7 +138,8 @@ static void embedded_free(void *impl) {
     free(e);
 }
 
-static const backend_ops embedded_ops = {"embedded", embedded_next, embedded_n_vocab, embedded_free};
+static const backend_ops embedded_ops = {.name = "embedded", .next_token = embedded_next,
+                                         .n_vocab = embedded_n_vocab, .free = embedded_free};
 
 tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *params,
                                   const tr_sampler_params *sampling, tr_llm_backend **out) {

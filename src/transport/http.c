@@ -1,5 +1,6 @@
-/* http.c — libcurl under the remote backends. One easy handle per client: libcurl keeps its connection alive
- * between requests to the same host, so a routed token costs one request on an open connection.
+/* http.c — libcurl under the remote backends. Each client drives its transfers through one curl multi handle with
+ * two easy handles; libcurl keeps their connections alive between requests to the same host, so a routed token
+ * costs one request on an open connection.
  *
  * Time: every request runs against an absolute deadline that the backend sets once per next-token call, so
  * retries, backoff and a 409 resync together never exceed the call's timeout_ms. Each attempt gets the time left
@@ -8,7 +9,11 @@
  *
  * Streamed replies (http_request_lines): the write callback decides per reply, on its first bytes, whether to
  * collect the body or to split it into lines for the caller — only a 200 of type application/x-ndjson is split,
- * so error bodies read as always. buf then holds the line being assembled. */
+ * so error bodies read as always. buf then holds the line being assembled. A caller that wants no more of a
+ * stream leaves it: the request returns at once while the rest of the reply is read and discarded in the
+ * background (whenever the client next drives its transfers), and the next request goes out on the other
+ * connection instead of waiting behind it. When both are taken, the stream left longest ago is cut off (its
+ * connection closed). */
 #include "transport/http.h"
 
 #include <curl/curl.h>
@@ -22,24 +27,40 @@
 
 #include "common/error.h"
 
+#define HTTP_CONNS 2
+
+typedef struct http_conn {
+    http_client *c;
+    CURL *e;
+    char *buf;
+    size_t len, cap;
+    /* the reply in progress */
+    http_line_fn on_line;  /* NULL: collect every body */
+    http_wanted_fn wanted; /* optional: polled when the client is woken */
+    void *line_user;
+    enum { BODY_UNDECIDED, BODY_COLLECT, BODY_LINES, BODY_DISCARD } body_mode;
+    size_t received;       /* body bytes of this attempt */
+    bool delivered;        /* a line went to on_line: no retry */
+    bool leave;            /* the caller wants no more of this reply */
+    bool busy;             /* a transfer runs on it (it is in the multi handle) */
+    bool left;             /* its caller has gone: the rest is discarded */
+    bool done;             /* the transfer ended with result */
+    CURLcode result;
+    uint64_t left_order;   /* when it was left (the oldest is cut off first) */
+    tr_abort_fn abort_fn;
+    void *abort_user;
+    char errbuf[CURL_ERROR_SIZE];
+} http_conn;
+
 struct http_client {
-    CURL *curl;
+    CURLM *multi;
+    http_conn conn[HTTP_CONNS];
+    uint64_t n_left;
     char *base;            /* URL without trailing '/' */
     struct curl_slist *headers;
     char *cacert;
     int32_t timeout_ms, connect_timeout_ms, retries;
-    char *buf;
-    size_t len, cap;
     size_t max_body;       /* replies above this are an error (bounded memory) */
-    /* the reply in progress */
-    http_line_fn on_line;  /* NULL: collect every body */
-    void *line_user;
-    enum { BODY_UNDECIDED, BODY_COLLECT, BODY_LINES } body_mode;
-    size_t received;       /* body bytes of this attempt */
-    bool delivered;        /* a line went to on_line: no retry */
-    tr_abort_fn abort_fn;
-    void *abort_user;
-    char errbuf[CURL_ERROR_SIZE];
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -62,64 +83,90 @@ static void sleep_ms(double ms) {
 }
 
 /* Appends n bytes to buf (kept NUL-terminated); false when out of memory. */
-static bool buf_append(http_client *c, const char *p, size_t n) {
-    if (c->len + n + 1 > c->cap) {
-        size_t cap = c->cap ? c->cap : 4096;
-        while (cap < c->len + n + 1) cap *= 2;
-        char *b = realloc(c->buf, cap);
+static bool buf_append(http_conn *x, const char *p, size_t n) {
+    if (x->len + n + 1 > x->cap) {
+        size_t cap = x->cap ? x->cap : 4096;
+        while (cap < x->len + n + 1) cap *= 2;
+        char *b = realloc(x->buf, cap);
         if (!b) return false;
-        c->buf = b;
-        c->cap = cap;
+        x->buf = b;
+        x->cap = cap;
     }
-    memcpy(c->buf + c->len, p, n);
-    c->len += n;
-    c->buf[c->len] = '\0';
+    memcpy(x->buf + x->len, p, n);
+    x->len += n;
+    x->buf[x->len] = '\0';
     return true;
 }
 
-static void deliver_line(http_client *c) {
-    size_t n = c->len;
-    if (n > 0 && c->buf[n - 1] == '\r') c->buf[--n] = '\0';
-    c->delivered = true;
-    c->on_line(c->line_user, c->buf, n);
-    c->len = 0;
-    c->buf[0] = '\0';
+static void deliver_line(http_conn *x) {
+    size_t n = x->len;
+    if (n > 0 && x->buf[n - 1] == '\r') x->buf[--n] = '\0';
+    x->delivered = true;
+    if (!x->on_line(x->line_user, x->buf, n)) x->leave = true;
+    x->len = 0;
+    x->buf[0] = '\0';
 }
 
-/* Splits p into lines for on_line; buf carries an unfinished line over to the next call. */
-static bool take_lines(http_client *c, const char *p, size_t n) {
-    for (;;) {
+/* Splits p into lines for on_line; buf carries an unfinished line over to the next call. Once the caller leaves
+ * the reply, the rest is discarded. */
+static bool take_lines(http_conn *x, const char *p, size_t n) {
+    while (!x->leave) {
         const char *nl = memchr(p, '\n', n);
         const size_t k = nl ? (size_t)(nl - p) : n;
-        if (c->len + k > HTTP_MAX_LINE_BYTES || !buf_append(c, p, k)) return false;
+        if (x->len + k > HTTP_MAX_LINE_BYTES || !buf_append(x, p, k)) return false;
         if (!nl) return true;
-        deliver_line(c);
+        deliver_line(x);
         p = nl + 1;
         n -= k + 1;
     }
+    x->body_mode = BODY_DISCARD;
+    return true;
 }
 
-static bool lines_wanted(http_client *c) {
+static bool lines_wanted(http_conn *x) {
     long status = 0;
     const char *type = NULL;
-    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_getinfo(c->curl, CURLINFO_CONTENT_TYPE, &type);
-    return c->on_line && status == 200 && type && strncasecmp(type, "application/x-ndjson", 20) == 0;
+    curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(x->e, CURLINFO_CONTENT_TYPE, &type);
+    return x->on_line && status == 200 && type && strncasecmp(type, "application/x-ndjson", 20) == 0;
 }
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
-    http_client *c = user;
+    http_conn *x = user;
     const size_t n = size * nmemb;
-    if (c->received + n + 1 > c->max_body) return 0; /* makes curl fail with CURLE_WRITE_ERROR */
-    c->received += n;
-    if (c->body_mode == BODY_UNDECIDED) c->body_mode = lines_wanted(c) ? BODY_LINES : BODY_COLLECT;
-    if (c->body_mode == BODY_LINES) return take_lines(c, ptr, n) ? n : 0;
-    return buf_append(c, ptr, n) ? n : 0;
+    if (x->received + n + 1 > x->c->max_body) return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+    x->received += n;
+    if (x->body_mode == BODY_UNDECIDED) x->body_mode = lines_wanted(x) ? BODY_LINES : BODY_COLLECT;
+    if (x->body_mode == BODY_DISCARD) return n;
+    if (x->body_mode == BODY_LINES) return take_lines(x, ptr, n) ? n : 0;
+    return buf_append(x, ptr, n) ? n : 0;
 }
 
 static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
-    http_client *c = user;
-    return c->abort_fn && c->abort_fn(c->abort_user) ? 1 : 0;
+    http_conn *x = user;
+    return x->abort_fn && x->abort_fn(x->abort_user) ? 1 : 0;
+}
+
+static bool conn_init(http_client *c, http_conn *x) {
+    x->c = c;
+    CURL *e = x->e = curl_easy_init();
+    if (!e) return false;
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    if (c->cacert) curl_easy_setopt(e, CURLOPT_CAINFO, c->cacert);
+    return true;
 }
 
 tr_status http_client_create(const tr_remote_params *p, http_client **out) {
@@ -141,8 +188,8 @@ tr_status http_client_create(const tr_remote_params *p, http_client **out) {
     c->max_body = 64u << 20;
     c->base = strdup(p->url);
     c->cacert = p->cacert ? strdup(p->cacert) : NULL;
-    c->curl = curl_easy_init();
-    bool ok = c->base && (!p->cacert || c->cacert) && c->curl;
+    c->multi = curl_multi_init();
+    bool ok = c->base && (!p->cacert || c->cacert) && c->multi;
     if (ok) {
         size_t n = strlen(c->base);
         while (n > 0 && c->base[n - 1] == '/') c->base[--n] = '\0';
@@ -162,37 +209,102 @@ tr_status http_client_create(const tr_remote_params *p, http_client **out) {
         }
         ok = (c->headers = h) != NULL;
     }
+    for (int i = 0; ok && i < HTTP_CONNS; i++) ok = conn_init(c, &c->conn[i]);
     if (!ok) {
         http_client_free(c);
         return tr_fail(TR_ERR_NOMEM, "out of memory");
     }
-    CURL *e = c->curl;
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
-    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(e, CURLOPT_XFERINFODATA, c);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (c->cacert) curl_easy_setopt(e, CURLOPT_CAINFO, c->cacert);
     *out = c;
     return TR_OK;
 }
 
+/* Ends whatever runs on x (a transfer still running loses its connection). */
+static void conn_stop(http_client *c, http_conn *x) {
+    if (x->busy) curl_multi_remove_handle(c->multi, x->e);
+    x->busy = x->left = false;
+}
+
 void http_client_free(http_client *c) {
     if (!c) return;
-    if (c->curl) curl_easy_cleanup(c->curl);
+    for (int i = 0; i < HTTP_CONNS; i++) {
+        http_conn *x = &c->conn[i];
+        if (x->e) {
+            if (c->multi) conn_stop(c, x);
+            curl_easy_cleanup(x->e);
+        }
+        free(x->buf);
+    }
+    if (c->multi) curl_multi_cleanup(c->multi);
     curl_slist_free_all(c->headers);
     free(c->base);
     free(c->cacert);
-    free(c->buf);
     free(c);
+}
+
+void http_client_wake(http_client *c) {
+    if (c && c->multi) curl_multi_wakeup(c->multi);
+}
+
+/* Takes the results of ended transfers; a left one's connection is free again. */
+static void reap(http_client *c) {
+    CURLMsg *m;
+    int n;
+    while ((m = curl_multi_info_read(c->multi, &n))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        http_conn *x = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        if (!x) continue;
+        x->result = m->data.result;
+        x->done = true;
+        curl_multi_remove_handle(c->multi, x->e);
+        x->busy = x->left = false;
+    }
+}
+
+/* A connection for the next request: an idle one, else the one left longest ago, cut off. */
+static http_conn *take_conn(http_client *c) {
+    int running = 0;
+    if (curl_multi_perform(c->multi, &running) == CURLM_OK) reap(c); /* left replies may have ended meanwhile */
+    http_conn *oldest = NULL;
+    for (int i = 0; i < HTTP_CONNS; i++) {
+        http_conn *x = &c->conn[i];
+        if (!x->busy) return x;
+        if (x->left && (!oldest || x->left_order < oldest->left_order)) oldest = x;
+    }
+    if (!oldest) return NULL; /* every connection runs a request: only when called re-entrantly */
+    conn_stop(c, oldest);
+    return oldest;
+}
+
+/* Runs x's transfer until it ends or the caller leaves the reply (a line callback returned false, or wanted()
+ * did when the client was woken); transfers left earlier progress meanwhile. Returns the transfer's result, or
+ * CURLE_OK when it was left. */
+static CURLcode run_transfer(http_client *c, http_conn *x) {
+    x->done = x->leave = x->left = false;
+    x->result = CURLE_OK;
+    CURLMcode mc = curl_multi_add_handle(c->multi, x->e);
+    if (mc != CURLM_OK) return CURLE_OUT_OF_MEMORY;
+    x->busy = true;
+    for (;;) {
+        int running = 0;
+        mc = curl_multi_perform(c->multi, &running);
+        reap(c);
+        if (x->done) return x->result;
+        if (!x->leave && x->delivered && x->wanted && !x->wanted(x->line_user)) x->leave = true;
+        if (x->leave) { /* the rest is read and discarded in the background */
+            x->body_mode = BODY_DISCARD;
+            x->abort_fn = NULL;
+            x->left = true;
+            x->left_order = ++c->n_left;
+            return CURLE_OK;
+        }
+        if (mc == CURLM_OK) mc = curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
+        if (mc != CURLM_OK) {
+            conn_stop(c, x);
+            snprintf(x->errbuf, sizeof x->errbuf, "%s", curl_multi_strerror(mc));
+            return CURLE_RECV_ERROR;
+        }
+    }
 }
 
 /* Failures worth another attempt: the server may come back (restart) or the network hiccuped. */
@@ -208,34 +320,38 @@ static bool retryable(CURLcode rc) {
     }
 }
 
-static void fill_response(http_client *c, long status, http_response *resp) {
+static void fill_response(http_conn *x, long status, http_response *resp) {
     resp->status = status;
-    resp->streamed = c->body_mode == BODY_LINES;
-    resp->body = c->buf && !resp->streamed ? c->buf : "";
-    resp->len = c->received;
+    resp->streamed = x->body_mode == BODY_LINES || x->body_mode == BODY_DISCARD;
+    resp->left = x->left;
+    resp->body = x->buf && !resp->streamed ? x->buf : "";
+    resp->len = x->received;
 }
 
 tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
                        tr_abort_fn abort_fn, void *abort_user, http_response *resp) {
-    return http_request_lines(c, method, path, body, deadline_ms, abort_fn, abort_user, NULL, NULL, resp);
+    return http_request_lines(c, method, path, body, deadline_ms, abort_fn, abort_user, NULL, NULL, NULL, resp);
 }
 
 tr_status http_request_lines(http_client *c, const char *method, const char *path, const char *body,
                              double deadline_ms, tr_abort_fn abort_fn, void *abort_user, http_line_fn on_line,
-                             void *line_user, http_response *resp) {
+                             http_wanted_fn wanted, void *line_user, http_response *resp) {
+    memset(resp, 0, sizeof *resp);
+    resp->body = "";
+    http_conn *x = take_conn(c);
+    if (!x) return tr_fail(TR_ERR_STATE, "%s %s: the HTTP client is busy", method, path);
     char *url = malloc(strlen(c->base) + strlen(path) + 1);
     if (!url) return tr_fail(TR_ERR_NOMEM, "out of memory");
     strcpy(url, c->base);
     strcat(url, path);
-    CURL *e = c->curl;
+    CURL *e = x->e;
     curl_easy_setopt(e, CURLOPT_URL, url);
-    c->abort_fn = abort_fn;
-    c->abort_user = abort_user;
-    c->on_line = on_line;
-    c->line_user = line_user;
-    c->delivered = false;
-    memset(resp, 0, sizeof *resp);
-    resp->body = "";
+    x->abort_fn = abort_fn;
+    x->abort_user = abort_user;
+    x->on_line = on_line;
+    x->wanted = wanted;
+    x->line_user = line_user;
+    x->delivered = false;
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
@@ -253,40 +369,40 @@ tr_status http_request_lines(http_client *c, const char *method, const char *pat
         }
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)left);
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(left < c->connect_timeout_ms ? left : c->connect_timeout_ms));
-        c->len = 0;
-        if (c->buf) c->buf[0] = '\0';
-        c->errbuf[0] = '\0';
-        c->body_mode = BODY_UNDECIDED;
-        c->received = 0;
-        CURLcode rc = curl_easy_perform(e);
+        x->len = 0;
+        if (x->buf) x->buf[0] = '\0';
+        x->errbuf[0] = '\0';
+        x->body_mode = BODY_UNDECIDED;
+        x->received = 0;
+        CURLcode rc = run_transfer(c, x);
         long status = 0;
-        if (rc == CURLE_OK || c->delivered) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-        if (rc == CURLE_OK && c->body_mode == BODY_LINES && c->len > 0) deliver_line(c); /* no final line break */
+        if (rc == CURLE_OK || x->delivered) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+        if (rc == CURLE_OK && !x->left && x->body_mode == BODY_LINES && x->len > 0) deliver_line(x); /* no final line break */
         const bool retry_status = rc == CURLE_OK && (status == 502 || status == 503 || status == 504);
         if (rc == CURLE_OK && !retry_status) {
-            fill_response(c, status, resp);
+            fill_response(x, status, resp);
             break;
         }
         if (rc == CURLE_ABORTED_BY_CALLBACK) {
-            fill_response(c, status, resp);
+            fill_response(x, status, resp);
             st = tr_fail(TR_ERR_STATE, "%s %s: aborted", method, path);
             break;
         }
-        const bool again = (retry_status || retryable(rc)) && !c->delivered && attempt < c->retries &&
+        const bool again = (retry_status || retryable(rc)) && !x->delivered && attempt < c->retries &&
                            deadline_ms - http_now_ms() > backoff_ms + 1.0;
         if (!again) {
             if (retry_status) {
-                fill_response(c, status, resp);
+                fill_response(x, status, resp);
                 break;
             }
-            if (c->delivered) fill_response(c, status, resp); /* what the lines were worth is the caller's call */
+            if (x->delivered) fill_response(x, status, resp); /* what the lines were worth is the caller's call */
             /* A certificate that does not verify is a configuration error: neither retried nor papered over by a
              * fallback to the SLM. */
             const bool cert = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
                               rc == CURLE_SSL_CERTPROBLEM;
             const tr_status kind = cert ? TR_ERR_ARG : rc == CURLE_OPERATION_TIMEDOUT ? TR_ERR_TIMEOUT : TR_ERR_NETWORK;
             st = tr_fail(kind, "%s %s%s: %s (after %d attempt%s)", method, c->base, path,
-                         c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc), attempt + 1, attempt ? "s" : "");
+                         x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc), attempt + 1, attempt ? "s" : "");
             break;
         }
         sleep_ms(backoff_ms);

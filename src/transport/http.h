@@ -1,5 +1,6 @@
-/* http.h — the HTTP client the remote backends share: one libcurl handle per backend (so one kept-alive
- * connection is reused), JSON bodies, Bearer auth, https with verification (optionally a private CA), bounded
+/* http.h — the HTTP client the remote backends share: two libcurl handles per backend under one multi handle
+ * (kept-alive connections are reused; a stream the caller left goes on being read on one while the next request
+ * uses the other), JSON bodies, Bearer auth, https with verification (optionally a private CA), bounded
  * retries with exponential backoff inside an absolute deadline, and an abort callback polled while waiting. */
 #ifndef TR_HTTP_H
 #define TR_HTTP_H
@@ -16,11 +17,14 @@ typedef struct http_response {
     char *body;      /* NUL-terminated, owned by the client; valid until the next request ("" when streamed) */
     size_t len;      /* body bytes received */
     bool streamed;   /* the body went to the line callback (http_request_lines) */
+    bool left;       /* the caller left the streamed reply before its end (the rest is discarded) */
 } http_response;
 
 /* Copies what it needs from p (url, api_key, cacert, timeouts, retries). */
 tr_status http_client_create(const tr_remote_params *p, http_client **out);
 void http_client_free(http_client *c);
+/* Wakes a request waiting for data (from any thread), so it polls its wanted() callback. */
+void http_client_wake(http_client *c);
 /* Monotonic milliseconds, for deadlines. */
 double http_now_ms(void);
 /* The deadline of a call starting now (now + timeout_ms). */
@@ -37,12 +41,16 @@ tr_status http_request(http_client *c, const char *method, const char *path, con
  * to on_line as it arrives, on the calling thread. A line longer than HTTP_MAX_LINE_BYTES or a body beyond the
  * client's limit fails the transfer. Once a line has been delivered the request is never retried: a failure after
  * it returns TR_ERR_NETWORK/TR_ERR_TIMEOUT/TR_ERR_STATE with resp->streamed set, and the caller decides what the
- * lines it got are worth. Other replies (errors, other types) are collected as by http_request. */
+ * lines it got are worth. on_line returning false, or wanted (optional; polled after the first line whenever the
+ * client is woken by http_client_wake) returning false, leaves the reply: the call returns TR_OK at once with
+ * resp->left set, and the rest is read and discarded in the background while later requests use the other
+ * connection. Other replies (errors, other types) are collected as by http_request. */
 #define HTTP_MAX_LINE_BYTES (64u << 10)
-typedef void (*http_line_fn)(void *user, const char *line, size_t len);
+typedef bool (*http_line_fn)(void *user, const char *line, size_t len);
+typedef bool (*http_wanted_fn)(void *user);
 tr_status http_request_lines(http_client *c, const char *method, const char *path, const char *body,
                              double deadline_ms, tr_abort_fn abort_fn, void *abort_user, http_line_fn on_line,
-                             void *line_user, http_response *resp);
+                             http_wanted_fn wanted, void *line_user, http_response *resp);
 
 /* The message of an error body {"error": {"message": ...}} or {"error": "..."}, else the body's first bytes. */
 const char *http_error_text(const http_response *resp, char *buf, size_t cap);

@@ -172,8 +172,10 @@ static void prefix_free(void *impl) {
     free(b);
 }
 
-static const backend_ops openai_ops = {"openai", prefix_next, prefix_n_vocab, prefix_free};
-static const backend_ops llamacpp_ops = {"llamacpp", prefix_next, prefix_n_vocab, prefix_free};
+static const backend_ops openai_ops = {.name = "openai", .next_token = prefix_next,
+                                       .n_vocab = prefix_n_vocab, .free = prefix_free};
+static const backend_ops llamacpp_ops = {.name = "llamacpp", .next_token = prefix_next,
+                                         .n_vocab = prefix_n_vocab, .free = prefix_free};
 
 static tr_status create(api kind, const tr_remote_params *p, tr_llm_backend **out) {
     if (!p || !out) return tr_fail(TR_ERR_ARG, "remote backend: NULL argument");

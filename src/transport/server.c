@@ -14,10 +14,13 @@
  *
  * Streaming: with lookahead the request says "stream": true and the reply comes as NDJSON lines, read as they
  * arrive (http_request_lines): the answer line is handed on at once (tr_llm_call_answered), then each lookahead
- * token (tr_llm_call_push_lookahead). When the caller wants no more, the rest is still read to the end: aborting
- * would close the connection, and the next request would pay a new handshake. held counts the lookahead the server
- * produced, not what was taken. A stream that breaks after its answer costs only the lookahead: the call succeeds,
- * and held falls back to the request's tokens, which the server surely holds (it truncates anything beyond). */
+ * token (tr_llm_call_push_lookahead). When the caller wants no more (a newer request waits: the backend's
+ * interrupt wakes the transfer), the call leaves the stream at once: the HTTP client reads the rest in the
+ * background and sends the newer request on its second connection, where the server sees it and stops the old
+ * stream after the pass in flight (no handshake, no wait for stale lookahead). held counts the lookahead the server
+ * produced: all of it after done; after a left stream, what it surely produced by the last line received. A stream
+ * that breaks after its answer costs only the lookahead: the call succeeds, and held falls back to the request's
+ * tokens, which the server surely holds (it truncates anything beyond). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +226,12 @@ typedef struct reply_stream {
     int64_t answer_evaluated;
 } reply_stream;
 
+/* Whether to read the stream on: to its end once all the lookahead asked for came (the done line follows at once,
+ * with the server's accounting) or done came, else while the caller takes lookahead; never after a break. */
+static bool reading_on(const reply_stream *rs) {
+    return !rs->broken && (rs->done || rs->wanted || rs->n_lookahead >= rs->call->lookahead);
+}
+
 static void take_answer_line(reply_stream *rs, const char *line, size_t len) {
     tr_llm_call *call = rs->call;
     const int64_t evaluated_before = call->n_evaluated;
@@ -242,14 +251,15 @@ static void take_answer_line(reply_stream *rs, const char *line, size_t len) {
 }
 
 /* After the answer: {"lookahead": ID} lines, then {"done": true, ...}; anything else (an error line, more
- * lookahead than asked, a line after done) breaks the stream. */
-static void on_reply_line(void *user, const char *line, size_t len) {
+ * lookahead than asked, a line after done) breaks the stream. Returns whether to read on: not once the caller
+ * wants no more lookahead, nor after a break. */
+static bool on_reply_line(void *user, const char *line, size_t len) {
     reply_stream *rs = user;
     tr_llm_call *call = rs->call;
-    if (rs->refused || rs->broken) return;
+    if (rs->refused || rs->broken) return !rs->broken;
     if (!rs->answered) {
         take_answer_line(rs, line, len);
-        return;
+        return !rs->answered || reading_on(rs);
     }
     cJSON *j = rs->done ? NULL : cJSON_ParseWithLength(line, len);
     int64_t id, total;
@@ -267,10 +277,23 @@ static void on_reply_line(void *user, const char *line, size_t len) {
         rs->broken = true;
     }
     cJSON_Delete(j);
+    return reading_on(rs);
+}
+
+static bool reply_wanted(void *user) {
+    const reply_stream *rs = user;
+    return reading_on(rs) && (rs->n_lookahead >= rs->call->lookahead || tr_llm_call_wanted(rs->call));
 }
 
 /* The end of a streamed reply whose answer was handed on: the call has succeeded, whatever came after. */
-static tr_status finish_stream(session_backend *b, tr_llm_call *call, reply_stream *rs, tr_status transfer) {
+static tr_status finish_stream(session_backend *b, tr_llm_call *call, reply_stream *rs, tr_status transfer,
+                               bool left) {
+    if (transfer == TR_OK && left && !rs->done && !rs->broken && rs->tail.in_step) {
+        /* Left early: the server surely evaluated the answer and la[0..n-1) (it may be finishing one more pass,
+         * which this call's accounting misses) and holds them. */
+        call->n_evaluated += rs->n_lookahead;
+        return remember_reply(b, call, &rs->tail, rs->lookahead, rs->n_lookahead);
+    }
     if (transfer != TR_OK || !rs->done || rs->broken) {
         tr_clear_error();
         return remember(b, call->tokens, call->n_tokens, NULL, 0);
@@ -296,7 +319,7 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         reply_stream rs = {.call = call};
         tr_status st = call->lookahead > 0
                            ? http_request_lines(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
-                                                call->abort_user, on_reply_line, &rs, &resp)
+                                                call->abort_user, on_reply_line, reply_wanted, &rs, &resp)
                            : http_request(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
                                           call->abort_user, &resp);
         call->bytes_sent += (int64_t)strlen(body);
@@ -304,7 +327,7 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         call->bytes_received += (int64_t)resp.len;
         if (rs.answered) {
             b->created = true;
-            return finish_stream(b, call, &rs, st);
+            return finish_stream(b, call, &rs, st, resp.left);
         }
         /* After a failure, held stays what the server acknowledged last: if it lost the session a 409 says so,
          * and if it processed the lost request it holds more and truncates to our pos. */
@@ -355,7 +378,17 @@ static void session_free(void *impl) {
     free(b);
 }
 
-static const backend_ops session_ops = {"server", session_next, session_n_vocab, session_free};
+/* From the caller's thread: a streamed reply being waited on should check whether it is still wanted. */
+static void session_interrupt(void *impl) {
+    session_backend *b = impl;
+    http_client_wake(b->http);
+}
+
+static const backend_ops session_ops = {.name = "server",
+                                        .next_token = session_next,
+                                        .n_vocab = session_n_vocab,
+                                        .free = session_free,
+                                        .interrupt = session_interrupt};
 
 tr_status tr_llm_backend_server(const tr_remote_params *p, tr_llm_backend **out) {
     if (!p || !out) return tr_fail(TR_ERR_ARG, "remote backend: NULL argument");

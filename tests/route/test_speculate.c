@@ -298,7 +298,7 @@ static tr_status flaky_next(void *impl, tr_llm_call *call) {
     return tr_llm_next_token_ex(f->inner, call->tokens, call->n_tokens, &call->id, &call->logprob);
 }
 
-static const tr_llm_backend_ops flaky_ops = {"flaky", flaky_next, NULL, NULL};
+static const tr_llm_backend_ops flaky_ops = {.name = "flaky", .next_token = flaky_next};
 
 static void failure_while_speculating(void **state) {
     pair *p = *state;
@@ -382,7 +382,7 @@ static tr_status contrary_next(void *impl, tr_llm_call *call) {
     return TR_OK;
 }
 
-static const tr_llm_backend_ops contrary_ops = {"contrary", contrary_next, NULL, NULL};
+static const tr_llm_backend_ops contrary_ops = {.name = "contrary", .next_token = contrary_next};
 
 static void adapts_to_a_disagreeing_llm(void **state) {
     pair *p = *state;
@@ -460,7 +460,7 @@ static tr_status slow_stream_next(void *impl, tr_llm_call *call) {
     return TR_OK;
 }
 
-static const tr_llm_backend_ops slow_stream_ops = {"slow_stream", slow_stream_next, NULL, NULL};
+static const tr_llm_backend_ops slow_stream_ops = {.name = "slow_stream", .next_token = slow_stream_next};
 
 static void waits_for_the_stream(void **state) {
     pair *p = *state;

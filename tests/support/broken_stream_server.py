@@ -10,11 +10,18 @@ handling of what follows an answer can be tested. Prints its port and pid, then 
   4: answer (token 7) + {"lookahead": 9} + {"lookahead": "x"} (malformed) + done
   5 and later: plain JSON reply (token 8)
 
-DELETE gets 204. Every reply's "pos" is the request's pos + len(tokens), as the protocol says."""
+DELETE gets 204. Every reply's "pos" is the request's pos + len(tokens), as the protocol says.
+
+With --slow it is a slow but well-behaved streamer instead, serving each connection on its own thread: the first
+POST gets its answer (token 7) at once and then one {"lookahead": 9} line every second, 8 in all, then done (a
+client that left the stream is expected to send its next request on another connection meanwhile); every other
+POST gets a plain reply (token 8). Its request lines then read "REQ <connection> <method> <path> <body>"."""
 import json
 import os
 import socket
 import sys
+import threading
+import time
 
 
 def chunk(data):
@@ -42,12 +49,66 @@ def read_request(f):
     return method, path, body
 
 
+def answer_line(r, held, token):
+    return {"session": r["session"], "token": token, "logprob": -0.5, "top_logprobs": [], "pos": held,
+            "lookahead": [], "n_evaluated": len(r["tokens"]), "timings": {}}
+
+
+def plain_reply(r, held):
+    reply = json.dumps(answer_line(r, held, 8)).encode()
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(reply), reply))
+
+
+def serve_slowly(conn, number, posts, lock):
+    f = conn.makefile("rb")
+    try:
+        while True:
+            req = read_request(f)
+            if req is None:
+                break
+            method, path, body = req
+            print("REQ", number, method, path, body.replace("\n", " "), flush=True)
+            if method == "DELETE":
+                conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+                continue
+            r = json.loads(body)
+            held = r["pos"] + len(r["tokens"])
+            with lock:
+                n = posts[0]
+                posts[0] += 1
+            if n > 0:
+                conn.sendall(plain_reply(r, held))
+                continue
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + line(answer_line(r, held, 7)))
+            for _ in range(8):
+                time.sleep(1.0)
+                conn.sendall(line({"lookahead": 9}))
+            conn.sendall(line({"done": True, "n_evaluated": len(r["tokens"]) + 8, "timings": {}}) + b"0\r\n\r\n")
+    except OSError:
+        pass  # the client closed a stream it had left
+    finally:
+        f.close()
+        conn.close()
+
+
+def main_slow(srv):
+    posts, lock, number = [0], threading.Lock(), 0
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=serve_slowly, args=(conn, number, posts, lock), daemon=True).start()
+        number += 1
+
+
 def main():
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
     print(srv.getsockname()[1], os.getpid(), flush=True)
+    if "--slow" in sys.argv[1:]:
+        return main_slow(srv)
     posts = 0
     while True:
         conn, _ = srv.accept()
@@ -66,8 +127,7 @@ def main():
             n = posts
             posts += 1
             if n in (0, 2, 4):
-                answer = {"session": r["session"], "token": 7, "logprob": -0.5, "top_logprobs": [], "pos": held,
-                          "lookahead": [], "n_evaluated": len(r["tokens"]), "timings": {}}
+                answer = answer_line(r, held, 7)
                 out = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
                 out += line(answer)
                 if n == 0:
@@ -81,11 +141,7 @@ def main():
                     out += line({"done": True, "n_evaluated": len(r["tokens"]) + 2, "timings": {}})
                 conn.sendall(out + b"0\r\n\r\n")
             else:
-                reply = json.dumps({"session": r["session"], "token": 8, "logprob": -0.5, "top_logprobs": [],
-                                    "pos": held, "lookahead": [], "n_evaluated": len(r["tokens"]),
-                                    "timings": {}}).encode()
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(reply), reply))
+                conn.sendall(plain_reply(r, held))
         f.close()
         conn.close()
 

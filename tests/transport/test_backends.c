@@ -83,7 +83,8 @@ static tr_status scripted_next(void *impl, tr_llm_call *call) {
 }
 static int32_t scripted_vocab(void *impl) { return 600; }
 static void scripted_free(void *impl) { ((scripted *)impl)->freed = true; }
-static const tr_llm_backend_ops scripted_ops = {"scripted", scripted_next, scripted_vocab, scripted_free};
+static const tr_llm_backend_ops scripted_ops = {.name = "scripted", .next_token = scripted_next,
+                                                .n_vocab = scripted_vocab, .free = scripted_free};
 
 typedef struct trace {
     int32_t n, n_unavailable;

@@ -95,8 +95,10 @@ static void streamed_lookahead_equals_plain(void **state) {
     assert_memory_equal(la, ref + 18, 8 * sizeof *la);
     assert_int_equal(evaluated(b) - before, 1 + 8);
 
-    /* A new call right after the answer: the caller takes no more lookahead, but the server produced all 16 (the
-     * client read them to the end) and held says so: a call 15 tokens further sends one token. */
+    /* A new call right after the answer: the caller takes no more lookahead, so the client leaves the stream after
+     * the m lookahead lines that arrived by then and sends the new call on its other connection (the server stops
+     * the old stream after the pass in flight). held counts what surely was produced (the answer and m - 1
+     * lookahead tokens, then evaluated), so the new call sends the 16 - m tokens after them: 1 + m + (16 - m). */
     before = evaluated(b);
     assert_int_equal(tr_llm_start(b, ref, 26, 16), TR_OK);
     assert_int_equal(tr_llm_finish(b, &reply), TR_OK);
@@ -105,7 +107,9 @@ static void streamed_lookahead_equals_plain(void **state) {
     assert_int_equal(tr_llm_finish(b, &reply), TR_OK);
     assert_int_equal(reply.id, ref[42]);
     wait_lookahead(b, la);
-    assert_int_equal(evaluated(b) - before, (1 + 16) + 1);
+    /* (1 + 16) + 1 when the whole stream had arrived before the new call (it is then read to its done line). */
+    const int64_t n_eval = evaluated(b) - before;
+    if (n_eval != 1 + 16 && n_eval != (1 + 16) + 1) fail_msg("%lld tokens evaluated, want 17 or 18", (long long)n_eval);
 
     /* Drafts: the walk and its lookahead stream like the plain reply's. */
     tr_llm_draft d = {.n_branches = 2, .parent = {-1, 0}, .start = {0, 3, 5}};
@@ -142,26 +146,32 @@ typedef struct peer {
     long pid;
 } peer;
 
-static void peer_start(peer *p) {
+static void peer_start(peer *p, const char *mode) {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "exec timeout 60 python3 -u %s/tests/support/broken_stream_server.py", TR_SOURCE_DIR);
+    snprintf(cmd, sizeof cmd, "exec timeout 60 python3 -u %s/tests/support/broken_stream_server.py %s", TR_SOURCE_DIR,
+             mode);
     p->pipe = popen(cmd, "r");
     assert_non_null(p->pipe);
     assert_int_equal(fscanf(p->pipe, "%d %ld", &p->port, &p->pid), 2);
 }
 
 /* Reads the peer's request log up to the backend's DELETE (its last request), then stops the peer. Fills the pos
- * of each POST in order and how many asked to stream; returns the number of POSTs. */
-static int peer_stop(peer *p, int *pos, int cap, int *n_streamed) {
+ * of each POST in order, its connection (--slow; else 0) and how many asked to stream; returns the number of
+ * POSTs. */
+static int peer_stop(peer *p, int *pos, int *conn, int cap, int *n_streamed) {
     int n = 0;
     *n_streamed = 0;
     char line[4096];
     while (fgets(line, sizeof line, p->pipe)) {
-        if (strncmp(line, "REQ DELETE ", 11) == 0) break;
-        if (strncmp(line, "REQ POST ", 9) != 0) continue;
-        const char *at = strstr(line, "\"pos\":");
+        char *rest = line + 4;
+        const long c = strtol(rest, &rest, 10); /* the connection, in --slow's log */
+        if (*rest == ' ') rest++;
+        if (strncmp(line, "REQ ", 4) != 0) continue;
+        if (strncmp(rest, "DELETE ", 7) == 0) break;
+        if (strncmp(rest, "POST ", 5) != 0) continue;
+        const char *at = strstr(rest, "\"pos\":");
         assert_non_null(at);
-        if (n < cap) pos[n] = atoi(at + 6);
+        if (n < cap) pos[n] = atoi(at + 6), conn[n] = (int)c;
         n++;
         *n_streamed += strstr(line, "\"stream\":true") != NULL;
     }
@@ -181,7 +191,7 @@ static int32_t call_peer(tr_llm_backend *b, const int32_t *seq, int32_t n, int32
 
 static void broken_stream_keeps_the_answer(void **state) {
     peer p;
-    peer_start(&p);
+    peer_start(&p, "");
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
     tr_remote_params rp = tr_remote_default_params();
@@ -206,19 +216,64 @@ static void broken_stream_keeps_the_answer(void **state) {
     }
     assert_int_equal(tr_llm_backend_stats(b).failures, 0);
     tr_llm_backend_free(b);
-    int pos[16], n_streamed;
+    int pos[16], conn[16], n_streamed;
     /* Six POSTs (a broken stream is not retried). After each broken stream the next request starts at the
      * broken request's tokens (3, 6, 9), not after the answer it kept; after a plain reply, at what it held. */
-    assert_int_equal(peer_stop(&p, pos, 16, &n_streamed), 6);
+    assert_int_equal(peer_stop(&p, pos, conn, 16, &n_streamed), 6);
     const int want[6] = {0, 3, 5, 6, 8, 9};
     assert_memory_equal(pos, want, sizeof want);
     assert_int_equal(n_streamed, 6);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A stream the caller leaves (a newer call starts) does not hold up the newer call: against a peer that sends a
+ * lookahead line per second, the next call goes out at once on a second connection (the backend's interrupt wakes
+ * the transfer waiting for the next line), held counts the answered prefix only (no lookahead line came), and the
+ * call after it reuses that connection. Without this, the newer call would wait for 8 s of stale lookahead. */
+static void left_stream_does_not_hold_up_the_next_call(void **state) {
+    peer p;
+    peer_start(&p, "--slow");
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
+    tr_remote_params rp = tr_remote_default_params();
+    rp.url = url;
+    tr_llm_backend *b = NULL;
+    assert_int_equal(tr_llm_backend_server(&rp, &b), TR_OK);
+    int32_t seq[8] = {1, 2, 3, 7, 5, 8};
+    tr_llm_reply reply;
+    assert_int_equal(tr_llm_start(b, seq, 3, 8), TR_OK);
+    assert_int_equal(tr_llm_finish(b, &reply), TR_OK);
+    assert_int_equal(reply.id, 7);
+    const double t0 = now_ms();
+    assert_int_equal(tr_llm_start(b, seq, 5, 0), TR_OK);
+    assert_int_equal(tr_llm_finish(b, &reply), TR_OK);
+    assert_int_equal(reply.id, 8);
+    const double waited_ms = now_ms() - t0;
+    assert_int_equal(tr_llm_start(b, seq, 6, 0), TR_OK);
+    assert_int_equal(tr_llm_finish(b, &reply), TR_OK);
+    assert_int_equal(reply.id, 8);
+    printf("the call after a left stream waited %.1f ms\n", waited_ms);
+    assert_true(waited_ms < 700); /* the first lookahead line comes after 1 s */
+    assert_int_equal(tr_llm_backend_stats(b).failures, 0);
+    tr_llm_backend_free(b);
+    int pos[16], conn[16], n_streamed;
+    assert_int_equal(peer_stop(&p, pos, conn, 16, &n_streamed), 3);
+    const int want_pos[3] = {0, 3, 5}, want_conn[3] = {0, 1, 1};
+    assert_memory_equal(pos, want_pos, sizeof want_pos);
+    assert_memory_equal(conn, want_conn, sizeof want_conn);
+    assert_int_equal(n_streamed, 1);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streamed_lookahead_equals_plain),
         cmocka_unit_test(broken_stream_keeps_the_answer),
+        cmocka_unit_test(left_stream_does_not_hold_up_the_next_call),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
