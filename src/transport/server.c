@@ -13,8 +13,8 @@
  * it and answers "verify", and then holds the branches it walked too (the lookahead follows the last answer).
  *
  * Streaming: with lookahead the request says "stream": true and the reply comes as NDJSON lines, read as they
- * arrive (http_request_lines): the answer line is handed on at once (tr_llm_call_answered), then each lookahead
- * token (tr_llm_call_push_lookahead). When the caller wants no more (a newer request waits: the backend's
+ * arrive (http_request_lines; session_reply.c reads them): the answer line is handed on at once
+ * (tr_llm_call_answered), then each lookahead token (tr_llm_call_push_lookahead). When the caller wants no more (a newer request waits: the backend's
  * interrupt wakes the transfer), the call leaves the stream at once: the HTTP client reads the rest in the
  * background and sends the newer request on its second connection, where the server sees it and stops the old
  * stream after the pass in flight (no handshake, no wait for stale lookahead). held counts the lookahead the server
@@ -30,6 +30,7 @@
 
 #include "common/error.h"
 #include "transport/remote.h"
+#include "transport/session_reply.h"
 
 #define MAX_RESYNCS 3
 
@@ -127,79 +128,6 @@ static tr_status remember(session_backend *b, const int32_t *tokens, int32_t n, 
     return TR_OK;
 }
 
-/* A reply object (the whole reply, or a streamed answer line): token, pos, logprob, n_evaluated, lookahead,
- * lookahead_ms, verify. */
-static tr_status parse_reply(const char *body, size_t len, tr_llm_call *call) {
-    cJSON *j = cJSON_ParseWithLength(body, len);
-    if (!j) return tr_fail(TR_ERR_FORMAT, "/v1/route/next: the reply is not JSON");
-    int64_t id, pos, n_eval = 0;
-    tr_status st = TR_OK;
-    if (!json_int(j, "token", 0, INT32_MAX, &id)) st = tr_fail(TR_ERR_FORMAT, "/v1/route/next: no valid \"token\"");
-    else if (!json_int(j, "pos", 0, INT32_MAX, &pos) || pos != call->n_tokens)
-        st = tr_fail(TR_ERR_FORMAT, "/v1/route/next: the server holds %lld tokens, expected %d",
-                     json_int(j, "pos", 0, INT32_MAX, &pos) ? (long long)pos : -1LL, call->n_tokens);
-    if (st == TR_OK) {
-        call->id = (int32_t)id;
-        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(j, "logprob");
-        if (cJSON_IsNumber(lp)) call->logprob = (float)lp->valuedouble;
-        if (json_int(j, "n_evaluated", 0, INT32_MAX, &n_eval)) call->n_evaluated += n_eval;
-        /* Lookahead is a hint: a malformed entry ends it there, it never fails the call. */
-        const cJSON *la = cJSON_GetObjectItemCaseSensitive(j, "lookahead");
-        const int n_la = cJSON_IsArray(la) ? cJSON_GetArraySize(la) : 0;
-        for (int i = 0; i < n_la && call->n_lookahead < call->lookahead; i++) {
-            const cJSON *x = cJSON_GetArrayItem(la, i);
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > INT32_MAX ||
-                x->valuedouble != (double)(int32_t)x->valuedouble)
-                break;
-            call->lookahead_ids[call->n_lookahead++] = (int32_t)x->valuedouble;
-        }
-        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(j, "timings");
-        const cJSON *la_ms = cJSON_GetObjectItemCaseSensitive(tm, "lookahead_ms");
-        if (cJSON_IsNumber(la_ms) && la_ms->valuedouble > 0 && la_ms->valuedouble < 1e9)
-            call->lookahead_ms = la_ms->valuedouble;
-        /* The draft walk: malformed entries end it (backend.c then checks it against the draft). */
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "verify");
-        const int n_v = call->draft && cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
-        for (int i = 0; i < n_v && call->n_verify < TR_DRAFT_BRANCHES_MAX; i++) {
-            const cJSON *x = cJSON_GetArrayItem(v, i);
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > INT32_MAX ||
-                x->valuedouble != (double)(int32_t)x->valuedouble)
-                break;
-            call->verify_ids[call->n_verify++] = (int32_t)x->valuedouble;
-        }
-    }
-    cJSON_Delete(j);
-    return st;
-}
-
-/* What a reply leaves on the server after the request's tokens: the draft branches it walked, then (with k > 0
- * lookahead tokens produced) the last answer and lookahead[0..k-1). */
-typedef struct held_tail {
-    int32_t ids[TR_DRAFT_TOKENS_MAX + TR_LOOKAHEAD_MAX + 1];
-    int32_t n;
-    int32_t last_answer;  /* the lookahead follows it */
-    bool in_step;         /* the server's walk follows the draft; else its lookahead is not trusted */
-} held_tail;
-
-/* The walk part of the tail. Cuts call->n_verify to the branches the draft really continues with; a server that
- * claims more is out of step (its lookahead then follows an answer we do not take). */
-static void walk_tail(tr_llm_call *call, held_tail *t) {
-    t->n = 0;
-    t->last_answer = call->id;
-    t->in_step = true;
-    if (!call->draft || call->n_verify <= 0) return;
-    int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
-    answers[0] = call->id;
-    memcpy(answers + 1, call->verify_ids, (size_t)call->n_verify * sizeof *answers);
-    const int32_t n_path = draft_walk(call->draft, answers, call->n_verify, path);
-    const tr_llm_draft *d = call->draft;
-    for (int32_t i = 0; i < n_path; i++)
-        for (int32_t k = d->start[path[i]]; k < d->start[path[i] + 1]; k++) t->ids[t->n++] = d->tokens[k];
-    if (n_path > 0) t->last_answer = call->verify_ids[n_path - 1];
-    t->in_step = n_path == call->n_verify;
-    call->n_verify = n_path;
-}
-
 static tr_status remember_reply(session_backend *b, const tr_llm_call *call, held_tail *t, const int32_t *lookahead,
                                 int32_t n_produced) {
     if (n_produced > 0) {
@@ -207,82 +135,6 @@ static tr_status remember_reply(session_backend *b, const tr_llm_call *call, hel
         for (int32_t i = 0; i + 1 < n_produced; i++) t->ids[t->n++] = lookahead[i];
     }
     return remember(b, call->tokens, call->n_tokens, t->ids, t->n);
-}
-
-/* ---------------------------------------------------------------- a streamed reply, line by line */
-
-typedef struct reply_stream {
-    tr_llm_call *call;
-    bool answered;        /* the answer line was taken and handed on (tr_llm_call_answered) */
-    bool refused;         /* the first line was no usable answer: the call fails with refused_status */
-    tr_status refused_status;
-    char refused_message[256];
-    bool wanted;          /* the caller still takes lookahead tokens */
-    bool done;            /* the done line came */
-    bool broken;          /* a line that does not belong: what the server holds beyond the answer is unknown */
-    held_tail tail;
-    int32_t lookahead[TR_LOOKAHEAD_MAX];
-    int32_t n_lookahead;  /* lookahead lines received: what the server produced */
-    int64_t answer_evaluated;
-} reply_stream;
-
-/* Whether to read the stream on: to its end once all the lookahead asked for came (the done line follows at once,
- * with the server's accounting) or done came, else while the caller takes lookahead; never after a break. */
-static bool reading_on(const reply_stream *rs) {
-    return !rs->broken && (rs->done || rs->wanted || rs->n_lookahead >= rs->call->lookahead);
-}
-
-static void take_answer_line(reply_stream *rs, const char *line, size_t len) {
-    tr_llm_call *call = rs->call;
-    const int64_t evaluated_before = call->n_evaluated;
-    const tr_status st = parse_reply(line, len, call);
-    if (st != TR_OK) {
-        rs->refused = true;
-        rs->refused_status = st;
-        snprintf(rs->refused_message, sizeof rs->refused_message, "%s", tr_last_error());
-        return;
-    }
-    call->n_lookahead = 0; /* it comes in lines */
-    rs->answer_evaluated = call->n_evaluated - evaluated_before;
-    walk_tail(call, &rs->tail);
-    rs->wanted = rs->tail.in_step;
-    rs->answered = true;
-    tr_llm_call_answered(call);
-}
-
-/* After the answer: {"lookahead": ID} lines, then {"done": true, ...}; anything else (an error line, more
- * lookahead than asked, a line after done) breaks the stream. Returns whether to read on: not once the caller
- * wants no more lookahead, nor after a break. */
-static bool on_reply_line(void *user, const char *line, size_t len) {
-    reply_stream *rs = user;
-    tr_llm_call *call = rs->call;
-    if (rs->refused || rs->broken) return !rs->broken;
-    if (!rs->answered) {
-        take_answer_line(rs, line, len);
-        return !rs->answered || reading_on(rs);
-    }
-    cJSON *j = rs->done ? NULL : cJSON_ParseWithLength(line, len);
-    int64_t id, total;
-    if (j && json_int(j, "lookahead", 0, INT32_MAX, &id) && rs->n_lookahead < call->lookahead) {
-        rs->lookahead[rs->n_lookahead++] = (int32_t)id;
-        if (rs->wanted) rs->wanted = tr_llm_call_push_lookahead(call, (int32_t)id);
-    } else if (j && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "done"))) {
-        rs->done = true;
-        if (json_int(j, "n_evaluated", rs->answer_evaluated, INT32_MAX, &total))
-            call->n_evaluated += total - rs->answer_evaluated; /* done counts the whole request */
-        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "timings"),
-                                                           "lookahead_ms");
-        if (cJSON_IsNumber(ms) && ms->valuedouble > 0 && ms->valuedouble < 1e9) call->lookahead_ms = ms->valuedouble;
-    } else {
-        rs->broken = true;
-    }
-    cJSON_Delete(j);
-    return reading_on(rs);
-}
-
-static bool reply_wanted(void *user) {
-    const reply_stream *rs = user;
-    return reading_on(rs) && (rs->n_lookahead >= rs->call->lookahead || tr_llm_call_wanted(rs->call));
 }
 
 /* The end of a streamed reply whose answer was handed on: the call has succeeded, whatever came after. */
@@ -319,7 +171,7 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         reply_stream rs = {.call = call};
         tr_status st = call->lookahead > 0
                            ? http_request_lines(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
-                                                call->abort_user, on_reply_line, reply_wanted, &rs, &resp)
+                                                call->abort_user, session_reply_line, session_reply_wanted, &rs, &resp)
                            : http_request(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
                                           call->abort_user, &resp);
         call->bytes_sent += (int64_t)strlen(body);
@@ -338,10 +190,10 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
             return tr_fail(TR_ERR_FORMAT, "/v1/route/next: the streamed reply ended before its answer");
         }
         if (resp.status == 200) { /* the whole reply at once (no lookahead, or a server that does not stream) */
-            st = parse_reply(resp.body, resp.len, call);
+            st = session_parse_reply(resp.body, resp.len, call);
             if (st != TR_OK) return st;
             held_tail tail;
-            walk_tail(call, &tail);
+            session_walk_tail(call, &tail);
             if (!tail.in_step) call->n_lookahead = 0; /* the server is out of step: trust none */
             return remember_reply(b, call, &tail, call->lookahead_ids, call->n_lookahead);
         }
