@@ -155,6 +155,19 @@ static void peer_start(peer *p, const char *mode) {
     assert_int_equal(fscanf(p->pipe, "%d %ld", &p->port, &p->pid), 2);
 }
 
+/* Starts the peer and a --server backend talking to it (2 retries). */
+static tr_llm_backend *peer_backend(peer *p, const char *mode) {
+    peer_start(p, mode);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", p->port);
+    tr_remote_params rp = tr_remote_default_params();
+    rp.url = url;
+    rp.retries = 2;
+    tr_llm_backend *b = NULL;
+    assert_int_equal(tr_llm_backend_server(&rp, &b), TR_OK);
+    return b;
+}
+
 /* Reads the peer's request log up to the backend's DELETE (its last request), then stops the peer. Fills the pos
  * of each POST in order, its connection (--slow; else 0) and how many asked to stream; returns the number of
  * POSTs. */
@@ -191,14 +204,7 @@ static int32_t call_peer(tr_llm_backend *b, const int32_t *seq, int32_t n, int32
 
 static void broken_stream_keeps_the_answer(void **state) {
     peer p;
-    peer_start(&p, "");
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
-    tr_remote_params rp = tr_remote_default_params();
-    rp.url = url;
-    rp.retries = 2;
-    tr_llm_backend *b = NULL;
-    assert_int_equal(tr_llm_backend_server(&rp, &b), TR_OK);
+    tr_llm_backend *b = peer_backend(&p, "");
     int32_t seq[32] = {1, 2, 3}, la[TR_LOOKAHEAD_MAX], n_la;
     int32_t n = 3;
     for (int broken = 0; broken < 3; broken++) {
@@ -237,13 +243,7 @@ static double now_ms(void) {
  * call after it reuses that connection. Without this, the newer call would wait for 8 s of stale lookahead. */
 static void left_stream_does_not_hold_up_the_next_call(void **state) {
     peer p;
-    peer_start(&p, "--slow");
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
-    tr_remote_params rp = tr_remote_default_params();
-    rp.url = url;
-    tr_llm_backend *b = NULL;
-    assert_int_equal(tr_llm_backend_server(&rp, &b), TR_OK);
+    tr_llm_backend *b = peer_backend(&p, "--slow");
     int32_t seq[8] = {1, 2, 3, 7, 5, 8};
     tr_llm_reply reply;
     assert_int_equal(tr_llm_start(b, seq, 3, 8), TR_OK);
