@@ -377,7 +377,8 @@ tr_status http_request_lines(http_client *c, const char *method, const char *pat
         CURLcode rc = run_transfer(c, x);
         long status = 0;
         if (rc == CURLE_OK || x->delivered) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-        if (rc == CURLE_OK && !x->left && x->body_mode == BODY_LINES && x->len > 0) deliver_line(x); /* no final line break */
+        if (rc == CURLE_OK && !x->left && x->body_mode == BODY_LINES && x->len > 0)
+            deliver_line(x); /* the last line had no line break */
         const bool retry_status = rc == CURLE_OK && (status == 502 || status == 503 || status == 504);
         if (rc == CURLE_OK && !retry_status) {
             fill_response(x, status, resp);

@@ -14,13 +14,13 @@
  *
  * Streaming: with lookahead the request says "stream": true and the reply comes as NDJSON lines, read as they
  * arrive (http_request_lines; session_reply.c reads them): the answer line is handed on at once
- * (tr_llm_call_answered), then each lookahead token (tr_llm_call_push_lookahead). When the caller wants no more (a newer request waits: the backend's
- * interrupt wakes the transfer), the call leaves the stream at once: the HTTP client reads the rest in the
- * background and sends the newer request on its second connection, where the server sees it and stops the old
- * stream after the pass in flight (no handshake, no wait for stale lookahead). held counts the lookahead the server
- * produced: all of it after done; after a left stream, what it surely produced by the last line received. A stream
- * that breaks after its answer costs only the lookahead: the call succeeds, and held falls back to the request's
- * tokens, which the server surely holds (it truncates anything beyond). */
+ * (tr_llm_call_answered), then each lookahead token (tr_llm_call_push_lookahead). When the caller wants no more (a
+ * newer request waits: the backend's interrupt wakes the transfer), the call leaves the stream at once: the HTTP
+ * client reads the rest in the background and sends the newer request on its second connection, where the server
+ * sees it and stops the old stream after the pass in flight (no handshake, no wait for stale lookahead). held
+ * counts the lookahead the server produced: all of it after done; after a left stream, what it surely produced by
+ * the last line received. A stream that breaks after its answer costs only the lookahead: the call succeeds, and
+ * held falls back to the request's tokens, which the server surely holds (it truncates anything beyond). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
