@@ -28,6 +28,7 @@
 #include "common/error.h"
 
 #define HTTP_CONNS 2
+#define ABORT_POLL_MS 50 /* how often a waiting request asks its abort callback */
 
 typedef struct http_conn {
     http_client *c;
@@ -298,7 +299,11 @@ static CURLcode run_transfer(http_client *c, http_conn *x) {
             x->left_order = ++c->n_left;
             return CURLE_OK;
         }
-        if (mc == CURLM_OK) mc = curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
+        if (x->abort_fn && x->abort_fn(x->abort_user)) { /* also between progress callbacks */
+            conn_stop(c, x);
+            return CURLE_ABORTED_BY_CALLBACK;
+        }
+        if (mc == CURLM_OK) mc = curl_multi_poll(c->multi, NULL, 0, x->abort_fn ? ABORT_POLL_MS : 1000, NULL);
         if (mc != CURLM_OK) {
             conn_stop(c, x);
             snprintf(x->errbuf, sizeof x->errbuf, "%s", curl_multi_strerror(mc));
@@ -368,7 +373,8 @@ tr_status http_request_lines(http_client *c, const char *method, const char *pat
             break;
         }
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)left);
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(left < c->connect_timeout_ms ? left : c->connect_timeout_ms));
+        const double connect_ms = left < c->connect_timeout_ms ? left : c->connect_timeout_ms;
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
         x->len = 0;
         if (x->buf) x->buf[0] = '\0';
         x->errbuf[0] = '\0';
