@@ -75,6 +75,10 @@ typedef struct tr_ui_params {
     int32_t max_tokens;            /* upper bound for a request's max_tokens (default 1024) */
     float default_tau;             /* the slider's initial value (default: the router file's, else 0.5) */
     tr_llm_failure on_llm_failure; /* routed tokens when the LLM fails (default: the SLM's, marked "fallback") */
+    /* Hiding the round trip in every joint generation: tr_route_params' fields of the same names (default 0: the
+     * synchronous loop). `tokroute ui` turns them on for a remote LLM or --simulate-rtt, as `generate` does. */
+    int32_t speculate_depth, lookahead, draft_tokens, draft_span, draft_width;
+    bool draft_fixed;
 } tr_ui_params;
 
 tr_ui_params tr_ui_default_params(void);

@@ -1,5 +1,5 @@
-/* cli_backend.c — LLM-backend flags and backend construction shared by the commands that route (see
- * cli_backend.h). The vocabulary check is the library's (tr_vocab_compatible); this file only reports it. */
+/* cli_backend.c — LLM-backend flags (hiding the round trip included) and backend construction shared by the
+ * commands that route (see cli_backend.h). The vocabulary check is the library's (tr_vocab_compatible); this file only reports it. */
 #include "cli/cli_backend.h"
 
 #include <stdio.h>
@@ -19,10 +19,26 @@ const char cli_backend_usage[] =
     "  --retries N            further attempts after a failed request, with backoff (default 2)\n"
     "  --cacert FILE          PEM CA certificate for https:// URLs (certificates are always verified)\n"
     "  --on-llm-failure P     fallback (default: the SLM's token, marked in the trace) or error\n"
-    "  --simulate-rtt MS      add a network delay to every LLM call\n";
+    "  --simulate-rtt MS      add a network delay to every LLM call\n"
+    "  --sync                 wait for every routed token (no speculation, lookahead or draft)\n"
+    "  --speculate-depth D    keep decoding up to D SLM tokens while a routed request is in flight, while the SLM's\n"
+    "                         proposals have been agreeing with the LLM (default 8 for a remote LLM or\n"
+    "                         --simulate-rtt, else 0); shown only once confirmed, same tokens as --sync\n"
+    "  --lookahead K          ask each routed call for up to K further greedy LLM tokens (streamed after the answer),\n"
+    "                         used without a round trip while the text still follows them; fewer while they earn\n"
+    "                         nothing (default 8 for a remote LLM or --simulate-rtt, else 0)\n"
+    "  --draft N              send up to N SLM-drafted tokens with each routed call; the LLM verifies them in the same\n"
+    "                         call and answers every routed position along the branch it agrees with; drafting\n"
+    "                         before sending is scaled by what drafts have been earning (default 96 for a remote\n"
+    "                         LLM or --simulate-rtt, else 0)\n"
+    "  --draft-width W        SLM candidates drafted at the routed position (default 3; 2 at later routed ones)\n"
+    "  --draft-span S         positions the draft covers (default 32)\n"
+    "  --draft-fixed          draft all N tokens before every routed call, whatever the round trip and earnings\n"
+    "                         (pairs known to agree; measurements independent of the machine's speed)\n";
 
 void cli_backend_init(cli_backend_opts *o) {
     memset(o, 0, sizeof *o);
+    o->depth = o->lookahead = o->draft = o->draft_width = o->draft_span = -1;
     o->remote = tr_remote_default_params();
     const char *key = getenv("TOKROUTE_API_KEY");
     if (key && *key) o->remote.api_key = key;
@@ -33,6 +49,25 @@ int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o) {
     const char *v;
     long x;
     double f;
+    /* hiding the round trip */
+    bool *flag = cli_flag(argc, argv, i, NULL, "--sync")          ? &o->sync
+                 : cli_flag(argc, argv, i, NULL, "--draft-fixed") ? &o->draft_fixed
+                                                                   : NULL;
+    if (flag) {
+        *flag = true;
+        return 1;
+    }
+    if (cli_option(argc, argv, i, NULL, "--speculate-depth", &v))
+        return cli_int("--speculate-depth", v, 0, 1024, &o->depth) ? 1 : -1;
+    if (cli_option(argc, argv, i, NULL, "--lookahead", &v))
+        return cli_int("--lookahead", v, 0, TR_LOOKAHEAD_MAX, &o->lookahead) ? 1 : -1;
+    if (cli_option(argc, argv, i, NULL, "--draft", &v))
+        return cli_int("--draft", v, 0, TR_DRAFT_TOKENS_MAX, &o->draft) ? 1 : -1;
+    if (cli_option(argc, argv, i, NULL, "--draft-width", &v))
+        return cli_int("--draft-width", v, 1, 8, &o->draft_width) ? 1 : -1;
+    if (cli_option(argc, argv, i, NULL, "--draft-span", &v))
+        return cli_int("--draft-span", v, 1, TR_DRAFT_TOKENS_MAX, &o->draft_span) ? 1 : -1;
+    /* the backend */
     if (cli_option(argc, argv, i, NULL, "--llm", &v)) o->llm = v;
     else if (cli_option(argc, argv, i, NULL, "--server", &v)) o->server = v;
     else if (cli_option(argc, argv, i, NULL, "--openai", &v)) o->openai = v;
@@ -67,7 +102,21 @@ const char *cli_backend_check(const cli_backend_opts *o) {
     if ((o->llm != NULL) + (o->server != NULL) + (o->openai != NULL) + (o->llamacpp != NULL) > 1)
         return "give one LLM: --llm, --server, --openai or --llamacpp";
     if (o->remote.model && !o->openai) return "--openai-model applies to --openai";
+    if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0 ||
+                    o->draft_fixed))
+        return "--sync turns speculation, lookahead and drafting off; give it alone";
     return NULL;
+}
+
+void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp) {
+    /* On by default where there is a round trip to hide: a remote LLM or a simulated delay. */
+    const bool has_rtt = o->server || o->openai || o->llamacpp || o->rtt_ms > 0;
+    rp->speculate_depth = o->sync ? 0 : o->depth >= 0 ? (int32_t)o->depth : has_rtt ? 8 : 0;
+    rp->lookahead = o->sync ? 0 : o->lookahead >= 0 ? (int32_t)o->lookahead : has_rtt ? 8 : 0;
+    rp->draft_tokens = o->sync ? 0 : o->draft >= 0 ? (int32_t)o->draft : has_rtt ? 96 : 0;
+    rp->draft_width = o->draft_width >= 0 ? (int32_t)o->draft_width : 3;
+    rp->draft_span = o->draft_span >= 0 ? (int32_t)o->draft_span : 32;
+    rp->draft_fixed = o->draft_fixed;
 }
 
 /* The one start-up line on which vocabulary case applies. */

@@ -1,6 +1,7 @@
 /* cli_backend.h — the LLM-backend options every command that routes shares (generate, ui): parsing the flags
  * (--llm FILE | --server URL | --openai URL [--openai-model NAME] | --llamacpp URL, --api-key, --timeout-ms, --retries,
- * --cacert, --on-llm-failure, --simulate-rtt) and opening the backend, including the SLM/LLM vocabulary check and
+ * --cacert, --on-llm-failure, --simulate-rtt, and hiding the round trip: --sync, --speculate-depth, --lookahead,
+ * --draft...) and opening the backend, including the SLM/LLM vocabulary check and
  * its one start-up line on stderr. */
 #ifndef TR_CLI_BACKEND_H
 #define TR_CLI_BACKEND_H
@@ -17,6 +18,10 @@ typedef struct cli_backend_opts {
     tr_remote_params remote;/* --openai-model, --api-key (or TOKROUTE_API_KEY), --cacert, --timeout-ms, --retries */
     tr_llm_failure on_failure; /* --on-llm-failure fallback|error */
     double rtt_ms;          /* --simulate-rtt MS */
+    /* hiding the round trip: --sync, --speculate-depth, --lookahead, --draft, --draft-width, --draft-span (-1: the
+     * default), --draft-fixed */
+    bool sync, draft_fixed;
+    long depth, lookahead, draft, draft_width, draft_span;
 } cli_backend_opts;
 
 /* Help lines for the flags above (each ends in a newline). */
@@ -31,6 +36,9 @@ int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o);
 bool cli_backend_given(const cli_backend_opts *o);
 /* Checks the combination after parsing; NULL when fine, else a message for cli_usage_error. */
 const char *cli_backend_check(const cli_backend_opts *o);
+/* The speculation, lookahead and drafting settings of tr_route_params: the flags given, else on (depth 8,
+ * lookahead 8, draft 96 × width 3 over 32 positions) for a remote LLM or a simulated delay, off otherwise. */
+void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp);
 /* Opens the backend: loads --llm (returned in *llm_model, which the caller frees; NULL for remote backends),
  * checks the vocabulary against the SLM's (tr_vocab_compatible / _size), prints one line saying which case applies,
  * restricts the LLM to the shared ids, sets the simulated delay. cp is for the embedded backend, sp the LLM's

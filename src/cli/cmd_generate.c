@@ -34,21 +34,6 @@ static const char *usage_rest =
     "  --trace FILE.jsonl     one JSON object per token (index, id, text, source, score, tau, slm_ms, llm_ms, slm_id,\n"
     "                         logprob; llm_unavailable when the LLM failed and the SLM's token was used)\n"
     "  --no-summary           no latency summary on stderr;  --summary-json: the summary as JSON on stderr\n"
-    "  --sync                 wait for every routed token (no speculation, lookahead or draft)\n"
-    "  --speculate-depth D    keep decoding up to D SLM tokens while a routed request is in flight, while the SLM's\n"
-    "                         proposals have been agreeing with the LLM (default 8 for a remote LLM or\n"
-    "                         --simulate-rtt, else 0); shown only once confirmed, same tokens as --sync\n"
-    "  --lookahead K          ask each routed call for up to K further greedy LLM tokens (streamed after the answer),\n"
-    "                         used without a round trip while the text still follows them; fewer while they earn\n"
-    "                         nothing (default 8 for a remote LLM or --simulate-rtt, else 0)\n"
-    "  --draft N              send up to N SLM-drafted tokens with each routed call; the LLM verifies them in the same\n"
-    "                         call and answers every routed position along the branch it agrees with; drafting\n"
-    "                         before sending is scaled by what drafts have been earning (default 96 for a remote\n"
-    "                         LLM or --simulate-rtt, else 0)\n"
-    "  --draft-width W        SLM candidates drafted at the routed position (default 3; 2 at later routed ones)\n"
-    "  --draft-span S         positions the draft covers (default 32)\n"
-    "  --draft-fixed          draft all N tokens before every routed call, whatever the round trip and earnings\n"
-    "                         (pairs known to agree; measurements independent of the machine's speed)\n"
     "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
     "  --no-bos               do not add BOS to a text prompt\n"
     "  -t, --threads N        threads per model (default: physical cores);  -c, --ctx N  context length\n";
@@ -58,8 +43,7 @@ typedef struct gen_opts {
     cli_backend_opts bo;
     const char *router, *policy, *prompt, *tokens, *trace, *chat_template;
     double tau;
-    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json, sync, draft_fixed;
-    long depth, lookahead, draft, draft_width, draft_span; /* -1: the default */
+    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json;
     tr_route_params rp;
     const char **stop;
     int32_t n_stop;
@@ -128,19 +112,6 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (cli_flag(argc, argv, &i, NULL, "--ignore-eos")) o->rp.stop_at_eog = false;
         else if (cli_flag(argc, argv, &i, NULL, "--no-summary")) o->no_summary = true;
         else if (cli_flag(argc, argv, &i, NULL, "--summary-json")) o->summary_json = true;
-        else if (cli_flag(argc, argv, &i, NULL, "--sync")) o->sync = true;
-        else if (cli_flag(argc, argv, &i, NULL, "--draft-fixed")) o->draft_fixed = true;
-        else if (cli_option(argc, argv, &i, NULL, "--speculate-depth", &v)) {
-            if (!cli_int("--speculate-depth", v, 0, 1024, &o->depth)) return 2;
-        } else if (cli_option(argc, argv, &i, NULL, "--lookahead", &v)) {
-            if (!cli_int("--lookahead", v, 0, TR_LOOKAHEAD_MAX, &o->lookahead)) return 2;
-        } else if (cli_option(argc, argv, &i, NULL, "--draft", &v)) {
-            if (!cli_int("--draft", v, 0, TR_DRAFT_TOKENS_MAX, &o->draft)) return 2;
-        } else if (cli_option(argc, argv, &i, NULL, "--draft-width", &v)) {
-            if (!cli_int("--draft-width", v, 1, 8, &o->draft_width)) return 2;
-        } else if (cli_option(argc, argv, &i, NULL, "--draft-span", &v)) {
-            if (!cli_int("--draft-span", v, 1, TR_DRAFT_TOKENS_MAX, &o->draft_span)) return 2;
-        }
         else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }
     if (!o->mo.model) return cli_usage_error(usage, "no model given (-m MODEL or --slm SLM)");
@@ -153,17 +124,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         return cli_usage_error(usage, "mode %s needs an LLM (--llm, --server, --openai or --llamacpp)", tr_route_mode_name(o->rp.mode));
     if (!o->mode_set) o->rp.mode = has_llm ? TR_MODE_JOINT : TR_MODE_SLM;
     o->rp.on_llm_failure = o->bo.on_failure;
-    if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0 ||
-                    o->draft_fixed))
-        return cli_usage_error(usage, "--sync turns speculation and lookahead off; give it alone");
-    /* Hiding the round trip is on by default where there is one: a remote LLM or a simulated delay. */
-    const bool has_rtt = o->bo.server || o->bo.openai || o->bo.llamacpp || o->bo.rtt_ms > 0;
-    o->rp.speculate_depth = o->sync ? 0 : o->depth >= 0 ? (int32_t)o->depth : has_rtt ? 8 : 0;
-    o->rp.lookahead = o->sync ? 0 : o->lookahead >= 0 ? (int32_t)o->lookahead : has_rtt ? 8 : 0;
-    o->rp.draft_tokens = o->sync ? 0 : o->draft >= 0 ? (int32_t)o->draft : has_rtt ? 96 : 0;
-    o->rp.draft_width = o->draft_width >= 0 ? (int32_t)o->draft_width : 3;
-    o->rp.draft_span = o->draft_span >= 0 ? (int32_t)o->draft_span : 32;
-    o->rp.draft_fixed = o->draft_fixed;
+    cli_backend_hiding(&o->bo, &o->rp);
     if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");
     o->rp.stop = o->stop;
     o->rp.n_stop = o->n_stop;
@@ -357,7 +318,7 @@ int cmd_generate(int argc, char **argv) {
     /* Every --stop takes two arguments, so argc slots always suffice. */
     const char **stop_storage = calloc((size_t)argc, sizeof *stop_storage);
     if (!stop_storage) return cli_fail(TR_ERR_NOMEM);
-    gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage, .depth = -1, .lookahead = -1, .draft = -1, .draft_width = -1, .draft_span = -1};
+    gen_opts o = {.rp = tr_route_default_params(), .stop = stop_storage};
     cli_backend_init(&o.bo);
     o.rp.sampling.temperature = 0.0f;
     int rc = parse(argc, argv, &o);

@@ -126,6 +126,14 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     if (o->tau_set) up.default_tau = (float)o->tau;
     up.router_path = o->router;
     up.on_llm_failure = o->bo.on_failure;
+    tr_route_params hiding = tr_route_default_params();
+    cli_backend_hiding(&o->bo, &hiding);
+    up.speculate_depth = hiding.speculate_depth;
+    up.lookahead = hiding.lookahead;
+    up.draft_tokens = hiding.draft_tokens;
+    up.draft_span = hiding.draft_span;
+    up.draft_width = hiding.draft_width;
+    up.draft_fixed = hiding.draft_fixed;
     tr_status st = TR_OK;
     if (o->chat_template) {
         if ((st = tr_chat_template_from_name(o->chat_template, &up.chat_template)) != TR_OK) return cli_fail(st);

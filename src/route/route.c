@@ -265,6 +265,19 @@ static tr_status flush_text(route_run *r) {
     return ok ? TR_OK : tr_fail(TR_ERR_NOMEM, "out of memory");
 }
 
+tr_status route_check_hiding(int32_t speculate_depth, int32_t lookahead, int32_t draft_tokens, int32_t draft_span,
+                             int32_t draft_width) {
+    if (speculate_depth < 0 || speculate_depth > 1024)
+        return tr_fail(TR_ERR_ARG, "speculate_depth must be in 0..1024 (got %d)", speculate_depth);
+    if (lookahead < 0 || lookahead > TR_LOOKAHEAD_MAX)
+        return tr_fail(TR_ERR_ARG, "lookahead must be in 0..%d (got %d)", TR_LOOKAHEAD_MAX, lookahead);
+    if (draft_tokens < 0 || draft_tokens > TR_DRAFT_TOKENS_MAX || draft_span < 0 || draft_span > TR_DRAFT_TOKENS_MAX)
+        return tr_fail(TR_ERR_ARG, "draft_tokens and draft_span must be in 0..%d (got %d, %d)", TR_DRAFT_TOKENS_MAX,
+                       draft_tokens, draft_span);
+    if (draft_width < 0 || draft_width > 8) return tr_fail(TR_ERR_ARG, "draft_width must be in 0..8 (got %d)", draft_width);
+    return TR_OK;
+}
+
 static tr_status check_args(tr_context *slm, tr_router *router, tr_llm_backend *llm, const int32_t *prompt,
                             int32_t n_prompt, const tr_route_params *p) {
     if (!slm || !prompt || n_prompt <= 0 || !p) return tr_fail(TR_ERR_ARG, "tr_route_generate: need an SLM context and a prompt");
@@ -278,16 +291,9 @@ static tr_status check_args(tr_context *slm, tr_router *router, tr_llm_backend *
         if (prompt[i] < 0 || prompt[i] >= n_vocab)
             return tr_fail(TR_ERR_RANGE, "prompt token %d at index %d is outside the vocabulary (0..%d)", prompt[i], i,
                            n_vocab - 1);
-    if (p->speculate_depth < 0 || p->speculate_depth > 1024)
-        return tr_fail(TR_ERR_ARG, "speculate_depth must be in 0..1024 (got %d)", p->speculate_depth);
-    if (p->lookahead < 0 || p->lookahead > TR_LOOKAHEAD_MAX)
-        return tr_fail(TR_ERR_ARG, "lookahead must be in 0..%d (got %d)", TR_LOOKAHEAD_MAX, p->lookahead);
-    if (p->draft_tokens < 0 || p->draft_tokens > TR_DRAFT_TOKENS_MAX || p->draft_span < 0 ||
-        p->draft_span > TR_DRAFT_TOKENS_MAX)
-        return tr_fail(TR_ERR_ARG, "draft_tokens and draft_span must be in 0..%d (got %d, %d)", TR_DRAFT_TOKENS_MAX,
-                       p->draft_tokens, p->draft_span);
-    if (p->draft_width < 0 || p->draft_width > 8)
-        return tr_fail(TR_ERR_ARG, "draft_width must be in 0..8 (got %d)", p->draft_width);
+    const tr_status hiding = route_check_hiding(p->speculate_depth, p->lookahead, p->draft_tokens, p->draft_span,
+                                                p->draft_width);
+    if (hiding != TR_OK) return hiding;
     if (p->on_llm_failure != TR_LLM_FAILURE_FALLBACK && p->on_llm_failure != TR_LLM_FAILURE_ERROR)
         return tr_fail(TR_ERR_ARG, "unknown on_llm_failure %d", (int)p->on_llm_failure);
     /* In 64 bits: n_predict near INT32_MAX must not wrap the sum. */

@@ -39,5 +39,9 @@ tr_status route_emit(route_run *r, tr_route_token *tok, int32_t *out, int32_t ca
 bool route_is_eog(const route_run *r, int32_t id);
 /* The speculative loop (speculate.c). */
 tr_status route_run_speculative(route_run *r, int32_t *out, int32_t cap);
+/* TR_OK when the speculation, lookahead and drafting settings (tr_route_params' fields) are in range, else
+ * TR_ERR_ARG naming the one that is not (also used by the web UI at start-up). */
+tr_status route_check_hiding(int32_t speculate_depth, int32_t lookahead, int32_t draft_tokens, int32_t draft_span,
+                             int32_t draft_width);
 
 #endif

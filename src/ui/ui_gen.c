@@ -141,6 +141,12 @@ static cJSON *summary(const ui_job *job, const tr_route_stats *s, int64_t llm_ca
     cJSON_AddNumberToObject(d, "total_ms", rounded(s->total_ms, 1e3));
     cJSON_AddNumberToObject(d, "n_fallback", s->n_fallback);
     cJSON_AddNumberToObject(d, "llm_calls", (double)llm_calls);
+    /* Hiding the round trip: calls the loop waited for, routed tokens answered without a call (of them by a draft
+     * walk), time spent waiting. */
+    cJSON_AddNumberToObject(d, "llm_blocking", (double)s->llm_blocking);
+    cJSON_AddNumberToObject(d, "lookahead_hits", (double)s->n_lookahead_hits);
+    cJSON_AddNumberToObject(d, "draft_hits", (double)s->n_draft_hits);
+    cJSON_AddNumberToObject(d, "llm_wait_ms", rounded(s->llm_wait_ms, 1e3));
     /* Counted by the network backends; the embedded backend sends nothing and reports 0. */
     cJSON_AddNumberToObject(d, "bytes_sent", (double)s->llm_bytes_sent);
     cJSON_AddNumberToObject(d, "bytes_received", (double)s->llm_bytes_received);
@@ -169,6 +175,12 @@ static void *worker(void *arg) {
         rp.abort_fn = cancelled; /* also interrupts a long prefill or a blocking LLM call */
         rp.abort_user = job;
         rp.on_llm_failure = ui->p.on_llm_failure;
+        rp.speculate_depth = ui->p.speculate_depth;
+        rp.lookahead = ui->p.lookahead;
+        rp.draft_tokens = ui->p.draft_tokens;
+        rp.draft_span = ui->p.draft_span;
+        rp.draft_width = ui->p.draft_width;
+        rp.draft_fixed = ui->p.draft_fixed;
         const int64_t calls0 = slot->llm ? tr_llm_backend_stats(slot->llm).calls : 0;
         tr_route_stats stats;
         memset(&stats, 0, sizeof stats);

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "route/route_internal.h"
 #include "ui/ui_internal.h"
 #include "ui/ui_page.h"
 
@@ -427,6 +428,9 @@ tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out) {
     if (params->max_generations < 1 || params->max_generations > 64)
         return tr_fail(TR_ERR_ARG, "max_generations must be 1..64");
     if (params->max_tokens < 1) return tr_fail(TR_ERR_ARG, "max_tokens must be at least 1");
+    const tr_status hiding = route_check_hiding(params->speculate_depth, params->lookahead, params->draft_tokens,
+                                                params->draft_span, params->draft_width);
+    if (hiding != TR_OK) return hiding;
     tr_ui *ui = calloc(1, sizeof *ui);
     if (!ui) return tr_fail(TR_ERR_NOMEM, "out of memory");
     ui->p = *params;

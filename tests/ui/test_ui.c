@@ -107,6 +107,13 @@ static void test_bad_params(void **state) {
     p.port = 70000;
     assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
     p = params();
+    p.lookahead = TR_LOOKAHEAD_MAX + 1;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
+    assert_non_null(strstr(tr_last_error(), "lookahead"));
+    p = params();
+    p.draft_width = 9;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
+    p = params();
     p.router_path = "/nonexistent/router.gguf";
     assert_int_not_equal(tr_ui_start(&p, &ui), TR_OK);
     assert_non_null(strstr(tr_last_error(), "nonexistent"));
@@ -145,6 +152,16 @@ static void test_page_embedded(void **state) {
     tr_ui_stop(ui);
 }
 
+/* The token ids of a generation's event stream, in order (token events start {"i":N,"id":ID). */
+static int token_ids(const char *events, int *ids, int cap) {
+    int n = 0;
+    for (const char *p = events; (p = strstr(p, "{\"i\":")); p++) {
+        const char *q = strstr(p, ",\"id\":");
+        if (q && n < cap) ids[n++] = atoi(q + 6);
+    }
+    return n;
+}
+
 static void test_generate(void **state) {
     tr_ui_params p = params();
     tr_ui *ui;
@@ -159,8 +176,28 @@ static void test_generate(void **state) {
     snprintf(want, sizeof want, "\"n_routed\":%d,", llm_tokens);
     assert_non_null(strstr(b.data, want));
     assert_non_null(strstr(b.data, "\"stop\":\"length\""));
+    snprintf(want, sizeof want, "\"llm_blocking\":%d,", llm_tokens); /* the synchronous loop: every one waited for */
+    assert_non_null(strstr(b.data, want));
+    int sync_ids[32], ids[32];
+    assert_int_equal(token_ids(b.data, sync_ids, 32), 24);
     free(b.data);
     assert_int_equal(tr_ui_active(ui), 0);
+    tr_ui_stop(ui);
+    /* Hiding the round trip (speculation, lookahead, drafts): the same tokens, fewer calls waited for. */
+    p.speculate_depth = 8;
+    p.lookahead = 8;
+    p.draft_tokens = 96;
+    p.draft_span = 32;
+    p.draft_width = 3;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
+    body h;
+    assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"Once upon a time\",\"tau\":0.9,\"max_tokens\":24}", &h), 200);
+    assert_int_equal(count(h.data, "\"source\":\"llm\""), llm_tokens);
+    assert_int_equal(token_ids(h.data, ids, 32), 24);
+    assert_memory_equal(ids, sync_ids, sizeof ids[0] * 24);
+    assert_null(strstr(h.data, want)); /* llm_blocking is below the routed count now */
+    assert_null(strstr(h.data, "\"lookahead_hits\":0,"));
+    free(h.data);
     assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"x\",\"tau\":7}", &b), 400);
     assert_non_null(strstr(b.data, "\"error\""));
     free(b.data);

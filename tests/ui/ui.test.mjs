@@ -101,8 +101,9 @@ async function setTau(page, value) {
 }
 
 async function main() {
-  // Every routed token waits 10 ms (a simulated round trip), so a long run is slow enough to stop.
-  const { url } = await startServer("main", ["--llm", llm, "--simulate-rtt", "10"]);
+  // Every routed token waits 10 ms (a simulated round trip, each waited for: --sync), so a long run is slow enough
+  // to stop.
+  const { url } = await startServer("main", ["--llm", llm, "--simulate-rtt", "10", "--sync"]);
   browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox"] });
   const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, colorScheme: "light" });
   const page = await context.newPage();

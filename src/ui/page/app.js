@@ -134,6 +134,8 @@ function fillProfile(table, d) {
     ["LLM + communication time", fmtMs(d.llm_ms)],
     ["total", fmtMs(d.total_ms)],
     ["LLM calls", String(d.llm_calls)],
+    ["calls waited for (blocking)", String(d.llm_blocking)],
+    ["routed tokens answered ahead (by drafts)", d.lookahead_hits + " (" + d.draft_hits + ")"],
     ["bytes sent / received", fmtBytes(d.bytes_sent) + " / " + fmtBytes(d.bytes_received)],
   ];
   if (d.n_fallback) rows.splice(4, 0, ["LLM unavailable (fallbacks)", String(d.n_fallback)]);
