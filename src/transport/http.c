@@ -36,9 +36,7 @@ typedef struct http_conn {
     char *buf;
     size_t len, cap;
     /* the reply in progress */
-    http_line_fn on_line;  /* NULL: collect every body */
-    http_wanted_fn wanted; /* optional: polled when the client is woken */
-    void *line_user;
+    http_lines lines;      /* on_line NULL: collect every body */
     enum { BODY_UNDECIDED, BODY_COLLECT, BODY_LINES, BODY_DISCARD } body_mode;
     size_t received;       /* body bytes of this attempt */
     bool delivered;        /* a line went to on_line: no retry */
@@ -103,7 +101,7 @@ static void deliver_line(http_conn *x) {
     size_t n = x->len;
     if (n > 0 && x->buf[n - 1] == '\r') x->buf[--n] = '\0';
     x->delivered = true;
-    if (!x->on_line(x->line_user, x->buf, n)) x->leave = true;
+    if (!x->lines.on_line(x->lines.user, x->buf, n)) x->leave = true;
     x->len = 0;
     x->buf[0] = '\0';
 }
@@ -129,7 +127,8 @@ static bool lines_wanted(http_conn *x) {
     const char *type = NULL;
     curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(x->e, CURLINFO_CONTENT_TYPE, &type);
-    return x->on_line && status == 200 && type && strncasecmp(type, "application/x-ndjson", 20) == 0;
+    return x->lines.on_line && status == 200 && type &&
+           (strncasecmp(type, "application/x-ndjson", 20) == 0 || strncasecmp(type, "text/event-stream", 17) == 0);
 }
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
@@ -291,7 +290,12 @@ static CURLcode run_transfer(http_client *c, http_conn *x) {
         mc = curl_multi_perform(c->multi, &running);
         reap(c);
         if (x->done) return x->result;
-        if (!x->leave && x->delivered && x->wanted && !x->wanted(x->line_user)) x->leave = true;
+        if (!x->leave && x->delivered && x->lines.wanted && !x->lines.wanted(x->lines.user)) x->leave = true;
+        if (x->leave && x->lines.cut_when_left) { /* the server stops when its client hangs up */
+            conn_stop(c, x);
+            x->left = true;
+            return CURLE_OK;
+        }
         if (x->leave) { /* the rest is read and discarded in the background */
             x->body_mode = BODY_DISCARD;
             x->abort_fn = NULL;
@@ -335,12 +339,12 @@ static void fill_response(http_conn *x, long status, http_response *resp) {
 
 tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
                        tr_abort_fn abort_fn, void *abort_user, http_response *resp) {
-    return http_request_lines(c, method, path, body, deadline_ms, abort_fn, abort_user, NULL, NULL, NULL, resp);
+    return http_request_lines(c, method, path, body, deadline_ms, abort_fn, abort_user, NULL, resp);
 }
 
 tr_status http_request_lines(http_client *c, const char *method, const char *path, const char *body,
-                             double deadline_ms, tr_abort_fn abort_fn, void *abort_user, http_line_fn on_line,
-                             http_wanted_fn wanted, void *line_user, http_response *resp) {
+                             double deadline_ms, tr_abort_fn abort_fn, void *abort_user, const http_lines *lines,
+                             http_response *resp) {
     memset(resp, 0, sizeof *resp);
     resp->body = "";
     http_conn *x = take_conn(c);
@@ -353,9 +357,7 @@ tr_status http_request_lines(http_client *c, const char *method, const char *pat
     curl_easy_setopt(e, CURLOPT_URL, url);
     x->abort_fn = abort_fn;
     x->abort_user = abort_user;
-    x->on_line = on_line;
-    x->wanted = wanted;
-    x->line_user = line_user;
+    x->lines = lines ? *lines : (http_lines){0};
     x->delivered = false;
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);

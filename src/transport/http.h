@@ -37,20 +37,28 @@ double http_deadline(const http_client *c);
 tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
                        tr_abort_fn abort_fn, void *abort_user, http_response *resp);
 
-/* The same, but a 200 reply of type application/x-ndjson is not collected: each line (without its line break) goes
- * to on_line as it arrives, on the calling thread. A line longer than HTTP_MAX_LINE_BYTES or a body beyond the
- * client's limit fails the transfer. Once a line has been delivered the request is never retried: a failure after
- * it returns TR_ERR_NETWORK/TR_ERR_TIMEOUT/TR_ERR_STATE with resp->streamed set, and the caller decides what the
- * lines it got are worth. on_line returning false, or wanted (optional; polled after the first line whenever the
- * client is woken by http_client_wake) returning false, leaves the reply: the call returns TR_OK at once with
- * resp->left set, and the rest is read and discarded in the background while later requests use the other
- * connection. Other replies (errors, other types) are collected as by http_request. */
+/* The same, but a streamed 200 reply (application/x-ndjson or text/event-stream) is not collected: each line
+ * (without its line break) goes to lines->on_line as it arrives, on the calling thread. A line longer than
+ * HTTP_MAX_LINE_BYTES or a body beyond the client's limit fails the transfer. Once a line has been delivered the
+ * request is never retried: a failure after it returns TR_ERR_NETWORK/TR_ERR_TIMEOUT/TR_ERR_STATE with
+ * resp->streamed set, and the caller decides what the lines it got are worth. on_line returning false, or wanted
+ * (optional; polled after the first line whenever the client is woken by http_client_wake) returning false, leaves
+ * the reply: the call returns TR_OK at once with resp->left set, and the rest is read and discarded in the
+ * background while later requests use the other connection — or, with cut_when_left, the connection is closed (a
+ * server that stops generating when its client hangs up, like llama.cpp's). Other replies (errors, other types) are
+ * collected as by http_request. */
 #define HTTP_MAX_LINE_BYTES (64u << 10)
 typedef bool (*http_line_fn)(void *user, const char *line, size_t len);
 typedef bool (*http_wanted_fn)(void *user);
+typedef struct http_lines {
+    http_line_fn on_line;
+    http_wanted_fn wanted; /* may be NULL */
+    void *user;
+    bool cut_when_left;
+} http_lines;
 tr_status http_request_lines(http_client *c, const char *method, const char *path, const char *body,
-                             double deadline_ms, tr_abort_fn abort_fn, void *abort_user, http_line_fn on_line,
-                             http_wanted_fn wanted, void *line_user, http_response *resp);
+                             double deadline_ms, tr_abort_fn abort_fn, void *abort_user, const http_lines *lines,
+                             http_response *resp);
 
 /* The message of an error body {"error": {"message": ...}} or {"error": "..."}, else the body's first bytes. */
 const char *http_error_text(const http_response *resp, char *buf, size_t cap);

@@ -1,6 +1,8 @@
 /* openai.c — two backends for engines that take the whole prefix on every call and keep their own prefix cache:
  * OpenAI-compatible POST /v1/completions (vLLM, SGLang, llama.cpp's server, tokroute serve) and llama.cpp's
- * native POST /completion. Each call sends the token-id prompt and asks for one greedy token.
+ * native POST /completion. Each call sends the token-id prompt and asks for one greedy token — or, to llama.cpp with
+ * lookahead wanted, for 1 + K greedy tokens streamed (llamacpp_stream.c): the answer is handed on as soon as it
+ * arrives and the rest as lookahead.
  *
  * The generated id is always read back as an id, never by tokenizing text (text → ids does not round-trip):
  *   - choices[0].token_ids                     tokroute serve; vLLM ≥ 0.10.2 with "return_token_ids": true
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "transport/llamacpp_stream.h"
 #include "transport/remote.h"
 
 /* Above this many banned ids the bias list would outweigh the prompt; the reply is still checked. */
@@ -62,7 +65,8 @@ static bool add_bias(prefix_backend *b, cJSON *req, int32_t n_allowed) {
     return bias != NULL;
 }
 
-static char *build_request(prefix_backend *b, const tr_llm_call *call) {
+/* lookahead > 0 (llama.cpp only): 1 + lookahead greedy tokens, streamed, with timings in every event. */
+static char *build_request(prefix_backend *b, const tr_llm_call *call, int32_t lookahead) {
     cJSON *req = cJSON_CreateObject();
     bool ok = req && json_add_ids(req, "prompt", call->tokens, call->n_tokens);
     if (ok && b->kind == API_OPENAI) {
@@ -72,10 +76,11 @@ static char *build_request(prefix_backend *b, const tr_llm_call *call) {
              cJSON_AddFalseToObject(req, "stream") && cJSON_AddTrueToObject(req, "return_token_ids") &&
              cJSON_AddTrueToObject(req, "return_tokens_as_token_ids");
     } else if (ok) {
-        ok = cJSON_AddNumberToObject(req, "n_predict", 1) && cJSON_AddTrueToObject(req, "cache_prompt") &&
+        ok = cJSON_AddNumberToObject(req, "n_predict", 1 + lookahead) && cJSON_AddTrueToObject(req, "cache_prompt") &&
              cJSON_AddNumberToObject(req, "temperature", 0) &&
              cJSON_AddNumberToObject(req, "n_probs", b->top_logprobs > 0 ? b->top_logprobs : 1) &&
-             cJSON_AddTrueToObject(req, "return_tokens") && cJSON_AddFalseToObject(req, "stream");
+             cJSON_AddTrueToObject(req, "return_tokens") && cJSON_AddBoolToObject(req, "stream", lookahead > 0) &&
+             (lookahead == 0 || cJSON_AddTrueToObject(req, "timings_per_token"));
     }
     ok = ok && add_bias(b, req, call->n_allowed);
     char *s = ok ? cJSON_PrintUnformatted(req) : NULL;
@@ -149,19 +154,37 @@ static tr_status parse_llamacpp(const cJSON *j, tr_llm_call *call) {
 static tr_status prefix_next(void *impl, tr_llm_call *call) {
     prefix_backend *b = impl;
     const char *path = b->kind == API_OPENAI ? "/v1/completions" : "/completion";
-    char *body = build_request(b, call);
-    if (!body) return tr_fail(TR_ERR_NOMEM, "out of memory");
-    http_response resp = {0};
-    tr_status st = http_request(b->http, "POST", path, body, http_deadline(b->http), call->abort_fn, call->abort_user,
-                                &resp);
-    free(body);
-    if (st != TR_OK) return st;
-    if (resp.status != 200) return http_status_error(path, &resp);
-    cJSON *j = cJSON_ParseWithLength(resp.body, resp.len);
-    if (!j) return tr_fail(TR_ERR_FORMAT, "%s: the reply is not JSON", path);
-    st = b->kind == API_OPENAI ? parse_openai(j, call) : parse_llamacpp(j, call);
-    cJSON_Delete(j);
-    return st;
+    if (b->kind != API_LLAMACPP) call->lookahead = 0; /* only llama.cpp's stream says each token's id as it comes */
+    const double deadline = http_deadline(b->http);
+    for (;;) {
+        char *body = build_request(b, call, call->lookahead);
+        if (!body) return tr_fail(TR_ERR_NOMEM, "out of memory");
+        llamacpp_stream ls = {.call = call};
+        /* A left stream is cut: llama.cpp stops generating when its client hangs up (it would otherwise finish the
+         * lookahead before serving the next request on a single slot). */
+        const http_lines lines = {.on_line = llamacpp_stream_line, .wanted = llamacpp_stream_wanted, .user = &ls,
+                                  .cut_when_left = true};
+        http_response resp = {0};
+        tr_status st = http_request_lines(b->http, "POST", path, body, deadline, call->abort_fn, call->abort_user,
+                                          call->lookahead > 0 ? &lines : NULL, &resp);
+        free(body);
+        if (ls.answered) { /* the call has succeeded, whatever came after the answer */
+            if (!ls.done) call->n_evaluated += ls.n_lookahead; /* surely evaluated: the answer, la[0..n-1) */
+            tr_clear_error();
+            return TR_OK;
+        }
+        if (st != TR_OK) return st;
+        if (resp.status == 200 && resp.streamed) { /* a stream without the answer: ask for it alone */
+            call->lookahead = 0;
+            continue;
+        }
+        if (resp.status != 200) return http_status_error(path, &resp);
+        cJSON *j = cJSON_ParseWithLength(resp.body, resp.len);
+        if (!j) return tr_fail(TR_ERR_FORMAT, "%s: the reply is not JSON", path);
+        st = b->kind == API_OPENAI ? parse_openai(j, call) : parse_llamacpp(j, call);
+        cJSON_Delete(j);
+        return st;
+    }
 }
 
 static void prefix_free(void *impl) {

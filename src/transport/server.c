@@ -169,11 +169,10 @@ static tr_status session_next(void *impl, tr_llm_call *call) {
         if (!body) return tr_fail(TR_ERR_NOMEM, "out of memory");
         http_response resp;
         reply_stream rs = {.call = call};
-        tr_status st = call->lookahead > 0
-                           ? http_request_lines(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
-                                                call->abort_user, session_reply_line, session_reply_wanted, &rs, &resp)
-                           : http_request(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
-                                          call->abort_user, &resp);
+        /* Left streams are drained: the server stops one when the newer request arrives, and the connection stays. */
+        const http_lines lines = {.on_line = session_reply_line, .wanted = session_reply_wanted, .user = &rs};
+        tr_status st = http_request_lines(b->http, "POST", "/v1/route/next", body, deadline, call->abort_fn,
+                                          call->abort_user, call->lookahead > 0 ? &lines : NULL, &resp);
         call->bytes_sent += (int64_t)strlen(body);
         free(body);
         call->bytes_received += (int64_t)resp.len;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # remote_llamacpp.sh — `generate --llamacpp` and `--openai` against a real llama.cpp server (built from
 # node-llama-cpp's bundled source by scripts/llamacpp.sh, cached) on 127.0.0.1, free ports, bounded in time:
-# routed output equals the embedded backend's token for token at several tau and in llm mode; the server killed
+# routed output equals the embedded backend's token for token at several tau and in llm mode; lookahead streamed
+# by llama.cpp answers routed tokens without a call and changes nothing (ids equal --sync's); the server killed
 # mid-generation → the run finishes on the SLM, the trace marks the gap, no call waits past the timeout; the server
 # restarted mid-generation → output unchanged; a server that accepts and never answers → bounded by the timeout
 # and the circuit breaker; API keys (flag and TOKROUTE_API_KEY). Never skipped: a missing llama.cpp is a failure.
@@ -73,6 +74,26 @@ for prompt in "Once upon a time" "Tom and his dog went to the park." "The little
 done
 grep -q "remote LLM reports 512 tokens" "$tmp/stderr" || fail "no vocabulary line: $(head -3 "$tmp/stderr")"
 echo "equal to embedded: $n_checked routed runs + llm mode"
+
+# Lookahead through llama.cpp (--llamacpp streams 1 + K greedy tokens; on by default for a remote LLM): the same ids
+# as --sync, and routed tokens answered from the stream without a call; --openai has no lookahead.
+for tau in 0.6 0.9 2; do
+  ref=$(gen --llamacpp "$url" -p "Once upon a time" -n 64 --threshold "$tau" --sync)
+  got=$("$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 64 --threshold "$tau" --ids \
+    --summary-json 2>"$tmp/la.json")
+  [ "$got" == "$ref" ] || fail "--llamacpp with lookahead tau $tau: $got != --sync $ref"
+  oa=$("$cli" generate --slm "$slm" --openai "$url" -p "Once upon a time" -n 64 --threshold "$tau" --ids \
+    --summary-json 2>"$tmp/oa.json")
+  [ "$oa" == "$ref" ] || fail "--openai tau $tau: $oa != --sync $ref"
+  python3 - "$tmp/la.json" "$tmp/oa.json" <<'PY' || fail "lookahead through llama.cpp at tau $tau: $(tail -1 "$tmp/la.json")"
+import json, sys
+la, oa = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+assert la["llm_calls"] + la["lookahead_hits"] == la["n_routed"] and la["lookahead_hits"] > 0, la
+assert la["llm_calls"] < la["n_routed"] and la["llm_blocking"] <= la["llm_calls"], la
+assert oa["lookahead_hits"] == 0 and oa["llm_calls"] == oa["n_routed"], oa
+print(f"tau {la['tau']}: {la['n_routed']} routed, {la['llm_calls']} llama.cpp calls, {la['lookahead_hits']} from its stream")
+PY
+done
 
 # The number routed must be meaningful at tau 0.6 (both models contribute).
 "$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 48 --threshold 0.6 --ids --summary-json \

@@ -15,7 +15,17 @@ DELETE gets 204. Every reply's "pos" is the request's pos + len(tokens), as the 
 With --slow it is a slow but well-behaved streamer instead, serving each connection on its own thread: the first
 POST gets its answer (token 7) at once and then one {"lookahead": 9} line every second, 8 in all, then done (a
 client that left the stream is expected to send its next request on another connection meanwhile); every other
-POST gets a plain reply (token 8). Its request lines then read "REQ <connection> <method> <path> <body>"."""
+POST gets a plain reply (token 8). Its request lines then read "REQ <connection> <method> <path> <body>".
+
+With --sse it plays llama.cpp's POST /completion instead (events "data: {...}" with one token and its 1-based
+"tokens_predicted" each, a final event with "stop": true), by the order of the POSTs:
+
+  0: a stream whose first token event is position 2 (llama.cpp held the answer back: it ends inside a UTF-8
+     character), then the final event
+  1: plain JSON reply (tokens [8])
+  2: answer 7 (position 1), lookahead 9 (position 2), then token 10 at position 4 (a held-back token), final event
+  3: answer 7, then an "error: ..." line
+  4 and later: plain JSON reply (tokens [8])"""
 import json
 import os
 import socket
@@ -93,6 +103,48 @@ def serve_slowly(conn, number, posts, lock):
         conn.close()
 
 
+def sse(obj):
+    return chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+
+def llama_event(token, position):
+    return sse({"content": "x", "tokens": [token], "stop": False, "tokens_predicted": position,
+                "tokens_evaluated": 3, "completion_probabilities": [{"id": token, "logprob": -0.25}],
+                "timings": {"prompt_n": 3, "predicted_n": position}})
+
+
+def main_sse(srv):
+    posts = 0
+    while True:
+        conn, _ = srv.accept()
+        f = conn.makefile("rb")
+        while True:
+            req = read_request(f)
+            if req is None:
+                break
+            method, path, body = req
+            print("REQ", method, path, body.replace("\n", " "), flush=True)
+            n = posts
+            posts += 1
+            final = sse({"content": "", "tokens": [], "stop": True, "timings": {"prompt_n": 3, "predicted_n": 3}})
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            if n == 0:
+                conn.sendall(head + llama_event(9, 2) + final + b"0\r\n\r\n")
+            elif n == 2:
+                conn.sendall(head + llama_event(7, 1) + llama_event(9, 2) + llama_event(10, 4) + final + b"0\r\n\r\n")
+            elif n == 3:
+                conn.sendall(head + llama_event(7, 1) + chunk(b"error: {\"message\": \"slot failed\"}\n\n") +
+                             b"0\r\n\r\n")
+            else:
+                reply = json.dumps({"content": "x", "tokens": [8], "stop": True,
+                                    "completion_probabilities": [{"id": 8, "logprob": -0.5}],
+                                    "timings": {"prompt_n": 3}}).encode()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(reply), reply))
+        f.close()
+        conn.close()
+
+
 def main_slow(srv):
     posts, lock, number = [0], threading.Lock(), 0
     while True:
@@ -109,6 +161,8 @@ def main():
     print(srv.getsockname()[1], os.getpid(), flush=True)
     if "--slow" in sys.argv[1:]:
         return main_slow(srv)
+    if "--sse" in sys.argv[1:]:
+        return main_sse(srv)
     posts = 0
     while True:
         conn, _ = srv.accept()

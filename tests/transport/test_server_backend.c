@@ -269,11 +269,50 @@ static void left_stream_does_not_hold_up_the_next_call(void **state) {
     assert_int_equal(n_streamed, 1);
 }
 
+/* llama.cpp's streamed /completion (the --llamacpp backend's lookahead) against a scripted peer
+ * (broken_stream_server.py --sse): a stream whose answer llama.cpp held back (its first event is position 2) is
+ * asked again without streaming; a held-back lookahead token (the position skips ahead) ends the lookahead there;
+ * an error line after the answer keeps the answer. The real llama.cpp server is in e2e/remote_llamacpp.sh. */
+static void llamacpp_stream_edge_cases(void **state) {
+    peer p;
+    peer_start(&p, "--sse");
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
+    tr_remote_params rp = tr_remote_default_params();
+    rp.url = url;
+    tr_llm_backend *b = NULL;
+    assert_int_equal(tr_llm_backend_llamacpp(&rp, &b), TR_OK);
+    int32_t seq[3] = {1, 2, 3}, la[TR_LOOKAHEAD_MAX], n_la;
+    assert_int_equal(call_peer(b, seq, 3, la, &n_la), 8); /* the plain reply to the second request */
+    assert_int_equal(n_la, 0);
+    assert_int_equal(call_peer(b, seq, 3, la, &n_la), 7);
+    assert_int_equal(n_la, 1);
+    assert_int_equal(la[0], 9);
+    assert_int_equal(call_peer(b, seq, 3, la, &n_la), 7);
+    assert_int_equal(n_la, 0);
+    assert_int_equal(tr_llm_backend_stats(b).failures, 0);
+    tr_llm_backend_free(b);
+    kill((pid_t)p.pid, SIGTERM); /* every request was answered, so its log is complete */
+    char line[4096];
+    int n_posts = 0, streamed = 0, plain = 0;
+    while (fgets(line, sizeof line, p.pipe)) {
+        if (strncmp(line, "REQ POST /completion ", 21) != 0) continue;
+        n_posts++;
+        streamed += strstr(line, "\"stream\":true") && strstr(line, "\"n_predict\":5");
+        plain += strstr(line, "\"stream\":false") && strstr(line, "\"n_predict\":1");
+    }
+    pclose(p.pipe);
+    assert_int_equal(n_posts, 4);
+    assert_int_equal(streamed, 3);
+    assert_int_equal(plain, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streamed_lookahead_equals_plain),
         cmocka_unit_test(broken_stream_keeps_the_answer),
         cmocka_unit_test(left_stream_does_not_hold_up_the_next_call),
+        cmocka_unit_test(llamacpp_stream_edge_cases),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
