@@ -11,7 +11,8 @@
 # weights of real shapes made by `tokroute synth`: qwen2.5-0.5b SLM, qwen2.5-1.5b LLM, q4_k; tau found by
 # bisection on the share --sync runs route). Random weights agree by chance only, so the
 # synth rows show what speculation and drafting cost and save with real per-token compute, not real agreement.
-# usage: bench/hide.sh [BUILD_DIR] [SHARED_DIR] [demo|synth|all] [N_TOKENS]
+# Third: llamacpp — the demo pair with the LLM in a real llama.cpp server (--llamacpp; lookahead from its stream).
+# usage: bench/hide.sh [BUILD_DIR] [SHARED_DIR] [demo|synth|llamacpp|all] [N_TOKENS]
 set -euo pipefail
 build=${1:-build}
 shared=${2:-../shared}
@@ -19,6 +20,7 @@ which=${3:-all}
 n_arg=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+hide_args=()
 
 run() { # tau rtt flags... → summary lines in $tmp/out, traces in $tmp/trace.N, ids in $tmp/ids.N
   local tau=$1 rtt=$2
@@ -26,7 +28,7 @@ run() { # tau rtt flags... → summary lines in $tmp/out, traces in $tmp/trace.N
   : >"$tmp/out"
   local i=0
   for p in "${prompts[@]}"; do
-    "$build/tokroute" generate --slm "$slm" --llm "$llm" -p "$p" --policy maxprob --threshold "$tau" -n "$n" \
+    "$build/tokroute" generate --slm "$slm" "${llm_args[@]}" -p "$p" --policy maxprob --threshold "$tau" -n "$n" \
       --ignore-eos --ids -t 1 --simulate-rtt "$rtt" --summary-json --trace "$tmp/trace.$i" "$@" >"$tmp/ids.$i" \
       2>>"$tmp/out"
     i=$((i + 1))
@@ -68,7 +70,7 @@ bench_pair() { # name taus...
       for i in "${!prompts[@]}"; do cp "$tmp/ids.$i" "$tmp/sync.$i"; done
       printf "%-6s %-4s %-9s %-7s %-8s %9s %9.2f %11.2f %6s %12s %11s %9s\n" "$name" "$rtt" "$tau" "$pct" --sync \
         "$b_sync" "$tbt_sync" "$(python3 -c "print(f'{$tbt_sync - $base:.2f}')")" "" "$agree" "" "$slm_s/$llm_s"
-      run "$tau" "$rtt"
+      run "$tau" "$rtt" "${hide_args[@]}"
       read -r _ b_hide tbt_hide _ hits dhits slm_h llm_h <<<"$(summ)"
       for i in "${!prompts[@]}"; do cmp -s "$tmp/ids.$i" "$tmp/sync.$i" || echo "OUTPUT DIFFERS: $name tau $tau rtt $rtt prompt $i" >&2; done
       python3 - "$b_hide" "$tbt_hide" "$base" "$tbt_sync" "$hits($dhits)" "$slm_h/$llm_h" <<'PY'
@@ -88,7 +90,24 @@ if [ "$which" = demo ] || [ "$which" = all ]; then
   llm=$shared/models/stories260K.gguf
   n=${n_arg:-128}
   prompts=("Once upon a time" "Tom and his dog went to the park." "The little bird" "Lily wanted to")
+  llm_args=(--llm "$llm")
   bench_pair demo 0.16 0.18 0.26
+fi
+if [ "$which" = llamacpp ] || [ "$which" = all ]; then
+  # The demo pair with the LLM in a real llama.cpp server on loopback (scripts/llamacpp.sh builds it once), reached
+  # with --llamacpp: its lookahead comes from llama.cpp's own stream; it verifies no drafts.
+  slm=$shared/models/stories-student.gguf
+  n=${n_arg:-128}
+  prompts=("Once upon a time" "Tom and his dog went to the park." "The little bird" "Lily wanted to")
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$("$(dirname "$0")/../scripts/llamacpp.sh" llama-server)/llama-server" -m "$shared/models/stories260K.gguf" \
+    --host 127.0.0.1 --port "$port" -t 1 -c 2048 -np 1 >"$tmp/llama.log" 2>&1 &
+  llama_pid=$!
+  trap 'kill $llama_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  llm_args=(--llamacpp "http://127.0.0.1:$port")
+  hide_args=(--lookahead 8) # opt-in through llama.cpp (its rounding can break a near-tie otherwise than --sync)
+  bench_pair llama 0.16 0.18 0.26
 fi
 if [ "$which" = synth ] || [ "$which" = all ]; then
   dir=${TR_SYNTH_DIR:-$tmp}
@@ -98,6 +117,7 @@ if [ "$which" = synth ] || [ "$which" = all ]; then
   [ -s "$llm" ] || "$build/tokroute" synth --shape qwen2.5-1.5b --type q4_k --seed 2 -o "$llm" >/dev/null 2>&1
   n=${n_arg:-48}
   prompts=("Once upon a time" "The little bird")
+  llm_args=(--llm "$llm")
   # tau for a routed share: bisection between the lowest and highest SLM score of an unrouted run, on the share
   # that --sync runs at RTT 0 route (routing changes the text and so the scores), until within 1.5 points (at most
   # 8 runs per share).

@@ -75,19 +75,24 @@ done
 grep -q "remote LLM reports 512 tokens" "$tmp/stderr" || fail "no vocabulary line: $(head -3 "$tmp/stderr")"
 echo "equal to embedded: $n_checked routed runs + llm mode"
 
-# Lookahead through llama.cpp (--llamacpp streams 1 + K greedy tokens; on by default for a remote LLM): the same ids
-# as --sync, and routed tokens answered from the stream without a call; --openai has no lookahead.
+# Lookahead through llama.cpp (--lookahead K: --llamacpp streams 1 + K greedy tokens; opt-in, as llama.cpp's
+# rounding differs between tokens decoded one at a time and batched ones): here the same ids as --sync, and routed
+# tokens answered from the stream without a call; by default and with --openai, no lookahead.
 for tau in 0.6 0.9 2; do
   ref=$(gen --llamacpp "$url" -p "Once upon a time" -n 64 --threshold "$tau" --sync)
   got=$("$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 64 --threshold "$tau" --ids \
-    --summary-json 2>"$tmp/la.json")
+    --lookahead 8 --summary-json 2>"$tmp/la.json")
+  plain=$("$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 64 --threshold "$tau" --ids \
+    --summary-json 2>"$tmp/plain.json")
+  [ "$plain" == "$ref" ] || fail "--llamacpp default tau $tau: $plain != --sync $ref"
   [ "$got" == "$ref" ] || fail "--llamacpp with lookahead tau $tau: $got != --sync $ref"
   oa=$("$cli" generate --slm "$slm" --openai "$url" -p "Once upon a time" -n 64 --threshold "$tau" --ids \
     --summary-json 2>"$tmp/oa.json")
   [ "$oa" == "$ref" ] || fail "--openai tau $tau: $oa != --sync $ref"
-  python3 - "$tmp/la.json" "$tmp/oa.json" <<'PY' || fail "lookahead through llama.cpp at tau $tau: $(tail -1 "$tmp/la.json")"
+  python3 - "$tmp/la.json" "$tmp/oa.json" "$tmp/plain.json" <<'PY' || fail "lookahead through llama.cpp at tau $tau: $(tail -1 "$tmp/la.json")"
 import json, sys
-la, oa = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+la, oa, plain = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:4])
+assert plain["lookahead"] == 0 and plain["lookahead_hits"] == 0, plain
 assert la["llm_calls"] + la["lookahead_hits"] == la["n_routed"] and la["lookahead_hits"] > 0, la
 assert la["llm_calls"] < la["n_routed"] and la["llm_blocking"] <= la["llm_calls"], la
 assert oa["lookahead_hits"] == 0 and oa["llm_calls"] == oa["n_routed"], oa
