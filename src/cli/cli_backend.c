@@ -26,8 +26,8 @@ const char cli_backend_usage[] =
     "                         --simulate-rtt, else 0); shown only once confirmed, same tokens as --sync\n"
     "  --lookahead K          ask each routed call for up to K further greedy LLM tokens (streamed after the answer),\n"
     "                         used without a round trip while the text still follows them; fewer while they earn\n"
-    "                         nothing (default 8 for --server, --openai (which ignores it) or --simulate-rtt, else\n"
-    "                         0; --llamacpp streams it from llama.cpp when asked: exact but for its rounding)\n"
+    "                         nothing (default 8 for --server, or --llm with --simulate-rtt; else 0; --llamacpp\n"
+    "                         streams it from llama.cpp when asked: exact but for llama.cpp's rounding; --openai: none)\n"
     "  --draft N              send up to N SLM-drafted tokens with each routed call; the LLM verifies them in the same\n"
     "                         call and answers every routed position along the branch it agrees with; drafting\n"
     "                         before sending is scaled by what drafts have been earning (default 96 for a remote\n"
@@ -113,9 +113,14 @@ void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp) {
     /* On by default where there is a round trip to hide: a remote LLM or a simulated delay. */
     const bool has_rtt = o->server || o->openai || o->llamacpp || o->rtt_ms > 0;
     rp->speculate_depth = o->sync ? 0 : o->depth >= 0 ? (int32_t)o->depth : has_rtt ? 8 : 0;
-    /* Not by default through llama.cpp: its cache then holds tokens it decoded one at a time, which round
-     * differently from its batched passes, so a near-tie can come out otherwise than under --sync. */
-    rp->lookahead = o->sync ? 0 : o->lookahead >= 0 ? (int32_t)o->lookahead : has_rtt && !o->llamacpp ? 8 : 0;
+    /* Lookahead by default only where it is exact: --server and the embedded LLM. --openai has none, and through
+     * llama.cpp it is opt-in: its cache then holds tokens it decoded one at a time, which round differently from its
+     * batched passes, so a near-tie can come out otherwise than under --sync. */
+    const bool exact_lookahead = o->server || o->llm;
+    rp->lookahead = o->sync                        ? 0
+                    : o->lookahead >= 0            ? (int32_t)o->lookahead
+                    : has_rtt && exact_lookahead ? 8
+                                                   : 0;
     rp->draft_tokens = o->sync ? 0 : o->draft >= 0 ? (int32_t)o->draft : has_rtt ? 96 : 0;
     rp->draft_width = o->draft_width >= 0 ? (int32_t)o->draft_width : 3;
     rp->draft_span = o->draft_span >= 0 ? (int32_t)o->draft_span : 32;

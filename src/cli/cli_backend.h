@@ -37,8 +37,8 @@ bool cli_backend_given(const cli_backend_opts *o);
 /* Checks the combination after parsing; NULL when fine, else a message for cli_usage_error. */
 const char *cli_backend_check(const cli_backend_opts *o);
 /* The speculation, lookahead and drafting settings of tr_route_params: the flags given, else on (depth 8,
- * lookahead 8 — not for --llamacpp —, draft 96 × width 3 over 32 positions) for a remote LLM or a simulated delay,
- * off otherwise. */
+ * lookahead 8 — only for --server and --llm —, draft 96 × width 3 over 32 positions) for a remote LLM or a
+ * simulated delay, off otherwise. */
 void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp);
 /* Opens the backend: loads --llm (returned in *llm_model, which the caller frees; NULL for remote backends),
  * checks the vocabulary against the SLM's (tr_vocab_compatible / _size), prints one line saying which case applies,
