@@ -92,6 +92,13 @@ if "$cli" generate -m "$llm" -p "Once upon a time" -n 100000 >"$tmp/o" 2>"$tmp/e
 grep -q "exceed the SLM context" "$tmp/e" || fail "context overflow not explained"
 if "$cli" generate -m "$llm" -p hi --chat -n 3 >"$tmp/o" 2>"$tmp/e"; then fail "--chat without a template accepted"; fi
 [ "$(wc -l <"$tmp/e")" -eq 1 ] && grep -q "chat template" "$tmp/e" || fail "--chat error: $(cat "$tmp/e")"
+# --sync with a hiding setting is a usage error (exit 2, one message), for generate and ui alike.
+for cmd in "generate -p hi" ui; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$cli" $cmd --slm "$slm" --llm "$llm" --sync --lookahead 2 >"$tmp/o" 2>"$tmp/e" || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "give it alone" "$tmp/e" || fail "$cmd --sync --lookahead: rc $rc: $(cat "$tmp/e")"
+done
 # The README's API example builds beside the CLI and routes.
 example=$(dirname "$cli")/example_route
 out=$("$example" "$slm" "$llm")
