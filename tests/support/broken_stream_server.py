@@ -113,7 +113,9 @@ def llama_event(token, position):
                 "timings": {"prompt_n": 3, "predicted_n": position}})
 
 
-def main_sse(srv):
+def serve_serially(srv, answer):
+    """Serves one connection at a time, logging each request; DELETE gets 204, and answer(conn, body, n) replies to
+    the n-th POST, returning False to drop the connection."""
     posts = 0
     while True:
         conn, _ = srv.accept()
@@ -124,25 +126,51 @@ def main_sse(srv):
                 break
             method, path, body = req
             print("REQ", method, path, body.replace("\n", " "), flush=True)
-            n = posts
+            if method == "DELETE":
+                conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+                continue
             posts += 1
-            final = sse({"content": "", "tokens": [], "stop": True, "timings": {"prompt_n": 3, "predicted_n": 3}})
-            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-            if n == 0:
-                conn.sendall(head + llama_event(9, 2) + final + b"0\r\n\r\n")
-            elif n == 2:
-                conn.sendall(head + llama_event(7, 1) + llama_event(9, 2) + llama_event(10, 4) + final + b"0\r\n\r\n")
-            elif n == 3:
-                conn.sendall(head + llama_event(7, 1) + chunk(b"error: {\"message\": \"slot failed\"}\n\n") +
-                             b"0\r\n\r\n")
-            else:
-                reply = json.dumps({"content": "x", "tokens": [8], "stop": True,
-                                    "completion_probabilities": [{"id": 8, "logprob": -0.5}],
-                                    "timings": {"prompt_n": 3}}).encode()
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(reply), reply))
+            if not answer(conn, body, posts - 1):
+                break
         f.close()
         conn.close()
+
+
+def answer_broken(conn, body, n):
+    r = json.loads(body)
+    held = r["pos"] + len(r["tokens"])
+    if n not in (0, 2, 4):
+        conn.sendall(plain_reply(r, held))
+        return True
+    out = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+    out += line(answer_line(r, held, 7)) + line({"lookahead": 9})
+    if n == 0:
+        conn.sendall(out)
+        return False  # drop the connection mid-stream
+    if n == 2:
+        out += line({"error": {"code": "internal", "message": "pass failed"}})
+    else:
+        out += line({"lookahead": "x"}) + line({"done": True, "n_evaluated": len(r["tokens"]) + 2, "timings": {}})
+    conn.sendall(out + b"0\r\n\r\n")
+    return True
+
+
+def answer_sse(conn, body, n):
+    final = sse({"content": "", "tokens": [], "stop": True, "timings": {"prompt_n": 3, "predicted_n": 3}})
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    if n == 0:
+        conn.sendall(head + llama_event(9, 2) + final + b"0\r\n\r\n")
+    elif n == 2:
+        conn.sendall(head + llama_event(7, 1) + llama_event(9, 2) + llama_event(10, 4) + final + b"0\r\n\r\n")
+    elif n == 3:
+        conn.sendall(head + llama_event(7, 1) + chunk(b"error: {\"message\": \"slot failed\"}\n\n") + b"0\r\n\r\n")
+    else:
+        reply = json.dumps({"content": "x", "tokens": [8], "stop": True,
+                            "completion_probabilities": [{"id": 8, "logprob": -0.5}],
+                            "timings": {"prompt_n": 3}}).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(reply), reply))
+    return True
 
 
 def main_slow(srv):
@@ -161,43 +189,7 @@ def main():
     print(srv.getsockname()[1], os.getpid(), flush=True)
     if "--slow" in sys.argv[1:]:
         return main_slow(srv)
-    if "--sse" in sys.argv[1:]:
-        return main_sse(srv)
-    posts = 0
-    while True:
-        conn, _ = srv.accept()
-        f = conn.makefile("rb")
-        while True:
-            req = read_request(f)
-            if req is None:
-                break
-            method, path, body = req
-            print("REQ", method, path, body.replace("\n", " "), flush=True)
-            if method == "DELETE":
-                conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
-                continue
-            r = json.loads(body)
-            held = r["pos"] + len(r["tokens"])
-            n = posts
-            posts += 1
-            if n in (0, 2, 4):
-                answer = answer_line(r, held, 7)
-                out = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
-                out += line(answer)
-                if n == 0:
-                    out += line({"lookahead": 9})
-                    conn.sendall(out)
-                    break  # drop the connection mid-stream
-                if n == 2:
-                    out += line({"lookahead": 9}) + line({"error": {"code": "internal", "message": "pass failed"}})
-                else:
-                    out += line({"lookahead": 9}) + line({"lookahead": "x"})
-                    out += line({"done": True, "n_evaluated": len(r["tokens"]) + 2, "timings": {}})
-                conn.sendall(out + b"0\r\n\r\n")
-            else:
-                conn.sendall(plain_reply(r, held))
-        f.close()
-        conn.close()
+    return serve_serially(srv, answer_sse if "--sse" in sys.argv[1:] else answer_broken)
 
 
 if __name__ == "__main__":
