@@ -78,8 +78,8 @@ echo "equal to embedded: $n_checked routed runs + llm mode"
 # Lookahead through llama.cpp (--lookahead K: --llamacpp streams 1 + K greedy tokens; opt-in): routed tokens are
 # answered from the stream without a call, and the ids equal --sync's up to llama.cpp's rounding: the tokens it
 # decodes one at a time for the stream stay in its prompt cache, where later requests reuse them, and its
-# single-token and batched passes round differently — so the first difference from --sync, if any, must be an LLM
-# token whose log-probability is within 0.01 of --sync's token's (a near-tie). On a server of its own, so the
+# single-token and batched passes round differently — so the first difference from --sync, if any, must be between
+# llama.cpp's two best tokens after the common prefix, within 0.01 in log-probability (a near-tie). On a server of its own, so the
 # other checks here see a cache that only plain requests filled. By default and with --openai: no lookahead.
 main_pid=$server_pid
 la_port=$(free_port)
@@ -91,13 +91,14 @@ la_url=http://127.0.0.1:$la_port
 for prompt in "Once upon a time" "The little bird"; do
   for tau in 0.6 0.9 2; do
     args=(--slm "$slm" -p "$prompt" -n 64 --threshold "$tau" --ids)
+    "$cli" tokenize -m "$slm" --ids "$prompt" >"$tmp/prompt.ids"
     "$cli" generate "${args[@]}" --llamacpp "$la_url" --sync --trace "$tmp/ref.jsonl" --no-summary >"$tmp/ref.ids" 2>/dev/null
     "$cli" generate "${args[@]}" --llamacpp "$la_url" --lookahead 8 --trace "$tmp/la.jsonl" --summary-json \
       >"$tmp/la.ids" 2>"$tmp/la.json"
     "$cli" generate "${args[@]}" --llamacpp "$la_url" --summary-json >/dev/null 2>"$tmp/plain.json"
     "$cli" generate "${args[@]}" --openai "$la_url" --summary-json >/dev/null 2>"$tmp/oa.json"
-    python3 - "$tmp" <<'PY' >>"$tmp/near_ties" || fail "lookahead through llama.cpp, tau $tau '$prompt'"
-import json, os, sys
+    LA_URL=$la_url python3 - "$tmp" <<'PY' >>"$tmp/near_ties" || fail "lookahead through llama.cpp, tau $tau '$prompt'"
+import json, os, sys, urllib.request
 t = sys.argv[1]
 last = lambda f: json.loads(open(os.path.join(t, f)).read().strip().splitlines()[-1])
 la, oa, plain = last("la.json"), last("oa.json"), last("plain.json")
@@ -109,8 +110,17 @@ ref, got = (open(os.path.join(t, f)).read().split() for f in ("ref.ids", "la.ids
 if ref != got:
     i = next(k for k in range(min(len(ref), len(got))) if ref[k] != got[k])
     r, g = ([json.loads(l) for l in open(os.path.join(t, f))][i] for f in ("ref.jsonl", "la.jsonl"))
-    assert r["source"] == g["source"] == "llm" and abs(r["logprob"] - g["logprob"]) < 0.01, (i, r, g)
-    print(f"near-tie at token {i}: {r['id']} ({r['logprob']}) vs {g['id']} ({g['logprob']})")
+    assert r["source"] == g["source"] == "llm", (i, r, g)
+    # llama.cpp's own top two log-probabilities after the common prefix (a token from the stream has none in the
+    # trace): the two tokens, within 0.01.
+    prefix = [int(x) for x in open(os.path.join(t, "prompt.ids")).read().split()] + [int(x) for x in ref[:i]]
+    req = urllib.request.Request(os.environ["LA_URL"] + "/completion", json.dumps(
+        {"prompt": prefix, "n_predict": 1, "n_probs": 2, "temperature": 0, "cache_prompt": False}).encode(),
+        {"Content-Type": "application/json"})
+    top = json.loads(urllib.request.urlopen(req, timeout=30).read())["completion_probabilities"][0]["top_logprobs"]
+    assert {e["id"] for e in top} == {r["id"], g["id"]} and abs(top[0]["logprob"] - top[1]["logprob"]) < 0.01, (i, r, g, top)
+    print(f"near-tie at token {i}: {r['id']} vs {g['id']}, llama.cpp log-probabilities {top[0]['logprob']:.4f} and "
+          f"{top[1]['logprob']:.4f}")
 PY
   done
 done
