@@ -31,10 +31,6 @@ typedef struct cmpl {
     char *text;
     size_t text_len, text_cap;
     cJSON *lp_tokens, *lp_token_logprobs, *lp_top, *lp_offsets;
-    /* streaming: bytes produced but not yet handed to MHD */
-    char *pending;
-    size_t pending_len, pending_off;
-    bool done_sent;
     double t0_ms;
 } cmpl;
 
@@ -57,7 +53,6 @@ static void cmpl_free(cmpl *c) {
     if (!c->deleted && c->srv->sched) scheduler_delete(c->srv->sched, c->id);
     free(c->ids);
     free(c->text);
-    free(c->pending);
     if (c->detok) tr_detok_stream_free(c->detok);
     cJSON_Delete(c->lp_tokens);
     cJSON_Delete(c->lp_token_logprobs);
@@ -309,13 +304,6 @@ static int run_whole(cmpl *c, struct MHD_Connection *conn) {
 
 /* ---------------------------------------------------------------- streaming (server-sent events) */
 
-static void set_pending(cmpl *c, char *data) {
-    free(c->pending);
-    c->pending = data;
-    c->pending_len = data ? strlen(data) : 0;
-    c->pending_off = 0;
-}
-
 static char *sse(cJSON *root) {
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -327,15 +315,16 @@ static char *sse(cJSON *root) {
     return out;
 }
 
-/* Produces the next event: one per generated token, then the final one with usage, then [DONE]. */
-static void next_event(cmpl *c) {
+/* The next event (http_send_stream's producer): one per generated token, then the final one with usage, then
+ * [DONE], the last. */
+static char *next_event(void *cls, bool *last) {
+    cmpl *c = cls;
     if (c->finished) {
-        c->done_sent = true;
-        set_pending(c, strdup("data: [DONE]\n\n"));
+        *last = true;
         const double ms = server_now_ms() - c->t0_ms;
         metrics_request(&c->srv->metrics, "completions", 200, ms);
         server_log(c->srv, "completions 200 (stream) %.2f ms prompt=%d generated=%d", ms, c->n_prompt, c->n_gen);
-        return;
+        return strdup("data: [DONE]\n\n");
     }
     route_result res;
     api_error err = {0};
@@ -354,9 +343,8 @@ static void next_event(cmpl *c) {
             cJSON_AddStringToObject(e, "code", err.code);
             cJSON_AddStringToObject(e, "message", err.message);
             c->finished = true;
-            c->done_sent = true; /* the error event ends the stream */
-            set_pending(c, sse(root));
-            return;
+            *last = true; /* the error event ends the stream */
+            return sse(root);
         }
         const size_t offset = c->text_len;
         const char *t;
@@ -394,21 +382,7 @@ static void next_event(cmpl *c) {
     } else {
         cJSON_AddNullToObject(ch, "finish_reason");
     }
-    set_pending(c, sse(root));
-}
-
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    cmpl *c = cls;
-    while (c->pending_off >= c->pending_len) {
-        if (c->done_sent) return MHD_CONTENT_READER_END_OF_STREAM;
-        next_event(c);
-        if (!c->pending) return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = c->pending_len - c->pending_off;
-    if (n > max) n = max;
-    memcpy(buf, c->pending + c->pending_off, n);
-    c->pending_off += n;
-    return (ssize_t)n;
+    return sse(root);
 }
 
 static void stream_free(void *cls) { cmpl_free(cls); }
@@ -434,5 +408,5 @@ int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *
         cmpl_free(c);
         return ret;
     }
-    return http_send_stream(conn, "text/event-stream", stream_reader, c, stream_free);
+    return http_send_stream(conn, "text/event-stream", next_event, c, stream_free);
 }

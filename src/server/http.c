@@ -68,13 +68,52 @@ tr_server_params tr_server_default_params(void) {
     return p;
 }
 
-int http_send_stream(struct MHD_Connection *conn, const char *content_type,
-                     ssize_t (*reader)(void *cls, uint64_t pos, char *buf, size_t max), void *cls, void (*done)(void *cls)) {
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, cls, done);
+/* A streamed body: the piece being handed to MHD and where its producer stands. */
+typedef struct stream_body {
+    char *(*next)(void *cls, bool *last);
+    void (*done)(void *cls);
+    void *cls;
+    char *piece;
+    size_t len, off;
+    bool last;
+} stream_body;
+
+static ssize_t read_stream(void *p, uint64_t pos, char *buf, size_t max) {
+    stream_body *s = p;
+    while (s->off >= s->len) {
+        if (s->last) return MHD_CONTENT_READER_END_OF_STREAM;
+        free(s->piece);
+        s->piece = s->next(s->cls, &s->last);
+        if (!s->piece) return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory: the client sees a cut stream */
+        s->len = strlen(s->piece);
+        s->off = 0;
+    }
+    size_t n = s->len - s->off;
+    if (n > max) n = max;
+    memcpy(buf, s->piece + s->off, n);
+    s->off += n;
+    return (ssize_t)n;
+}
+
+/* MHD is done with the response (sent, or the client went away). */
+static void free_stream(void *p) {
+    stream_body *s = p;
+    s->done(s->cls);
+    free(s->piece);
+    free(s);
+}
+
+int http_send_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
+                     void *cls, void (*done)(void *cls)) {
+    stream_body *s = calloc(1, sizeof *s);
+    struct MHD_Response *r = s ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream)
+                               : NULL;
     if (!r) {
+        free(s);
         done(cls);
         return http_send_json(conn, 500, NULL);
     }
+    *s = (stream_body){.next = next, .done = done, .cls = cls};
     MHD_add_response_header(r, "Content-Type", content_type);
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     const int ret = MHD_queue_response(conn, 200, r);

@@ -20,19 +20,10 @@
 typedef struct ndjson_reply {
     tr_server *srv;
     route_stream *stream;
-    char *pending;     /* the line being handed to MHD */
-    size_t len, off;
-    bool ended;        /* the last line (done or error) is pending or sent */
+    char *answer_line; /* the first line, made before the response; then NULL */
     int32_t n_lookahead;
     double t0_ms;
 } ndjson_reply;
-
-static void set_pending(ndjson_reply *r, char *line) {
-    free(r->pending);
-    r->pending = line;
-    r->len = line ? strlen(line) : 0;
-    r->off = 0;
-}
 
 /* json (malloc'ed, consumed) with a newline appended. */
 static char *as_line(char *json) {
@@ -75,8 +66,15 @@ static char *error_line(const api_error *err) {
     return line_of(root);
 }
 
-/* Waits for the worker's next event and makes its line pending. */
-static void next_line(ndjson_reply *r) {
+/* The next line (http_send_stream's producer): the answer, then each lookahead token as the worker computes it
+ * (waiting for it), then done or an error, the last. */
+static char *next_line(void *cls, bool *last) {
+    ndjson_reply *r = cls;
+    if (r->answer_line) {
+        char *line = r->answer_line;
+        r->answer_line = NULL;
+        return line;
+    }
     int32_t token = 0;
     route_result totals;
     api_error err = {0};
@@ -85,43 +83,27 @@ static void next_line(ndjson_reply *r) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddNumberToObject(root, "lookahead", token);
         r->n_lookahead++;
-        set_pending(r, line_of(root));
-        return;
+        return line_of(root);
     }
     case STREAM_DONE:
-        r->ended = true;
-        set_pending(r, done_line(&totals));
+        *last = true;
         server_log(r->srv, "route_next stream done %.2f ms n_evaluated=%d lookahead=%d",
                    server_now_ms() - r->t0_ms, totals.n_evaluated, r->n_lookahead);
-        return;
+        return done_line(&totals);
     case STREAM_FAILED:
-        r->ended = true;
-        set_pending(r, error_line(&err));
+        *last = true;
         server_log(r->srv, "route_next stream failed after the answer %.2f ms %s", server_now_ms() - r->t0_ms,
                    err.code);
-        return;
+        return error_line(&err);
     }
-}
-
-static ssize_t read_lines(void *cls, uint64_t pos, char *buf, size_t max) {
-    ndjson_reply *r = cls;
-    while (r->off >= r->len) {
-        if (r->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        next_line(r);
-        if (!r->pending) return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory: the client sees a cut stream */
-    }
-    size_t n = r->len - r->off;
-    if (n > max) n = max;
-    memcpy(buf, r->pending + r->off, n);
-    r->off += n;
-    return (ssize_t)n;
+    return NULL;
 }
 
 /* MHD is done with the response (sent, or the client went away): stop the job and free it. */
 static void free_reply(void *cls) {
     ndjson_reply *r = cls;
     scheduler_stream_close(r->stream);
-    free(r->pending);
+    free(r->answer_line);
     free(r);
 }
 
@@ -147,6 +129,10 @@ int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_requ
     r->srv = srv;
     r->stream = stream;
     r->t0_ms = t0_ms;
-    set_pending(r, as_line(route_result_json(session, with_verify, &answer)));
-    return http_send_stream(conn, "application/x-ndjson", read_lines, r, free_reply);
+    r->answer_line = as_line(route_result_json(session, with_verify, &answer));
+    if (!r->answer_line) {
+        free_reply(r);
+        return http_send_json(conn, 500, NULL);
+    }
+    return http_send_stream(conn, "application/x-ndjson", next_line, r, free_reply);
 }

@@ -149,10 +149,11 @@ int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_requ
 /* The /v1/route/next reply object (malloc'ed JSON; NULL when out of memory); verify only with a draft. */
 char *route_result_json(const char *session, bool with_verify, const route_result *res);
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned);
-/* A 200 streamed with chunked encoding: reader produces the body (MHD content-reader semantics; it may block, one
- * thread per connection), done frees cls afterwards — or at once, with a 500, when the response cannot be made. */
-int http_send_stream(struct MHD_Connection *conn, const char *content_type,
-                     ssize_t (*reader)(void *cls, uint64_t pos, char *buf, size_t max), void *cls, void (*done)(void *cls));
+/* A 200 streamed with chunked encoding, piece by piece: next returns the next piece of the body (a malloc'ed
+ * string, taken over; it may block: one thread per connection) and sets *last on the final one; NULL cuts the
+ * stream (out of memory). done frees cls afterwards — or at once, with a 500, when the response cannot be made. */
+int http_send_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
+                     void *cls, void (*done)(void *cls));
 int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *route, const api_error *err,
                     double t0_ms);
 double server_now_ms(void);
