@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "fuzz_lines.h"
 #include "transport/llamacpp_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -20,14 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     llamacpp_stream s = {.call = &call};
     const char *body = (const char *)data + 1;
     const size_t len = size - 1;
-    for (size_t at = 0; at <= len;) {
-        const char *nl = memchr(body + at, '\n', len - at);
-        const size_t n = nl ? (size_t)(nl - (body + at)) : len - at;
-        const bool more = llamacpp_stream_line(&s, body + at, n);
-        (void)llamacpp_stream_wanted(&s);
-        if (!more || !nl) break;
-        at += n + 1;
-    }
+    feed_lines(body, len, llamacpp_stream_line, llamacpp_stream_wanted, &s);
     if (s.n_lookahead < 0 || s.n_lookahead > lookahead) abort();
     if (s.answered && (s.no_answer || call.id < 0 || s.position != 1 + s.n_lookahead)) abort();
     if (!s.answered && (s.n_lookahead != 0 || call.id != -1)) abort();

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "fuzz_lines.h"
 #include "transport/session_reply.h"
 
 static void check_tail(const tr_llm_call *call, const held_tail *t) {
@@ -40,14 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     call = blank;
     reply_stream rs = {.call = &call};
-    for (size_t at = 0; at <= len;) {
-        const char *nl = memchr(body + at, '\n', len - at);
-        const size_t n = nl ? (size_t)(nl - (body + at)) : len - at;
-        const bool more = session_reply_line(&rs, body + at, n);
-        (void)session_reply_wanted(&rs);
-        if (!more || !nl) break;
-        at += n + 1;
-    }
+    feed_lines(body, len, session_reply_line, session_reply_wanted, &rs);
     if (rs.n_lookahead < 0 || rs.n_lookahead > lookahead) abort();
     if (rs.answered) check_tail(&call, &rs.tail);
     if (rs.answered && rs.refused) abort();

@@ -487,15 +487,10 @@ static void waits_for_the_stream(void **state) {
     tr_llm_backend_free(sync_llm);
 }
 
-/* The whole lookahead stream of the last finished request (the answer comes first; bounded wait). */
-static int32_t wait_lookahead(tr_llm_backend *llm, int32_t *la) {
-    bool complete = false;
-    int32_t n = 0;
-    for (int tries = 0; tries < 5000 && !complete; tries++) {
-        n = tr_llm_lookahead(llm, la, &complete);
-        if (!complete) usleep(1000);
-    }
-    assert_true(complete);
+/* The last finished request's whole lookahead stream (bounded wait). */
+static int32_t wait_lookahead(tr_llm_backend *llm, int32_t *ids) {
+    const int32_t n = lookahead_when_complete(llm, ids);
+    assert_true(n >= 0);
     return n;
 }
 

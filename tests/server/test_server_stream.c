@@ -187,6 +187,16 @@ static stream_call *stream_begin(const char *body, bool hang_up, pthread_t *th) 
     return s;
 }
 
+static const char PROMPT[] = "[1,403,407,261,378,432,383,286]"; /* 8 tokens */
+
+/* A new session's streamed request for PROMPT with 16 lookahead tokens. */
+static stream_call *stream_prompt(const char *session, bool hang_up, pthread_t *th) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"session\":\"%s\",\"pos\":0,\"tokens\":%s,\"lookahead\":16,\"stream\":true}",
+             session, PROMPT);
+    return stream_begin(body, hang_up, th);
+}
+
 static void stream_wait_answer(stream_call *s) {
     pthread_mutex_lock(&s->mu);
     while (!s->answered) pthread_cond_wait(&s->cv, &s->mu);
@@ -241,7 +251,6 @@ static void assert_same_field(const cJSON *a, const cJSON *b, const char *name) 
 
 /* ---------------------------------------------------------------- tests */
 
-static const char PROMPT[] = "[1,403,407,261,378,432,383,286]"; /* 8 tokens */
 
 /* A draft whose first branch the LLM takes (261 378 after [1,403,407]: see docs/protocol.md). */
 static void test_stream_matches_plain(void **state) {
@@ -342,10 +351,8 @@ static void test_stream_superseded(void **state) {
     for (; attempts < 300 && superseded < 3; attempts++) {
         char body[256], session[32];
         snprintf(session, sizeof session, "sup%d", attempts);
-        snprintf(body, sizeof body, "{\"session\":\"%s\",\"pos\":0,\"tokens\":%s,\"lookahead\":16,\"stream\":true}",
-                 session, PROMPT);
         pthread_t th;
-        stream_call *s = stream_begin(body, false, &th);
+        stream_call *s = stream_prompt(session, false, &th);
         stream_wait_answer(s);
         /* The newcomer keeps the answer: pos 8 + [answer]; its answer is the first lookahead token. */
         snprintf(body, sizeof body, "{\"session\":\"%s\",\"pos\":8,\"tokens\":[%d]}", session, ref_answer);
@@ -377,10 +384,8 @@ static void test_stream_hang_up(void **state) {
     for (int attempt = 0; attempt < 10; attempt++) {
         char body[256], session[32];
         snprintf(session, sizeof session, "gone%d", attempt);
-        snprintf(body, sizeof body, "{\"session\":\"%s\",\"pos\":0,\"tokens\":%s,\"lookahead\":16,\"stream\":true}",
-                 session, PROMPT);
         pthread_t th;
-        stream_call *s = stream_begin(body, true, &th);
+        stream_call *s = stream_prompt(session, true, &th);
         pthread_join(th, NULL);
         assert_int_equal(s->status, 200);
         assert_int_equal(s->n_lines, 1);

@@ -61,3 +61,13 @@ const char *temp_path(const char *suffix) {
     snprintf(buf, sizeof buf, "/tmp/tokroute-test-%d-%d%s", (int)getpid(), counter++, suffix);
     return buf;
 }
+
+int32_t lookahead_when_complete(tr_llm_backend *llm, int32_t *ids) {
+    bool complete = false;
+    int32_t n = 0;
+    for (int i = 0; i < 10000 && !complete; i++) {
+        n = tr_llm_lookahead(llm, ids, &complete);
+        if (!complete) usleep(1000);
+    }
+    return complete ? n : -1;
+}

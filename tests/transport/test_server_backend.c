@@ -40,15 +40,10 @@ static void count_streams(void *user, const char *line) {
     if (strstr(line, "lookahead streams")) atomic_fetch_add(&streamed_replies, 1);
 }
 
-/* Waits until the last finished call's lookahead is complete (its statistics are then final); returns it. */
+/* The last finished request's whole lookahead stream (bounded wait). */
 static int32_t wait_lookahead(tr_llm_backend *b, int32_t *ids) {
-    bool complete = false;
-    int32_t n = 0;
-    for (int i = 0; i < 10000 && !complete; i++) {
-        n = tr_llm_lookahead(b, ids, &complete);
-        if (!complete) usleep(1000);
-    }
-    assert_true(complete);
+    const int32_t n = lookahead_when_complete(b, ids);
+    assert_true(n >= 0);
     return n;
 }
 
