@@ -102,6 +102,38 @@ tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t
                                float *logprob);
 tr_llm_stats tr_llm_backend_stats(const tr_llm_backend *b);
 
+/* Scoring a given sequence (teacher forcing: training data and evaluation). For each position p in [first, end),
+ * 1 <= first < end <= n_tokens + 1, out[p - first] gets the LLM's distribution over the token at p given
+ * tokens[0..p): its top_k most likely ids with their log-probabilities (most likely first) and the log-probability
+ * of tokens[p] itself (NAN for p == n_tokens: the position after the sequence, what the next token would be).
+ * Backends answer it in as few requests as their engine allows: the embedded LLM and tokroute serve in one forward
+ * pass; vLLM (--openai, prompt_logprobs) and SGLang (--sglang, input logprobs) in one request; llama.cpp's server,
+ * which has no prompt log-probabilities, one request per position. Log-probabilities are normalized over the
+ * allowed ids in this process (tr_llm_backend_set_allowed) and over the engine's whole vocabulary on a server.
+ * Failures as for next-token calls; TR_ERR_FORMAT for a reply that does not hold every position asked for, ids out
+ * of range or repeated, log-probabilities that are not finite, positive or out of order; TR_ERR_UNSUPPORTED for a
+ * backend without scoring. */
+#define TR_SCORE_TOPK_MAX 64
+typedef struct tr_llm_position {
+    float logprob;                          /* of the actual token tokens[p] (NAN after the sequence) */
+    int32_t n_top;                          /* entries below: top_k, fewer only when fewer ids are allowed */
+    int32_t top_ids[TR_SCORE_TOPK_MAX];
+    float top_logprobs[TR_SCORE_TOPK_MAX];
+} tr_llm_position;
+tr_status tr_llm_score(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t first, int32_t end,
+                       int32_t top_k, tr_llm_position *out);
+/* Scoring statistics (separate from next-token calls): requests, positions scored, wall time. */
+typedef struct tr_llm_score_stats {
+    int64_t calls, requests, positions, tokens_evaluated;
+    double time_ms;
+    int64_t bytes_sent, bytes_received;
+} tr_llm_score_stats;
+tr_llm_score_stats tr_llm_backend_score_stats(const tr_llm_backend *b);
+/* How later next-token calls choose: greedy (temperature 0, every backend) or drawn at temperature > 0 from a
+ * generator seeded by (seed, position) where the backend can (embedded, --server; the OpenAI-compatible, SGLang and
+ * llama.cpp backends send temperature, top-k/top-p and a per-position seed). TR_ERR_UNSUPPORTED where it cannot. */
+tr_status tr_llm_backend_set_sampling(tr_llm_backend *b, const tr_sampler_params *sampling);
+
 /* Asynchronous calls: the same request as tr_llm_next_token_ex, run on a helper thread the backend owns, so the
  * caller keeps working while the answer travels. One request at a time per backend; while it is in flight the
  * caller must not use the backend otherwise (abort_fn is then polled from the helper thread). lookahead asks for up
@@ -190,6 +222,24 @@ bool tr_llm_call_push_lookahead(tr_llm_call *call, int32_t id);
 /* Whether further lookahead tokens are still wanted (what the next push would say, without a token). */
 bool tr_llm_call_wanted(const tr_llm_call *call);
 
+/* A scoring request (tr_llm_score) as an implementation sees it. out has end - first entries, preset to
+ * logprob NAN and n_top 0; fill each position's top ids (most likely first) and the actual token's log-probability.
+ * The wrapper checks the result (every position filled, ids in range and distinct, log-probabilities finite, <= 0
+ * and in order), so an implementation may copy what the network says and let the check refuse it. */
+typedef struct tr_llm_score_call {
+    const int32_t *tokens;
+    int32_t n_tokens;
+    int32_t first, end;      /* positions [first, end); end may be n_tokens + 1 (the position after the sequence) */
+    int32_t top_k;           /* ids wanted per position (1..TR_SCORE_TOPK_MAX) */
+    int32_t n_allowed;       /* ids < n_allowed only (0: any) */
+    tr_abort_fn abort_fn;    /* may be NULL */
+    void *abort_user;
+    struct tr_llm_position *out;
+    int64_t n_evaluated;     /* out: tokens the LLM evaluated (preset to 0) */
+    int64_t n_requests;      /* out: requests sent (remote; preset to 0) */
+    int64_t bytes_sent, bytes_received; /* out: request and reply body bytes (remote backends) */
+} tr_llm_score_call;
+
 typedef struct tr_llm_backend_ops {
     const char *name;
     tr_status (*next_token)(void *impl, tr_llm_call *call);
@@ -199,6 +249,11 @@ typedef struct tr_llm_backend_ops {
      * being wanted, so an implementation waiting on the network can wake up, see tr_llm_call_wanted return false
      * and return. It must not block or call back into the backend. */
     void (*interrupt)(void *impl);
+    /* optional (NULL: tr_llm_score is TR_ERR_UNSUPPORTED): scores a given sequence, see tr_llm_score */
+    tr_status (*score)(void *impl, tr_llm_score_call *call);
+    /* optional (NULL: the backend cannot sample; tr_llm_backend_set_sampling is TR_ERR_UNSUPPORTED for
+     * temperature > 0): how later next-token calls choose (greedy, or drawn from (seed, position)) */
+    tr_status (*set_sampling)(void *impl, const tr_sampler_params *sampling);
 } tr_llm_backend_ops;
 
 /* Wraps impl; ownership passes to the backend (ops->free runs on it even when this call fails). */

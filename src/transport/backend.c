@@ -49,6 +49,7 @@ struct tr_llm_backend {
     double open_until_ms;      /* breaker open while now < open_until_ms */
     int32_t current_cooldown_ms;
     tr_llm_stats stats;
+    tr_llm_score_stats score_stats;
     double jitter_ms;          /* test hook: extra random delay per call */
     uint64_t jitter_state;
     /* the helper thread */
@@ -440,6 +441,106 @@ tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t
     *next = reply.id;
     if (logprob) *logprob = reply.logprob;
     return TR_OK;
+}
+
+/* ---------------------------------------------------------------- scoring a sequence */
+
+/* What an implementation returned, checked before anyone reads it: every position filled with n_top ids (top_k, or
+ * all allowed ids when fewer), distinct, in range, log-probabilities finite, <= 0 (a rounding slack of 1e-4) and
+ * not increasing; the actual token's log-probability finite and <= 0, and equal to its entry when it is listed. */
+static tr_status check_scores(const tr_llm_backend *b, const tr_llm_score_call *c, int32_t n_vocab) {
+    const float slack = 1e-4f;
+    const int32_t limit = b->n_allowed > 0 ? b->n_allowed : n_vocab > 0 ? n_vocab : INT32_MAX;
+    const int32_t want = c->top_k < limit ? c->top_k : limit;
+    for (int32_t p = c->first; p < c->end; p++) {
+        const tr_llm_position *o = &c->out[p - c->first];
+        if (o->n_top < want || o->n_top > c->top_k)
+            return tr_fail(TR_ERR_FORMAT, "position %d: %d top log-probabilities, expected %d (a reply missing "
+                           "positions or alternatives)", p, o->n_top, want);
+        for (int32_t i = 0; i < o->n_top; i++) {
+            const int32_t id = o->top_ids[i];
+            const float lp = o->top_logprobs[i];
+            if (id < 0 || id >= limit)
+                return tr_fail(TR_ERR_RANGE, "position %d: token id %d is outside the vocabulary (0..%d)", p, id,
+                               limit - 1);
+            if (!isfinite(lp) && !(lp == -INFINITY && i > 0))
+                return tr_fail(TR_ERR_FORMAT, "position %d: log-probability of token %d is not a number", p, id);
+            if (lp > slack) return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g > 0", p, (double)lp);
+            if (i > 0 && lp > o->top_logprobs[i - 1] + slack)
+                return tr_fail(TR_ERR_FORMAT, "position %d: top log-probabilities are not in descending order", p);
+            for (int32_t j = 0; j < i; j++)
+                if (o->top_ids[j] == id) return tr_fail(TR_ERR_FORMAT, "position %d: token %d listed twice", p, id);
+        }
+        if (p < c->n_tokens) {
+            if (!isfinite(o->logprob) && o->logprob != -INFINITY)
+                return tr_fail(TR_ERR_FORMAT, "position %d: no log-probability for token %d", p, c->tokens[p]);
+            if (o->logprob > slack) return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g > 0", p,
+                                                   (double)o->logprob);
+        }
+    }
+    return TR_OK;
+}
+
+tr_status tr_llm_score(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t first, int32_t end,
+                       int32_t top_k, tr_llm_position *out) {
+    if (!b || !tokens || n_tokens <= 0 || !out) return tr_fail(TR_ERR_ARG, "tr_llm_score: empty sequence");
+    if (first < 1 || end <= first || end > n_tokens + 1)
+        return tr_fail(TR_ERR_ARG, "tr_llm_score: positions %d..%d outside 1..%d", first, end - 1, n_tokens);
+    if (top_k < 1 || top_k > TR_SCORE_TOPK_MAX)
+        return tr_fail(TR_ERR_ARG, "tr_llm_score: top_k %d outside 1..%d", top_k, TR_SCORE_TOPK_MAX);
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0) return tr_fail(TR_ERR_ARG, "tr_llm_score: negative token id %d", tokens[i]);
+    if (!b->ops->score)
+        return tr_fail(TR_ERR_UNSUPPORTED, "LLM backend %s cannot score a sequence", b->ops->name);
+    if (b->in_flight) return tr_fail(TR_ERR_STATE, "tr_llm_score: an asynchronous request is in flight");
+    backend_settle(b);
+    for (int32_t p = first; p < end; p++) {
+        out[p - first].logprob = NAN;
+        out[p - first].n_top = 0;
+    }
+    const double t0 = now_ms();
+    tr_status st;
+    tr_llm_score_call call = {.tokens = tokens, .n_tokens = n_tokens, .first = first, .end = end, .top_k = top_k,
+                              .n_allowed = b->n_allowed, .abort_fn = b->abort_fn, .abort_user = b->abort_user,
+                              .out = out};
+    if (b->open_until_ms > t0) {
+        st = tr_fail(TR_ERR_NETWORK, "unavailable (circuit open, next probe in %.0f ms)", b->open_until_ms - t0);
+        b->stats.short_circuited++;
+    } else {
+        sleep_ms(b->rtt_ms / 2);
+        st = b->ops->score(b->impl, &call);
+        if (st == TR_OK) st = check_scores(b, &call, b->ops->n_vocab ? b->ops->n_vocab(b->impl) : 0);
+        const double t1 = now_ms();
+        breaker_record(b, st, t1);
+        sleep_ms(b->rtt_ms / 2);
+        b->score_stats.calls++;
+        b->score_stats.requests += call.n_requests > 0 ? call.n_requests : 1;
+        b->score_stats.time_ms += now_ms() - t0;
+        b->score_stats.tokens_evaluated += call.n_evaluated;
+        b->score_stats.bytes_sent += call.bytes_sent;
+        b->score_stats.bytes_received += call.bytes_received;
+        if (st == TR_OK) b->score_stats.positions += end - first;
+        else b->stats.failures++;
+    }
+    return st == TR_OK ? TR_OK : tr_fail_prefix(st, "LLM backend %s", b->ops->name);
+}
+
+tr_llm_score_stats tr_llm_backend_score_stats(const tr_llm_backend *b) {
+    tr_llm_score_stats s;
+    memset(&s, 0, sizeof s);
+    if (b) s = b->score_stats;
+    return s;
+}
+
+tr_status tr_llm_backend_set_sampling(tr_llm_backend *b, const tr_sampler_params *sampling) {
+    if (!b || !sampling) return tr_fail(TR_ERR_ARG, "tr_llm_backend_set_sampling: NULL argument");
+    if (b->in_flight) return tr_fail(TR_ERR_STATE, "tr_llm_backend_set_sampling: a request is in flight");
+    backend_settle(b);
+    if (!b->ops->set_sampling) {
+        if (sampling->temperature <= 0) return TR_OK;
+        return tr_fail(TR_ERR_UNSUPPORTED, "LLM backend %s cannot sample (greedy only)", b->ops->name);
+    }
+    return b->ops->set_sampling(b->impl, sampling);
 }
 
 /* ---------------------------------------------------------------- asynchronous calls */

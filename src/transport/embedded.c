@@ -128,6 +128,76 @@ static tr_status embedded_next(void *impl, tr_llm_call *call) {
     return TR_OK;
 }
 
+/* The k largest of a row (ties: the lower id first, as tr_argmax), most likely first; returns how many. */
+static int32_t top_k_of(const float *logits, int32_t n, int32_t k, int32_t *ids) {
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (m == k && !(logits[i] > logits[ids[k - 1]])) continue;
+        int32_t j = m < k ? m++ : k - 1;
+        while (j > 0 && logits[i] > logits[ids[j - 1]]) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = i;
+    }
+    return m;
+}
+
+/* Scoring: the common prefix with the cache is kept up to the first row whose logits are needed; the rest is
+ * evaluated in one batch keeping every row's logits (chunked, so a long sequence can be aborted). */
+static tr_status embedded_score(void *impl, tr_llm_score_call *call) {
+    embedded *e = impl;
+    const int32_t n = call->n_tokens, last_row = call->end - 1; /* rows first-1 .. end-2 predict first .. end-1 */
+    if (n > tr_context_n_ctx(e->ctx))
+        return tr_fail(TR_ERR_RANGE, "%d tokens do not fit the LLM's context (%d)", n, tr_context_n_ctx(e->ctx));
+    const int32_t *cached = tr_context_tokens(e->ctx);
+    int32_t keep = 0;
+    const int32_t n_past = tr_context_n_past(e->ctx), limit = call->first - 1;
+    while (keep < n_past && keep < limit && cached[keep] == call->tokens[keep]) keep++;
+    tr_status st = tr_context_truncate(e->ctx, keep);
+    e->logits_valid = false;
+    if (st == TR_OK && keep < limit) st = tr_context_eval(e->ctx, call->tokens + keep, limit - keep, TR_EVAL_LOGITS_NONE);
+    if (st != TR_OK) return st;
+    call->n_evaluated = limit - keep;
+    const int32_t n_choice = call->n_allowed > 0 && call->n_allowed < e->n_vocab ? call->n_allowed : e->n_vocab;
+    const int32_t rows_end = last_row + 1 < n ? last_row + 1 : n; /* exclusive */
+    for (int32_t at = limit; at < rows_end; at += CATCH_UP_CHUNK) {
+        if (call->abort_fn && call->abort_fn(call->abort_user)) return tr_fail(TR_ERR_STATE, "aborted");
+        const int32_t m = rows_end - at < CATCH_UP_CHUNK ? rows_end - at : CATCH_UP_CHUNK;
+        st = tr_context_eval(e->ctx, call->tokens + at, m, TR_EVAL_LOGITS_ALL);
+        if (st != TR_OK) return st;
+        call->n_evaluated += m;
+        for (int32_t r = 0; r < m; r++) {
+            const float *l = tr_context_logits(e->ctx, r);
+            tr_llm_position *o = &call->out[at + r + 1 - call->first];
+            double mx = -INFINITY, sum = 0;
+            for (int32_t i = 0; i < n_choice; i++) mx = l[i] > mx ? l[i] : mx;
+            for (int32_t i = 0; i < n_choice; i++) sum += exp((double)l[i] - mx);
+            const double lse = mx + log(sum);
+            o->n_top = top_k_of(l, n_choice, call->top_k, o->top_ids);
+            for (int32_t i = 0; i < o->n_top; i++) o->top_logprobs[i] = (float)((double)l[o->top_ids[i]] - lse);
+            const int32_t pos = at + r + 1;
+            if (pos < n) {
+                const int32_t t = call->tokens[pos];
+                o->logprob = t < n_choice ? (float)((double)l[t] - lse) : -INFINITY;
+            }
+        }
+    }
+    e->logits_valid = true; /* the last row's logits belong to the last cached position */
+    return TR_OK;
+}
+
+static tr_status embedded_set_sampling(void *impl, const tr_sampler_params *sampling) {
+    embedded *e = impl;
+    tr_sampler *s = NULL;
+    tr_status st = tr_sampler_create(sampling, &s);
+    if (st != TR_OK) return st;
+    tr_sampler_free(e->sampler);
+    e->sampler = s;
+    e->sp = *sampling;
+    return TR_OK;
+}
+
 static int32_t embedded_n_vocab(void *impl) { return ((embedded *)impl)->n_vocab; }
 
 static void embedded_free(void *impl) {
@@ -139,7 +209,8 @@ static void embedded_free(void *impl) {
 }
 
 static const backend_ops embedded_ops = {.name = "embedded", .next_token = embedded_next,
-                                         .n_vocab = embedded_n_vocab, .free = embedded_free};
+                                         .n_vocab = embedded_n_vocab, .free = embedded_free,
+                                         .score = embedded_score, .set_sampling = embedded_set_sampling};
 
 tr_status tr_llm_backend_embedded(const tr_model *llm, const tr_context_params *params,
                                   const tr_sampler_params *sampling, tr_llm_backend **out) {
