@@ -71,6 +71,9 @@ tr_status tr_llm_backend_server(const tr_remote_params *params, tr_llm_backend *
 tr_status tr_llm_backend_openai(const tr_remote_params *params, tr_llm_backend **out);
 /* llama.cpp's server: POST /completion with a token-id prompt, n_predict 1, cache_prompt true, n_probs. */
 tr_status tr_llm_backend_llamacpp(const tr_remote_params *params, tr_llm_backend **out);
+/* SGLang's native API: POST /generate with input_ids, max_new_tokens 1, greedy, the id from meta_info; scoring
+ * with return_logprob, logprob_start_len 0 and top_logprobs_num K in one request per sequence. */
+tr_status tr_llm_backend_sglang(const tr_remote_params *params, tr_llm_backend **out);
 
 void tr_llm_backend_free(tr_llm_backend *b);
 /* Simulates a network round trip of rtt_ms on every call: half of it before the LLM computes (the request's trip;
