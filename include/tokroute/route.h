@@ -119,7 +119,8 @@ tr_llm_stats tr_llm_backend_stats(const tr_llm_backend *b);
 #define TR_SCORE_TOPK_MAX 64
 typedef struct tr_llm_position {
     float logprob;                          /* of the actual token tokens[p] (NAN after the sequence) */
-    int32_t n_top;                          /* entries below: top_k, fewer only when fewer ids are allowed */
+    int32_t n_top;                          /* entries below: top_k, fewer where ids outside the allowed range
+                                               (tr_llm_backend_set_allowed) were dropped from a server's list */
     int32_t top_ids[TR_SCORE_TOPK_MAX];
     float top_logprobs[TR_SCORE_TOPK_MAX];
 } tr_llm_position;

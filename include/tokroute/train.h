@@ -57,6 +57,8 @@ typedef struct tr_collect_params {
     void *progress_user;
     tr_chat_template chat_template; /* question-answering formats: the question as a user turn, the target as the
                                        assistant's reply (default TR_CHAT_NONE: "question\nAnswer: target") */
+    int32_t llm_topk;           /* the LLM's top ids read per position (default 20, vLLM's default log-prob limit;
+                                   1..TR_SCORE_TOPK_MAX): its probability of the SLM's top-1 is 0 outside them */
 } tr_collect_params;
 
 typedef struct tr_collect_stats {
@@ -71,6 +73,13 @@ tr_collect_params tr_collect_default_params(void);
  * share a vocabulary. */
 tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_path, const char *out_dir,
                      const tr_collect_params *params, tr_collect_stats *stats);
+/* The same with the LLM behind any backend (embedded, tokroute serve, vLLM, SGLang, llama.cpp): its answers come from
+ * tr_llm_score (teacher forcing), tr_llm_next_token with sampling (llm-sample) and the position after the sequence
+ * (round 2), so the data equals the embedded collect's up to the engine's numerics. The backend's allowed range is
+ * set to the SLM's vocabulary. llm_name identifies the LLM in the data's header (a resume checks it; NULL: the
+ * backend's name). A failure (after the backend's retries) stops with what was collected kept: a rerun resumes. */
+tr_status tr_collect_backend(const tr_model *slm, tr_llm_backend *llm, const char *llm_name, const char *data_path,
+                             const char *out_dir, const tr_collect_params *params, tr_collect_stats *stats);
 
 /* Collected data, loaded into memory and validated (every size, id and value checked). Several folders (of the
  * same SLM) may be added together. */
@@ -230,6 +239,11 @@ tr_eval_params tr_eval_default_params(void);
 /* Runs the evaluation. The models are only read (LLM: an embedded backend for generation); their vocabularies
  * must be compatible (tr_vocab_compatible); the LLM's choices are restricted to the shared ids. */
 tr_status tr_eval_run(const tr_model *slm, const tr_model *llm, const tr_eval_params *params, tr_eval **out);
+/* The same with the LLM behind any backend: teacher-forced positions through tr_llm_score (one request per example
+ * where the engine allows), generation through the backend (greedy; its server keeps its prefix cache between
+ * runs, so the latency table is not cold per run as it is in process), the text perplexity through tr_llm_score.
+ * The backend's allowed range is set to the ids the SLM's vocabulary has. */
+tr_status tr_eval_run_backend(const tr_model *slm, tr_llm_backend *llm, const tr_eval_params *params, tr_eval **out);
 void tr_eval_free(tr_eval *eval);
 const tr_eval_summary *tr_eval_get_summary(const tr_eval *eval);
 /* Policies in order: "router" (when a router file was given), "maxprob", "margin", "entropy", "random", and

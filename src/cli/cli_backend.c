@@ -8,16 +8,19 @@
 
 #include "cli/cli_common.h"
 
-const char cli_backend_usage[] =
+const char cli_llm_usage[] =
     "  --llm FILE             the large model, loaded in this process (embedded backend)\n"
     "  --server URL           the LLM on a `tokroute serve` (session protocol: only new tokens are sent)\n"
     "  --openai URL           any OpenAI-compatible /v1/completions (vLLM, SGLang, llama.cpp, tokroute serve)\n"
     "  --openai-model NAME    \"model\" of --openai requests (-m/--model names the local model file)\n"
     "  --llamacpp URL         llama.cpp's server (POST /completion with cache_prompt)\n"
+    "  --sglang URL           SGLang's native server (POST /generate with input_ids)\n"
     "  --api-key KEY          Bearer key for the LLM server (default: env TOKROUTE_API_KEY)\n"
     "  --timeout-ms MS        most time one LLM call may take, retries included (default 10000)\n"
     "  --retries N            further attempts after a failed request, with backoff (default 2)\n"
-    "  --cacert FILE          PEM CA certificate for https:// URLs (certificates are always verified)\n"
+    "  --cacert FILE          PEM CA certificate for https:// URLs (certificates are always verified)\n";
+
+const char cli_backend_usage[] =
     "  --on-llm-failure P     fallback (default: the SLM's token, marked in the trace) or error\n"
     "  --simulate-rtt MS      add a network delay to every LLM call\n"
     "  --sync                 wait for every routed token (no speculation, lookahead or draft)\n"
@@ -48,7 +51,6 @@ void cli_backend_init(cli_backend_opts *o) {
 
 int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o) {
     const char *v;
-    long x;
     double f;
     /* hiding the round trip */
     bool *flag = cli_flag(argc, argv, i, NULL, "--sync")          ? &o->sync
@@ -68,21 +70,9 @@ int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o) {
         return cli_int("--draft-width", v, 1, 8, &o->draft_width) ? 1 : -1;
     if (cli_option(argc, argv, i, NULL, "--draft-span", &v))
         return cli_int("--draft-span", v, 1, TR_DRAFT_TOKENS_MAX, &o->draft_span) ? 1 : -1;
-    /* the backend */
-    if (cli_option(argc, argv, i, NULL, "--llm", &v)) o->llm = v;
-    else if (cli_option(argc, argv, i, NULL, "--server", &v)) o->server = v;
-    else if (cli_option(argc, argv, i, NULL, "--openai", &v)) o->openai = v;
-    else if (cli_option(argc, argv, i, NULL, "--llamacpp", &v)) o->llamacpp = v;
-    else if (cli_option(argc, argv, i, NULL, "--openai-model", &v)) o->remote.model = v;
-    else if (cli_option(argc, argv, i, NULL, "--api-key", &v)) o->remote.api_key = v;
-    else if (cli_option(argc, argv, i, NULL, "--cacert", &v)) o->remote.cacert = v;
-    else if (cli_option(argc, argv, i, NULL, "--timeout-ms", &v)) {
-        if (!cli_int("--timeout-ms", v, 1, 3600000, &x)) return -1;
-        o->remote.timeout_ms = (int32_t)x;
-    } else if (cli_option(argc, argv, i, NULL, "--retries", &v)) {
-        if (!cli_int("--retries", v, 0, 100, &x)) return -1;
-        o->remote.retries = (int32_t)x;
-    } else if (cli_option(argc, argv, i, NULL, "--on-llm-failure", &v)) {
+    const int r = cli_llm_option(argc, argv, i, o);
+    if (r != 0) return r;
+    if (cli_option(argc, argv, i, NULL, "--on-llm-failure", &v)) {
         if (v && strcmp(v, "fallback") == 0) o->on_failure = TR_LLM_FAILURE_FALLBACK;
         else if (v && strcmp(v, "error") == 0) o->on_failure = TR_LLM_FAILURE_ERROR;
         else return fprintf(stderr, "tokroute: --on-llm-failure must be fallback or error\n"), -1;
@@ -93,15 +83,40 @@ int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o) {
     } else {
         return 0;
     }
+    return 1;
+}
+
+int cli_llm_option(int argc, char **argv, int *i, cli_backend_opts *o) {
+    const char *v;
+    long x;
+    if (cli_option(argc, argv, i, NULL, "--llm", &v)) o->llm = v;
+    else if (cli_option(argc, argv, i, NULL, "--server", &v)) o->server = v;
+    else if (cli_option(argc, argv, i, NULL, "--openai", &v)) o->openai = v;
+    else if (cli_option(argc, argv, i, NULL, "--llamacpp", &v)) o->llamacpp = v;
+    else if (cli_option(argc, argv, i, NULL, "--sglang", &v)) o->sglang = v;
+    else if (cli_option(argc, argv, i, NULL, "--openai-model", &v)) o->remote.model = v;
+    else if (cli_option(argc, argv, i, NULL, "--api-key", &v)) o->remote.api_key = v;
+    else if (cli_option(argc, argv, i, NULL, "--cacert", &v)) o->remote.cacert = v;
+    else if (cli_option(argc, argv, i, NULL, "--timeout-ms", &v)) {
+        if (!cli_int("--timeout-ms", v, 1, 3600000, &x)) return -1;
+        o->remote.timeout_ms = (int32_t)x;
+    } else if (cli_option(argc, argv, i, NULL, "--retries", &v)) {
+        if (!cli_int("--retries", v, 0, 100, &x)) return -1;
+        o->remote.retries = (int32_t)x;
+    } else {
+        return 0;
+    }
     if (!v) return fprintf(stderr, "tokroute: %s needs a value\n", argv[*i]), -1;
     return 1;
 }
 
-bool cli_backend_given(const cli_backend_opts *o) { return o->llm || o->server || o->openai || o->llamacpp; }
+bool cli_backend_given(const cli_backend_opts *o) {
+    return o->llm || o->server || o->openai || o->llamacpp || o->sglang;
+}
 
 const char *cli_backend_check(const cli_backend_opts *o) {
-    if ((o->llm != NULL) + (o->server != NULL) + (o->openai != NULL) + (o->llamacpp != NULL) > 1)
-        return "give one LLM: --llm, --server, --openai or --llamacpp";
+    if ((o->llm != NULL) + (o->server != NULL) + (o->openai != NULL) + (o->llamacpp != NULL) + (o->sglang != NULL) > 1)
+        return "give one LLM: --llm, --server, --openai, --llamacpp or --sglang";
     if (o->remote.model && !o->openai) return "--openai-model applies to --openai";
     if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0 ||
                     o->draft_fixed))
@@ -111,7 +126,7 @@ const char *cli_backend_check(const cli_backend_opts *o) {
 
 void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp) {
     /* On by default where there is a round trip to hide: a remote LLM or a simulated delay. */
-    const bool has_rtt = o->server || o->openai || o->llamacpp || o->rtt_ms > 0;
+    const bool has_rtt = o->server || o->openai || o->llamacpp || o->sglang || o->rtt_ms > 0;
     rp->speculate_depth = o->sync ? 0 : o->depth >= 0 ? (int32_t)o->depth : has_rtt ? 8 : 0;
     /* Lookahead by default only where it is exact: --server and the embedded LLM. --openai has none, and through
      * llama.cpp it is opt-in: its cache then holds tokens it decoded one at a time, which round differently from its
@@ -167,6 +182,7 @@ bool cli_backend_open(const cli_backend_opts *o, const tr_model *slm, const tr_c
         if (sp) rp.sampling = *sp;
         if (o->server) rp.url = o->server, st = tr_llm_backend_server(&rp, out);
         else if (o->openai) rp.url = o->openai, st = tr_llm_backend_openai(&rp, out);
+        else if (o->sglang) rp.url = o->sglang, st = tr_llm_backend_sglang(&rp, out);
         else rp.url = o->llamacpp, st = tr_llm_backend_llamacpp(&rp, out);
         if (st == TR_OK) {
             n_llm = tr_llm_backend_n_vocab(*out);

@@ -15,6 +15,7 @@ typedef struct cli_backend_opts {
     const char *server;     /* --server URL: tokroute serve's session protocol */
     const char *openai;     /* --openai URL: OpenAI-compatible /v1/completions */
     const char *llamacpp;   /* --llamacpp URL: llama.cpp's /completion */
+    const char *sglang;     /* --sglang URL: SGLang's native /generate */
     tr_remote_params remote;/* --openai-model, --api-key (or TOKROUTE_API_KEY), --cacert, --timeout-ms, --retries */
     tr_llm_failure on_failure; /* --on-llm-failure fallback|error */
     double rtt_ms;          /* --simulate-rtt MS */
@@ -24,7 +25,10 @@ typedef struct cli_backend_opts {
     long depth, lookahead, draft, draft_width, draft_span;
 } cli_backend_opts;
 
-/* Help lines for the flags above (each ends in a newline). */
+/* Help lines: where the LLM is (--llm ... --cacert), for every command that needs an LLM; and the routing ones
+ * (--on-llm-failure, --simulate-rtt, hiding the round trip), for the commands that route. Each line ends in a
+ * newline; commands that route print both. */
+extern const char cli_llm_usage[];
 extern const char cli_backend_usage[];
 
 /* Defaults (reads TOKROUTE_API_KEY). */
@@ -32,7 +36,9 @@ void cli_backend_init(cli_backend_opts *o);
 /* Consumes one backend flag at argv[*i] (advancing *i past its value): 1 consumed, 0 not a backend flag, -1 bad
  * value (message printed). */
 int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o);
-/* True when an LLM is given (any of --llm, --server, --openai, --llamacpp). */
+/* Only the flags of cli_llm_usage (collect, eval: commands that read the LLM but do not route live). */
+int cli_llm_option(int argc, char **argv, int *i, cli_backend_opts *o);
+/* True when an LLM is given (any of --llm, --server, --openai, --llamacpp, --sglang). */
 bool cli_backend_given(const cli_backend_opts *o);
 /* Checks the combination after parsing; NULL when fine, else a message for cli_usage_error. */
 const char *cli_backend_check(const cli_backend_opts *o);

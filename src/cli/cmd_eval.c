@@ -1,4 +1,5 @@
-/* cmd_eval.c — `tokroute eval`: a thin client of tr_eval_run. Loads both models, parses the options into
+/* cmd_eval.c — `tokroute eval`: a thin client of tr_eval_run (tr_eval_run_backend for an LLM behind a server).
+ * Loads the SLM and the LLM (or opens its backend), parses the options into
  * tr_eval_params, shows a progress bar per stage on stderr (on a terminal), writes the output files with
  * tr_eval_write, and prints either a table (share of the SLM→LLM gap closed per policy and target, then the
  * generation runs with their latency) or, with --json, the JSON document on stdout. */
@@ -8,11 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli_backend.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
-static const char *usage =
-    "usage: tokroute eval --slm SLM --llm LLM --data FILE --format F [options]\n"
+static const char *usage_head =
+    "usage: tokroute eval --slm SLM LLM --data FILE --format F [options]\n"
+    "  LLM is one of:\n";
+static const char *usage_rest =
     "  --format F             text (stories separated by <|endoftext|> lines), csqa, gsm8k, arc, mmlu\n"
     "  --range A:B            examples A..B-1 (also A:, :B, A; default all)\n"
     "  --router FILE          also evaluate a trained router file (policy \"router\")\n"
@@ -28,9 +32,11 @@ static const char *usage =
     "                         template when it has one, else plain prompts)\n"
     "  --sweep N              points of the τ grid (default 101);  --seed S  the random policy's seed (default 1234)\n"
     "  -t, --threads N        threads per model (default 1)\n";
+static char usage[4096];
 
 typedef struct eval_opts {
-    const char *slm, *llm, *out, *chat_template;
+    const char *slm, *out, *chat_template;
+    cli_backend_opts bo;
     bool json;
     tr_eval_params p;
 } eval_opts;
@@ -108,6 +114,7 @@ static int parse(int argc, char **argv, eval_opts *o) {
     const char *v, *range = NULL;
     for (int i = 1; i < argc; i++) {
         int r = parse_number_option(argc, argv, &i, o);
+        if (r == 0) r = cli_llm_option(argc, argv, &i, &o->bo);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (cli_flag(argc, argv, &i, "-h", "--help")) return fputs(usage, stdout), 0;
@@ -120,7 +127,7 @@ static int parse(int argc, char **argv, eval_opts *o) {
             continue;
         }
         const struct { const char *name; const char **dst; } strings[] = {
-            {"--slm", &o->slm},           {"--llm", &o->llm},
+            {"--slm", &o->slm},
             {"--data", &o->p.data_path},  {"--format", &o->p.format},
             {"--router", &o->p.router_path}, {"--out", &o->out},
             {"--chat-template", &o->chat_template}, {"--range", &range},
@@ -133,7 +140,10 @@ static int parse(int argc, char **argv, eval_opts *o) {
     }
     if (range && !parse_range(range, &o->p.first, &o->p.end))
         return cli_usage_error(usage, "bad --range '%s' (A:B, A:, :B or A; B >= A)", range);
-    if (!o->slm || !o->llm || !o->p.data_path) return cli_usage_error(usage, "need --slm, --llm and --data");
+    const char *bad = cli_backend_check(&o->bo);
+    if (bad) return cli_usage_error(usage, "%s", bad);
+    if (!o->slm || !cli_backend_given(&o->bo) || !o->p.data_path)
+        return cli_usage_error(usage, "need --slm, an LLM (--llm FILE or a server) and --data");
     if (!o->p.format) return cli_usage_error(usage, "need --format");
     return -1; /* parsed, go on */
 }
@@ -191,6 +201,8 @@ static void print_table(const tr_eval *e, const tr_eval_params *p) {
 int cmd_eval(int argc, char **argv) {
     eval_opts o = {.p = tr_eval_default_params()};
     o.p.format = NULL;
+    cli_backend_init(&o.bo);
+    snprintf(usage, sizeof usage, "%s%s%s", usage_head, cli_llm_usage, usage_rest);
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     if (o.chat_template) {
@@ -205,18 +217,21 @@ int cmd_eval(int argc, char **argv) {
     }
     tr_model_params mp = tr_model_default_params();
     tr_model *slm = NULL, *llm = NULL;
+    tr_llm_backend *backend = NULL;
     tr_status st = tr_model_load(o.slm, &mp, &slm);
-    if (st == TR_OK) st = tr_model_load(o.llm, &mp, &llm);
-    if (st != TR_OK) {
+    if (st != TR_OK) return cli_fail(st);
+    tr_context_params cp = tr_context_default_params();
+    cp.n_threads = o.p.n_threads;
+    if (!cli_backend_open(&o.bo, slm, &cp, NULL, &llm, &backend)) {
         tr_model_free(slm);
-        return cli_fail(st);
+        return 1;
     }
     progress_state ps = {0};
     o.p.progress = show_progress;
     o.p.progress_user = &ps;
     const double t0 = cli_now_ms();
     tr_eval *e = NULL;
-    st = tr_eval_run(slm, llm, &o.p, &e);
+    st = llm ? tr_eval_run(slm, llm, &o.p, &e) : tr_eval_run_backend(slm, backend, &o.p, &e);
     if (st == TR_OK && o.out) st = tr_eval_write(e, o.out);
     if (st == TR_OK) {
         if (o.json) {
@@ -232,6 +247,7 @@ int cmd_eval(int argc, char **argv) {
     }
     rc = st == TR_OK ? 0 : cli_fail(st);
     tr_eval_free(e);
+    tr_llm_backend_free(backend);
     tr_model_free(slm);
     tr_model_free(llm);
     return rc;

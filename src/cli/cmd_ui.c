@@ -46,7 +46,7 @@ static int parse(int argc, char **argv, ui_opts *o) {
         if (r < 0) return 2;
         if (r > 0) continue;
         if (cli_flag(argc, argv, &i, "-h", "--help"))
-            return fputs(usage_head, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), -1;
+            return fputs(usage_head, stdout), fputs(cli_llm_usage, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), -1;
         if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->mo.model = v;
         else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
         else if (cli_option(argc, argv, &i, NULL, "--threshold", &v) || cli_option(argc, argv, &i, NULL, "--tau", &v)) {

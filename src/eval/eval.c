@@ -182,6 +182,8 @@ static tr_status generation(tr_eval *e, const eval_models *m, const dataset *d, 
     return st;
 }
 
+static tr_status eval_run(const eval_models *models, const tr_eval_params *params, tr_eval **out);
+
 tr_status tr_eval_run(const tr_model *slm, const tr_model *llm, const tr_eval_params *params, tr_eval **out) {
     if (!slm || !llm || !params || !out) return tr_fail(TR_ERR_ARG, "tr_eval_run: NULL argument");
     *out = NULL;
@@ -190,8 +192,34 @@ tr_status tr_eval_run(const tr_model *slm, const tr_model *llm, const tr_eval_pa
     const tr_vocab *sv = tr_model_vocab(slm), *lv = tr_model_vocab(llm);
     if (!sv || !lv) return tr_fail(TR_ERR_ARG, "eval: both models need their vocabularies");
     tr_vocab_match match;
-    eval_models m = {.slm = slm, .llm = llm, .tmpl = params->chat_template, .n_threads = params->n_threads};
+    eval_models m = {.slm = slm, .llm_model = llm, .tmpl = params->chat_template, .n_threads = params->n_threads};
     if ((st = tr_vocab_compatible(sv, lv, &match, &m.n_shared)) != TR_OK) return st;
+    tr_context_params cp = tr_context_default_params();
+    cp.n_threads = params->n_threads;
+    if ((st = tr_llm_backend_embedded(llm, &cp, NULL, &m.llm)) != TR_OK) return st;
+    tr_llm_backend_set_allowed(m.llm, m.n_shared);
+    st = eval_run(&m, params, out);
+    tr_llm_backend_free(m.llm);
+    return st;
+}
+
+tr_status tr_eval_run_backend(const tr_model *slm, tr_llm_backend *llm, const tr_eval_params *params, tr_eval **out) {
+    if (!slm || !llm || !params || !out) return tr_fail(TR_ERR_ARG, "tr_eval_run_backend: NULL argument");
+    *out = NULL;
+    tr_status st = check_params(params);
+    if (st != TR_OK) return st;
+    const tr_vocab *sv = tr_model_vocab(slm);
+    if (!sv) return tr_fail(TR_ERR_ARG, "eval: the SLM needs its vocabulary");
+    tr_vocab_match match;
+    eval_models m = {.slm = slm, .llm = llm, .tmpl = params->chat_template, .n_threads = params->n_threads};
+    if ((st = tr_vocab_compatible_size(sv, tr_llm_backend_n_vocab(llm), &match, &m.n_shared)) != TR_OK) return st;
+    tr_llm_backend_set_allowed(llm, m.n_shared);
+    return eval_run(&m, params, out);
+}
+
+static tr_status eval_run(const eval_models *models, const tr_eval_params *params, tr_eval **out) {
+    eval_models m = *models;
+    tr_status st = TR_OK;
     dataset_format fmt;
     if ((st = dataset_format_from_name(params->format ? params->format : "text", &fmt)) != TR_OK) return st;
 
@@ -216,7 +244,7 @@ tr_status tr_eval_run(const tr_model *slm, const tr_model *llm, const tr_eval_pa
     if (st == TR_OK) st = dataset_load(params->data_path, fmt, params->first, params->end, &d);
     if (st == TR_OK && dataset_count(d) == 0) st = tr_fail(TR_ERR_RANGE, "eval: the range selects no examples");
     if (st == TR_OK) e->n_loaded = dataset_count(d);
-    if (st == TR_OK) st = make_policies(e, slm, &m);
+    if (st == TR_OK) st = make_policies(e, m.slm, &m);
     double t0 = now_s();
     stage_progress sp = {params, "teacher-forced"};
     if (st == TR_OK) st = eval_teacher_forced(&m, d, params->max_target_tokens, &pos, report_stage, &sp);

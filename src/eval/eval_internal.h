@@ -52,7 +52,9 @@ typedef struct eval_positions {
 } eval_positions;
 
 typedef struct eval_models {
-    const tr_model *slm, *llm;
+    const tr_model *slm;
+    const tr_model *llm_model;       /* the LLM in this process (NULL: only a backend) */
+    tr_llm_backend *llm;             /* the LLM's scoring and, unless llm_model is given, generation */
     int32_t n_shared;                /* ids both vocabularies share; the LLM chooses among them */
     tr_router *routers[EVAL_MAX_POLICIES]; /* NULL where the policy has no router (random, oracle) */
     int32_t n_policies;
@@ -60,6 +62,9 @@ typedef struct eval_models {
     int32_t n_threads;
 } eval_models;
 
+/* Tokens an example may span: the SLM context's size, and the embedded LLM's when smaller (a remote LLM's context is
+ * its server's business: a sequence it cannot hold comes back as an error). */
+int32_t eval_n_ctx(const eval_models *m, const tr_context *slm_ctx);
 typedef void (*eval_progress_fn)(void *user, double fraction);
 
 tr_status eval_teacher_forced(const eval_models *m, const dataset *d, int32_t max_target, eval_positions *out,

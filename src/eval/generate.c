@@ -1,11 +1,11 @@
 /* generate.c — routed generation for tr_eval_run: every example's prompt goes through tr_route_generate once per
- * configuration (SLM alone, LLM alone, and each policy at each target τ), greedy, with the LLM as an embedded
- * backend. Question-answering examples are scored by the answer extracted from the generated text; text stories
+ * configuration (SLM alone, LLM alone, and each policy at each target τ), greedy, through the LLM backend. Question-answering examples are scored by the answer extracted from the generated text; text stories
  * (the prompt is a story's first tokens) by the negative log-likelihood of the generated tokens under the LLM.
  *
- * Every run starts cold: the SLM context is cleared and the LLM backend is a fresh one, so each run's TTFT includes
- * its prompt's prefill and the latency table compares configurations fairly (a warm cache from the run before
- * would make whichever configuration runs second look faster). Prompt plus generation must fit the contexts: the
+ * Every run starts cold: the SLM context is cleared and, for an LLM in this process, the backend is a fresh one, so
+ * each run's TTFT includes its prompt's prefill and the latency table compares configurations fairly (a warm cache
+ * from the run before would make whichever configuration runs second look faster). A remote LLM keeps its server's
+ * prefix cache between runs: its latencies favour the later configurations. Prompt plus generation must fit the contexts: the
  * tokens to generate are capped to the room left, and an example whose prompt fills the context is counted as
  * skipped. */
 #include <math.h>
@@ -18,22 +18,13 @@
 /* Question-answering prompts end with "Answer:"; a model that goes on to invent the next question is stopped. */
 static const char *const qa_stops[] = {"\nQuestion:"};
 
-/* -log p(ids[from..n)) under the model in ctx (logits over the first n_allowed ids). */
-static tr_status sequence_nll(tr_context *ctx, const int32_t *ids, int32_t n, int32_t from, int32_t n_allowed,
+/* -log p(ids[from..n)) under the LLM (log-probabilities over the allowed ids; one scoring call). */
+static tr_status sequence_nll(tr_llm_backend *llm, tr_llm_position *lp, const int32_t *ids, int32_t n, int32_t from,
                               double *nll) {
-    tr_context_clear(ctx);
-    tr_status st = tr_context_eval(ctx, ids, n, TR_EVAL_LOGITS_ALL);
+    tr_status st = tr_llm_score(llm, ids, n, from, n, 1, lp);
     if (st != TR_OK) return st;
     double sum = 0;
-    for (int32_t pos = from; pos < n; pos++) {
-        const float *l = tr_context_logits(ctx, pos - 1);
-        if (!l) return tr_fail(TR_ERR_STATE, "eval: the LLM kept no logits");
-        float max = l[0];
-        for (int32_t v = 1; v < n_allowed; v++) max = l[v] > max ? l[v] : max;
-        double z = 0;
-        for (int32_t v = 0; v < n_allowed; v++) z += exp((double)(l[v] - max));
-        sum += -((double)(l[ids[pos]] - max) - log(z));
-    }
+    for (int32_t pos = from; pos < n; pos++) sum += -(double)lp[pos - from].logprob;
     *nll = sum;
     return TR_OK;
 }
@@ -41,7 +32,8 @@ static tr_status sequence_nll(tr_context *ctx, const int32_t *ids, int32_t n, in
 typedef struct gen_state {
     const eval_models *m;
     dataset_format fmt;
-    tr_context *slm_ctx, *ppl_ctx;
+    tr_context *slm_ctx;
+    tr_llm_position *lp;     /* [n_ctx + 1] scoring the generated text */
     tr_context_params cp;
     int32_t n_ctx;
     int32_t *seq; /* prompt + generated */
@@ -67,18 +59,20 @@ static tr_status run_one(gen_state *g, const dataset_example *ex, const int32_t 
     tr_router *router = c->mode == TR_MODE_JOINT ? g->m->routers[c->policy] : NULL;
     tr_llm_backend *llm = NULL;
     tr_status st = TR_OK;
-    if (c->mode != TR_MODE_SLM) {
+    if (c->mode != TR_MODE_SLM && g->m->llm_model) {
         tr_sampler_params greedy = tr_sampler_default_params();
         greedy.temperature = 0;
-        if ((st = tr_llm_backend_embedded(g->m->llm, &g->cp, &greedy, &llm)) != TR_OK) return st;
+        if ((st = tr_llm_backend_embedded(g->m->llm_model, &g->cp, &greedy, &llm)) != TR_OK) return st;
         tr_llm_backend_set_allowed(llm, g->m->n_shared);
+    } else if (c->mode != TR_MODE_SLM) {
+        llm = g->m->llm;
     }
     memcpy(g->seq, prompt, (size_t)n_prompt * sizeof *prompt);
     tr_route_stats rs;
     memset(&rs, 0, sizeof rs);
     tr_context_clear(g->slm_ctx);
     st = tr_route_generate(g->slm_ctx, router, llm, prompt, n_prompt, &rp, g->seq + n_prompt, n_predict, &rs);
-    tr_llm_backend_free(llm);
+    if (llm != g->m->llm) tr_llm_backend_free(llm);
     if (st != TR_OK) return st;
     const int32_t n_gen = rs.n_tokens < n_predict ? rs.n_tokens : n_predict;
     c->n_examples++;
@@ -95,7 +89,7 @@ static tr_status run_one(gen_state *g, const dataset_example *ex, const int32_t 
     if (g->fmt == DATASET_TEXT) {
         if (n_gen < 1) return TR_OK;
         double nll = 0;
-        st = sequence_nll(g->ppl_ctx, g->seq, n_prompt + n_gen, n_prompt, g->m->n_shared, &nll);
+        st = sequence_nll(g->m->llm, g->lp, g->seq, n_prompt + n_gen, n_prompt, &nll);
         if (st != TR_OK) return st;
         c->nll_sum += nll;
         c->n_nll += n_gen;
@@ -116,11 +110,11 @@ tr_status eval_generate(const eval_models *m, const dataset *d, const eval_gen_p
     g.cp = tr_context_default_params();
     g.cp.n_threads = m->n_threads;
     tr_status st = tr_context_create(m->slm, &g.cp, &g.slm_ctx);
-    if (st == TR_OK) st = tr_context_create(m->llm, &g.cp, &g.ppl_ctx);
     if (st == TR_OK) {
-        g.n_ctx = tr_context_n_ctx(g.slm_ctx) < tr_context_n_ctx(g.ppl_ctx) ? tr_context_n_ctx(g.slm_ctx)
-                                                                           : tr_context_n_ctx(g.ppl_ctx);
-        if (!(g.seq = malloc((size_t)(g.n_ctx + 1) * sizeof *g.seq))) st = tr_fail(TR_ERR_NOMEM, "eval: out of memory");
+        g.n_ctx = eval_n_ctx(m, g.slm_ctx);
+        g.seq = malloc((size_t)(g.n_ctx + 1) * sizeof *g.seq);
+        g.lp = malloc((size_t)(g.n_ctx + 1) * sizeof *g.lp);
+        if (!g.seq || !g.lp) st = tr_fail(TR_ERR_NOMEM, "eval: out of memory");
     }
     const int64_t n = dataset_count(d);
     for (int64_t e = 0; st == TR_OK && e < n; e++) {
@@ -142,7 +136,7 @@ tr_status eval_generate(const eval_models *m, const dataset *d, const eval_gen_p
         if (progress) progress(user, (double)(e + 1) / (double)n);
     }
     free(g.seq);
+    free(g.lp);
     tr_context_free(g.slm_ctx);
-    tr_context_free(g.ppl_ctx);
     return st;
 }

@@ -1,6 +1,7 @@
-/* teacher.c — the teacher-forced pass of tr_eval_run: each example's prompt + target goes through both models in
- * one batched evaluation (logits of every position), and every target position records whether each model's top-1
- * is the ground-truth token and each router's score of the SLM's state there.
+/* teacher.c — the teacher-forced pass of tr_eval_run: each example's prompt + target goes through the SLM in one
+ * batched evaluation (logits of every position) and is scored by the LLM backend (tr_llm_score: one request where
+ * the engine allows), and every target position records whether each model's top-1 is the ground-truth token and
+ * each router's score of the SLM's state there.
  *
  * The position that predicts target token j is the one holding token j-1 (the prompt's last token for j = 0). The
  * LLM's top-1 is taken over the ids both vocabularies share (a padded LLM vocabulary never wins with a padding id).
@@ -37,24 +38,33 @@ void eval_positions_free(eval_positions *p) {
     memset(p, 0, sizeof *p);
 }
 
-static tr_status score_example(const eval_models *m, tr_context *sc, tr_context *lc, const dataset_tokens *t,
+int32_t eval_n_ctx(const eval_models *m, const tr_context *slm_ctx) {
+    int32_t n = tr_context_n_ctx(slm_ctx);
+    if (m->llm_model) {
+        const int32_t l = tr_model_get_info(m->llm_model)->n_ctx_train;
+        if (l > 0 && l < n) n = l;
+    }
+    return n;
+}
+
+static tr_status score_example(const eval_models *m, tr_context *sc, tr_llm_position *lp, const dataset_tokens *t,
                                eval_positions *out) {
-    const tr_model_info *si = tr_model_get_info(m->slm), *li = tr_model_get_info(m->llm);
+    const tr_model_info *si = tr_model_get_info(m->slm);
     tr_context_clear(sc);
-    tr_context_clear(lc);
-    tr_status st = tr_context_eval(sc, t->ids, t->n_ids, TR_EVAL_LOGITS_ALL);
-    if (st == TR_OK) st = tr_context_eval(lc, t->ids, t->n_ids, TR_EVAL_LOGITS_ALL);
-    if (st != TR_OK) return st;
     const int32_t from = t->n_prompt > 0 ? t->n_prompt - 1 : 0;
+    /* Positions from + 1 .. n_ids - 1 are predicted; the LLM's top-1 among the shared ids (the allowed range). */
+    tr_status st = tr_llm_score(m->llm, t->ids, t->n_ids, from + 1, t->n_ids, 1, lp);
+    if (st == TR_OK) st = tr_context_eval(sc, t->ids, t->n_ids, TR_EVAL_LOGITS_ALL);
+    if (st != TR_OK) return st;
     if ((st = positions_reserve(out, t->n_ids - from, m->n_policies)) != TR_OK) return st;
     for (int32_t pos = from; pos + 1 < t->n_ids; pos++) {
         const int32_t truth = t->ids[pos + 1];
-        const float *sl = tr_context_logits(sc, pos), *ll = tr_context_logits(lc, pos);
+        const float *sl = tr_context_logits(sc, pos);
         const float *hidden = tr_context_hidden(sc, pos);
-        if (!sl || !ll || !hidden) return tr_fail(TR_ERR_STATE, "eval: a model kept no logits");
+        if (!sl || !hidden) return tr_fail(TR_ERR_STATE, "eval: the SLM kept no logits");
         const int64_t i = out->n++;
         out->slm_ok[i] = tr_argmax(sl, si->n_vocab) == truth;
-        out->llm_ok[i] = tr_argmax(ll, m->n_shared < li->n_vocab ? m->n_shared : li->n_vocab) == truth;
+        out->llm_ok[i] = lp[pos - from].top_ids[0] == truth;
         for (int32_t k = 0; k < m->n_policies; k++) {
             if (!m->routers[k]) continue;
             st = tr_router_score(m->routers[k], hidden, si->n_embd, sl, si->n_vocab, &out->score[k][i]);
@@ -71,12 +81,11 @@ tr_status eval_teacher_forced(const eval_models *m, const dataset *d, int32_t ma
     if (!vocab) return tr_fail(TR_ERR_ARG, "eval: the SLM has no vocabulary to tokenize the data with");
     tr_context_params cp = tr_context_default_params();
     cp.n_threads = m->n_threads;
-    tr_context *sc = NULL, *lc = NULL;
+    tr_context *sc = NULL;
     tr_status st = tr_context_create(m->slm, &cp, &sc);
-    if (st == TR_OK) st = tr_context_create(m->llm, &cp, &lc);
-    const int32_t n_ctx = st == TR_OK ? (tr_context_n_ctx(sc) < tr_context_n_ctx(lc) ? tr_context_n_ctx(sc)
-                                                                                       : tr_context_n_ctx(lc))
-                                      : 0;
+    const int32_t n_ctx = st == TR_OK ? eval_n_ctx(m, sc) : 0;
+    tr_llm_position *lp = st == TR_OK ? malloc((size_t)(n_ctx + 1) * sizeof *lp) : NULL;
+    if (st == TR_OK && !lp) st = tr_fail(TR_ERR_NOMEM, "eval: out of memory");
     const int64_t n = dataset_count(d);
     for (int64_t e = 0; st == TR_OK && e < n; e++) {
         const dataset_example *ex = dataset_get(d, e);
@@ -85,7 +94,7 @@ tr_status eval_teacher_forced(const eval_models *m, const dataset *d, int32_t ma
         if (st != TR_OK) break;
         if (t.n_ids > n_ctx) t.n_ids = n_ctx;
         if (t.n_ids > t.n_prompt) { /* a prompt that fills the context leaves nothing to score */
-            st = score_example(m, sc, lc, &t, out);
+            st = score_example(m, sc, lp, &t, out);
             if (st != TR_OK) tr_fail_prefix(st, "example %lld", (long long)ex->index);
             else out->n_examples++;
         }
@@ -93,7 +102,7 @@ tr_status eval_teacher_forced(const eval_models *m, const dataset *d, int32_t ma
         if (progress) progress(user, (double)(e + 1) / (double)n);
     }
     tr_context_free(sc);
-    tr_context_free(lc);
+    free(lp);
     if (st != TR_OK) eval_positions_free(out);
     return st;
 }

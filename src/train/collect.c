@@ -1,14 +1,18 @@
 /* collect.c — tr_collect: runs each example's reference tokens through both models and stores, per predicted
  * position, what a router may read (the SLM's final hidden state and logit features) and both models' answers.
+ * The LLM is any backend (tr_llm_backend: embedded, tokroute serve, vLLM, SGLang, llama.cpp): its answers come from
+ * tr_llm_score — per position the top llm_topk ids with their log-probabilities and the reference's — so this file
+ * never knows where the LLM runs. The LLM's probability of the SLM's top-1 is read from that list (0 when the token
+ * is not among the LLM's top llm_topk).
  *
- * Round 1 is teacher forced: each model evaluates the whole example in one batched call that keeps every
- * position's logits (and the SLM's hidden states), so an example costs one prefill per model. Where both models'
+ * Round 1 is teacher forced: the SLM evaluates the whole example in one batched call that keeps every position's
+ * logits and hidden states, and the LLM scores it in one call (one request where the engine allows). Where both models'
  * top-1 miss the reference and rollouts are asked for, a second SLM context holding the reference prefix continues
  * K tokens greedily after each model's token (then truncates back), and the matches with the reference are stored.
  *
  * Round 2 (a router given): each example keeps its first prompt_tokens tokens; after them the routed system
  * generates — the SLM proposes, the router scores, a score below tau takes the LLM's greedy token — for as many
- * positions as the example has, and the reference at each position is the LLM's greedy token (the generated
+ * positions as the example has (the LLM scores each new position: incremental on backends that keep a cache), and the reference at each position is the LLM's greedy token (the generated
  * prefix has no ground truth). Positions are stored from the first generated one on.
  *
  * Output and resume: see train_internal.h. An example is appended and flushed, then its index entry; a resumed
@@ -38,17 +42,19 @@ tr_collect_params tr_collect_default_params(void) {
     p.resume = true;
     p.tau = 0.5f;
     p.prompt_tokens = 16;
+    p.llm_topk = 20;
     return p;
 }
 
 typedef struct collector {
-    const tr_model *slm, *llm;
+    const tr_model *slm;
+    tr_llm_backend *llm;
     const tr_vocab *vocab;
     tr_collect_params p;
     int32_t n_embd, n_vocab, n_shared;
     uint32_t record_bytes;
-    tr_context *slm_ctx, *llm_ctx, *roll_ctx;
-    tr_sampler *sampler;
+    tr_context *slm_ctx, *roll_ctx;
+    tr_llm_position *llm_pos;    /* [max_tokens + 1] the LLM's answers per position */
     dataset *examples;           /* the examples of a data file (first..last) */
     int32_t *tokens;             /* [max_tokens] the example's reference */
     int32_t n_tokens;
@@ -77,20 +83,27 @@ static float prob_of(const float *l, double lse, int32_t id) {
 
 /* ---------------------------------------------------------------- examples */
 
+/* Example i of llm-sample: drawn from the LLM at temperature 1 (no top-k/top-p) with seed (seed, i), each
+ * position's draw depending only on (that seed, position), then the backend is made greedy again. */
 static tr_status sample_example(collector *c, int32_t example) {
-    tr_context_clear(c->llm_ctx);
     const int32_t bos = tr_vocab_bos(c->vocab);
     c->tokens[0] = bos >= 0 ? bos : 1;
     c->n_tokens = 1;
-    tr_sampler_reseed(c->sampler, c->p.seed * 0x9E3779B97F4A7C15ull + (uint64_t)example);
-    while (c->n_tokens < c->p.max_tokens) {
-        tr_status st = tr_context_eval(c->llm_ctx, c->tokens + c->n_tokens - 1, 1, TR_EVAL_LOGITS_LAST);
-        if (st != TR_OK) return st;
-        const int32_t id = tr_sampler_sample(c->sampler, tr_context_logits(c->llm_ctx, -1), c->n_shared);
-        if (id < 0 || id == bos || tr_vocab_is_eog(c->vocab, id)) break;
+    tr_sampler_params sp = tr_sampler_default_params();
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.seed = c->p.seed * 0x9E3779B97F4A7C15ull + (uint64_t)example;
+    tr_status st = tr_llm_backend_set_sampling(c->llm, &sp);
+    while (st == TR_OK && c->n_tokens < c->p.max_tokens) {
+        int32_t id = -1;
+        st = tr_llm_next_token(c->llm, c->tokens, c->n_tokens, &id);
+        if (st != TR_OK || id < 0 || id == bos || tr_vocab_is_eog(c->vocab, id)) break;
         c->tokens[c->n_tokens++] = id;
     }
-    return TR_OK;
+    const tr_sampler_params greedy = tr_sampler_default_params();
+    const tr_status st2 = tr_llm_backend_set_sampling(c->llm, &greedy);
+    return st != TR_OK ? st : st2;
 }
 
 static const dataset_format dataset_formats[] = {
@@ -138,22 +151,29 @@ static tr_status rollout(collector *c, int32_t t, int32_t choice, int32_t *match
     return st;
 }
 
-/* Fills record bytes for the prediction of `truth` from SLM row (logits, hidden) and LLM row. */
+/* The LLM's probability of id from its top list (0 when id is not listed). */
+static float listed_prob(const tr_llm_position *lp, int32_t id) {
+    for (int32_t i = 0; i < lp->n_top; i++)
+        if (lp->top_ids[i] == id) return (float)exp((double)lp->top_logprobs[i]);
+    return 0.0f;
+}
+
+/* Fills record bytes for the prediction of `truth` from SLM row (logits, hidden) and the LLM's answer there. */
 static tr_status make_record(collector *c, int32_t example, int32_t position, int32_t truth, const float *slm_logits,
-                             const float *hidden, const float *llm_logits, unsigned char *out, bool reference_fixed) {
+                             const float *hidden, const tr_llm_position *lp, unsigned char *out, bool reference_fixed) {
     collect_record rec;
     memset(&rec, 0, sizeof rec);
     rec.example = (uint32_t)example;
     rec.position = (uint32_t)position;
     rec.slm_top1 = tr_argmax(slm_logits, c->n_vocab);
-    rec.llm_top1 = tr_argmax(llm_logits, c->n_shared);
+    rec.llm_top1 = lp->top_ids[0];
     rec.truth = reference_fixed ? truth : rec.llm_top1;
-    const double slse = log_sum_exp(slm_logits, c->n_vocab), llse = log_sum_exp(llm_logits, c->n_shared);
+    const double slse = log_sum_exp(slm_logits, c->n_vocab);
     rec.slm_p_top1 = prob_of(slm_logits, slse, rec.slm_top1);
-    rec.slm_p_truth = prob_of(slm_logits, slse, rec.truth);
-    rec.llm_p_top1 = prob_of(llm_logits, llse, rec.llm_top1);
-    rec.llm_p_truth = prob_of(llm_logits, llse, rec.truth);
-    rec.llm_p_slm_top1 = prob_of(llm_logits, llse, rec.slm_top1);
+    rec.slm_p_truth = rec.truth < c->n_vocab ? prob_of(slm_logits, slse, rec.truth) : 0.0f;
+    rec.llm_p_top1 = (float)exp((double)lp->top_logprobs[0]);
+    rec.llm_p_truth = reference_fixed ? (float)exp((double)lp->logprob) : rec.llm_p_top1;
+    rec.llm_p_slm_top1 = listed_prob(lp, rec.slm_top1);
     rec.slm_p_llm_top1 = rec.llm_top1 < c->n_vocab ? prob_of(slm_logits, slse, rec.llm_top1) : 0.0f;
     router_logit_features(ROUTER_FEATURE_ALL, c->p.topk, slm_logits, c->n_vocab, c->feat_row);
     memcpy(rec.stats, c->feat_row, sizeof rec.stats);
@@ -173,15 +193,15 @@ static tr_status make_record(collector *c, int32_t example, int32_t position, in
 
 static tr_status teacher_forced(collector *c, int32_t example, int32_t *n_records) {
     *n_records = 0;
-    if (c->n_tokens < 2) return TR_OK;
+    if (c->n_tokens < 2 || c->n_prompt >= c->n_tokens) return TR_OK; /* nothing predicted inside max_tokens */
     tr_context_clear(c->slm_ctx);
-    tr_context_clear(c->llm_ctx);
     tr_context_clear(c->roll_ctx);
-    tr_status st = tr_context_eval(c->slm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
-    if (st == TR_OK) st = tr_context_eval(c->llm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
-    for (int32_t t = c->n_prompt - 1; st == TR_OK && t + 1 < c->n_tokens; t++) {
+    const int32_t first = c->n_prompt; /* the first predicted position */
+    tr_status st = tr_llm_score(c->llm, c->tokens, c->n_tokens, first, c->n_tokens, c->p.llm_topk, c->llm_pos);
+    if (st == TR_OK) st = tr_context_eval(c->slm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
+    for (int32_t t = first - 1; st == TR_OK && t + 1 < c->n_tokens; t++) {
         st = make_record(c, example, t + 1, c->tokens[t + 1], tr_context_logits(c->slm_ctx, t),
-                         tr_context_hidden(c->slm_ctx, t), tr_context_logits(c->llm_ctx, t),
+                         tr_context_hidden(c->slm_ctx, t), &c->llm_pos[t + 1 - first],
                          c->buf + (size_t)*n_records * c->record_bytes, true);
         if (st == TR_OK) (*n_records)++;
     }
@@ -195,23 +215,22 @@ static tr_status routed_round(collector *c, int32_t example, int32_t *n_records)
     if (n_prompt > c->n_tokens) n_prompt = c->n_tokens;
     if (n_prompt < 1 || c->n_tokens < 2) return TR_OK;
     tr_context_clear(c->slm_ctx);
-    tr_context_clear(c->llm_ctx);
     tr_status st = tr_context_eval(c->slm_ctx, c->tokens, n_prompt, TR_EVAL_LOGITS_LAST);
-    if (st == TR_OK) st = tr_context_eval(c->llm_ctx, c->tokens, n_prompt, TR_EVAL_LOGITS_LAST);
     for (int32_t pos = n_prompt; st == TR_OK && pos < c->n_tokens; pos++) {
+        /* The LLM's answer at pos: the position after the sequence so far. */
+        st = tr_llm_score(c->llm, c->tokens, pos, pos, pos + 1, c->p.llm_topk, c->llm_pos);
+        if (st != TR_OK) break;
         const float *sl = tr_context_logits(c->slm_ctx, -1), *h = tr_context_hidden(c->slm_ctx, -1);
-        const float *ll = tr_context_logits(c->llm_ctx, -1);
         unsigned char *out = c->buf + (size_t)*n_records * c->record_bytes;
         float score = 0;
         st = tr_router_score(c->p.router, h, c->n_embd, sl, c->n_vocab, &score);
-        if (st == TR_OK) st = make_record(c, example, pos, -1, sl, h, ll, out, false);
+        if (st == TR_OK) st = make_record(c, example, pos, -1, sl, h, c->llm_pos, out, false);
         if (st != TR_OK) break;
         (*n_records)++;
-        const int32_t next = score < c->p.tau ? tr_argmax(ll, c->n_shared) : tr_argmax(sl, c->n_vocab);
+        const int32_t next = score < c->p.tau ? c->llm_pos[0].top_ids[0] : tr_argmax(sl, c->n_vocab);
         if (tr_vocab_is_eog(c->vocab, next) || pos + 1 >= c->n_tokens) break;
         c->tokens[pos] = next;
         st = tr_context_eval(c->slm_ctx, &next, 1, TR_EVAL_LOGITS_LAST);
-        if (st == TR_OK) st = tr_context_eval(c->llm_ctx, &next, 1, TR_EVAL_LOGITS_LAST);
     }
     return st;
 }
@@ -332,6 +351,8 @@ static tr_status check_params(const tr_collect_params *p) {
     if (p->max_tokens < 2 || p->max_tokens > (1 << 20)) return tr_fail(TR_ERR_ARG, "max_tokens %d is outside 2..2^20", (int)p->max_tokens);
     if (p->topk < 1 || p->topk > TR_ROUTER_TOPK_MAX)
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d", (int)p->topk, TR_ROUTER_TOPK_MAX);
+    if (p->llm_topk < 1 || p->llm_topk > TR_SCORE_TOPK_MAX)
+        return tr_fail(TR_ERR_ARG, "llm_topk %d is outside 1..%d", (int)p->llm_topk, TR_SCORE_TOPK_MAX);
     if (p->rollouts < 0 || p->rollouts > 4096) return tr_fail(TR_ERR_ARG, "rollouts %d is outside 0..4096", (int)p->rollouts);
     if (p->first < 0) return tr_fail(TR_ERR_ARG, "the first example must be >= 0");
     if ((int)p->format < 0 || p->format > TR_DATA_MMLU) return tr_fail(TR_ERR_ARG, "unknown data format %d", (int)p->format);
@@ -341,20 +362,27 @@ static tr_status check_params(const tr_collect_params *p) {
     return TR_OK;
 }
 
-static tr_status setup(collector *c, const char *data_path, collect_header *h) {
-    const tr_model_info *si = tr_model_get_info(c->slm), *li = tr_model_get_info(c->llm);
+/* The LLM as the header records it: a name (the model's, or what the caller calls the remote LLM) and, for a
+ * model in this process, its width (0 for a backend). */
+typedef struct llm_identity {
+    const char *name;
+    int32_t n_embd;
+} llm_identity;
+
+static tr_status setup(collector *c, const char *data_path, const llm_identity *llm_id, collect_header *h) {
+    const tr_model_info *si = tr_model_get_info(c->slm);
     c->vocab = tr_model_vocab(c->slm);
     if (!c->vocab) return tr_fail(TR_ERR_ARG, "the SLM has no vocabulary");
     c->n_embd = si->n_embd;
     c->n_vocab = si->n_vocab;
     c->n_shared = si->n_vocab;
-    if (tr_model_vocab(c->llm)) {
-        tr_vocab_match match;
-        int32_t n_shared = 0;
-        tr_status st = tr_vocab_compatible(c->vocab, tr_model_vocab(c->llm), &match, &n_shared);
-        if (st != TR_OK) return st;
-    }
-    if (li->n_vocab < si->n_vocab) return tr_fail(TR_ERR_ARG, "the LLM's vocabulary is smaller than the SLM's");
+    tr_vocab_match match;
+    int32_t n_shared = 0;
+    const int32_t llm_vocab = tr_llm_backend_n_vocab(c->llm);
+    if (llm_vocab > 0 && llm_vocab < si->n_vocab) return tr_fail(TR_ERR_ARG, "the LLM's vocabulary is smaller than the SLM's");
+    tr_status vst = tr_vocab_compatible_size(c->vocab, llm_vocab, &match, &n_shared);
+    if (vst != TR_OK) return vst;
+    tr_llm_backend_set_allowed(c->llm, c->n_shared);
     if (c->n_embd > COLLECT_MAX_EMBD) return tr_fail(TR_ERR_UNSUPPORTED, "hidden size %d is too large", (int)c->n_embd);
     int32_t n_examples = -1;
     uint64_t hash = 0;
@@ -366,14 +394,8 @@ static tr_status setup(collector *c, const char *data_path, collect_header *h) {
                               &c->examples);
         if (st != TR_OK) return st;
         n_examples = c->p.first + (int32_t)dataset_count(c->examples);
-    } else {
-        if (c->p.last < 0) return tr_fail(TR_ERR_ARG, "llm-sample needs the number of examples (a range A:B)");
-        tr_sampler_params sp = tr_sampler_default_params();
-        sp.temperature = 1.0f;
-        sp.top_k = 0;
-        sp.top_p = 1.0f;
-        tr_status st = tr_sampler_create(&sp, &c->sampler);
-        if (st != TR_OK) return st;
+    } else if (c->p.last < 0) {
+        return tr_fail(TR_ERR_ARG, "llm-sample needs the number of examples (a range A:B)");
     }
     if (n_examples >= 0) {
         if (c->p.last < 0 || c->p.last > n_examples) c->p.last = n_examples;
@@ -384,7 +406,6 @@ static tr_status setup(collector *c, const char *data_path, collect_header *h) {
     cp.n_batch = c->p.max_tokens;
     cp.n_threads = c->p.n_threads;
     tr_status st = tr_context_create(c->slm, &cp, &c->slm_ctx);
-    if (st == TR_OK) st = tr_context_create(c->llm, &cp, &c->llm_ctx);
     if (st == TR_OK && c->p.rollouts > 0) st = tr_context_create(c->slm, &cp, &c->roll_ctx);
     if (st != TR_OK) return st;
     c->record_bytes = collect_record_bytes((uint32_t)c->n_embd, (uint32_t)c->p.topk);
@@ -392,7 +413,8 @@ static tr_status setup(collector *c, const char *data_path, collect_header *h) {
     c->cont = malloc((size_t)(c->p.rollouts + 1) * sizeof(int32_t));
     c->buf = malloc((size_t)c->p.max_tokens * c->record_bytes);
     c->feat_row = malloc((size_t)(COLLECT_N_STATS + c->p.topk) * sizeof(float));
-    if (!c->tokens || !c->cont || !c->buf || !c->feat_row) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    c->llm_pos = malloc((size_t)(c->p.max_tokens + 1) * sizeof *c->llm_pos);
+    if (!c->tokens || !c->cont || !c->buf || !c->feat_row || !c->llm_pos) return tr_fail(TR_ERR_NOMEM, "out of memory");
 
     memset(h, 0, sizeof *h);
     h->version = COLLECT_VERSION;
@@ -409,12 +431,13 @@ static tr_status setup(collector *c, const char *data_path, collect_header *h) {
     h->last = c->p.last;
     h->seed = c->p.format == TR_DATA_LLM_SAMPLE ? c->p.seed : 0;
     h->data_hash = hash;
-    h->llm_n_embd = (uint32_t)li->n_embd;
+    h->llm_n_embd = (uint32_t)llm_id->n_embd;
+    h->llm_topk = (uint32_t)c->p.llm_topk;
     h->prompt_tokens = c->p.router ? (uint32_t)c->p.prompt_tokens : 0;
     h->tau = c->p.router ? c->p.tau : 0.0f;
     h->chat_template = (uint32_t)c->p.chat_template;
     snprintf(h->slm_name, sizeof h->slm_name, "%s", si->name ? si->name : "");
-    snprintf(h->llm_name, sizeof h->llm_name, "%s", li->name ? li->name : "");
+    snprintf(h->llm_name, sizeof h->llm_name, "%s", llm_id->name ? llm_id->name : tr_llm_backend_name(c->llm));
     return TR_OK;
 }
 
@@ -422,9 +445,8 @@ static void cleanup(collector *c) {
     if (c->data) fclose(c->data);
     if (c->index) fclose(c->index);
     tr_context_free(c->slm_ctx);
-    tr_context_free(c->llm_ctx);
     tr_context_free(c->roll_ctx);
-    tr_sampler_free(c->sampler);
+    free(c->llm_pos);
     dataset_free(c->examples);
     free(c->tokens);
     free(c->cont);
@@ -432,9 +454,9 @@ static void cleanup(collector *c) {
     free(c->feat_row);
 }
 
-tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_path, const char *out_dir,
-                     const tr_collect_params *params, tr_collect_stats *stats) {
-    if (!slm || !llm || !out_dir) return tr_fail(TR_ERR_ARG, "tr_collect: NULL argument");
+static tr_status collect_run(const tr_model *slm, tr_llm_backend *llm, const llm_identity *llm_id,
+                             const char *data_path, const char *out_dir, const tr_collect_params *params,
+                             tr_collect_stats *stats) {
     collector c;
     memset(&c, 0, sizeof c);
     c.slm = slm;
@@ -443,7 +465,7 @@ tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_
     tr_status st = check_params(&c.p);
     collect_header h;
     int32_t next = 0;
-    if (st == TR_OK) st = setup(&c, data_path, &h);
+    if (st == TR_OK) st = setup(&c, data_path, llm_id, &h);
     if (st == TR_OK) st = open_output(&c, &h, out_dir, &next);
     const int64_t total = c.p.last - c.p.first;
     for (int32_t ex = next; st == TR_OK && ex < c.p.last; ex++) {
@@ -452,7 +474,8 @@ tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_
         if (st == TR_OK) st = c.p.router ? routed_round(&c, ex, &n_records) : teacher_forced(&c, ex, &n_records);
         if (st == TR_OK) st = append_example(&c, ex, n_records);
         if (st != TR_OK) {
-            st = tr_fail_prefix(st, "example %d", (int)ex);
+            st = tr_fail_prefix(st, "example %d (collected so far: %d examples; a rerun resumes there)", (int)ex,
+                                (int)c.stats.n_examples);
             break;
         }
         if (c.p.progress && !c.p.progress(c.p.progress_user, ex - c.p.first + 1, total))
@@ -462,4 +485,36 @@ tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_
     if (stats) *stats = c.stats;
     cleanup(&c);
     return st;
+}
+
+tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_path, const char *out_dir,
+                     const tr_collect_params *params, tr_collect_stats *stats) {
+    if (!slm || !llm || !out_dir) return tr_fail(TR_ERR_ARG, "tr_collect: NULL argument");
+    const tr_collect_params p = params ? *params : tr_collect_default_params();
+    if (tr_model_vocab(llm) && tr_model_vocab(slm)) {
+        tr_vocab_match match;
+        int32_t n_shared = 0;
+        tr_status st = tr_vocab_compatible(tr_model_vocab(slm), tr_model_vocab(llm), &match, &n_shared);
+        if (st != TR_OK) return st;
+    }
+    /* The LLM's context holds one example (and, in round 2 and llm-sample, the position after it). */
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = p.max_tokens >= 2 && p.max_tokens <= (1 << 20) ? p.max_tokens + 1 : 2;
+    cp.n_batch = cp.n_ctx;
+    cp.n_threads = p.n_threads;
+    tr_llm_backend *backend = NULL;
+    tr_status st = tr_llm_backend_embedded(llm, &cp, NULL, &backend);
+    if (st != TR_OK) return st;
+    const tr_model_info *li = tr_model_get_info(llm);
+    const llm_identity id = {.name = li->name ? li->name : "", .n_embd = li->n_embd};
+    st = collect_run(slm, backend, &id, data_path, out_dir, &p, stats);
+    tr_llm_backend_free(backend);
+    return st;
+}
+
+tr_status tr_collect_backend(const tr_model *slm, tr_llm_backend *llm, const char *llm_name, const char *data_path,
+                             const char *out_dir, const tr_collect_params *params, tr_collect_stats *stats) {
+    if (!slm || !llm || !out_dir) return tr_fail(TR_ERR_ARG, "tr_collect_backend: NULL argument");
+    const llm_identity id = {.name = llm_name, .n_embd = 0};
+    return collect_run(slm, llm, &id, data_path, out_dir, params, stats);
 }

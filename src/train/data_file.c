@@ -40,7 +40,7 @@ uint32_t collect_record_bytes(uint32_t n_embd, uint32_t topk) { return COLLECT_R
 
 /* Header layout: magic[8] version header_bytes record_bytes n_embd n_vocab topk rollouts format round max_tokens
  * first last (u32/i32 at 8..55) seed u64 @56, data_hash u64 @64, llm_n_embd @72, prompt_tokens @76, tau f32 @80,
- * chat_template @84, slm_name[64] @96, llm_name[64] @160, zeros to 512. */
+ * chat_template @84, llm_topk @88, slm_name[64] @96, llm_name[64] @160, zeros to 512. */
 void collect_header_encode(const collect_header *h, unsigned char *buf) {
     memset(buf, 0, COLLECT_HEADER_BYTES);
     memcpy(buf, COLLECT_MAGIC, 8);
@@ -54,6 +54,7 @@ void collect_header_encode(const collect_header *h, unsigned char *buf) {
     put_u32(buf + 76, h->prompt_tokens);
     put_f32(buf + 80, h->tau);
     put_u32(buf + 84, h->chat_template);
+    put_u32(buf + 88, h->llm_topk);
     memcpy(buf + 96, h->slm_name, COLLECT_NAME_BYTES);
     memcpy(buf + 160, h->llm_name, COLLECT_NAME_BYTES);
 }
@@ -82,6 +83,7 @@ tr_status collect_header_decode(const unsigned char *buf, size_t n, collect_head
     h->prompt_tokens = get_u32(buf + 76);
     h->tau = get_f32(buf + 80);
     h->chat_template = get_u32(buf + 84);
+    h->llm_topk = get_u32(buf + 88);
     memcpy(h->slm_name, buf + 96, COLLECT_NAME_BYTES);
     memcpy(h->llm_name, buf + 160, COLLECT_NAME_BYTES);
     h->slm_name[COLLECT_NAME_BYTES - 1] = h->llm_name[COLLECT_NAME_BYTES - 1] = '\0';

@@ -42,6 +42,7 @@ typedef struct collect_header {
     uint32_t llm_n_embd, prompt_tokens;
     float tau;
     uint32_t chat_template;        /* tr_chat_template the question-answering prompts were rendered with */
+    uint32_t llm_topk;             /* the LLM's top ids read per position (0: the whole distribution, before 0.x) */
     char slm_name[COLLECT_NAME_BYTES], llm_name[COLLECT_NAME_BYTES];
 } collect_header;
 

@@ -446,14 +446,15 @@ tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t
 /* ---------------------------------------------------------------- scoring a sequence */
 
 /* What an implementation returned, checked before anyone reads it: every position filled with n_top ids (top_k, or
- * all allowed ids when fewer), distinct, in range, log-probabilities finite, <= 0 (a rounding slack of 1e-4) and
- * not increasing; the actual token's log-probability finite and <= 0, and equal to its entry when it is listed. */
+ * the whole vocabulary when smaller), distinct, inside the vocabulary, log-probabilities finite, <= 0 (a rounding
+ * slack of 1e-4) and not increasing; the actual token's log-probability finite (or -inf) and <= 0. Then ids outside
+ * the allowed range (a padded LLM vocabulary) are dropped from the lists, which may leave fewer than top_k. */
 static tr_status check_scores(const tr_llm_backend *b, const tr_llm_score_call *c, int32_t n_vocab) {
     const float slack = 1e-4f;
-    const int32_t limit = b->n_allowed > 0 ? b->n_allowed : n_vocab > 0 ? n_vocab : INT32_MAX;
+    const int32_t limit = n_vocab > 0 ? n_vocab : b->n_allowed > 0 ? b->n_allowed : INT32_MAX;
     const int32_t want = c->top_k < limit ? c->top_k : limit;
     for (int32_t p = c->first; p < c->end; p++) {
-        const tr_llm_position *o = &c->out[p - c->first];
+        tr_llm_position *o = &c->out[p - c->first];
         if (o->n_top < want || o->n_top > c->top_k)
             return tr_fail(TR_ERR_FORMAT, "position %d: %d top log-probabilities, expected %d (a reply missing "
                            "positions or alternatives)", p, o->n_top, want);
@@ -472,10 +473,20 @@ static tr_status check_scores(const tr_llm_backend *b, const tr_llm_score_call *
                 if (o->top_ids[j] == id) return tr_fail(TR_ERR_FORMAT, "position %d: token %d listed twice", p, id);
         }
         if (p < c->n_tokens) {
-            if (!isfinite(o->logprob) && o->logprob != -INFINITY)
+            if (isnan(o->logprob) || o->logprob == INFINITY)
                 return tr_fail(TR_ERR_FORMAT, "position %d: no log-probability for token %d", p, c->tokens[p]);
-            if (o->logprob > slack) return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g > 0", p,
-                                                   (double)o->logprob);
+            if (o->logprob > slack)
+                return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g > 0", p, (double)o->logprob);
+        }
+        if (b->n_allowed > 0) {
+            int32_t kept = 0;
+            for (int32_t i = 0; i < o->n_top; i++) {
+                if (o->top_ids[i] >= b->n_allowed) continue;
+                o->top_ids[kept] = o->top_ids[i];
+                o->top_logprobs[kept++] = o->top_logprobs[i];
+            }
+            if (kept == 0) return tr_fail(TR_ERR_RANGE, "position %d: no allowed id among the top %d", p, o->n_top);
+            o->n_top = kept;
         }
     }
     return TR_OK;
