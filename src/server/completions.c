@@ -1,11 +1,27 @@
 /* completions.c — POST /v1/completions, the OpenAI-compatible subset: `prompt` (text, or an array of token ids, or
  * a one-element array of either), `max_tokens` (default 16, as OpenAI), `temperature`, `top_p`, `seed`,
  * `logprobs` (0-20 alternatives per token), `stream` (server-sent events ending with `data: [DONE]`); `model`,
- * `n` (only 1), `echo` (only false) and unknown fields are accepted and ignored. The response follows OpenAI's
- * text_completion object and adds `choices[0].token_ids`, the generated ids, so clients never re-tokenize text.
+ * `n` (only 1), `return_token_ids` and unknown fields are accepted and ignored. The response follows OpenAI's
+ * text_completion object and adds `choices[0].token_ids` (the generated ids) and `prompt_token_ids`, so clients
+ * never re-tokenize text.
  *
- * A completion runs on a private session ("!cmpl-N", a name no client can send) through the same scheduler as
- * the session protocol, one job per generated token, so completions are batched with routed sessions. */
+ * Scoring a sequence, as vLLM exposes it: `prompt_logprobs: K` (0-64) answers, per choice, `prompt_logprobs`: null
+ * for the first prompt token, then per token an object keyed by token id (a decimal string) holding {logprob, rank,
+ * decoded_token} for the prompt token itself and the K most likely ids (K or K + 1 keys); `echo` puts the prompt
+ * before the text and, with `logprobs`, its tokens before the generated ones in the logprobs object (asking for
+ * prompt log-probabilities with K = logprobs when prompt_logprobs is absent); `return_tokens_as_token_ids` writes
+ * the logprobs object's tokens and top_logprobs keys as "token_id:N". See vLLM's
+ * vllm/entrypoints/openai/serving_completion.py (request_output_to_completion_response, _create_completion_logprobs)
+ * and serving_engine.py (clamp_prompt_logprobs: -inf becomes -9999.0), vllm/v1/engine/logprobs.py (the prompt
+ * token's entry beside the top K) and the engine's input validation (_validate_logprobs: "Requested prompt
+ * logprobs of N, which is greater than max allowed: M").
+ * `max_tokens: 0` generates nothing. Neither echo nor prompt_logprobs combine with stream (vLLM drops
+ * prompt_logprobs from streamed chunks; here it is refused).
+ *
+ * The prompt is scored in one forward pass keeping every position's logits (scheduler_score; score.c), and with
+ * max_tokens > 0 the first token is chosen from that pass's last row. Generation otherwise runs on a private
+ * session ("!cmpl-N", a name no client can send) through the same scheduler as the session protocol, one job per
+ * generated token, so completions are batched with routed sessions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,15 +38,21 @@ typedef struct cmpl {
     char id[40];
     int32_t *ids;          /* prompt then generated ids */
     int32_t n_prompt, n_gen, max_tokens;
+    int32_t n_held;        /* tokens the private session holds */
     int32_t n_logprobs;
+    int32_t prompt_k;      /* prompt_logprobs (-1: not asked) */
     sampling samp;
-    bool stream, finished, deleted;
+    bool stream, finished;
+    bool session_used;     /* a job ran on the private session (deleted at the end) */
+    bool echo, ids_as_tokens;
+    char *prompt_text;     /* the prompt as text (echo) */
+    score_result score;    /* with prompt_k >= 0 */
     const char *finish_reason;
     tr_detok_stream *detok;
     /* accumulated text and logprobs (non-streaming) */
     char *text;
     size_t text_len, text_cap;
-    cJSON *lp_tokens, *lp_token_logprobs, *lp_top, *lp_offsets;
+    cJSON *lp;             /* the logprobs object (tokens, token_logprobs, top_logprobs, text_offset) */
     double t0_ms;
 } cmpl;
 
@@ -50,14 +72,13 @@ static bool append_text(cmpl *c, const char *s, size_t n) {
 
 static void cmpl_free(cmpl *c) {
     if (!c) return;
-    if (!c->deleted && c->srv->sched) scheduler_delete(c->srv->sched, c->id);
+    if (c->session_used && c->srv->sched) scheduler_delete(c->srv->sched, c->id);
     free(c->ids);
     free(c->text);
+    free(c->prompt_text);
+    score_result_free(&c->score);
     if (c->detok) tr_detok_stream_free(c->detok);
-    cJSON_Delete(c->lp_tokens);
-    cJSON_Delete(c->lp_token_logprobs);
-    cJSON_Delete(c->lp_top);
-    cJSON_Delete(c->lp_offsets);
+    cJSON_Delete(c->lp);
     free(c);
 }
 
@@ -99,10 +120,15 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
             goto done;
         }
         c->n_prompt = n;
+        if (!(c->prompt_text = strdup(prompt->valuestring))) {
+            api_error_set(err, 503, "busy", "", "out of memory");
+            goto done;
+        }
     } else if (cJSON_IsArray(prompt)) {
         const int n = cJSON_GetArraySize(prompt);
         if (n > n_ctx) {
-            api_error_set(err, 400, "bad_request", "prompt", "the prompt exceeds the context of %d tokens", n_ctx);
+            api_error_set(err, 400, "bad_request", "prompt", "the prompt's %d tokens exceed the context of %d tokens", n,
+                          n_ctx);
             goto done;
         }
         if (!(c->ids = malloc((size_t)(n + n_ctx + 1) * sizeof *c->ids))) {
@@ -127,8 +153,9 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
         api_error_set(err, 400, "bad_request", "prompt", "the prompt is empty");
         goto done;
     }
-    if (c->n_prompt >= n_ctx) {
-        api_error_set(err, 400, "bad_request", "prompt", "the prompt fills the context of %d tokens", n_ctx);
+    if (c->n_prompt > n_ctx) {
+        api_error_set(err, 400, "bad_request", "prompt", "the prompt's %d tokens exceed the context of %d tokens",
+                      c->n_prompt, n_ctx);
         goto done;
     }
     const struct {
@@ -154,36 +181,75 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
         api_error_set(err, 400, "bad_request", "stream", "'stream' must be true or false");
         goto done;
     }
-    const cJSON *echo = cJSON_GetObjectItemCaseSensitive(root, "echo");
-    if (cJSON_IsTrue(echo)) {
-        api_error_set(err, 400, "bad_request", "echo", "'echo' is not supported");
-        goto done;
+    const char *flags[] = {"echo", "return_tokens_as_token_ids", "return_token_ids"};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, flags[k]);
+        if (f && !cJSON_IsBool(f) && !cJSON_IsNull(f)) {
+            api_error_set(err, 400, "bad_request", flags[k], "'%s' must be true or false", flags[k]);
+            goto done;
+        }
+    }
+    c->echo = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "echo"));
+    c->ids_as_tokens = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "return_tokens_as_token_ids"));
+    c->prompt_k = -1;
+    const cJSON *pk = cJSON_GetObjectItemCaseSensitive(root, "prompt_logprobs");
+    if (pk && !cJSON_IsNull(pk)) {
+        if (!cJSON_IsNumber(pk) || !isfinite(pk->valuedouble) || pk->valuedouble != floor(pk->valuedouble) ||
+            pk->valuedouble < 0) {
+            api_error_set(err, 400, "bad_request", "prompt_logprobs",
+                          "'prompt_logprobs' must be an integer in [0, %d] (the ids listed per prompt token besides "
+                          "the token itself)", SCORE_TOP_MAX);
+            goto done;
+        }
+        if (pk->valuedouble > SCORE_TOP_MAX) { /* vLLM's words for its max_logprobs limit */
+            api_error_set(err, 400, "bad_request", "prompt_logprobs",
+                          "Requested prompt logprobs of %.0f, which is greater than max allowed: %d",
+                          pk->valuedouble, SCORE_TOP_MAX);
+            goto done;
+        }
+        c->prompt_k = (int32_t)pk->valuedouble;
     }
     c->stream = cJSON_IsTrue(stream);
+    if (c->stream && (c->echo || c->prompt_k >= 0)) {
+        api_error_set(err, 400, "bad_request", c->echo ? "echo" : "prompt_logprobs",
+                      "'%s' is not supported with \"stream\": true", c->echo ? "echo" : "prompt_logprobs");
+        goto done;
+    }
     c->max_tokens = (int32_t)val[0];
+    if (c->max_tokens > 0 && c->n_prompt >= n_ctx) {
+        api_error_set(err, 400, "bad_request", "prompt",
+                      "the prompt fills the context of %d tokens: nothing can be generated (max_tokens 0 scores it)",
+                      n_ctx);
+        goto done;
+    }
     if (c->max_tokens > n_ctx - c->n_prompt) c->max_tokens = n_ctx - c->n_prompt;
     c->samp.temperature = (float)val[1];
     c->samp.top_p = val[2] > 0 ? (float)val[2] : 1.0f;
     c->samp.seed = (uint64_t)val[3];
     c->n_logprobs = (int32_t)val[4];
+    /* vLLM: echo with logprobs lists the prompt's tokens too, so it asks for their log-probabilities */
+    if (c->echo && c->n_logprobs > 0 && c->prompt_k < 0) c->prompt_k = c->n_logprobs;
     ok = true;
 done:
     cJSON_Delete(root);
     return ok;
 }
 
-/* One scheduler job: the whole prompt first, then the last generated token. Returns the HTTP status. */
+/* One scheduler job: what the private session does not hold yet (the whole prompt first, or the prompt and the
+ * token chosen by the scoring pass; then the last generated token). Returns the HTTP status. */
 static int step(cmpl *c, route_result *res, api_error *err) {
     route_request req = {0};
     snprintf(req.session, sizeof req.session, "%s", c->id);
-    const bool first = c->n_gen == 0;
-    req.pos = first ? 0 : c->n_prompt + c->n_gen - 1;
-    req.tokens = first ? c->ids : c->ids + c->n_prompt + c->n_gen - 1;
-    req.n_tokens = first ? c->n_prompt : 1;
+    req.pos = c->n_held;
+    req.tokens = c->ids + c->n_held;
+    req.n_tokens = c->n_prompt + c->n_gen - c->n_held;
     req.top_logprobs = c->n_logprobs;
     req.n_vocab = tr_model_get_info(c->srv->model)->n_vocab;
     req.samp = c->samp;
-    return scheduler_route(c->srv->sched, &req, res, err);
+    c->session_used = true;
+    const int status = scheduler_route(c->srv->sched, &req, res, err);
+    if (status == 200) c->n_held = c->n_prompt + c->n_gen;
+    return status;
 }
 
 /* Adds the token of res; returns the text it completes (may be empty) through text and len. */
@@ -203,25 +269,109 @@ static void take(cmpl *c, const route_result *res, const char **text, size_t *le
     }
 }
 
-static cJSON *logprobs_json(cmpl *c, const route_result *res, const char *text_before_end, size_t offset) {
-    const tr_vocab *vocab = tr_model_vocab(c->srv->model);
-    cJSON *lp = cJSON_CreateObject();
-    cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"), *tlp = cJSON_AddArrayToObject(lp, "token_logprobs");
-    cJSON *top = cJSON_AddArrayToObject(lp, "top_logprobs"), *off = cJSON_AddArrayToObject(lp, "text_offset");
-    char *p = piece_of(vocab, res->token);
-    cJSON_AddItemToArray(toks, cJSON_CreateString(p ? p : ""));
-    free(p);
-    cJSON_AddItemToArray(tlp, cJSON_CreateNumber(res->logprob));
-    cJSON *alt = cJSON_CreateObject();
-    for (int32_t i = 0; i < res->n_top; i++) {
-        char *q = piece_of(vocab, res->top[i].id);
-        if (q && !cJSON_GetObjectItemCaseSensitive(alt, q)) cJSON_AddNumberToObject(alt, q, res->top[i].logprob);
-        free(q);
+/* ---------------------------------------------------------------- log-probabilities in vLLM's shapes */
+
+/* A token as the logprobs object names it: its text, or "token_id:N" with return_tokens_as_token_ids (vLLM's
+ * _get_decoded_token). malloc'ed. */
+static char *token_name(const cmpl *c, int32_t id) {
+    if (c->ids_as_tokens) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "token_id:%d", id);
+        return strdup(buf);
     }
-    cJSON_AddItemToArray(top, alt);
-    cJSON_AddItemToArray(off, cJSON_CreateNumber((double)offset));
-    (void)text_before_end;
+    return piece_of(tr_model_vocab(c->srv->model), id);
+}
+
+/* vLLM and OpenAI write -inf as -9999.0 (JSON has no infinity). */
+static double finite_logprob(float lp) { return lp > -9999.0f ? (double)lp : -9999.0; }
+
+static cJSON *logprobs_object(void) {
+    cJSON *lp = cJSON_CreateObject();
+    cJSON_AddArrayToObject(lp, "tokens");
+    cJSON_AddArrayToObject(lp, "token_logprobs");
+    cJSON_AddArrayToObject(lp, "top_logprobs");
+    cJSON_AddArrayToObject(lp, "text_offset");
     return lp;
+}
+
+/* Appends one token to a logprobs object: its name, log-probability and the alternatives (the top entries, plus
+ * the token itself when it is not among them: up to n_top + 1, as OpenAI and vLLM); no log-probability (the
+ * prompt's first token) writes null for both. Names that collide keep the first (top) entry. */
+static void logprobs_add(const cmpl *c, cJSON *lp, int32_t id, bool has_lp, float logprob, const top_entry *top,
+                         int32_t n_top, size_t offset) {
+    char *name = token_name(c, id);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), cJSON_CreateString(name ? name : ""));
+    free(name);
+    if (!has_lp) {
+        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNull());
+        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), cJSON_CreateNull());
+    } else {
+        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNumber(finite_logprob(logprob)));
+        cJSON *alt = cJSON_CreateObject();
+        bool listed = false;
+        for (int32_t i = 0; i <= n_top; i++) {
+            if (i == n_top && listed) break;
+            const int32_t tid = i < n_top ? top[i].id : id;
+            const float tlp = i < n_top ? top[i].logprob : logprob;
+            listed = listed || tid == id;
+            char *q = token_name(c, tid);
+            if (q && !cJSON_GetObjectItemCaseSensitive(alt, q)) cJSON_AddNumberToObject(alt, q, finite_logprob(tlp));
+            free(q);
+        }
+        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), alt);
+    }
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"), cJSON_CreateNumber((double)offset));
+}
+
+/* The prompt's tokens in the logprobs object (echo). Each offset is where the token's text starts in the echoed
+ * prompt as decoded (vLLM adds up the tokens' names instead, which drifts from the text where a name is "<s>" or
+ * "token_id:N"). */
+static void logprobs_add_prompt(const cmpl *c, cJSON *lp) {
+    const tr_vocab *vocab = tr_model_vocab(c->srv->model);
+    tr_detok_stream *ds = NULL;
+    if (vocab && tr_detok_stream_create(vocab, true, &ds) != TR_OK) ds = NULL;
+    size_t offset = 0;
+    for (int32_t p = 0; p < c->n_prompt; p++) {
+        const score_row *row = p > 0 ? &c->score.rows[p - 1] : NULL;
+        const int32_t n_top = row ? (row->n_top < c->n_logprobs ? row->n_top : c->n_logprobs) : 0;
+        logprobs_add(c, lp, c->ids[p], row != NULL, row ? row->logprob : 0, row ? row->top : NULL, n_top, offset);
+        const char *t;
+        size_t n = 0;
+        if (ds && tr_detok_stream_push(ds, c->ids[p], &t, &n) == TR_OK) offset += n;
+    }
+    tr_detok_stream_free(ds);
+}
+
+static cJSON *position_entry(const tr_vocab *vocab, float logprob, int32_t rank, int32_t id) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "logprob", finite_logprob(logprob));
+    cJSON_AddNumberToObject(e, "rank", rank);
+    char *piece = piece_of(vocab, id);
+    cJSON_AddStringToObject(e, "decoded_token", piece ? piece : "");
+    free(piece);
+    return e;
+}
+
+/* choices[0].prompt_logprobs: null for the first token (nothing predicts it), then per token an object keyed by
+ * token id: the token itself first (with its rank in the whole vocabulary), then the top K not already there. */
+static cJSON *prompt_logprobs_json(const cmpl *c) {
+    const tr_vocab *vocab = tr_model_vocab(c->srv->model);
+    cJSON *arr = cJSON_CreateArray();
+    cJSON_AddItemToArray(arr, cJSON_CreateNull());
+    for (int32_t r = 0; r < c->score.n_rows; r++) {
+        const score_row *row = &c->score.rows[r];
+        cJSON *pos = cJSON_CreateObject();
+        char key[16];
+        snprintf(key, sizeof key, "%d", row->token);
+        cJSON_AddItemToObject(pos, key, position_entry(vocab, row->logprob, row->rank, row->token));
+        for (int32_t i = 0; i < row->n_top; i++) {
+            if (row->top[i].id == row->token) continue;
+            snprintf(key, sizeof key, "%d", row->top[i].id);
+            cJSON_AddItemToObject(pos, key, position_entry(vocab, row->top[i].logprob, i + 1, row->top[i].id));
+        }
+        cJSON_AddItemToArray(arr, pos);
+    }
+    return arr;
 }
 
 static cJSON *response_head(cmpl *c) {
@@ -243,33 +393,56 @@ static void add_usage(cmpl *c, cJSON *root) {
 
 /* ---------------------------------------------------------------- non-streaming */
 
+/* Scores the prompt in one pass (prompt_logprobs); with max_tokens > 0 the same pass chooses the first token.
+ * Returns the HTTP status. */
+static int score_prompt(cmpl *c, api_error *err) {
+    const score_request req = {.tokens = c->ids, .n_tokens = c->n_prompt, .top_k = c->prompt_k,
+                               .next = c->max_tokens > 0, .samp = c->samp, .n_logprobs = c->n_logprobs};
+    if (!score_result_alloc(&req, &c->score)) {
+        api_error_set(err, 503, "busy", "", "out of memory for %d positions", c->n_prompt);
+        return 503;
+    }
+    return scheduler_score(c->srv->sched, &req, &c->score, err);
+}
+
+/* Adds the generated token of res to the text and the logprobs object. */
+static bool add_generated(cmpl *c, const route_result *res) {
+    const size_t offset = c->text_len;
+    const char *t;
+    size_t n;
+    take(c, res, &t, &n);
+    if (!append_text(c, t, n)) return false;
+    if (c->lp) logprobs_add(c, c->lp, res->token, true, res->logprob, res->top, res->n_top, offset);
+    return true;
+}
+
 static int run_whole(cmpl *c, struct MHD_Connection *conn) {
     route_result res;
     api_error err = {0};
-    if (c->n_logprobs > 0) {
-        c->lp_tokens = cJSON_CreateArray();
-        c->lp_token_logprobs = cJSON_CreateArray();
-        c->lp_top = cJSON_CreateArray();
-        c->lp_offsets = cJSON_CreateArray();
+    if (c->echo) {
+        const char *prompt = c->prompt_text;
+        char *decoded = NULL;
+        if (!prompt) { /* token ids: decoded as vLLM does (no dummy-prefix space, no special tokens) */
+            const tr_vocab *vocab = tr_model_vocab(c->srv->model);
+            if (vocab && tr_detokenize(vocab, c->ids, c->n_prompt, true, false, &decoded) != TR_OK) decoded = NULL;
+            prompt = decoded ? decoded : "";
+        }
+        const bool ok = append_text(c, prompt, strlen(prompt));
+        free(decoded);
+        if (!ok) return http_send_json(conn, 500, NULL);
     }
+    if (c->n_logprobs > 0) c->lp = logprobs_object();
     if (c->max_tokens == 0) c->finished = true, c->finish_reason = "length";
+    if (c->prompt_k >= 0) {
+        const int status = score_prompt(c, &err);
+        if (status != 200) return http_send_error(c->srv, conn, "completions", &err, c->t0_ms);
+        if (c->lp && c->echo) logprobs_add_prompt(c, c->lp);
+        if (c->max_tokens > 0 && !add_generated(c, &c->score.next)) return http_send_json(conn, 500, NULL);
+    }
     while (!c->finished) {
         const int status = step(c, &res, &err);
         if (status != 200) return http_send_error(c->srv, conn, "completions", &err, c->t0_ms);
-        const size_t offset = c->text_len;
-        const char *t;
-        size_t n;
-        take(c, &res, &t, &n);
-        if (!append_text(c, t, n)) return http_send_json(conn, 500, NULL);
-        if (c->n_logprobs > 0) {
-            cJSON *lp = logprobs_json(c, &res, NULL, offset);
-            cJSON_AddItemToArray(c->lp_tokens, cJSON_DetachItemFromArray(cJSON_GetObjectItem(lp, "tokens"), 0));
-            cJSON_AddItemToArray(c->lp_token_logprobs,
-                                 cJSON_DetachItemFromArray(cJSON_GetObjectItem(lp, "token_logprobs"), 0));
-            cJSON_AddItemToArray(c->lp_top, cJSON_DetachItemFromArray(cJSON_GetObjectItem(lp, "top_logprobs"), 0));
-            cJSON_AddItemToArray(c->lp_offsets, cJSON_DetachItemFromArray(cJSON_GetObjectItem(lp, "text_offset"), 0));
-            cJSON_Delete(lp);
-        }
+        if (!add_generated(c, &res)) return http_send_json(conn, 500, NULL);
     }
     if (c->detok) {
         const char *t;
@@ -280,25 +453,28 @@ static int run_whole(cmpl *c, struct MHD_Connection *conn) {
     cJSON_AddItemToArray(choices, ch);
     cJSON_AddStringToObject(ch, "text", c->text ? c->text : "");
     cJSON_AddNumberToObject(ch, "index", 0);
-    if (c->n_logprobs > 0) {
-        cJSON *lp = cJSON_AddObjectToObject(ch, "logprobs");
-        cJSON_AddItemToObject(lp, "tokens", c->lp_tokens);
-        cJSON_AddItemToObject(lp, "token_logprobs", c->lp_token_logprobs);
-        cJSON_AddItemToObject(lp, "top_logprobs", c->lp_top);
-        cJSON_AddItemToObject(lp, "text_offset", c->lp_offsets);
-        c->lp_tokens = c->lp_token_logprobs = c->lp_top = c->lp_offsets = NULL;
+    if (c->lp) {
+        cJSON_AddItemToObject(ch, "logprobs", c->lp);
+        c->lp = NULL;
     } else {
         cJSON_AddNullToObject(ch, "logprobs");
     }
     cJSON_AddStringToObject(ch, "finish_reason", c->finish_reason);
     cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
     for (int32_t i = 0; i < c->n_gen; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->ids[c->n_prompt + i]));
+    cJSON *pids = cJSON_AddArrayToObject(ch, "prompt_token_ids");
+    for (int32_t i = 0; i < c->n_prompt; i++) cJSON_AddItemToArray(pids, cJSON_CreateNumber(c->ids[i]));
+    if (c->prompt_k >= 0) cJSON_AddItemToObject(ch, "prompt_logprobs", prompt_logprobs_json(c));
+    else cJSON_AddNullToObject(ch, "prompt_logprobs");
     add_usage(c, root);
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     const double ms = server_now_ms() - c->t0_ms;
     metrics_request(&c->srv->metrics, "completions", 200, ms);
-    server_log(c->srv, "completions 200 %.2f ms prompt=%d generated=%d", ms, c->n_prompt, c->n_gen);
+    if (c->prompt_k >= 0)
+        server_log(c->srv, "completions 200 %.2f ms prompt=%d generated=%d scored=%d (queue %.2f ms, eval %.2f ms)",
+                   ms, c->n_prompt, c->n_gen, c->score.n_rows, c->score.queue_ms, c->score.eval_ms);
+    else server_log(c->srv, "completions 200 %.2f ms prompt=%d generated=%d", ms, c->n_prompt, c->n_gen);
     return http_send_json(conn, 200, out);
 }
 
@@ -370,7 +546,11 @@ static char *next_event(void *cls, bool *last) {
         }
         cJSON_AddStringToObject(ch, "text", piece ? piece : "");
         free(piece);
-        if (c->n_logprobs > 0) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(c, &res, NULL, offset));
+        if (c->n_logprobs > 0) {
+            cJSON *lp = logprobs_object();
+            logprobs_add(c, lp, res.token, true, res.logprob, res.top, res.n_top, offset);
+            cJSON_AddItemToObject(ch, "logprobs", lp);
+        }
         cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
         cJSON_AddItemToArray(ids, cJSON_CreateNumber(res.token));
     }
@@ -397,7 +577,6 @@ int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *
     snprintf(c->id, sizeof c->id, "!cmpl-%ld", (long)atomic_fetch_add(&srv->cmpl_counter, 1));
     if (srv->params.log_requests) server_log(srv, "completions body: %.*s", (int)(len < 900 ? len : 900), body);
     if (!parse(srv, body, len, c, &err)) {
-        c->deleted = true;
         cmpl_free(c);
         return http_send_error(srv, conn, "completions", &err, t0);
     }

@@ -15,6 +15,14 @@
  * the response's thread waits there. Their lookahead stops after the pass in flight when the client is gone
  * (cancelled) or when a newer request for the session waits: the answer is out, so the newcomer should not wait
  * for a hint. A streamed job is freed only once the worker has finished it (done, unlinked from the queue).
+ *
+ * Score jobs (a whole sequence scored for /v1/completions' prompt_logprobs) need every row's logits, which
+ * multi_forward does not keep, so they run on a private scoring context (tr_context_eval with TR_EVAL_LOGITS_ALL),
+ * one at a time in arrival order, a chunk of rows per worker iteration right after that iteration's batched pass:
+ * a long prompt neither waits for the sessions nor stalls them for more than a chunk. The log-softmax and top-K of
+ * each row are computed by the worker with the mutex released, like a pass. The scoring context's KV cache counts
+ * against kv_budget_bytes like a session's (grown by doubling to the longest sequence scored, evicting idle
+ * sessions to make room), and its rows of logits are bounded to SCORE_LOGITS_BYTES per chunk.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +34,8 @@
 #include "transport/backend.h" /* draft_child */
 
 #define MAX_SEQS 64
+#define SCORE_CHUNK_ROWS 256                  /* rows per scoring chunk (as the embedded backend's scoring) ... */
+#define SCORE_LOGITS_BYTES ((size_t)64 << 20) /* ... fewer with a large vocabulary: this much logits per chunk */
 
 typedef struct session {
     char id[SESSION_ID_MAX + 2];
@@ -35,12 +45,14 @@ typedef struct session {
     struct session *next;
 } session;
 
-typedef enum job_kind { JOB_ROUTE, JOB_DELETE } job_kind;
+typedef enum job_kind { JOB_ROUTE, JOB_DELETE, JOB_SCORE } job_kind;
 
 typedef struct job {
     job_kind kind;
     const route_request *req;
     const char *delete_id;
+    const score_request *sreq; /* JOB_SCORE: the sequence; fed / n_feed count its rows */
+    score_result *sres;
     route_result *res;
     api_error *err;
     int status;
@@ -84,6 +96,9 @@ struct scheduler {
     int32_t n_sessions;
     int64_t kv_bytes;
     int32_t last_pass_seqs;   /* sessions in the last pass: their clients are likely to send the next token soon */
+    tr_context *score_ctx;    /* the scoring context (worker only; NULL until the first score job) */
+    int64_t score_kv_bytes;   /* its KV cache's bytes, counted in kv_bytes */
+    int32_t score_rows;       /* rows per scoring chunk */
     double last_pass_ms, last_pass_end_ms;
 };
 
@@ -340,6 +355,90 @@ static void run_delete(scheduler *s, job *j) {
     finish(j, 204);
 }
 
+/* ---------------------------------------------------------------- score jobs (worker thread) */
+
+/* Makes the scoring context hold n positions: a bigger one (a power of two from 64, at most n_ctx) replaces it,
+ * its KV bytes made room for within the budget. Mutex held. */
+static bool score_ctx_reserve(scheduler *s, int32_t n) {
+    if (s->score_ctx && tr_context_n_ctx(s->score_ctx) >= n) return true;
+    int32_t cap = 64;
+    while (cap < n) cap *= 2;
+    if (cap > s->p.n_ctx) cap = s->p.n_ctx;
+    tr_context_free(s->score_ctx);
+    s->score_ctx = NULL;
+    s->kv_bytes -= s->score_kv_bytes;
+    s->score_kv_bytes = 0;
+    const int64_t bytes = (int64_t)kv_seq_bytes_for(s->model, cap);
+    if (!make_room(s, bytes, NULL)) return false;
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = cap;
+    cp.n_threads = s->p.n_threads;
+    cp.n_batch = s->score_rows;
+    if (tr_context_create(s->model, &cp, &s->score_ctx) != TR_OK) return false;
+    s->score_kv_bytes = bytes;
+    s->kv_bytes += bytes;
+    return true;
+}
+
+/* Readies a score job: rows 0 .. n_tokens - 2 predict positions 1 .. n_tokens - 1, and row n_tokens - 1 the token
+ * after the sequence (only with next). False when the job finished here (nothing to evaluate, or no room). */
+static bool start_score(scheduler *s, job *j) {
+    const score_request *r = j->sreq;
+    j->started = true;
+    j->t_start_ms = now_ms();
+    j->sres->queue_ms = j->t_start_ms - j->t_enqueue_ms;
+    j->n_feed = r->next ? r->n_tokens : r->n_tokens - 1;
+    j->fed = 0;
+    if (j->n_feed == 0) { /* a one-token sequence: no position to score */
+        finish(j, 200);
+        return false;
+    }
+    if (!score_ctx_reserve(s, j->n_feed)) {
+        fail(j, 503, "busy", "", "no KV budget left for scoring");
+        return false;
+    }
+    tr_context_truncate(s->score_ctx, 0);
+    return true;
+}
+
+/* The score job to run a chunk of now (the oldest; started here), or NULL. Mutex held. */
+static job *next_score(scheduler *s) {
+    for (job *j = s->queue, *next; j; j = next) {
+        next = j->next;
+        if (j->kind != JOB_SCORE) continue;
+        if (j->started || start_score(s, j)) return j;
+        unlink_job(s, j);
+    }
+    return NULL;
+}
+
+/* Evaluates the job's next chunk of rows keeping every row's logits and turns each into its position's result
+ * (or, for the row after the sequence, the chosen next token). Worker thread, mutex released. */
+static tr_status score_chunk(scheduler *s, job *j, int32_t *n_rows) {
+    const score_request *r = j->sreq;
+    score_result *res = j->sres;
+    const int32_t n_vocab = s->model->info.n_vocab;
+    const int32_t m = j->n_feed - j->fed < s->score_rows ? j->n_feed - j->fed : s->score_rows;
+    *n_rows = m;
+    const tr_status st = tr_context_eval(s->score_ctx, r->tokens + j->fed, m, TR_EVAL_LOGITS_ALL);
+    if (st != TR_OK) return st;
+    for (int32_t i = 0; i < m; i++) {
+        const int32_t row = j->fed + i;
+        const float *logits = tr_context_logits(s->score_ctx, i);
+        if (row + 1 < r->n_tokens) {
+            score_row_fill(logits, n_vocab, r->top_k, &res->rows[row]);
+            continue;
+        }
+        route_result *next = &res->next;
+        next->token = sample_token(logits, n_vocab, &r->samp, r->n_tokens, &next->logprob, next->top, r->n_logprobs);
+        next->n_top = r->n_logprobs < n_vocab ? r->n_logprobs : n_vocab;
+        next->pos = r->n_tokens;
+    }
+    j->fed += m;
+    res->n_evaluated += m;
+    return TR_OK;
+}
+
 static int32_t count_waiting(const scheduler *s) {
     int32_t n = 0;
     for (const job *j = s->queue; j; j = j->next) n += j->kind == JOB_ROUTE;
@@ -387,6 +486,7 @@ static void *worker_main(void *arg) {
         const int32_t max_seqs = s->p.batch ? MAX_SEQS : 1;
         for (job *j = s->queue, *next; j; j = next) {
             next = j->next;
+            if (j->kind == JOB_SCORE) continue; /* after the pass, below */
             if (j->kind == JOB_DELETE) {
                 run_delete(s, j);
                 if (j->done) unlink_job(s, j);
@@ -423,7 +523,8 @@ static void *worker_main(void *arg) {
             jobs[n_seq++] = j;
             rows += chunk;
         }
-        if (n_seq == 0) {
+        job *sj = next_score(s);
+        if (n_seq == 0 && !sj) {
             publish_gauges(s);
             if (s->queue) { /* only deletes of busy sessions can wait here; they cannot, as busy jobs run */
                 struct timespec ts;
@@ -435,14 +536,31 @@ static void *worker_main(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        const double t0 = now_ms();
-        const tr_status st = multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits);
+        double t0 = now_ms();
+        const tr_status st = n_seq > 0 ? multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits) : TR_OK;
         const double dt = now_ms() - t0;
+        int32_t score_rows = 0;
+        t0 = now_ms();
+        const tr_status score_st = sj ? score_chunk(s, sj, &score_rows) : TR_OK;
+        const double score_dt = now_ms() - t0;
         pthread_mutex_lock(&s->mu);
-        s->last_pass_seqs = n_seq;
-        s->last_pass_ms = dt;
-        s->last_pass_end_ms = now_ms();
-        metrics_pass(s->metrics, n_seq, rows);
+        if (sj) {
+            metrics_pass(s->metrics, 1, score_rows);
+            sj->sres->eval_ms += score_dt;
+            if (score_st != TR_OK) {
+                fail(sj, 500, "internal", "", "the scoring pass failed");
+                unlink_job(s, sj);
+            } else if (sj->fed == sj->n_feed) {
+                finish(sj, 200);
+                unlink_job(s, sj);
+            }
+        }
+        if (n_seq > 0) {
+            s->last_pass_seqs = n_seq;
+            s->last_pass_ms = dt;
+            s->last_pass_end_ms = now_ms();
+            metrics_pass(s->metrics, n_seq, rows);
+        }
         for (int32_t b = 0; b < n_seq; b++) {
             job *j = jobs[b];
             const int32_t chunk = j->chunk;
@@ -501,6 +619,15 @@ static int submit(scheduler *s, job *j) {
     pthread_mutex_unlock(&s->mu);
     pthread_cond_destroy(&j->cv);
     return j->status;
+}
+
+int scheduler_score(scheduler *s, const score_request *req, score_result *res, api_error *err) {
+    memset(&res->next, 0, sizeof res->next);
+    res->n_evaluated = 0;
+    res->eval_ms = res->queue_ms = 0;
+    memset(err, 0, sizeof *err);
+    job j = {.kind = JOB_SCORE, .sreq = req, .sres = res, .err = err};
+    return submit(s, &j);
 }
 
 int scheduler_route(scheduler *s, const route_request *req, route_result *res, api_error *err) {
@@ -591,6 +718,10 @@ tr_status scheduler_create(const tr_model *model, const sched_params *p, server_
     s->model = model;
     s->p = *p;
     s->metrics = metrics;
+    const size_t row_bytes = (size_t)model->info.n_vocab * sizeof(float);
+    s->score_rows = p->max_batch_tokens < SCORE_CHUNK_ROWS ? p->max_batch_tokens : SCORE_CHUNK_ROWS;
+    if ((size_t)s->score_rows * row_bytes > SCORE_LOGITS_BYTES)
+        s->score_rows = SCORE_LOGITS_BYTES / row_bytes > 0 ? (int32_t)(SCORE_LOGITS_BYTES / row_bytes) : 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     tr_status st = multi_engine_create(model, p->n_threads, p->max_batch_tokens, p->n_ctx, &s->engine);
@@ -621,6 +752,7 @@ void scheduler_free(scheduler *s) {
     if (!s) return;
     scheduler_shutdown(s);
     while (s->sessions) remove_session(s, s->sessions);
+    tr_context_free(s->score_ctx);
     multi_engine_free(s->engine);
     free(s->logits);
     pthread_mutex_destroy(&s->mu);

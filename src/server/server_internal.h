@@ -1,7 +1,7 @@
 /* server_internal.h — the LLM server's parts: request parsing (request.c), the session table and the batching
- * worker (scheduler.c), sampling (sample.c), HTTP (http.c), the streamed route reply (route_stream.c), OpenAI
- * completions (completions.c), metrics (metrics.c). One worker thread owns the session table and runs every
- * forward pass on one engine; HTTP threads hand it jobs and wait on them. */
+ * worker (scheduler.c), sampling (sample.c), scoring a sequence (score.c), HTTP (http.c), the streamed route reply
+ * (route_stream.c), OpenAI completions (completions.c), metrics (metrics.c). One worker thread owns the session
+ * table and runs every forward pass on one engine; HTTP threads hand it jobs and wait on them. */
 #ifndef TR_SERVER_INTERNAL_H
 #define TR_SERVER_INTERNAL_H
 
@@ -80,6 +80,43 @@ typedef struct route_result {
 int32_t sample_token(const float *logits, int32_t n_vocab, const sampling *s, int32_t position, float *logprob,
                      top_entry *top, int32_t n_top);
 
+/* score.c and scheduler_score: a given token sequence scored in one forward pass keeping every row's logits
+ * (/v1/completions with prompt_logprobs). Per position p >= 1 of the sequence: the log-probability and rank of the
+ * token at p given the tokens before it, and the top_k most likely ids; normalized over the whole vocabulary as
+ * the embedded backend does (src/transport/embedded.c, embedded_score). */
+#define SCORE_TOP_MAX 64 /* TR_SCORE_TOPK_MAX */
+typedef struct score_row {
+    int32_t token;     /* the token at this position */
+    float logprob;     /* its log-probability */
+    int32_t rank;      /* 1 + the ids ranked before it (equal logits: the lower id first, as in top) */
+    int32_t n_top;
+    top_entry *top;    /* [n_top] most likely first (storage: score_result.top) */
+} score_row;
+
+typedef struct score_request {
+    const int32_t *tokens; /* ids checked by the caller */
+    int32_t n_tokens;      /* 1 .. n_ctx (n_ctx - 1 with next) */
+    int32_t top_k;         /* 0 .. SCORE_TOP_MAX */
+    bool next;             /* also choose the token after the sequence from the same pass, as a route job would */
+    sampling samp;         /* with next */
+    int32_t n_logprobs;    /* with next: alternatives in next.top (0 .. TOP_LOGPROBS_MAX) */
+} score_request;
+
+typedef struct score_result {
+    score_row *rows;       /* [n_rows]: rows[p - 1] is position p */
+    top_entry *top;        /* [n_rows * top_k] */
+    int32_t n_rows;        /* n_tokens - 1 */
+    route_result next;     /* with next: token, logprob, top, n_top, pos */
+    int32_t n_evaluated;
+    double eval_ms, queue_ms;
+} score_result;
+
+/* Allocates res's rows for req (false: out of memory); score_result_free frees them. */
+bool score_result_alloc(const score_request *req, score_result *res);
+void score_result_free(score_result *res);
+/* Fills row (its token set, top with room for top_k) from one row of logits over n_vocab ids. */
+void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_row *row);
+
 /* metrics.c */
 #define LAT_BUCKETS 12
 #define N_STATUS 10
@@ -123,6 +160,9 @@ int scheduler_stream_start(scheduler *s, route_request *req, route_result *answe
                            route_stream **out);
 stream_event scheduler_stream_next(route_stream *st, int32_t *token, route_result *totals, api_error *err);
 void scheduler_stream_close(route_stream *st);
+/* Scores req (allocated res, see score_result_alloc) on the scheduler's scoring context, interleaved with the
+ * sessions' passes (blocks). Returns the HTTP status; on 200 res is filled, otherwise err. */
+int scheduler_score(scheduler *s, const score_request *req, score_result *res, api_error *err);
 /* Frees a session: 204 or 404. */
 int scheduler_delete(scheduler *s, const char *session);
 int32_t scheduler_n_ctx(const scheduler *s);
