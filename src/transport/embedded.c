@@ -147,9 +147,13 @@ static int32_t top_k_of(const float *logits, int32_t n, int32_t k, int32_t *ids)
  * evaluated in one batch keeping every row's logits (chunked, so a long sequence can be aborted). */
 static tr_status embedded_score(void *impl, tr_llm_score_call *call) {
     embedded *e = impl;
-    const int32_t n = call->n_tokens, last_row = call->end - 1; /* rows first-1 .. end-2 predict first .. end-1 */
+    const int32_t n = call->n_tokens; /* rows first-1 .. end-2 predict positions first .. end-1 */
     if (n > tr_context_n_ctx(e->ctx))
         return tr_fail(TR_ERR_RANGE, "%d tokens do not fit the LLM's context (%d)", n, tr_context_n_ctx(e->ctx));
+    for (int32_t i = 0; i < n; i++)
+        if (call->tokens[i] >= e->n_vocab)
+            return tr_fail(TR_ERR_RANGE, "token id %d at index %d is outside the vocabulary (0..%d)", call->tokens[i],
+                           i, e->n_vocab - 1);
     const int32_t *cached = tr_context_tokens(e->ctx);
     int32_t keep = 0;
     const int32_t n_past = tr_context_n_past(e->ctx), limit = call->first - 1;
@@ -160,7 +164,7 @@ static tr_status embedded_score(void *impl, tr_llm_score_call *call) {
     if (st != TR_OK) return st;
     call->n_evaluated = limit - keep;
     const int32_t n_choice = call->n_allowed > 0 && call->n_allowed < e->n_vocab ? call->n_allowed : e->n_vocab;
-    const int32_t rows_end = last_row + 1 < n ? last_row + 1 : n; /* exclusive */
+    const int32_t rows_end = call->end - 1; /* exclusive; end <= n + 1, so rows_end <= n */
     for (int32_t at = limit; at < rows_end; at += CATCH_UP_CHUNK) {
         if (call->abort_fn && call->abort_fn(call->abort_user)) return tr_fail(TR_ERR_STATE, "aborted");
         const int32_t m = rows_end - at < CATCH_UP_CHUNK ? rows_end - at : CATCH_UP_CHUNK;

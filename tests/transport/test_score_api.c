@@ -90,9 +90,12 @@ static void test_embedded_matches_the_models_logits(void **state) {
     const tr_llm_score_stats s = tr_llm_backend_score_stats(b);
     assert_int_equal(s.calls, 2);
     assert_int_equal(s.positions, n + 8);
-    /* The allowed range: ids >= 100 are never listed and the distribution is renormalized over 0..99. */
+    /* The allowed range: ids >= 100 are never listed and the distribution is renormalized over 0..99. Positions
+     * 1..n-1 only: the entry after them is left alone. */
     tr_llm_backend_set_allowed(b, 100);
+    out[n - 1].n_top = -7;
     assert_int_equal(tr_llm_score(b, ids, n, 1, n, 4, out), TR_OK);
+    assert_int_equal(out[n - 1].n_top, -7);
     for (int32_t p = 1; p < n; p++) {
         double lp_top1;
         int32_t top1;
