@@ -1,12 +1,15 @@
-/* remote.c — helpers shared by the remote backends: default parameters, checked JSON access, status mapping and
- * the vocabulary-size query. */
+/* remote.c — helpers shared by the remote backends: default parameters, checked JSON access, status mapping, the
+ * vocabulary-size query, per-position sampling seeds, and scoring through vLLM's /v1/completions prompt_logprobs
+ * (the --openai and --server backends share it; score_reply.c reads the reply). */
 #include "transport/remote.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "transport/score_reply.h"
 
 tr_remote_params tr_remote_default_params(void) {
     tr_remote_params p = {.timeout_ms = 10000, .connect_timeout_ms = 2000, .retries = 2};
@@ -68,4 +71,60 @@ int32_t remote_query_n_vocab(http_client *c) {
     }
     tr_clear_error();
     return (int32_t)n;
+}
+
+int64_t remote_position_seed(uint64_t seed, int32_t pos) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (int64_t)((z ^ (z >> 31)) & 0x7fffffffu);
+}
+
+tr_status remote_check_sampling(const tr_sampler_params *s) {
+    if (s->temperature != s->temperature || s->top_k < 0 || !(s->top_p > 0 && s->top_p <= 1))
+        return tr_fail(TR_ERR_ARG, "sampling: temperature must be a number, top_k >= 0, top_p in (0, 1]");
+    return TR_OK;
+}
+
+/* ---------------------------------------------------------------- scoring through /v1/completions */
+
+/* The request: the whole sequence as token ids, greedy, max_tokens 1 and no echo. vLLM accepts max_tokens 0 only
+ * with echo (completion/protocol.py to_sampling_params; SamplingParams rejects "max_tokens must be at least 1"),
+ * and the one generated token costs no forward pass beyond the prompt's, so every request generates it;
+ * prompt_logprobs K when a position inside the sequence is wanted (vLLM then skips its prefix cache for the
+ * request: v1 kv_cache_manager get_computed_blocks), logprobs K when the position after it is. */
+static char *score_request(const char *model, const tr_llm_score_call *call) {
+    cJSON *req = cJSON_CreateObject();
+    bool ok = req && json_add_ids(req, "prompt", call->tokens, call->n_tokens) &&
+              cJSON_AddNumberToObject(req, "max_tokens", 1) && cJSON_AddNumberToObject(req, "temperature", 0) &&
+              cJSON_AddFalseToObject(req, "stream") && cJSON_AddTrueToObject(req, "return_token_ids") &&
+              cJSON_AddTrueToObject(req, "return_tokens_as_token_ids");
+    if (ok && model) ok = cJSON_AddStringToObject(req, "model", model) != NULL;
+    if (ok && call->first < call->n_tokens) ok = cJSON_AddNumberToObject(req, "prompt_logprobs", call->top_k) != NULL;
+    if (ok && call->end == call->n_tokens + 1) ok = cJSON_AddNumberToObject(req, "logprobs", call->top_k) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(req) : NULL;
+    cJSON_Delete(req);
+    return s;
+}
+
+tr_status remote_score_vllm(http_client *http, const char *model, tr_llm_score_call *call) {
+    static const char *path = "/v1/completions";
+    char *body = score_request(model, call);
+    if (!body) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    http_response resp = {0};
+    tr_status st = http_request(http, "POST", path, body, http_deadline(http), call->abort_fn, call->abort_user, &resp);
+    call->bytes_sent += (int64_t)strlen(body);
+    call->n_requests++;
+    free(body);
+    call->bytes_received += (int64_t)resp.len;
+    if (st != TR_OK) return st;
+    if (resp.status != 200) {
+        st = http_status_error(path, &resp);
+        /* vLLM refuses more log-probabilities than its --max-logprobs (default 20). */
+        if (resp.status == 400 && call->top_k > 20)
+            tr_fail_prefix(st, "%d log-probabilities per position asked (vLLM allows 20 unless started with "
+                               "--max-logprobs %d or more)", call->top_k, call->top_k);
+        return st;
+    }
+    return score_reply_vllm(resp.body, resp.len, call);
 }

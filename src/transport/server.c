@@ -20,7 +20,11 @@
  * sees it and stops the old stream after the pass in flight (no handshake, no wait for stale lookahead). held
  * counts the lookahead the server produced: all of it after done; after a left stream, what it surely produced by
  * the last line received. A stream that breaks after its answer costs only the lookahead: the call succeeds, and
- * held falls back to the request's tokens, which the server surely holds (it truncates anything beyond). */
+ * held falls back to the request's tokens, which the server surely holds (it truncates anything beyond).
+ *
+ * Scoring (tr_llm_score) goes through tokroute serve's POST /v1/completions with vLLM's prompt_logprobs, the same
+ * request and reply the --openai backend sends to vLLM (remote.c), outside the session: one forward pass over the
+ * sequence, batched on the server with other requests. tr_llm_backend_set_sampling changes how later calls draw. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,11 +239,25 @@ static void session_interrupt(void *impl) {
     http_client_wake(b->http);
 }
 
+static tr_status session_score(void *impl, tr_llm_score_call *call) {
+    session_backend *b = impl;
+    return remote_score_vllm(b->http, NULL, call);
+}
+
+static tr_status session_set_sampling(void *impl, const tr_sampler_params *sampling) {
+    session_backend *b = impl;
+    const tr_status st = remote_check_sampling(sampling);
+    if (st == TR_OK) b->sampling = *sampling;
+    return st;
+}
+
 static const backend_ops session_ops = {.name = "server",
                                         .next_token = session_next,
                                         .n_vocab = session_n_vocab,
                                         .free = session_free,
-                                        .interrupt = session_interrupt};
+                                        .interrupt = session_interrupt,
+                                        .score = session_score,
+                                        .set_sampling = session_set_sampling};
 
 tr_status tr_llm_backend_server(const tr_remote_params *p, tr_llm_backend **out) {
     if (!p || !out) return tr_fail(TR_ERR_ARG, "remote backend: NULL argument");
