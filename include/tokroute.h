@@ -88,6 +88,8 @@ typedef enum tr_type {
     TR_TYPE_Q5_K = 13,
     TR_TYPE_Q6_K = 14,
     TR_TYPE_Q8_K = 15,
+    TR_TYPE_IQ4_NL = 20,
+    TR_TYPE_IQ4_XS = 23,
     TR_TYPE_BF16 = 30,
     TR_TYPE_COUNT = 40 /* upper bound of known ids; not a type */
 } tr_type;

@@ -15,6 +15,10 @@
 #define QK8_1 32
 #define QK_K 256
 #define K_SCALE_SIZE 12
+#define QK4_NL 32
+
+/* The 16 non-linear levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl), in quants_iq4.c. */
+extern const int8_t iq4nl_values[16];
 
 /* Q4_0: value = (q - 8) * d; byte j holds element j (low nibble) and element j+16 (high nibble). */
 typedef struct { uint16_t d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
@@ -36,6 +40,11 @@ typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K
     block_q5_k;
 /* Q6_K: 16 sub-blocks of 16 with int8 scales; value = d * sc * (q - 32), q = 4 low bits from ql, 2 high from qh. */
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } block_q6_k;
+/* IQ4_NL: value = d * iq4nl_values[q]; byte j holds element j (low nibble) and element j+16 (high nibble), as Q4_0. */
+typedef struct { uint16_t d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
+/* IQ4_XS: 8 sub-blocks of 32, each with a 6-bit scale ls (low 4 bits: nibble j%2 of scales_l[j/2]; high 2 bits:
+ * bits 2j..2j+1 of scales_h); value = d * (ls - 32) * iq4nl_values[q]; qs as IQ4_NL, 16 bytes per sub-block. */
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
 /* Q8_K: activations for K-quant products; float scale, bsums[j] = sum of qs[16j .. 16j+15]. */
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_k;
 
@@ -48,6 +57,8 @@ _Static_assert(sizeof(block_q8_1) == 36, "Q8_1 block is 36 bytes");
 _Static_assert(sizeof(block_q4_k) == 144, "Q4_K block is 144 bytes");
 _Static_assert(sizeof(block_q5_k) == 176, "Q5_K block is 176 bytes");
 _Static_assert(sizeof(block_q6_k) == 210, "Q6_K block is 210 bytes");
+_Static_assert(sizeof(block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
+_Static_assert(sizeof(block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
 _Static_assert(sizeof(block_q8_k) == 292, "Q8_K block is 292 bytes");
 
 /* Q4_K/Q5_K: 6-bit scale and min of sub-block j (ggml's get_scale_min_k4). Bytes 0-3 hold scales 0-3 in their low
@@ -70,6 +81,11 @@ static inline int nearest_int(float x) {
     int32_t i;
     memcpy(&i, &v, sizeof i);
     return (i & 0x007fffff) - 0x00400000;
+}
+
+/* IQ4_XS: the 6-bit scale of sub-block j (0-7), still biased by 32. */
+static inline int iq4xs_scale(const block_iq4_xs *b, int j) {
+    return ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b->scales_h >> (2 * j)) & 3) << 4);
 }
 
 #endif /* TR_KERNELS_BLOCKS_H */

@@ -193,6 +193,8 @@ SCALAR_TILE(q8_0)
 SCALAR_TILE(q4_k)
 SCALAR_TILE(q5_k)
 SCALAR_TILE(q6_k)
+SCALAR_TILE(iq4_nl)
+SCALAR_TILE(iq4_xs)
 
 static size_t q8_0_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_0, cols); }
 static size_t q8_1_bytes(int64_t cols) { return type_row_bytes(TR_TYPE_Q8_1, cols); }
@@ -211,4 +213,6 @@ void mm_isa_scalar(mm_isa *isa) {
     isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes, NULL};
     isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_row_bytes, NULL};
     isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_IQ4_NL] = (mm_kernel){tile_iq4_nl, quantize_q8_0, q8_0_bytes, NULL};
+    isa->k[TR_TYPE_IQ4_XS] = (mm_kernel){tile_iq4_xs, quantize_q8_k, q8_k_row_bytes, NULL};
 }

@@ -1,5 +1,6 @@
 /* quants.c — row conversion for the float and 32-element block types (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q8_0, Q8_1), and the dispatch of dequantize_row/quantize_row to them and to the K-quants (quants_k.c).
+ * Q8_0, Q8_1), and the dispatch of dequantize_row/quantize_row to them, to the K-quants (quants_k.c) and to IQ4_NL /
+ * IQ4_XS (quants_iq4.c).
  *
  * Weight quantizers follow ggml's reference quantizers (deterministic model files). The activation quantizers
  * (Q8_0, Q8_1) follow what llama.cpp runs on x86: d = amax/127 stored as F16, q = round-half-even(x * 127/amax),
@@ -111,6 +112,8 @@ tr_status dequantize_row(tr_type type, const void *src, float *dst, int64_t n) {
     case TR_TYPE_Q5_K: dequant_q5_k(src, dst, nb); break;
     case TR_TYPE_Q6_K: dequant_q6_k(src, dst, nb); break;
     case TR_TYPE_Q8_K: dequant_q8_k(src, dst, nb); break;
+    case TR_TYPE_IQ4_NL: dequant_iq4_nl(src, dst, nb); break;
+    case TR_TYPE_IQ4_XS: dequant_iq4_xs(src, dst, nb); break;
     default: return tr_fail(TR_ERR_UNSUPPORTED, "no decoder for tensor type %s", tr_type_name(type));
     }
     return TR_OK;
@@ -310,6 +313,8 @@ tr_status quantize_row(tr_type type, const float *src, void *dst, int64_t n) {
     case TR_TYPE_Q5_K: quant_q5_k(src, dst, nb); break;
     case TR_TYPE_Q6_K: quant_q6_k(src, dst, nb); break;
     case TR_TYPE_Q8_K: quantize_q8_k(src, dst, n); break;
+    case TR_TYPE_IQ4_NL: quant_iq4_nl(src, dst, nb); break;
+    case TR_TYPE_IQ4_XS: quant_iq4_xs(src, dst, nb); break;
     default: return tr_fail(TR_ERR_UNSUPPORTED, "no quantizer for tensor type %s", tr_type_name(type));
     }
     return TR_OK;

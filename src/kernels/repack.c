@@ -10,7 +10,7 @@
  * The layout is a permutation of the bytes of the 16 rows (same size), so row r of a matrix starts at the same
  * offset in both layouts when r is past the last whole group, and the rows after the last whole group of 16 stay
  * plain. Per type, a group's block column b (16 blocks, one per row) holds:
- *   Q4_0: d[16] F16 | qs word c (0-3) of row r at 32 + 64c + 4r
+ *   Q4_0, IQ4_NL: d[16] F16 | qs word c (0-3) of row r at 32 + 64c + 4r
  *   Q4_1: d[16], m[16] F16 | qs words at 64 + 64c + 4r
  *   Q5_0: d[16] F16 | 8 64-bit masks at 32: bit 4r+i of mask 2c+h is the fifth bit of element 16h+4c+i of row r
  *         (one AVX-512 byte mask per qs word and nibble) | qs words at 96 + 64c + 4r
@@ -22,6 +22,8 @@
  *         q[e] rearranged: ql word 4g+w (at 288 + 64(4g+w) + 4r) byte i holds q[32g+4w+i] (low nibble) and
  *         q[32g+16+4w+i] (high nibble); qh word 2g+h (at 2336 + 64(2g+h) + 4r) byte i holds, in bits 2w..2w+1,
  *         the top two bits of q[32g+16h+4w+i].
+ *   IQ4_XS: d[16] F16 | scales_h[16] u16 at 32 | scales_l (4 bytes) of row r at 64 + 4r | qs word w (0-31) at
+ *         128 + 64w + 4r (sub-block w/4 of 32 elements; byte i holds element 4(w%4)+i and, high nibble, +16).
  * Only this file knows the arrangement beyond the kernels that read it (matmul_x16_*.c). */
 #include "kernels/kernels.h"
 
@@ -73,7 +75,8 @@ static void block_move(tr_type type, uint8_t *col, int r, uint8_t *blk, bool to_
         else memcpy((block_ptr), (group_ptr), (n));                                                                  \
     } while (0)
     switch (type) {
-    case TR_TYPE_Q4_0: {
+    case TR_TYPE_Q4_0:
+    case TR_TYPE_IQ4_NL: { /* same bytes: an F16 scale and 16 nibble bytes */
         block_q4_0 *b = (block_q4_0 *)blk;
         MOVE(col + 2 * r, &b->d, 2);
         for (int c = 0; c < 4; c++) MOVE(word_at(col + 32, c, r), b->qs + 4 * c, 4);
@@ -125,6 +128,14 @@ static void block_move(tr_type type, uint8_t *col, int r, uint8_t *blk, bool to_
         for (int w = 0; w < 32; w++) MOVE(word_at(qs_base, w, r), qs + 4 * w, 4);
         break;
     }
+    case TR_TYPE_IQ4_XS: {
+        block_iq4_xs *b = (block_iq4_xs *)blk;
+        MOVE(col + 2 * r, &b->d, 2);
+        MOVE(col + 32 + 2 * r, &b->scales_h, 2);
+        MOVE(col + 64 + 4 * r, b->scales_l, 4);
+        for (int w = 0; w < 32; w++) MOVE(word_at(col + 128, w, r), b->qs + 4 * w, 4);
+        break;
+    }
     case TR_TYPE_Q6_K: {
         block_q6_k *b = (block_q6_k *)blk;
         uint8_t q[QK_K];
@@ -168,7 +179,8 @@ static void block_move(tr_type type, uint8_t *col, int r, uint8_t *blk, bool to_
 
 bool weight_x16_type(tr_type type) {
     return type == TR_TYPE_Q4_0 || type == TR_TYPE_Q4_1 || type == TR_TYPE_Q5_0 || type == TR_TYPE_Q5_1 ||
-           type == TR_TYPE_Q8_0 || type == TR_TYPE_Q4_K || type == TR_TYPE_Q5_K || type == TR_TYPE_Q6_K;
+           type == TR_TYPE_Q8_0 || type == TR_TYPE_Q4_K || type == TR_TYPE_Q5_K || type == TR_TYPE_Q6_K ||
+           type == TR_TYPE_IQ4_NL || type == TR_TYPE_IQ4_XS;
 }
 
 int64_t weight_x16_rows(const weight_matrix *w) { return w->layout == WEIGHT_X16 ? w->rows / 16 * 16 : 0; }

@@ -29,6 +29,8 @@ static const type_info TYPES[TR_TYPE_COUNT] = {
     [TR_TYPE_Q5_K] = {"q5_k", 256, 176, true},
     [TR_TYPE_Q6_K] = {"q6_k", 256, 210, true},
     [TR_TYPE_Q8_K] = {"q8_k", 256, 292, false},
+    [TR_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, true},
+    [TR_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, true},
     [TR_TYPE_BF16] = {"bf16", 1, 2, true},
 };
 
@@ -83,12 +85,14 @@ tr_type type_vec_dot_type(tr_type type) {
     switch (type) {
     case TR_TYPE_Q4_0:
     case TR_TYPE_Q5_0:
-    case TR_TYPE_Q8_0: return TR_TYPE_Q8_0;
+    case TR_TYPE_Q8_0:
+    case TR_TYPE_IQ4_NL: return TR_TYPE_Q8_0;
     case TR_TYPE_Q4_1:
     case TR_TYPE_Q5_1: return TR_TYPE_Q8_1;
     case TR_TYPE_Q4_K:
     case TR_TYPE_Q5_K:
-    case TR_TYPE_Q6_K: return TR_TYPE_Q8_K;
+    case TR_TYPE_Q6_K:
+    case TR_TYPE_IQ4_XS: return TR_TYPE_Q8_K;
     default: return TR_TYPE_F32;
     }
 }

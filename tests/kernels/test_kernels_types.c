@@ -22,7 +22,8 @@ static void test_block_sizes_match_ggml(void **state) {
         {TR_TYPE_Q8_1, "q8_1", 32, 36, false},  {TR_TYPE_Q2_K, "q2_k", 256, 84, false},
         {TR_TYPE_Q3_K, "q3_k", 256, 110, false}, {TR_TYPE_Q4_K, "q4_k", 256, 144, true},
         {TR_TYPE_Q5_K, "q5_k", 256, 176, true}, {TR_TYPE_Q6_K, "q6_k", 256, 210, true},
-        {TR_TYPE_Q8_K, "q8_k", 256, 292, false},
+        {TR_TYPE_Q8_K, "q8_k", 256, 292, false}, {TR_TYPE_IQ4_NL, "iq4_nl", 32, 18, true},
+        {TR_TYPE_IQ4_XS, "iq4_xs", 256, 136, true},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         assert_string_equal(tr_type_name(want[i].t), want[i].name);
