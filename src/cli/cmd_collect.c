@@ -147,11 +147,11 @@ static int parse_args(int argc, char **argv, collect_opts *o, tr_collect_params 
     return -1;
 }
 
-/* The LLM as the data's header names it (a resume checks it): the backend and the server's model or address. */
+/* The LLM as the data's header names it (a resume checks it): the kind of backend and, for --openai, the model
+ * asked for. Not the address: a resume may reach the same LLM at another one (a restarted server, a new port). */
 static void remote_name(const cli_backend_opts *bo, char *out, size_t n) {
-    const char *url = bo->server ? bo->server : bo->openai ? bo->openai : bo->llamacpp ? bo->llamacpp : bo->sglang;
     const char *kind = bo->server ? "server" : bo->openai ? "openai" : bo->llamacpp ? "llamacpp" : "sglang";
-    snprintf(out, n, "%s:%s", kind, bo->remote.model ? bo->remote.model : url ? url : "");
+    snprintf(out, n, "%s%s%s", kind, bo->remote.model ? ":" : "", bo->remote.model ? bo->remote.model : "");
 }
 
 static int run(collect_opts *o, tr_collect_params *p) {
