@@ -1,7 +1,8 @@
 /* test_model_hostile.c — the model loader against well-formed GGUF files that are not loadable models: missing
  * tensors and hyperparameters, bad head counts, unsupported architectures, wrong shapes, weight types the engine
- * cannot multiply. Each must fail with a status and a message naming the problem and the file. (Byte-level
- * hostile files are in tests/gguf/test_gguf_hostile.c.) */
+ * cannot multiply, IQ4 weights with rows that are not whole blocks, cut blocks or absurd scales. Each must fail with
+ * a status and a message naming the problem and the file, or evaluate without harm. (Byte-level hostile files are
+ * in tests/gguf/test_gguf_hostile.c.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/error.h"
+#include "kernels/kernels.h"
 #include "support/fixtures.h"
 #include "support/gguf_builder.h"
 #include "tokroute.h"
@@ -30,6 +32,7 @@ typedef struct tiny_opts {
     int q_rows;                 /* rows of attn_q (n_embd) */
     int q_dims;                 /* n_dims of attn_q (2) */
     int norm_len;               /* length of blk.0.attn_norm.weight (n_embd) */
+    const void *q_data;         /* bytes of attn_q when q_type is not F32 (NULL: filler bytes) */
 } tiny_opts;
 
 static tiny_opts tiny_defaults(void) {
@@ -93,8 +96,8 @@ static void write_tiny_model(const char *path, const tiny_opts *o) {
         const bool is_q = strcmp(ts[i].name, "blk.0.attn_q.weight") == 0;
         const tr_type type = is_q ? o->q_type : TR_TYPE_F32;
         /* Non-F32 types get bytes of the right count (their content is never decoded in these cases). */
-        assert_int_equal(tr_gguf_writer_add_tensor(w, ts[i].name, type, ts[i].n_dims, ts[i].ne,
-                                                   ts[i].norm ? ones : data, NULL),
+        const void *bytes = is_q && o->q_data ? o->q_data : ts[i].norm ? ones : data;
+        assert_int_equal(tr_gguf_writer_add_tensor(w, ts[i].name, type, ts[i].n_dims, ts[i].ne, bytes, NULL),
                          TR_OK);
     }
     assert_int_equal(tr_gguf_writer_write(w, path, NULL, NULL), TR_OK);
@@ -277,6 +280,131 @@ static void model_unsupported_weight_type(void **state) {
     unlink(path);
 }
 
+/* ---------------------------------------------------------------- IQ4_NL / IQ4_XS weights */
+
+/* attn_q of a tiny model (n × n) in `type`, from quantized pseudo-random values; malloc'ed. */
+static uint8_t *quantized_q(tr_type type, int n) {
+    const size_t rb = type_row_bytes(type, n);
+    uint8_t *q = malloc(rb * (size_t)n);
+    float *row = malloc(sizeof(float) * (size_t)n);
+    for (int r = 0; r < n; r++) {
+        for (int k = 0; k < n; k++) row[k] = 0.01f * (float)((r * 31 + k * 17) % 21 - 10);
+        assert_int_equal(quantize_row(type, row, q + rb * (size_t)r, n), TR_OK);
+    }
+    free(row);
+    return q;
+}
+
+/* Loads path and evaluates three tokens; returns whether every logit is finite. */
+static bool eval_finite(const char *path) {
+    tr_model *m = NULL;
+    if (tr_model_load(path, NULL, &m) != TR_OK) fail_msg("%s: %s", path, tr_last_error());
+    tr_context_params cp = tr_context_default_params();
+    cp.n_threads = 1;
+    tr_context *ctx = NULL;
+    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
+    const int32_t toks[] = {1, 5, 9};
+    assert_int_equal(tr_context_eval(ctx, toks, 3, TR_EVAL_LOGITS_LAST), TR_OK);
+    const float *lg = tr_context_logits(ctx, -1);
+    bool finite = true;
+    for (int i = 0; i < TINY_VOCAB; i++) finite = finite && lg[i] - lg[i] == 0.0f;
+    tr_context_free(ctx);
+    tr_model_free(m);
+    return finite;
+}
+
+/* Rows that are not whole IQ4 blocks are refused; a file cut inside an IQ4 block is refused. Absurd scales are
+ * handled as for the other types (block contents are not validated; the integer sums cannot overflow whatever the
+ * scales): with the same F16 scale in every block (1, 65504, inf, NaN), every 6-bit IQ4_XS sub-block scale at
+ * either end and every index at the table's ends, the model loads and evaluates as Q4_0 carrying those scales
+ * does: finite logits for 1, a NaN reaching the logits for NaN (huge weights may overflow activations in either). */
+static void model_iq4_weights(void **state) {
+    (void)state;
+    char path[256];
+    snprintf(path, sizeof path, "%s", temp_path(".gguf"));
+    tiny_opts o = tiny_defaults();
+    /* IQ4_NL attn_q with its type id patched to IQ4_XS: 32-wide rows are not whole 256-blocks (and the bytes would
+     * be an eighth of what they claim). The type follows the name, n_dims and two dimensions in the tensor info. */
+    o.q_type = TR_TYPE_IQ4_NL;
+    uint8_t *nl = quantized_q(TR_TYPE_IQ4_NL, 32);
+    o.q_data = nl;
+    write_tiny_model(path, &o);
+    size_t fsize = 0;
+    char *f = read_file(path, &fsize);
+    char *info = memmem(f, fsize, "blk.0.attn_q.weight", 19);
+    assert_non_null(info);
+    uint32_t type_id;
+    memcpy(&type_id, info + 19 + 4 + 16, 4);
+    assert_int_equal(type_id, TR_TYPE_IQ4_NL);
+    type_id = TR_TYPE_IQ4_XS;
+    memcpy(info + 19 + 4 + 16, &type_id, 4);
+    FILE *out = fopen(path, "wb");
+    assert_int_equal(fwrite(f, 1, fsize, out), fsize);
+    fclose(out);
+    tr_model *bad = (tr_model *)0x1;
+    assert_int_equal(tr_model_load(path, NULL, &bad), TR_ERR_FORMAT);
+    assert_null(bad);
+    assert_non_null(strstr(tr_last_error(), "not a multiple of the iq4_xs block"));
+    free(f);
+    free(nl);
+
+    for (int t = 0; t < 2; t++) {
+        const tr_type type = t ? TR_TYPE_IQ4_XS : TR_TYPE_IQ4_NL;
+        o = tiny_defaults();
+        if (type == TR_TYPE_IQ4_XS) o.n_embd = o.q_rows = o.norm_len = 256;
+        const int n = o.n_embd;
+        const size_t bb = tr_type_block_bytes(type), bytes = type_row_bytes(type, n) * (size_t)n;
+        uint8_t *q = quantized_q(type, n);
+        o.q_type = type;
+        o.q_data = q;
+        write_tiny_model(path, &o);
+        assert_true(eval_finite(path));
+
+        /* cut the file inside the second block of attn_q (found by its bytes) */
+        size_t size = 0;
+        char *file = read_file(path, &size);
+        assert_non_null(file);
+        const char *at = memmem(file, size, q, bytes);
+        assert_non_null(at);
+        assert_int_equal(truncate(path, (off_t)(at - file) + (off_t)bb + (off_t)bb / 2), 0);
+        tr_model *m = (tr_model *)0x1;
+        assert_int_not_equal(tr_model_load(path, NULL, &m), TR_OK);
+        assert_null(m);
+        if (!strstr(tr_last_error(), "larger than the file") && !strstr(tr_last_error(), "truncated"))
+            fail_msg("%s", tr_last_error());
+        free(file);
+
+        /* extreme scales and indices: the same F16 scale in every block of IQ4 and of Q4_0 */
+        static const uint16_t scales[] = {0x3C00 /* 1 */, 0x7BFF /* 65504 */, 0x7C00 /* inf */, 0x7E00 /* NaN */};
+        for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+            bool finite[2];
+            for (int ref = 0; ref < 2; ref++) {
+                const tr_type tt = ref ? TR_TYPE_Q4_0 : type;
+                const size_t tb = tr_type_block_bytes(tt), tbytes = type_row_bytes(tt, n) * (size_t)n;
+                uint8_t *w = quantized_q(tt, n);
+                for (size_t b = 0; b < tbytes / tb; b++) {
+                    uint8_t *blk = w + b * tb;
+                    memcpy(blk, &scales[k], 2);
+                    if (tt == TR_TYPE_IQ4_XS) { /* 6-bit scales all 63 or all 0 (-32 once biased) */
+                        memset(blk + 2, b % 2 ? 0xFF : 0x00, 6);
+                    }
+                    const size_t qs = tt == TR_TYPE_IQ4_XS ? 128 : 16; /* indices at the table's (or range's) ends */
+                    memset(blk + tb - qs, b % 3 ? 0x00 : 0xFF, qs);
+                }
+                o.q_type = tt;
+                o.q_data = w;
+                write_tiny_model(path, &o);
+                finite[ref] = eval_finite(path);
+                free(w);
+            }
+            if (k == 0) assert_true(finite[0] && finite[1]);
+            if (k == 3) assert_true(!finite[0] && !finite[1]);
+        }
+        free(q);
+    }
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_model_control_loads),
@@ -287,6 +415,7 @@ int main(void) {
         cmocka_unit_test(model_wrong_shapes),
         cmocka_unit_test(model_kv_heads_mismatch_tensors),
         cmocka_unit_test(model_unsupported_weight_type),
+        cmocka_unit_test(model_iq4_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
