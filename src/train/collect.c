@@ -6,7 +6,8 @@
  * is not among the LLM's top llm_topk).
  *
  * Round 1 is teacher forced: the SLM evaluates the whole example in one batched call that keeps every position's
- * logits and hidden states, and the LLM scores it in one call (one request where the engine allows). Where both models'
+ * logits and hidden states, and the LLM scores it in one call (one request where the engine allows) on a helper
+ * thread meanwhile, so the SLM's work overlaps the LLM's (its round trip, or its compute on another core). Where both models'
  * top-1 miss the reference and rollouts are asked for, a second SLM context holding the reference prefix continues
  * K tokens greedily after each model's token (then truncates back), and the matches with the reference are stored.
  *
@@ -20,6 +21,8 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -191,14 +194,35 @@ static tr_status make_record(collector *c, int32_t example, int32_t position, in
 
 /* ---------------------------------------------------------------- one example */
 
+/* The LLM's scoring of one example, run on a helper thread; the error message (thread-local) travels back. */
+typedef struct score_job {
+    collector *c;
+    int32_t first;
+    tr_status st;
+    char error[512];
+} score_job;
+
+static void *score_main(void *arg) {
+    score_job *j = arg;
+    collector *c = j->c;
+    j->st = tr_llm_score(c->llm, c->tokens, c->n_tokens, j->first, c->n_tokens, c->p.llm_topk, c->llm_pos);
+    if (j->st != TR_OK) snprintf(j->error, sizeof j->error, "%s", tr_last_error());
+    return NULL;
+}
+
 static tr_status teacher_forced(collector *c, int32_t example, int32_t *n_records) {
     *n_records = 0;
     if (c->n_tokens < 2 || c->n_prompt >= c->n_tokens) return TR_OK; /* nothing predicted inside max_tokens */
     tr_context_clear(c->slm_ctx);
     tr_context_clear(c->roll_ctx);
     const int32_t first = c->n_prompt; /* the first predicted position */
-    tr_status st = tr_llm_score(c->llm, c->tokens, c->n_tokens, first, c->n_tokens, c->p.llm_topk, c->llm_pos);
-    if (st == TR_OK) st = tr_context_eval(c->slm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
+    score_job job = {.c = c, .first = first};
+    pthread_t thread;
+    const bool threaded = pthread_create(&thread, NULL, score_main, &job) == 0;
+    if (!threaded) score_main(&job);
+    tr_status st = tr_context_eval(c->slm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
+    if (threaded) pthread_join(thread, NULL);
+    if (job.st != TR_OK) return tr_fail(job.st, "%s", job.error);
     for (int32_t t = first - 1; st == TR_OK && t + 1 < c->n_tokens; t++) {
         st = make_record(c, example, t + 1, c->tokens[t + 1], tr_context_logits(c->slm_ctx, t),
                          tr_context_hidden(c->slm_ctx, t), &c->llm_pos[t + 1 - first],
