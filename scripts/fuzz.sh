@@ -8,9 +8,11 @@ shared=$(cd ../shared && pwd)
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_FUZZ=ON \
   -DTR_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenize fuzz_request fuzz_session_reply \
-  fuzz_llamacpp_stream fuzz_score_reply fuzz_dataset fuzz_train_data >/dev/null
+  fuzz_llamacpp_stream fuzz_score_reply fuzz_sglang_reply fuzz_dataset fuzz_train_data \
+  >/dev/null
 mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok build-fuzz/corpus-req build-fuzz/corpus-reply \
-  build-fuzz/corpus-sse build-fuzz/corpus-score build-fuzz/corpus-data build-fuzz/corpus-train
+  build-fuzz/corpus-sse build-fuzz/corpus-score build-fuzz/corpus-sglang build-fuzz/corpus-data \
+  build-fuzz/corpus-train
 # Small seeds: a tiny synthetic model, a router file is made by the tests; the real student model.
 [ -f build-fuzz/corpus-gguf/tiny.gguf ] || build/tokroute synth --shape tiny --type q8_0 -o build-fuzz/corpus-gguf/tiny.gguf 2>/dev/null || true
 cp -n "$shared/models/stories-student.gguf" build-fuzz/corpus-gguf/ 2>/dev/null || true
@@ -21,6 +23,7 @@ cp -n tests/fuzz/seeds/request/* build-fuzz/corpus-req/
 cp -n tests/fuzz/seeds/session_reply/* build-fuzz/corpus-reply/
 cp -n tests/fuzz/seeds/llamacpp_stream/* build-fuzz/corpus-sse/
 cp -n tests/fuzz/seeds/score_reply/* build-fuzz/corpus-score/
+cp -n tests/fuzz/seeds/sglang_reply/* build-fuzz/corpus-sglang/
 # Dataset files: the first byte picks the format (byte % 5: text, csqa, gsm8k, arc, mmlu), the rest is the file's start.
 seed_data() { { printf "\\$(printf %03o "$1")"; head -n 8 "$2"; } >"build-fuzz/corpus-data/$3"; }
 seed_data 130 "$shared/data/tinystories/tinystories_val.txt" text
@@ -50,5 +53,6 @@ export TOKROUTE_SHARED=$shared
   ../fuzz_session_reply -max_total_time="$seconds" -max_len=8192 ../corpus-reply 2>&1 | tail -3 &&
   ../fuzz_llamacpp_stream -max_total_time="$seconds" -max_len=8192 ../corpus-sse 2>&1 | tail -3 &&
   ../fuzz_score_reply -max_total_time="$seconds" -max_len=8192 ../corpus-score 2>&1 | tail -3 &&
+  ../fuzz_sglang_reply -max_total_time="$seconds" -max_len=8192 ../corpus-sglang 2>&1 | tail -3 &&
   ../fuzz_dataset -max_total_time="$seconds" -max_len=8192 ../corpus-data 2>&1 | tail -3 &&
   ../fuzz_train_data -max_total_time="$seconds" -max_len=65536 ../corpus-train 2>&1 | tail -3)
