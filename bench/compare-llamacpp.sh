@@ -10,7 +10,9 @@
 #     --amx         use llama.cpp's default native build, Intel AMX kernels included. By default llama-bench is
 #                   built without them: in VMs that do not grant AMX to the guest they crash llama.cpp.
 #     --quick       two cases only (qwen3-0.6b Q4_K_M, qwen2.5-0.5b Q4_0)
-#     --cases LIST  comma-separated shape:type pairs, e.g. qwen2.5-0.5b:q8_0,llama-3.2-1b:q4_k_m
+#     --cases LIST  comma-separated shape:type pairs, e.g. qwen2.5-0.5b:q8_0,llama-3.2-1b:q4_k_m or the IQ4 types,
+#                   qwen2.5-0.5b:iq4_nl,qwen3-0.6b:iq4_xs (writing an IQ4 file takes ~3 minutes: the quantizer
+#                   searches scales, as llama-quantize does)
 # Defaults: 2 threads, pp 64, tg 32, 2 repetitions: about 3-6 minutes for the seven default cases on 2 cores (the
 # first run also builds llama-bench, ~10 minutes, and writes the model files).
 set -euo pipefail
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
     --quick) cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0"; shift ;;
     --cases) cases=$2; shift 2 ;;
     --amx) no_amx=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-llamacpp: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
 done
