@@ -1,6 +1,7 @@
 # tokroute — top-level entry points. `make` builds into build/ (CLI: build/tokroute); `make demo` runs the main
 # job; `make test` runs the suite, then runs it again built with ASan+UBSan. Each target installs missing Debian
-# packages first (when run as root), so both work on a fresh machine. Test targets configure TR_TESTS=ON explicitly
+# packages first (when run as root), so both work on a fresh machine: the build and the demo only what they build
+# with (no npm), the test targets the test tools too. Test targets configure TR_TESTS=ON explicitly
 # (a cache left with it OFF would otherwise run nothing) and ctest fails when no test was found.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -8,12 +9,15 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SHARED     ?= $(abspath ../shared)
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build cli demo eval test test-fast test-asan clean llamacpp
+.PHONY: all deps deps-test build cli demo eval test test-fast test-asan clean llamacpp
 
 all: build
 
 deps:
-	@./scripts/deps.sh
+	@./scripts/deps.sh build
+
+deps-test:
+	@./scripts/deps.sh test
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -35,12 +39,12 @@ eval: cli
 llamacpp:
 	@./scripts/llamacpp.sh llama-server >/dev/null
 
-test-fast: deps llamacpp
+test-fast: deps-test llamacpp
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTR_WERROR=ON -DTR_TESTS=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure --no-tests=error -j$(JOBS)
 
-test-asan: deps llamacpp
+test-asan: deps-test llamacpp
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_WERROR=ON -DTR_TESTS=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure \

@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# deps.sh — installs the Debian packages tokroute builds and tests with, when any is missing.
-# Run as root it installs them (apt-get); otherwise it names what is missing and fails.
+# deps.sh [build|test] — installs the Debian packages tokroute needs, when any is missing: `build` (the default)
+# those the library, the CLI and the demo need; `test` also the test tools, the browser test's Chromium, Node.js and
+# its npm packages. Run as root it installs them (apt-get); otherwise it names what is missing and fails.
 set -euo pipefail
-packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev libcmocka-dev
-  python3 bsdutils binutils)  # the tests run: python3 (e2e checks), script (bsdutils: a pseudo-terminal), nm (binutils)
-packages+=(chromium curl)  # the web UI's browser test (headless Chromium) and HTTP test
+what=${1:-build}
+case "$what" in build|test) ;; *) echo "usage: scripts/deps.sh [build|test]" >&2; exit 2 ;; esac
+packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev)
+if [ "$what" = test ]; then
+  packages+=(libcmocka-dev python3 bsdutils binutils)  # python3 (e2e checks), script (bsdutils: a pseudo-terminal), nm
+  packages+=(chromium curl)  # the web UI's browser test (headless Chromium) and HTTP test
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# Node.js and npm drive the browser test; any install providing the commands will do (e.g. NodeSource's bundles npm).
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
+if [ "$what" = test ]; then
+  # Node.js and npm drive the browser test; any install providing the commands will do (e.g. NodeSource's bundles npm).
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 
 # The browser test's driver, playwright-core, pinned by tests/ui/package-lock.json (it uses Debian's chromium).
 npm_install() {
+  [ "$what" = test ] || return 0
   local ui_dir
   ui_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
   [ -f "$ui_dir/node_modules/playwright-core/package.json" ] && return 0

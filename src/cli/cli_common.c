@@ -164,6 +164,13 @@ int cli_model_option(int argc, char **argv, int *i, cli_model_opts *o) {
     return 0;
 }
 
+void cli_warn_ctx(const tr_model *model, int32_t n_ctx) {
+    const int32_t trained = tr_model_get_info(model)->n_ctx_train;
+    if (trained > 0 && n_ctx > trained)
+        fprintf(stderr, "tokroute: warning: -c %d is beyond the %d tokens the model was trained on; text past %d "
+                "tokens degrades\n", n_ctx, trained, trained);
+}
+
 bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx) {
     *model = NULL;
     *ctx = NULL;
@@ -174,6 +181,7 @@ bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx)
     tr_model_params mp = tr_model_default_params();
     tr_status st = tr_model_load(o->model, &mp, model);
     if (st != TR_OK) return cli_fail(st), false;
+    cli_warn_ctx(*model, o->n_ctx);
     tr_context_params cp = tr_context_default_params();
     cp.n_threads = o->n_threads;
     cp.n_ctx = o->n_ctx;
@@ -219,6 +227,16 @@ bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, b
     if (no_bos && count > 0 && buf[0] == tr_vocab_bos(vocab)) memmove(buf, buf + 1, (size_t)--count * sizeof *buf);
     *ids = buf;
     *n = count;
+    return true;
+}
+
+bool cli_write_ready(const char *path, const char *url) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return false;
+    FILE *f = fopen(tmp, "w");
+    if (!f) return false;
+    const bool ok = fprintf(f, "%s\n", url) > 0;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) return remove(tmp), false;
     return true;
 }
 

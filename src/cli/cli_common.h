@@ -39,7 +39,10 @@ int cli_model_option(int argc, char **argv, int *i, cli_model_opts *o);
 
 
 
-/* Loads opts->model and creates a context on it; prints the error and returns false on failure. */
+/* One warning line on stderr when -c asks for more than the model was trained on (text past it degrades). */
+void cli_warn_ctx(const tr_model *model, int32_t n_ctx);
+/* Loads opts->model and creates a context on it (warning as cli_warn_ctx); prints the error and returns false on
+ * failure. */
 bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx);
 /* Tokenizes a prompt with the model's vocabulary (BOS as the vocabulary asks unless no_bos). */
 bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, bool parse_special, int32_t **ids,
@@ -47,4 +50,7 @@ bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, b
 /* Servers: blocks SIGINT and SIGTERM in the calling thread (threads started afterwards inherit the mask, so sigwait
  * on *set gets them on the main thread and shutdown never runs in a signal handler) and ignores SIGPIPE. */
 void cli_block_shutdown_signals(sigset_t *set);
+/* Servers' --ready-file: the base URL without a trailing slash (http://127.0.0.1:41234), so "$(cat FILE)/path" works
+ * for serve and ui alike; written to FILE.tmp and renamed, so a reader never sees it half written. */
+bool cli_write_ready(const char *path, const char *url);
 #endif /* TR_CLI_COMMON_H */

@@ -54,7 +54,8 @@ static int parse_sampling(int argc, char **argv, int *i, tr_sampler_params *sp) 
     double f;
     long x;
     if (cli_option(argc, argv, i, NULL, "--temp", &v)) {
-        if (!cli_float("--temp", v, &f)) return -1; /* <= 0 is greedy */
+        if (!cli_float("--temp", v, &f)) return -1;
+        if (!(f >= 0 && isfinite(f))) return fprintf(stderr, "tokroute: --temp must be >= 0 (0 is greedy)\n"), -1;
         sp->temperature = (float)f;
     } else if (cli_option(argc, argv, i, NULL, "--top-k", &v)) {
         if (!cli_int("--top-k", v, 0, 1 << 24, &x)) return -1;
@@ -88,6 +89,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (cli_option(argc, argv, &i, NULL, "--policy", &v)) o->policy = v;
         else if (cli_option(argc, argv, &i, NULL, "--threshold", &v) || cli_option(argc, argv, &i, NULL, "--tau", &v)) {
             if (!cli_float("--threshold", v, &o->tau)) return 2;
+            if (!isfinite(o->tau)) return cli_usage_error(usage, "--threshold must be a finite number (scores are in [0, 1])");
             o->tau_set = true;
         } else if (cli_option(argc, argv, &i, NULL, "--mode", &v)) {
             if (tr_route_mode_from_name(v, &o->rp.mode) != TR_OK) return cli_usage_error(usage, "%s", tr_last_error());
@@ -123,6 +125,17 @@ static int parse(int argc, char **argv, gen_opts *o) {
     if (!has_llm && o->mode_set && o->rp.mode != TR_MODE_SLM)
         return cli_usage_error(usage, "mode %s needs an LLM (--llm, --server, --openai or --llamacpp)", tr_route_mode_name(o->rp.mode));
     if (!o->mode_set) o->rp.mode = has_llm ? TR_MODE_JOINT : TR_MODE_SLM;
+    /* Routing options with nothing to route would be silently ignored: refuse them. */
+    const char *routing_flag = o->router ? "--router" : o->policy ? "--policy" : o->tau_set ? "--threshold" : NULL;
+    if (routing_flag && o->rp.mode != TR_MODE_JOINT)
+        return cli_usage_error(usage, has_llm ? "%s applies to routed generation; mode %s routes nothing"
+                                              : "%s applies to routed generation: give an LLM too (--slm SLM --llm LLM, "
+                                                "or --server/--openai/--llamacpp/--sglang URL)",
+                               routing_flag, tr_route_mode_name(o->rp.mode));
+    tr_policy policy;
+    if (o->policy && (tr_policy_from_name(o->policy, &policy) != TR_OK || policy == TR_POLICY_MLP))
+        return cli_usage_error(usage, "unknown --policy '%s' (maxprob, margin or entropy; a trained router: --router FILE)",
+                               o->policy);
     o->rp.on_llm_failure = o->bo.on_failure;
     cli_backend_hiding(&o->bo, &o->rp);
     if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");

@@ -15,7 +15,7 @@ static const char *usage =
     "usage: tokroute serve -m MODEL [options]\n"
     "  serves the model over HTTP: POST /v1/route/next (session protocol, docs/protocol.md),\n"
     "  DELETE /v1/route/sessions/ID, POST /v1/completions (OpenAI subset), GET /health, GET /metrics\n"
-    "  --host ADDR            address to bind (default 127.0.0.1)\n"
+    "  --host ADDR            address or name to bind (default 127.0.0.1; localhost works)\n"
     "  --port N               port (default 8080; 0 = a free port)\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY)\n"
     "  -t, --threads N        threads for forward passes (default: physical cores)\n"
@@ -37,16 +37,6 @@ static void log_line(void *user, const char *line) {
     gmtime_r(&t, &tm);
     fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02dZ %s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
             tm.tm_min, tm.tm_sec, line);
-}
-
-static bool write_ready(const char *path, const char *url) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return false;
-    const bool ok = fprintf(f, "%s\n", url) > 0;
-    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) return false;
-    return true;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -113,6 +103,7 @@ int cmd_serve(int argc, char **argv) {
     tr_model *model = NULL;
     tr_status st = tr_model_load(mo.model, &mp, &model);
     if (st != TR_OK) return cli_fail(st);
+    cli_warn_ctx(model, mo.n_ctx);
     tr_server *srv = NULL;
     if ((st = tr_server_start(model, &sp, &srv)) != TR_OK) {
         tr_model_free(model);
@@ -125,7 +116,7 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "tokroute: serving %s on %s (%s, batching %s)\n", mo.model, url,
             sp.api_key && sp.api_key[0] ? "API key required" : "no API key", sp.batch ? "on" : "off");
     int rc = 0;
-    if (ready && !write_ready(ready, url)) {
+    if (ready && !cli_write_ready(ready, url)) {
         fprintf(stderr, "tokroute: cannot write the ready file %s\n", ready);
         rc = 1;
     } else {

@@ -23,7 +23,7 @@ static const char *usage_rest =
     "  --threshold T          the threshold slider's initial value (default: the router file's, else 0.5)\n"
     "  --host ADDR            address to listen on (default 127.0.0.1)\n"
     "  --port P               port (default 8080; 0 = any free port)\n"
-    "  --ready-file FILE      write the base URL (http://HOST:PORT/) to FILE once listening\n"
+    "  --ready-file FILE      write the base URL (http://HOST:PORT, as serve does) to FILE once listening\n"
     "  --chat-template NAME   chat template for the page's chat toggle (default: the SLM's own, if known)\n"
     "  --max-tokens N         most tokens a request may ask for (default 1024)\n"
     "  --max-generations N    generations running at once (default 4)\n"
@@ -159,13 +159,12 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     if ((st = tr_ui_start(&up, &ui)) != TR_OK) return cli_fail(st);
     const bool v6 = strchr(up.host, ':') != NULL;
     char url[300];
-    snprintf(url, sizeof url, "http://%s%s%s:%d/", v6 ? "[" : "", up.host, v6 ? "]" : "", (int)tr_ui_port(ui));
-    fprintf(stderr, "tokroute ui: %s (SLM %s, LLM %s) — Ctrl+C stops\n", url, up.slm_name,
+    snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", up.host, v6 ? "]" : "", (int)tr_ui_port(ui));
+    fprintf(stderr, "tokroute ui: %s/ (SLM %s, LLM %s) — Ctrl+C stops\n", url, up.slm_name,
             up.llm_name ? up.llm_name : "none");
     int rc = 0;
     if (o->ready_file) {
-        FILE *f = fopen(o->ready_file, "w");
-        if (!f || fprintf(f, "%s\n", url) < 0 || fclose(f) != 0) {
+        if (!cli_write_ready(o->ready_file, url)) {
             fprintf(stderr, "tokroute: cannot write %s\n", o->ready_file);
             rc = 1;
         }
@@ -174,6 +173,7 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     if (rc == 0) sigwait(&sigs, &sig);
     tr_ui_stop(ui);
     if (rc == 0) fprintf(stderr, "tokroute ui: stopped\n");
+    if (o->ready_file) remove(o->ready_file);
     return rc;
 }
 
@@ -186,6 +186,7 @@ int cmd_ui(int argc, char **argv) {
     tr_model *slm = NULL, *llm = NULL;
     tr_status st = tr_model_load(o.mo.model, &mp, &slm);
     if (st != TR_OK) return cli_fail(st);
+    cli_warn_ctx(slm, o.mo.n_ctx);
     backend_factory factory = {.bo = &o.bo, .cp = tr_context_default_params()};
     pthread_mutex_init(&factory.mu, NULL);
     factory.cp.n_threads = o.mo.n_threads;

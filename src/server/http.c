@@ -8,6 +8,7 @@
  * log_requests. */
 #include <arpa/inet.h>
 #include <math.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -403,7 +404,14 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
         addr.v6.sin6_port = htons((uint16_t)p.port);
         v6 = true;
     } else {
-        return tr_fail(TR_ERR_ARG, "host '%s' is not an IPv4 or IPv6 address", host);
+        /* A name (localhost): its first address, as `tokroute ui` binds. */
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+        const int rc = getaddrinfo(host, NULL, &hints, &ai);
+        if (rc != 0) return tr_fail(TR_ERR_ARG, "cannot use host '%s': %s", host, gai_strerror(rc));
+        v6 = ai->ai_family == AF_INET6;
+        if (v6) memcpy(&addr.v6, ai->ai_addr, sizeof addr.v6), addr.v6.sin6_port = htons((uint16_t)p.port);
+        else memcpy(&addr.v4, ai->ai_addr, sizeof addr.v4), addr.v4.sin_port = htons((uint16_t)p.port);
+        freeaddrinfo(ai);
     }
 
     tr_server *srv = calloc(1, sizeof *srv);

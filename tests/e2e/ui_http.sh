@@ -38,7 +38,7 @@ start_server() {
   done
   [ -s "$tmp/ready" ] || fail "the server did not write its ready file"
   url=$(cat "$tmp/ready")
-  case $url in http://127.0.0.1:*/) ;; *) fail "ready file holds '$url'" ;; esac
+  case $url in http://127.0.0.1:*[0-9]) url=$url/ ;; *) fail "ready file holds '$url' (the base URL, no slash)" ;; esac
 }
 stop_server() {
   kill -TERM "$pid"
@@ -296,7 +296,7 @@ rm -f "$tmp/ready"
 "$cli" ui --slm "$slm" --chat-template chatml --port 0 --ready-file "$tmp/ready" 2>"$tmp/server.log" &
 pid=$!
 for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; kill -0 "$pid" 2>/dev/null || fail "SLM-only server exited"; sleep 0.1; done
-url=$(cat "$tmp/ready")
+url=$(cat "$tmp/ready")/
 curl -sS -f "${url}api/info" | python3 -c '
 import json, sys
 i = json.load(sys.stdin)
@@ -319,7 +319,7 @@ rm -f "$tmp/ready"
 "$cli" ui --slm "$slm" --server "$(cat "$tmp/llm.ready")" --port 0 --ready-file "$tmp/ready" 2>"$tmp/server.log" &
 pid=$!
 for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; kill -0 "$pid" 2>/dev/null || fail "ui --server exited"; sleep 0.1; done
-url=$(cat "$tmp/ready")
+url=$(cat "$tmp/ready")/
 [ "$(gen '{"prompt":"Once upon a time","mode":"joint","tau":0.9,"max_tokens":40}' "$tmp/net.sse")" = 200 ] || fail "joint via server"
 check_stream "$tmp/net.sse" "$tmp/joint.txt" joint 0.9 40 network || fail "joint stream via tokroute serve"
 stop_server
@@ -336,7 +336,7 @@ rm -f "$tmp/ready"
   --ready-file "$tmp/ready" 2>"$tmp/server.log" &
 pid=$!
 for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; kill -0 "$pid" 2>/dev/null || fail "dead-LLM server exited"; sleep 0.1; done
-url=$(cat "$tmp/ready")
+url=$(cat "$tmp/ready")/
 "$cli" generate --slm "$slm" -p "$prompt" -n 40 --no-summary >"$tmp/slm40.txt"
 [ "$(gen '{"prompt":"Once upon a time","mode":"joint","tau":0.9,"max_tokens":40}' "$tmp/dead.sse")" = 200 ] || fail "dead LLM joint"
 python3 - "$tmp/dead.sse" "$tmp/slm40.txt" <<'PY' || fail "dead LLM stream"

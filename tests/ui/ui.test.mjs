@@ -49,7 +49,7 @@ async function startServer(name, args) {
   servers.push(proc);
   proc.logFile = path.join(tmp, name + ".log");
   for (let i = 0; i < 600; i++) {
-    if (fs.existsSync(ready) && fs.readFileSync(ready, "utf8").trim()) return { url: fs.readFileSync(ready, "utf8").trim(), proc };
+    if (fs.existsSync(ready) && fs.readFileSync(ready, "utf8").trim()) return { url: fs.readFileSync(ready, "utf8").trim() + "/", proc };
     if (proc.exitCode !== null) throw new Error(name + " server exited: " + fs.readFileSync(proc.logFile, "utf8"));
     await sleep(50);
   }
