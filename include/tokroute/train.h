@@ -137,8 +137,12 @@ typedef struct tr_train_params {
     bool class_weights;          /* weight each class by n / (2 n_class) (default true) */
     uint64_t seed;               /* initialization, shuffling and the split (default 1) */
     int32_t n_threads;           /* 0 = physical cores; results do not depend on it */
-    float tau;                   /* threshold written to the file (default 0.5) */
-    tr_train_progress_fn progress; /* mini-batches of the current epoch */
+    float tau;                   /* threshold written to the file (default 0.5; see calibration) */
+    const tr_train_data *calibration; /* held-out data (optional): the threshold written is instead the one that
+                                         routes target_routed of its positions (tr_calibrate) */
+    double target_routed;        /* with calibration: the share in [0, 1] (default 0.1) */
+    tr_train_progress_fn progress; /* mini-batches of the current epoch; false stops: the best epoch so far is
+                                      written and the call returns TR_ERR_STATE (nothing written before one epoch) */
     void *progress_user;
     bool (*on_epoch)(void *user, const tr_train_epoch *epoch); /* return false to stop early */
     void *epoch_user;
@@ -151,11 +155,14 @@ typedef struct tr_train_result {
     double positive_share;       /* mean label of the training positions (the share of 1s for hard labels) */
     int32_t epochs_run, best_epoch;
     double best_val_loss, best_val_accuracy;
+    float tau;                   /* the threshold written */
+    double calibration_routed;   /* with calibration: the share of its positions tau routes */
 } tr_train_result;
 
 tr_train_params tr_train_default_params(void);
 /* Trains and writes the router file (standardization of the inputs folded into the first layer, so the file is
- * a plain MLP over the raw features). Deterministic for a seed. */
+ * a plain MLP over the raw features). Deterministic for a seed. The output path is checked for writing before any
+ * work (TR_ERR_IO). */
 tr_status tr_train_router(const tr_train_data *data, const tr_train_params *params, const char *out_path,
                           tr_train_result *result);
 

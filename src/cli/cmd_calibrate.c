@@ -39,6 +39,11 @@ int cmd_calibrate(int argc, char **argv) {
                        ? tr_router_create(policy, &router)
                        : tr_router_load(router_arg, NULL, &router);
     tr_model *slm = NULL;
+    if (st == TR_OK && !slm_path && (tr_router_features(router) & TR_FEATURE_TOKEN_EMBEDDING)) {
+        tr_router_free(router);
+        return cli_usage_error(usage, "%s reads the SLM's token embeddings (feature token_embedding): give --slm "
+                               "SLM.gguf, the SLM the data was collected with", router_arg);
+    }
     if (st == TR_OK && slm_path) {
         tr_model_params mp = tr_model_default_params();
         mp.load_vocab = false;

@@ -1,5 +1,8 @@
 /* cmd_train_router.c — `tokroute train-router`: fits an MLP router file to collected data (tr_train_router) and,
- * with --eval-data, reports the share of the SLM-to-LLM gap it closes on another collected folder. */
+ * with --eval-data, stores the τ that routes --target-routed of that held-out folder's positions in the file and
+ * reports the share of the SLM-to-LLM gap it closes there. Ctrl-C stops at the next mini-batch and still writes the
+ * best epoch so far (a second Ctrl-C kills). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,25 +22,37 @@ static const char *usage =
     "  --epochs N           most epochs (default 30)      --patience N  early stopping (default 4)\n"
     "  --batch N            mini-batch (default 256)      --lr X        Adam learning rate (default 0.001)\n"
     "  --weight-decay X     L2 on weights (default 0)     --val-fraction F  held-out examples (default 0.1)\n"
-    "  --no-class-weights   plain BCE                     --tau T       threshold stored in the file (default 0.5)\n"
+    "  --no-class-weights   plain BCE                     --tau T       threshold stored in the file (default 0.5,\n"
+    "                                                     or calibrated with --eval-data)\n"
     "  --seed S             initialization, shuffling, split (default 1)\n"
     "  -t, --threads N      threads (default: physical cores; results do not depend on it)\n"
-    "  --eval-data DIR      afterwards: gap closed at --routed shares (default 0.05,0.1,0.2) on DIR\n"
+    "  --eval-data DIR      held-out data: the threshold stored is the one that routes --target-routed R of its\n"
+    "                       positions (default 0.1), and the gap closed at --routed shares (default 0.05,0.1,0.2)\n"
+    "                       is reported on it\n"
+    "  Ctrl-C stops training and still writes the best epoch so far (exit 130)\n"
     "  --progress           draw the progress bar even when stderr is not a terminal\n"
     "  --json               print the result (and the evaluation) as JSON on stdout\n";
 
 typedef struct train_opts {
     const char *data, *out, *eval_data, *hidden, *slm;
-    bool json, progress;
+    bool json, progress, tau_set;
+    double target_routed;
     double routed[16];
     int n_routed;
     cli_eta eta;
     char label[32];
 } train_opts;
 
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
 static bool on_batch(void *user, int64_t done, int64_t total) {
     cli_eta_update(&((train_opts *)user)->eta, done, total);
-    return true;
+    return !interrupted;
 }
 
 static bool on_epoch(void *user, const tr_train_epoch *e) {
@@ -143,6 +158,11 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
         } else if (cli_option(argc, argv, &i, NULL, "--tau", &v)) {
             if (!cli_float("--tau", v, &f) || !(f >= 0 && f <= 1)) return cli_usage_error(usage, "--tau must be in [0, 1]");
             p->tau = (float)f;
+            o->tau_set = true;
+        } else if (cli_option(argc, argv, &i, NULL, "--target-routed", &v)) {
+            if (!cli_float("--target-routed", v, &f) || !(f >= 0 && f <= 1))
+                return cli_usage_error(usage, "--target-routed must be in [0, 1]");
+            o->target_routed = f;
         } else if (cli_option(argc, argv, &i, NULL, "--routed", &v)) {
             if (!v || !parse_shares(v, o->routed, &o->n_routed)) return 2;
         } else if (cli_flag(argc, argv, &i, NULL, "--no-class-weights")) p->class_weights = false;
@@ -151,6 +171,9 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
         else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }
     if (!o->data || !o->out) return cli_usage_error(usage, "need --data and --out");
+    if (o->target_routed >= 0 && !o->eval_data)
+        return cli_usage_error(usage, "--target-routed calibrates on held-out data: give --eval-data DIR");
+    if (o->target_routed >= 0 && o->tau_set) return cli_usage_error(usage, "give --tau or --target-routed, not both");
     return -1;
 }
 
@@ -201,17 +224,33 @@ static int run(train_opts *o, tr_train_params *p) {
     p->progress_user = o;
     p->on_epoch = on_epoch;
     p->epoch_user = o;
+    if (eval && !o->tau_set) {
+        p->calibration = eval;
+        if (o->target_routed >= 0) p->target_routed = o->target_routed;
+    }
+    /* Ctrl-C: stop at the next mini-batch and write the best epoch so far; a second one kills. */
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = (int)SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
     tr_train_result res;
     const double t0 = cli_now_ms();
     st = tr_train_router(data, p, o->out, &res);
     const double seconds = (cli_now_ms() - t0) / 1e3;
     cli_eta_finish(&o->eta);
-    int rc = st == TR_OK ? 0 : cli_fail(st);
+    signal(SIGINT, SIG_DFL);
+    /* Interrupted after an epoch completed: the file holds the best epoch so far; say so, and exit 130 after the
+     * report like any interrupted command. */
+    const bool stopped = interrupted && res.best_epoch > 0 && st == TR_ERR_STATE;
+    if (stopped) fprintf(stderr, "tokroute: interrupted: %s\n", tr_last_error());
+    int rc = st == TR_OK || stopped ? 0 : cli_fail(st);
     if (rc == 0 && !o->json)
         fprintf(stderr, "wrote %s: best epoch %d of %d, val loss %.5f, val accuracy %.4f; %lld train / %lld val "
                 "positions (%lld dropped), mean label %.3f (1 = keep the SLM's token); %.1f s\n", o->out, (int)res.best_epoch,
                 (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy, (long long)res.n_train,
                 (long long)res.n_val, (long long)res.n_dropped, res.positive_share, seconds);
+    if (rc == 0 && !o->json && p->calibration)
+        fprintf(stderr, "stored tau %.6g: routes %.4f of the %s positions (target %.4f)\n", res.tau,
+                res.calibration_routed, o->eval_data, p->target_routed);
     if (rc == 0 && o->json) {
         printf("{\"router\": \"");
         for (const char *s = o->out; *s; s++) { /* a JSON string: quote, backslash and controls escaped */
@@ -220,10 +259,13 @@ static int run(train_opts *o, tr_train_params *p) {
             else putchar(*s);
         }
         printf("\", \"best_epoch\": %d, \"epochs\": %d, \"val_loss\": %.6f, \"val_accuracy\": %.6f, "
-               "\"n_train\": %lld, \"n_val\": %lld, \"n_dropped\": %lld, \"seconds\": %.3f%s",
+               "\"n_train\": %lld, \"n_val\": %lld, \"n_dropped\": %lld, \"seconds\": %.3f, \"tau\": %.9g",
                (int)res.best_epoch, (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy,
-               (long long)res.n_train, (long long)res.n_val, (long long)res.n_dropped, seconds,
-               eval ? ", \"eval\": " : "}\n");
+               (long long)res.n_train, (long long)res.n_val, (long long)res.n_dropped, seconds, res.tau);
+        if (p->calibration)
+            printf(", \"target_routed\": %.6f, \"routed\": %.6f", p->target_routed, res.calibration_routed);
+        if (stopped) printf(", \"interrupted\": true");
+        printf(eval ? ", \"eval\": " : "}\n");
     }
     if (rc == 0 && eval) {
         tr_router *router = NULL;
@@ -237,7 +279,7 @@ static int run(train_opts *o, tr_train_params *p) {
     tr_train_data_free(data);
     tr_train_data_free(eval);
     tr_model_free(slm);
-    return rc;
+    return rc == 0 && stopped ? 130 : rc;
 }
 
 int cmd_train_router(int argc, char **argv) {
@@ -247,6 +289,7 @@ int cmd_train_router(int argc, char **argv) {
     o.routed[1] = 0.10;
     o.routed[2] = 0.20;
     o.n_routed = 3;
+    o.target_routed = -1;
     tr_train_params p = tr_train_default_params();
     const int rc = parse_args(argc, argv, &o, &p);
     if (rc >= 0) return rc;

@@ -1,12 +1,17 @@
 /* train_router.c — tr_train_router: labels and splits the collected positions, standardizes the inputs, runs
  * the epochs (mini-batches split into chunks over a thread pool, Adam), keeps the best epoch by validation loss
  * and writes the router file with the standardization folded into the first layer. The network and its gradient
- * are in trainer.c.
+ * are in trainer.c. The output is checked for writing before any work, a stop asked for mid-epoch still writes the
+ * best epoch so far, and with held-out data the threshold written is calibrated on it (the file is written, loaded
+ * back as a router to score that data, and written again with the τ found).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "train/trainer_internal.h"
@@ -301,7 +306,8 @@ static void shuffle(int64_t *idx, int64_t n, uint64_t seed) {
     }
 }
 
-static tr_status run_epochs(trainer *t, tr_train_result *res) {
+/* *stopped_in: the epoch a stop was asked for in (0: none); the weights are then the best epoch's. */
+static tr_status run_epochs(trainer *t, tr_train_result *res, int32_t *stopped_in) {
     double best_loss = INFINITY;
     int32_t since_best = 0;
     const int64_t n_batches = (t->n_train + t->p.batch - 1) / t->p.batch;
@@ -312,8 +318,13 @@ static tr_status run_epochs(trainer *t, tr_train_result *res) {
             const int64_t first = b * t->p.batch;
             const int64_t rows = t->n_train - first < t->p.batch ? t->n_train - first : t->p.batch;
             loss += batch_step(t, t->train_idx + first, rows);
-            if (t->p.progress && !t->p.progress(t->p.progress_user, b + 1, n_batches))
-                return tr_fail(TR_ERR_STATE, "training stopped in epoch %d", (int)epoch);
+            if (t->p.progress && !t->p.progress(t->p.progress_user, b + 1, n_batches)) {
+                if (res->best_epoch == 0)
+                    return tr_fail(TR_ERR_STATE, "training stopped in epoch %d, before any epoch completed", (int)epoch);
+                memcpy(t->m.theta, t->best, t->m.n_params * sizeof(float));
+                *stopped_in = epoch;
+                return TR_OK;
+            }
         }
         tr_train_epoch e = {.epoch = epoch, .train_loss = loss / (double)t->n_train};
         if (!isfinite(e.train_loss)) return tr_fail(TR_ERR_STATE, "training diverged in epoch %d (try a lower learning rate)", (int)epoch);
@@ -338,8 +349,8 @@ static tr_status run_epochs(trainer *t, tr_train_result *res) {
     return TR_OK;
 }
 
-/* Folds x' = (x - mu) / sd into layer 0 and writes the file. */
-static tr_status write_router(trainer *t, const char *path) {
+/* Folds x' = (x - mu) / sd into layer 0 (once, before the file is first written). */
+static void fold_standardization(trainer *t) {
     mlp_model *m = &t->m;
     const int32_t n_in = m->sizes[0], n_out = m->sizes[1];
     float *w0 = m->theta + m->w_off[0], *b0 = m->theta + m->b_off[0];
@@ -352,16 +363,53 @@ static tr_status write_router(trainer *t, const char *path) {
         }
         b0[o] = (float)(b0[o] - shift);
     }
+}
+
+static tr_status write_router(const trainer *t, const char *path, float tau) {
+    const mlp_model *m = &t->m;
     const float *weights[ROUTER_TRAIN_MAX_LAYERS], *biases[ROUTER_TRAIN_MAX_LAYERS];
     for (int32_t l = 0; l < m->n_layers; l++) {
         weights[l] = m->theta + m->w_off[l];
         biases[l] = m->theta + m->b_off[l];
     }
     const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = m->sizes, .weights = weights,
-                                     .biases = biases, .features = t->p.features, .tau = t->p.tau,
+                                     .biases = biases, .features = t->p.features, .tau = tau,
                                      .slm_name = t->d->slm_name, .slm_n_embd = t->d->n_embd,
                                      .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk};
     return tr_router_write_mlp(&desc, path);
+}
+
+/* Fails now, not after the training, when the file cannot be written; leaves an existing file as it was. */
+static tr_status check_output(const char *path) {
+    const bool existed = access(path, F_OK) == 0;
+    FILE *f = fopen(path, "ab");
+    if (!f) return tr_fail(TR_ERR_IO, "cannot write the router file %s: %s", path, strerror(errno));
+    fclose(f);
+    if (!existed) remove(path);
+    return TR_OK;
+}
+
+/* The τ that routes target_routed of the held-out positions, by the router just written to path. */
+static tr_status calibrate_tau(const trainer *t, const char *path, float *tau, double *routed) {
+    tr_router *router = NULL;
+    tr_status st = tr_router_load(path, NULL, &router);
+    if (st == TR_OK && t->p.slm) st = tr_router_set_slm(router, t->p.slm);
+    if (st == TR_OK) st = tr_calibrate(router, t->p.calibration, t->p.target_routed, tau, routed);
+    tr_router_free(router);
+    return st;
+}
+
+/* Writes the trained network (the best epoch's weights), with the calibrated τ when asked. */
+static tr_status write_output(trainer *t, const char *path, tr_train_result *res) {
+    fold_standardization(t);
+    res->tau = t->p.tau;
+    tr_status st = write_router(t, path, t->p.tau);
+    if (st == TR_OK && t->p.calibration) {
+        st = calibrate_tau(t, path, &res->tau, &res->calibration_routed);
+        if (st == TR_OK) st = write_router(t, path, res->tau);
+        else res->tau = t->p.tau;
+    }
+    return st;
 }
 
 tr_status tr_train_router(const tr_train_data *data, const tr_train_params *params, const char *out_path,
@@ -373,7 +421,11 @@ tr_status tr_train_router(const tr_train_data *data, const tr_train_params *para
     t.p = params ? *params : tr_train_default_params();
     tr_train_result res;
     memset(&res, 0, sizeof res);
+    int32_t stopped_in = 0;
     tr_status st = check_params(&t.p, data);
+    if (st == TR_OK && t.p.calibration && !(t.p.target_routed >= 0 && t.p.target_routed <= 1))
+        st = tr_fail(TR_ERR_ARG, "target_routed %g is outside [0, 1]", t.p.target_routed);
+    if (st == TR_OK) st = check_output(out_path);
     if (st == TR_OK) st = setup(&t);
     if (st == TR_OK) {
         res.n_train = t.n_train;
@@ -382,9 +434,12 @@ tr_status tr_train_router(const tr_train_data *data, const tr_train_params *para
         double n1 = 0;
         for (int64_t j = 0; j < t.n_train; j++) n1 += t.y[t.train_idx[j]];
         res.positive_share = n1 / (double)t.n_train;
-        st = run_epochs(&t, &res);
+        st = run_epochs(&t, &res, &stopped_in);
     }
-    if (st == TR_OK) st = write_router(&t, out_path);
+    if (st == TR_OK) st = write_output(&t, out_path, &res);
+    if (st == TR_OK && stopped_in)
+        st = tr_fail(TR_ERR_STATE, "training stopped in epoch %d; the best epoch so far (%d) was written to %s",
+                     (int)stopped_in, (int)res.best_epoch, out_path);
     teardown(&t);
     if (result) *result = res;
     return st;

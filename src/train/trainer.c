@@ -33,6 +33,7 @@ tr_train_params tr_train_default_params(void) {
     p.class_weights = true;
     p.seed = 1;
     p.tau = 0.5f;
+    p.target_routed = 0.1;
     return p;
 }
 

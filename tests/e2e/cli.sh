@@ -104,3 +104,58 @@ grep -q "deps.sh build" "$tmp/demo.plan" || fail "make demo does not use deps.sh
 make -s -n -C "$root" test-fast >"$tmp/test.plan" 2>&1 || true
 grep -q "deps.sh test" "$tmp/test.plan" || fail "make test no longer installs the test tools"
 echo "ok: make demo needs no npm"
+
+# ---------------------------------------------------------------- train-router and calibrate
+stories=$shared/data/tinystories/tinystories_val.txt
+"$cli" collect --slm "$slm" --llm "$llm" --data "$stories" --format text --range 0:40 --max-tokens 64 \
+  --out "$tmp/train" -t 1 2>/dev/null || fail "collect"
+"$cli" collect --slm "$slm" --llm "$llm" --data "$stories" --format text --range 800:820 --max-tokens 64 \
+  --out "$tmp/eval" -t 1 2>/dev/null || fail "collect eval"
+# The output is checked before any work: no epoch runs.
+if "$cli" train-router --data "$tmp/train" --out /nonexistent/r.gguf -t 1 2>"$tmp/err"; then fail "unwritable --out"; fi
+grep -q "cannot write the router file /nonexistent/r.gguf" "$tmp/err" || fail "--out message: $(cat "$tmp/err")"
+! grep -q "^epoch" "$tmp/err" || fail "trained before finding --out unwritable"
+refused train-router --data "$tmp/train" --out "$tmp/r.gguf" --target-routed 0.1 -- "give --eval-data DIR"
+refused train-router --data "$tmp/train" --out "$tmp/r.gguf" --eval-data "$tmp/eval" --tau 0.3 --target-routed 0.1 \
+  -- "give --tau or --target-routed"
+# --eval-data stores the τ that routes --target-routed of the held-out positions: calibrate agrees, and generate
+# without --threshold uses it.
+"$cli" train-router --data "$tmp/train" --out "$tmp/r.gguf" --hidden 16 --epochs 3 --eval-data "$tmp/eval" \
+  --target-routed 0.15 --features maxprob,entropy,margin,topk,token_embedding --slm "$slm" -t 1 --json \
+  >"$tmp/train.json" 2>/dev/null || fail "train-router --eval-data"
+# calibrate names the flag a token-embedding router needs, not a library function.
+refused calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.15 -- "give --slm SLM.gguf"
+grep -q "tr_router_set_slm" "$tmp/err" && fail "calibrate names a library function: $(cat "$tmp/err")"
+tau=$("$cli" calibrate --router "$tmp/r.gguf" --slm "$slm" --data "$tmp/eval" --target-routed 0.15 2>/dev/null)
+python3 - "$tmp/train.json" "$tau" <<'PY' || fail "stored tau"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["target_routed"] == 0.15 and abs(s["routed"] - 0.15) < 0.01, s
+assert abs(s["tau"] - float(sys.argv[2])) < 1e-6, (s["tau"], sys.argv[2])
+PY
+"$cli" generate --slm "$slm" --llm "$llm" --router "$tmp/r.gguf" -p "Once upon a time" -n 8 --summary-json \
+  2>"$tmp/err" >/dev/null || fail "generate with the calibrated router"
+grep -q "\"tau\":$(python3 -c "print('%g' % float('$tau'))")," "$tmp/err" || fail "generate does not use the stored tau: $(cat "$tmp/err")"
+# Without --eval-data the file keeps --tau (default 0.5).
+"$cli" train-router --data "$tmp/train" --out "$tmp/plain.gguf" --hidden 8 --epochs 1 -t 1 --json 2>/dev/null \
+  | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["tau"] == 0.5 and "routed" not in s, s' \
+  || fail "tau without --eval-data"
+echo "ok: train-router checks --out first and stores the calibrated tau; calibrate asks for --slm by name"
+
+# Ctrl-C after an epoch: the best epoch so far is written (exit 130) and is a working router.
+rm -f "$tmp/r.gguf"
+"$cli" train-router --data "$tmp/train" --out "$tmp/r.gguf" --hidden 64,64 --epochs 100000 --patience 100000 \
+  --batch 16 -t 1 2>"$tmp/train.err" &
+pid=$!
+for _ in $(seq 600); do grep -q "^epoch   2" "$tmp/train.err" && break; sleep 0.05; done
+grep -q "^epoch   2" "$tmp/train.err" || fail "no epoch in 30 s: $(cat "$tmp/train.err")"
+kill -INT "$pid"
+rc=0
+timeout 30 tail --pid="$pid" -f /dev/null || fail "train-router did not stop on Ctrl-C"
+wait "$pid" || rc=$?
+[ "$rc" = 130 ] || fail "exit $rc after Ctrl-C (want 130): $(cat "$tmp/train.err")"
+grep -q "interrupted: training stopped in epoch [0-9]*; the best epoch so far ([0-9]*) was written" "$tmp/train.err" \
+  || fail "no interruption message: $(cat "$tmp/train.err")"
+"$cli" calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.1 >/dev/null 2>&1 \
+  || fail "the interrupted run's router does not load"
+echo "ok: Ctrl-C during train-router writes the best epoch so far"
