@@ -451,7 +451,9 @@ tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t
  * the allowed range (a padded LLM vocabulary) are dropped from the lists, which may leave fewer than top_k. */
 static tr_status check_scores(const tr_llm_backend *b, const tr_llm_score_call *c, int32_t n_vocab) {
     const float slack = 1e-4f;
-    const int32_t limit = n_vocab > 0 ? n_vocab : INT32_MAX; /* a server that does not say: ids >= 0 */
+    /* A server that does not report its size is held to the allowed range: an id beyond it cannot be told from
+     * garbage (SGLang's backend asks for spare alternatives and drops padding ids itself). */
+    const int32_t limit = n_vocab > 0 ? n_vocab : b->n_allowed > 0 ? b->n_allowed : INT32_MAX;
     const int32_t vocab = n_vocab > 0 ? n_vocab : b->n_allowed; /* at least this many ids exist (0: unknown) */
     const int32_t want = vocab > 0 && vocab < c->top_k ? vocab : c->top_k;
     for (int32_t p = c->first; p < c->end; p++) {
