@@ -18,15 +18,7 @@ threads=${5:-1}
 cli=$build/tokroute
 root=$(cd "$(dirname "$0")/.." && pwd)
 stories=$shared/data/tinystories/tinystories_val.txt
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$root/tests/support/e2e.sh"
 
 if [ "$pair" = synth ]; then
   slm=$tmp/slm.gguf
@@ -67,12 +59,9 @@ line=$(measure embedded --llm "$llm")
 echo "$line"
 embedded_pps=$(echo "$line" | awk -F'|' '{print $6}' | tr -d ' ')
 
-port=$(free_port)
-"$cli" serve -m "$llm" --host 127.0.0.1 --port "$port" -t "$threads" --ready-file "$tmp/ready" >"$tmp/serve.log" 2>&1 &
-pids+=("$!")
-for _ in $(seq 1 300); do [ -s "$tmp/ready" ] && break; sleep 0.1; done
-measure "tokroute serve (--server)" --server "$(head -1 "$tmp/ready")"
-measure "tokroute serve (--openai)" --openai "$(head -1 "$tmp/ready")"
+start_serve "$(free_port)" -t "$threads"
+measure "tokroute serve (--server)" --server "$url"
+measure "tokroute serve (--openai)" --openai "$url"
 
 if [ "$pair" = demo ]; then
   bin=$("$root/scripts/llamacpp.sh" llama-server)
@@ -81,7 +70,7 @@ if [ "$pair" = demo ]; then
     "$bin/llama-server" -m "$llm" --host 127.0.0.1 --port "$port" -t "$threads" -c $((1024 * np)) -np "$np" \
       >"$tmp/llama.log" 2>&1 &
     pids+=("$!")
-    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+    wait_http "http://127.0.0.1:$port/health" "$!" "$tmp/llama.log"
     measure "llama.cpp server -np $np (--llamacpp)" --llamacpp "http://127.0.0.1:$port"
   done
 fi

@@ -14,16 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$("$root/scripts/llamacpp.sh" llama-server) || { echo "FAIL: cannot build llama-server" >&2; exit 1; }
 slm=$shared/models/stories-student.gguf
 llm=$shared/models/stories260K.gguf
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$root/tests/support/e2e.sh"
 
 # Starts llama-server on port $1 (extra args after), waits until /health answers; sets $server_pid.
 start_llama() {
@@ -33,23 +24,8 @@ start_llama() {
     >>"$tmp/llama-$port.log" 2>&1 &
   server_pid=$!
   pids+=("$server_pid")
-  for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
-    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/llama-$port.log" >&2; fail "llama-server exited"; }
-    sleep 0.1
-  done
-  fail "llama-server did not come up on port $port"
+  wait_http "http://127.0.0.1:$port/health" "$server_pid" "$tmp/llama-$port.log"
 }
-stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-# A crash: the process dies at once and the kernel closes its connections (a graceful SIGTERM may hold an in-flight
-# request open until the client's timeout).
-# $1 is the `timeout` wrapper: the server is its child.
-crash_pid() {
-  local c
-  for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
-  wait "$1" 2>/dev/null || true
-}
-
 port=$(free_port)
 start_llama "$port"
 url=http://127.0.0.1:$port

@@ -10,42 +10,7 @@ cli=$1
 shared=$2
 slm=$shared/models/stories-student.gguf
 llm=$shared/models/stories260K.gguf
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# Starts tokroute serve (extra args after the port); sets $server_pid and $url.
-start_serve() {
-  local port=$1
-  shift
-  rm -f "$tmp/ready"
-  timeout 300 "$cli" serve -m "$llm" --host 127.0.0.1 --port "$port" --ready-file "$tmp/ready" "$@" \
-    >>"$tmp/serve.log" 2>&1 &
-  server_pid=$!
-  pids+=("$server_pid")
-  for _ in $(seq 1 200); do
-    [ -s "$tmp/ready" ] && { url=$(head -1 "$tmp/ready"); return 0; }
-    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; fail "tokroute serve exited"; }
-    sleep 0.05
-  done
-  fail "tokroute serve did not come up"
-}
-stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-# A crash: the process dies at once and the kernel closes its connections (a graceful SIGTERM may hold an in-flight
-# request open until the client's timeout).
-# $1 is the `timeout` wrapper: the server is its child.
-crash_pid() {
-  local c
-  for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
-  wait "$1" 2>/dev/null || true
-}
+source "$(dirname "$0")/../support/e2e.sh"
 gen() { "$cli" generate --slm "$slm" -n 48 --ids --no-summary "$@" 2>>"$tmp/stderr"; }
 
 port=$(free_port)

@@ -16,43 +16,7 @@ llama_bin=$("$root/scripts/llamacpp.sh" llama-server) || { echo "FAIL: cannot bu
 slm=$shared/models/stories-student.gguf
 llm=$shared/models/stories260K.gguf
 stories=$shared/data/tinystories/tinystories_val.txt
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { # url pid log
-  for _ in $(seq 1 300); do
-    curl -sf "$1" >/dev/null 2>&1 && return 0
-    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; fail "server exited before answering $1"; }
-    sleep 0.1
-  done
-  fail "no answer from $1"
-}
-start_serve() { # port; sets server_pid, url
-  rm -f "$tmp/ready"
-  timeout 600 "$cli" serve -m "$llm" --host 127.0.0.1 --port "$1" --ready-file "$tmp/ready" -t 1 \
-    >>"$tmp/serve.log" 2>&1 &
-  server_pid=$!
-  pids+=("$server_pid")
-  for _ in $(seq 1 300); do
-    [ -s "$tmp/ready" ] && { url=$(head -1 "$tmp/ready"); return 0; }
-    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; fail "tokroute serve exited"; }
-    sleep 0.1
-  done
-  fail "tokroute serve did not come up"
-}
-# A crash: the process dies at once ($1 is the `timeout` wrapper; the server is its child).
-crash_pid() {
-  local c
-  for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
-  wait "$1" 2>/dev/null || true
-}
+source "$root/tests/support/e2e.sh"
 collect() { "$cli" collect --slm "$slm" --data "$stories" --format text -t 1 "$@" 2>>"$tmp/stderr" >/dev/null; }
 
 # Field-by-field comparison of two collect folders (docs/train.md's record layout): same positions and
@@ -103,7 +67,7 @@ collect --llm "$llm" --range 0:24 --llm-topk 5 --out "$tmp/emb5"
 
 # 1. tokroute serve, through its session backend and through the OpenAI-compatible one (one request per example).
 port=$(free_port)
-start_serve "$port"
+start_serve "$port" -t 1
 collect --server "$url" --range 0:24 --out "$tmp/srv" --json
 compare "$tmp/emb" "$tmp/srv" 1e-5 1e-3 || fail "--server collect differs from the embedded one"
 collect --openai "$url" --range 0:24 --llm-topk 5 --out "$tmp/oai"
@@ -187,7 +151,7 @@ else
   grep -q "a rerun resumes there" "$tmp/cut.err" || fail "no clear stop: $(cat "$tmp/cut.err")"
   echo "killed mid-collect: $(grep -o 'collected so far: [0-9]* examples' "$tmp/cut.err")"
 fi
-start_serve "$(free_port)"
+start_serve "$(free_port)" -t 1
 collect --server "$url" --range 0:24 --out "$tmp/cut"
 compare "$tmp/emb" "$tmp/cut" 1e-5 1e-3 || fail "a resumed collect differs from an uninterrupted one"
 crash_pid "$server_pid"

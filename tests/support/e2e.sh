@@ -1,0 +1,49 @@
+# e2e.sh — what the end-to-end scripts (tests/e2e/*.sh, bench/*.sh) share, sourced after they set $cli (and $llm
+# for start_serve): a temporary folder $tmp and the processes in $pids, both cleaned up on exit; fail; a free
+# loopback port; waiting for a server; starting `tokroute serve`; stopping or crashing a process.
+tmp=$(mktemp -d)
+pids=()
+e2e_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap e2e_cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Waits until URL answers 2xx (at most 30 s) while PID lives; else prints LOG and fails.
+wait_http() { # url pid log
+  for _ in $(seq 1 300); do
+    curl -sf "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; fail "server exited before answering $1"; }
+    sleep 0.1
+  done
+  fail "no answer from $1"
+}
+
+# Starts tokroute serve on $llm at PORT (extra args after it), bounded by `timeout 600`; sets $server_pid (the
+# timeout wrapper) and $url (from the ready file).
+start_serve() { # port [args...]
+  local port=$1
+  shift
+  rm -f "$tmp/ready"
+  timeout 600 "$cli" serve -m "$llm" --host 127.0.0.1 --port "$port" --ready-file "$tmp/ready" "$@" \
+    >>"$tmp/serve.log" 2>&1 &
+  server_pid=$!
+  pids+=("$server_pid")
+  for _ in $(seq 1 600); do
+    [ -s "$tmp/ready" ] && { url=$(head -1 "$tmp/ready"); url=${url%/}; return 0; }
+    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; fail "tokroute serve exited"; }
+    sleep 0.05
+  done
+  fail "tokroute serve did not come up"
+}
+stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# A crash: the process dies at once and the kernel closes its connections (a graceful SIGTERM may hold an in-flight
+# request open until the client's timeout). $1 is a `timeout` wrapper: the server is its child.
+crash_pid() {
+  local c
+  for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
+  wait "$1" 2>/dev/null || true
+}
