@@ -61,7 +61,9 @@ import json, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 assert s["speculate_depth"] == 8 and s["lookahead"] == 8 and s["draft"] == 96, s
 assert s["draft_hits"] <= s["lookahead_hits"], s
-assert s["draft_tokens_verified"] <= s["draft_tokens_sent"] and (s["draft_tokens_sent"] > 0) == (s["llm_calls"] > 0), s
+# drafts go only with calls; how many is adaptive (a share of the observed round trip, scaled by what drafts earn),
+# so a loaded machine's slow SLM may draft none: the draft check below uses --draft-fixed
+assert s["draft_tokens_verified"] <= s["draft_tokens_sent"] and (s["draft_tokens_sent"] == 0 or s["llm_calls"] > 0), s
 assert s["llm_calls"] + s["lookahead_hits"] == s["n_routed"], s
 assert s["spec_agree"] + s["spec_disagree"] == s["llm_calls"], s
 assert s["llm_blocking"] <= s["llm_calls"] and s["n_fallback"] == 0, s
