@@ -94,6 +94,9 @@ void tr_llm_backend_set_abort(tr_llm_backend *b, tr_abort_fn abort_fn, void *use
  * 0 when the backend cannot tell, and then tr_last_error() says why if the server could not be reached or refused
  * the key ("" when it simply does not report a size). May contact the server. */
 int32_t tr_llm_backend_n_vocab(tr_llm_backend *b);
+/* Longest sequence the LLM takes, prompt and generated tokens together (tokroute serve's /health n_ctx: its -c); 0
+ * when the backend cannot tell. May contact the server. */
+int32_t tr_llm_backend_n_ctx(tr_llm_backend *b);
 /* Test hook: adds a random extra delay in [0, max_ms) to every call and to the arrival of every streamed lookahead
  * token (seeded; the stream stays in order), so tests can vary when answers arrive relative to the routed loop's
  * own work. 0 turns it off. */
@@ -258,6 +261,7 @@ typedef struct tr_llm_backend_ops {
     /* optional (NULL: the backend cannot sample; tr_llm_backend_set_sampling is TR_ERR_UNSUPPORTED for
      * temperature > 0): how later next-token calls choose (greedy, or drawn from (seed, position)) */
     tr_status (*set_sampling)(void *impl, const tr_sampler_params *sampling);
+    int32_t (*n_ctx)(void *impl);    /* optional (NULL: unknown): see tr_llm_backend_n_ctx */
 } tr_llm_backend_ops;
 
 /* Wraps impl; ownership passes to the backend (ops->free runs on it even when this call fails). */
@@ -298,7 +302,7 @@ typedef struct tr_route_token {
     tr_token_source source;
     int32_t slm_id;       /* the SLM's own proposal (-1 in llm mode) */
     float score;          /* router confidence (-1 when not scored) */
-    float tau;
+    float tau;            /* the threshold this position was decided with (moves with target_routed) */
     double slm_ms;        /* SLM forward + router for this token */
     double llm_ms;        /* LLM call incl. transport and simulated delay (0 when not routed) */
     const char *text;     /* text completed by this token (UTF-8 safe, stop strings held back); NUL-terminated */
@@ -359,6 +363,17 @@ typedef struct tr_route_params {
      * (a pair known to agree, or a measurement whose draft sizes must not depend on the machine's speed).
      * Default false: the adaptive cap above. */
     bool draft_fixed;
+    /* Keeping the budget (joint mode). target_routed P in (0, 1]: τ follows the routed count so that the share of
+     * routed positions stays near P over the generation (within ±1.5 points over 200 tokens on the demo pair for
+     * every policy; README "Keeping the budget"), starting from tau (give the calibrated τ for P: the CLI's default
+     * is the router file's), and differing from an oracle that routes the lowest-scoring P of the same generation
+     * on as few positions as measured controllers allow. The count moves τ only when it is more than a token off
+     * P·i, and never leaves P·i ± 2.5 tokens (10 tokens at 0.1: 0 to 3 routed, about 1 on average). max_routed C in
+     * (0, 1]: a hard cap: the routed positions after the first never exceed C × the positions generated so far.
+     * Both count routing decisions (a fallback token counts), which depend only on the text, so the hiding loop's
+     * tokens still equal the synchronous loop's; each token's τ is in tr_route_token.tau. 0 = off (default). */
+    double target_routed;
+    double max_routed;
 } tr_route_params;
 
 typedef struct tr_route_stats {
@@ -381,6 +396,8 @@ typedef struct tr_route_stats {
     int32_t n_spec_kept, n_spec_discarded; /* speculative SLM tokens kept / rolled back */
     int32_t n_spec_agree, n_spec_disagree; /* answered calls whose token equaled / differed from the SLM's */
     int64_t llm_bytes_sent, llm_bytes_received;
+    int32_t n_route_decisions; /* positions decided routed (n_routed + n_fallback: the share target_routed keeps) */
+    float tau_mean, tau_last;  /* τ over the decided positions and at the last one (tau without a budget) */
 } tr_route_stats;
 
 tr_route_params tr_route_default_params(void);

@@ -38,7 +38,10 @@ const char cli_backend_usage[] =
     "  --draft-width W        SLM candidates drafted at the routed position (default 3; 2 at later routed ones)\n"
     "  --draft-span S         positions the draft covers (default 32)\n"
     "  --draft-fixed          draft all N tokens before every routed call, whatever the round trip and earnings\n"
-    "                         (pairs known to agree; measurements independent of the machine's speed)\n";
+    "                         (pairs known to agree; measurements independent of the machine's speed)\n"
+    "  --target-routed P      keep the routed share near P (0..1): tau starts at --threshold (default: the router\n"
+    "                         file's) and follows the routed count; each token's tau is in the trace\n"
+    "  --max-routed P         never route more than P (0..1) of the tokens so far (the first token excepted)\n";
 
 void cli_backend_init(cli_backend_opts *o) {
     memset(o, 0, sizeof *o);
@@ -58,6 +61,14 @@ int cli_backend_option(int argc, char **argv, int *i, cli_backend_opts *o) {
                                                                    : NULL;
     if (flag) {
         *flag = true;
+        return 1;
+    }
+    static const char *const share_names[] = {"--target-routed", "--max-routed"};
+    for (int k = 0; k < 2; k++) {
+        if (!cli_option(argc, argv, i, NULL, share_names[k], &v)) continue;
+        double *share = k == 0 ? &o->target_routed : &o->max_routed;
+        if (!cli_float(share_names[k], v, share)) return -1;
+        if (!(*share > 0 && *share <= 1)) return fprintf(stderr, "tokroute: %s must be in (0, 1]\n", share_names[k]), -1;
         return 1;
     }
     if (cli_option(argc, argv, i, NULL, "--speculate-depth", &v))
@@ -140,6 +151,8 @@ void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp) {
     rp->draft_width = o->draft_width >= 0 ? (int32_t)o->draft_width : 3;
     rp->draft_span = o->draft_span >= 0 ? (int32_t)o->draft_span : 32;
     rp->draft_fixed = o->draft_fixed;
+    rp->target_routed = o->target_routed;
+    rp->max_routed = o->max_routed;
 }
 
 /* The one start-up line on which vocabulary case applies. */

@@ -23,6 +23,7 @@ typedef struct cli_backend_opts {
      * default), --draft-fixed */
     bool sync, draft_fixed;
     long depth, lookahead, draft, draft_width, draft_span;
+    double target_routed, max_routed; /* --target-routed P, --max-routed P (0: off) */
 } cli_backend_opts;
 
 /* Help lines: where the LLM is (--llm ... --cacert), for every command that needs an LLM; and the routing ones
@@ -44,7 +45,7 @@ bool cli_backend_given(const cli_backend_opts *o);
 const char *cli_backend_check(const cli_backend_opts *o);
 /* The speculation, lookahead and drafting settings of tr_route_params: the flags given, else on (depth 8,
  * lookahead 8 — only for --server and --llm —, draft 96 × width 3 over 32 positions) for a remote LLM or a
- * simulated delay, off otherwise. */
+ * simulated delay, off otherwise; and the budget (--target-routed, --max-routed). */
 void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp);
 /* Opens the backend: loads --llm (returned in *llm_model, which the caller frees; NULL for remote backends),
  * checks the vocabulary against the SLM's (tr_vocab_compatible / _size), prints one line saying which case applies,

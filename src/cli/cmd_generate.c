@@ -218,16 +218,25 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
                 "\"speculate_depth\":%d,\"lookahead\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
                 "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"spec_kept\":%d,\"spec_discarded\":%d,"
                 "\"spec_agree\":%d,\"spec_disagree\":%d,\"llm_bytes_sent\":%lld,\"llm_bytes_received\":%lld,"
-                "\"draft\":%d,\"draft_hits\":%d,\"draft_tokens_sent\":%lld,\"draft_tokens_verified\":%lld}\n",
+                "\"draft\":%d,\"draft_hits\":%d,\"draft_tokens_sent\":%lld,\"draft_tokens_verified\":%lld,"
+                "\"target_routed\":%g,\"max_routed\":%g,\"route_decisions\":%d,\"decided_pct\":%.2f,"
+                "\"tau_mean\":%g,\"tau_last\":%g}\n",
                 tr_route_mode_name(o->rp.mode), o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
                 s->mean_tbt_ms, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms, (long long)s->slm_evaluated,
                 (long long)s->llm_evaluated, s->n_fallback, o->rp.speculate_depth, o->rp.lookahead,
                 (long long)s->llm_calls, (long long)s->llm_blocking, s->llm_wait_ms, s->n_lookahead_hits,
                 s->n_spec_kept, s->n_spec_discarded, s->n_spec_agree, s->n_spec_disagree,
                 (long long)s->llm_bytes_sent, (long long)s->llm_bytes_received, o->rp.draft_tokens, s->n_draft_hits,
-                (long long)s->draft_tokens_sent, (long long)s->draft_tokens_verified);
+                (long long)s->draft_tokens_sent, (long long)s->draft_tokens_verified, o->rp.target_routed,
+                o->rp.max_routed, s->n_route_decisions, s->n_tokens ? 100.0 * s->n_route_decisions / s->n_tokens : 0.0,
+                significant(s->tau_mean), significant(s->tau_last));
         return;
     }
+    if (o->rp.mode == TR_MODE_JOINT && (o->rp.target_routed > 0 || o->rp.max_routed > 0))
+        fprintf(stderr, "\n--- budget: target %.1f%%, cap %.1f%% (0: off); decided routed %d of %d (%.1f%%); tau mean "
+                "%.3g, last %.3g ---",
+                100 * o->rp.target_routed, 100 * o->rp.max_routed, s->n_route_decisions, s->n_tokens,
+                s->n_tokens ? 100.0 * s->n_route_decisions / s->n_tokens : 0.0, s->tau_mean, s->tau_last);
     fprintf(stderr,
             "\n--- %s mode, tau %.3g ---\n"
             "time to first token        %9.2f ms\n"

@@ -128,7 +128,8 @@ tr_status route_decide(route_run *r, tr_route_token *tok, bool *routed) {
             if (st != TR_OK) return st;
             tok->slm_ms += dt;
             r->stats->router_ms += dt;
-            *routed = tok->score < p->tau;
+            *routed = r->budget ? budget_decide(r->budget, r->len - r->n_prompt, tok->score, &tok->tau)
+                                : tok->score < p->tau;
         }
     }
     tok->source = *routed ? TR_SOURCE_LLM : TR_SOURCE_SLM;
@@ -203,6 +204,8 @@ tr_status route_emit(route_run *r, tr_route_token *tok, int32_t *out, int32_t ca
     if (out && i < cap) out[i] = tok->id;
     s->n_tokens++;
     s->n_routed += tok->source == TR_SOURCE_LLM;
+    r->tau_sum += tok->tau;
+    s->tau_last = tok->tau;
     s->slm_ms += tok->slm_ms;
     s->llm_ms += tok->llm_ms;
     const bool eog = route_is_eog(r, tok->id);
@@ -291,6 +294,8 @@ static tr_status check_args(tr_context *slm, tr_router *router, tr_llm_backend *
         if (prompt[i] < 0 || prompt[i] >= n_vocab)
             return tr_fail(TR_ERR_RANGE, "prompt token %d at index %d is outside the vocabulary (0..%d)", prompt[i], i,
                            n_vocab - 1);
+    const tr_status budget = budget_check(p);
+    if (budget != TR_OK) return budget;
     const tr_status hiding = route_check_hiding(p->speculate_depth, p->lookahead, p->draft_tokens, p->draft_span,
                                                 p->draft_width);
     if (hiding != TR_OK) return hiding;
@@ -333,6 +338,9 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     r.t_start = route_now_ms();
     st = tr_sampler_create(&p.sampling, &r.sampler);
     if (st == TR_OK && r.vocab) st = tr_detok_stream_create(r.vocab, false, &r.detok);
+    route_budget budget;
+    const bool budgeted = p.mode == TR_MODE_JOINT && (p.target_routed > 0 || p.max_routed > 0);
+    if (st == TR_OK && budgeted && (st = budget_init(&budget, &p, p.tau, p.n_predict)) == TR_OK) r.budget = &budget;
     if (st == TR_OK && p.mode != TR_MODE_LLM) st = prefill_slm(&r, prompt, n_prompt);
     if (st == TR_OK && p.n_predict > 0)
         st = speculative ? route_run_speculative(&r, out_tokens, cap) : run_loop(&r, out_tokens, cap);
@@ -350,6 +358,10 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     stats->llm_bytes_received = llm_after.bytes_received - llm_before.bytes_received;
     stats->draft_tokens_sent = llm_after.draft_tokens_sent - llm_before.draft_tokens_sent;
     stats->draft_tokens_verified = llm_after.draft_tokens_verified - llm_before.draft_tokens_verified;
+    stats->n_route_decisions = stats->n_routed + stats->n_fallback;
+    stats->tau_mean = stats->n_tokens ? (float)(r.tau_sum / stats->n_tokens) : p.tau;
+    if (!stats->n_tokens) stats->tau_last = p.tau;
+    if (r.budget) budget_free(r.budget);
     if (llm) tr_llm_backend_set_abort(llm, NULL, NULL);
     tr_detok_stream_free(r.detok);
     tr_sampler_free(r.sampler);

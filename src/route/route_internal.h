@@ -4,6 +4,7 @@
 #ifndef TR_ROUTE_INTERNAL_H
 #define TR_ROUTE_INTERNAL_H
 
+#include "route/budget.h"
 #include "route/stop_text.h"
 #include "tokroute.h"
 
@@ -22,6 +23,8 @@ typedef struct route_run {
     stop_text stop;
     double slm_pending_ms;    /* SLM time spent producing the current position's logits */
     double t_start, t_first, t_last;
+    double tau_sum;           /* of the shown tokens' τ */
+    route_budget *budget;     /* target_routed / max_routed (NULL: a fixed tau) */
     tr_route_stats *stats;
 } route_run;
 
