@@ -79,6 +79,9 @@ typedef struct tr_ui_params {
      * synchronous loop). `tokroute ui` turns them on for a remote LLM or --simulate-rtt, as `generate` does. */
     int32_t speculate_depth, lookahead, draft_tokens, draft_span, draft_width;
     bool draft_fixed;
+    /* Keeping the budget in every joint generation: tr_route_params' fields of the same names (default 0: off);
+     * the page's τ is then the controller's start. */
+    double target_routed, max_routed;
 } tr_ui_params;
 
 tr_ui_params tr_ui_default_params(void);

@@ -134,6 +134,8 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     up.draft_span = hiding.draft_span;
     up.draft_width = hiding.draft_width;
     up.draft_fixed = hiding.draft_fixed;
+    up.target_routed = hiding.target_routed;
+    up.max_routed = hiding.max_routed;
     tr_status st = TR_OK;
     if (o->chat_template) {
         if ((st = tr_chat_template_from_name(o->chat_template, &up.chat_template)) != TR_OK) return cli_fail(st);

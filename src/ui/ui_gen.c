@@ -133,6 +133,8 @@ static cJSON *summary(const ui_job *job, const tr_route_stats *s, int64_t llm_ca
     cJSON_AddNumberToObject(d, "n_tokens", s->n_tokens);
     cJSON_AddNumberToObject(d, "n_routed", s->n_routed);
     cJSON_AddNumberToObject(d, "routed_pct", s->n_tokens ? rounded(100.0 * s->n_routed / s->n_tokens, 100) : 0);
+    cJSON_AddNumberToObject(d, "target_routed", job->ui->p.target_routed);
+    cJSON_AddNumberToObject(d, "tau_last", rounded(s->tau_last, 1e4));
     cJSON_AddNumberToObject(d, "ttft_ms", rounded(s->ttft_ms, 1e3));
     cJSON_AddNumberToObject(d, "mean_tbt_ms", rounded(s->mean_tbt_ms, 1e3));
     cJSON_AddNumberToObject(d, "slm_ms", rounded(s->slm_ms, 1e3));
@@ -181,6 +183,8 @@ static void *worker(void *arg) {
         rp.draft_span = ui->p.draft_span;
         rp.draft_width = ui->p.draft_width;
         rp.draft_fixed = ui->p.draft_fixed;
+        rp.target_routed = ui->p.target_routed;
+        rp.max_routed = ui->p.max_routed;
         const int64_t calls0 = slot->llm ? tr_llm_backend_stats(slot->llm).calls : 0;
         tr_route_stats stats;
         memset(&stats, 0, sizeof stats);
