@@ -45,6 +45,12 @@ typedef struct { uint16_t d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
 /* IQ4_XS: 8 sub-blocks of 32, each with a 6-bit scale ls (low 4 bits: nibble j%2 of scales_l[j/2]; high 2 bits:
  * bits 2j..2j+1 of scales_h); value = d * (ls - 32) * iq4nl_values[q]; qs as IQ4_NL, 16 bytes per sub-block. */
 typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+/* Q2_K: 16 sub-blocks of 16; scales[s] = 4-bit scale | 4-bit min << 4; value = d * sc * q - dmin * m, q 2 bits.
+ * Element 128n + 32j + l (half n, shift j, l < 32) is bits 2j..2j+1 of qs[32n + l]; its sub-block is 8n + 2j + l/16. */
+typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d, dmin; } block_q2_k;
+/* Q3_K: 16 sub-blocks of 16 with 6-bit scales (q3k_scale), value = d * (sc - 32) * q, q in [-4, 3]: the low 2 bits
+ * from qs as Q2_K, minus 4 unless bit n*4 + j of hmask[l] is set (element 128n + 32j + l). */
+typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[K_SCALE_SIZE]; uint16_t d; } block_q3_k;
 /* Q8_K: activations for K-quant products; float scale, bsums[j] = sum of qs[16j .. 16j+15]. */
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_k;
 
@@ -54,6 +60,8 @@ _Static_assert(sizeof(block_q5_0) == 22, "Q5_0 block is 22 bytes");
 _Static_assert(sizeof(block_q5_1) == 24, "Q5_1 block is 24 bytes");
 _Static_assert(sizeof(block_q8_0) == 34, "Q8_0 block is 34 bytes");
 _Static_assert(sizeof(block_q8_1) == 36, "Q8_1 block is 36 bytes");
+_Static_assert(sizeof(block_q2_k) == 84, "Q2_K block is 84 bytes");
+_Static_assert(sizeof(block_q3_k) == 110, "Q3_K block is 110 bytes");
 _Static_assert(sizeof(block_q4_k) == 144, "Q4_K block is 144 bytes");
 _Static_assert(sizeof(block_q5_k) == 176, "Q5_K block is 176 bytes");
 _Static_assert(sizeof(block_q6_k) == 210, "Q6_K block is 210 bytes");
@@ -81,6 +89,14 @@ static inline int nearest_int(float x) {
     int32_t i;
     memcpy(&i, &v, sizeof i);
     return (i & 0x007fffff) - 0x00400000;
+}
+
+/* Q3_K: the 6-bit scale of sub-block j (0-15), still biased by 32. Bytes 0-7 hold the low 4 bits (sub-block j < 8
+ * in the low nibble of byte j, j >= 8 in the high nibble of byte j - 8); bits 2(j/4)..2(j/4)+1 of byte 8 + j%4 the
+ * top 2 (ggml's kmask unpacking). */
+static inline int q3k_scale(const uint8_t *scales, int j) {
+    const int lo = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+    return lo | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
 }
 
 /* IQ4_XS: the 6-bit scale of sub-block j (0-7), still biased by 32. */

@@ -193,6 +193,8 @@ SCALAR_TILE(q8_0)
 SCALAR_TILE(q4_k)
 SCALAR_TILE(q5_k)
 SCALAR_TILE(q6_k)
+SCALAR_TILE(q2_k)
+SCALAR_TILE(q3_k)
 SCALAR_TILE(iq4_nl)
 SCALAR_TILE(iq4_xs)
 
@@ -213,6 +215,8 @@ void mm_isa_scalar(mm_isa *isa) {
     isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes, NULL};
     isa->k[TR_TYPE_Q5_K] = (mm_kernel){tile_q5_k, quantize_q8_k, q8_k_row_bytes, NULL};
     isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_Q2_K] = (mm_kernel){tile_q2_k, quantize_q8_k, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_Q3_K] = (mm_kernel){tile_q3_k, quantize_q8_k, q8_k_row_bytes, NULL};
     isa->k[TR_TYPE_IQ4_NL] = (mm_kernel){tile_iq4_nl, quantize_q8_0, q8_0_bytes, NULL};
     isa->k[TR_TYPE_IQ4_XS] = (mm_kernel){tile_iq4_xs, quantize_q8_k, q8_k_row_bytes, NULL};
 }

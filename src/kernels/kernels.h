@@ -52,7 +52,7 @@ typedef struct weight_matrix {
 
 /* ---------------------------------------------------------------- interleaved layout (repack.c) */
 
-/* Types that have an X16 layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. */
+/* Types that have an X16 layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. */
 bool weight_x16_type(tr_type type);
 /* Whether repacking w pays here: a type with an X16 layout, packed rows, at least 16 of them, and an X16 kernel on
  * the active instruction set. TOKROUTE_REPACK=0 in the environment turns repacking off. */

@@ -61,6 +61,7 @@ static void isa_init(void) {
         mm_isa_avx2(&isa_tables[ISA_AVX2]);
         mm_isa_avx2_x16(&isa_tables[ISA_AVX2]);
         mm_isa_avx2_iq4(&isa_tables[ISA_AVX2]);
+        mm_isa_avx2_k23(&isa_tables[ISA_AVX2]);
         isa_available[ISA_AVX2] = true;
         best = ISA_AVX2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -70,6 +71,7 @@ static void isa_init(void) {
             mm_isa_avx512(&isa_tables[ISA_AVX512]); /* replaces every quantized type's entry, X16 tile included */
             mm_isa_avx512_x16(&isa_tables[ISA_AVX512]);
             mm_isa_avx512_iq4(&isa_tables[ISA_AVX512]);
+            mm_isa_avx512_k23(&isa_tables[ISA_AVX512]);
             isa_available[ISA_AVX512] = true;
             best = ISA_AVX512;
         }

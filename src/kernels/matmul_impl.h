@@ -59,6 +59,8 @@ void mm_isa_avx512_x16(mm_isa *isa); /* matmul_x16_avx512.c */
 void mm_isa_avx2_x16(mm_isa *isa);   /* matmul_x16_avx2.c */
 void mm_isa_avx2_iq4(mm_isa *isa);   /* matmul_iq4_avx2.c: IQ4_NL, IQ4_XS */
 void mm_isa_avx512_iq4(mm_isa *isa); /* matmul_iq4_avx512.c */
+void mm_isa_avx2_k23(mm_isa *isa);   /* matmul_k23_avx2.c: Q2_K, Q3_K */
+void mm_isa_avx512_k23(mm_isa *isa); /* matmul_k23_avx512.c */
 /* quantize_q8_0_soa_avx2 plus the int32 sum of each block's quants after the scales (the X16 tiles take weight
  * offsets back through them); row bytes cols + 8 * cols/32. The plain tiles read the same rows (they ignore the
  * sums). In quantize_avx2.c. */
@@ -88,6 +90,8 @@ float dot_q8_0(const void *w, const void *x, int64_t n);
 float dot_q4_k(const void *w, const void *x, int64_t n);
 float dot_q5_k(const void *w, const void *x, int64_t n);
 float dot_q6_k(const void *w, const void *x, int64_t n);
+float dot_q2_k(const void *w, const void *x, int64_t n); /* quants_k23.c */
+float dot_q3_k(const void *w, const void *x, int64_t n);
 float dot_iq4_nl(const void *w, const void *x, int64_t n); /* quants_iq4.c */
 float dot_iq4_xs(const void *w, const void *x, int64_t n);
 

@@ -1,6 +1,6 @@
 /* quants.c — row conversion for the float and 32-element block types (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q8_0, Q8_1), and the dispatch of dequantize_row/quantize_row to them, to the K-quants (quants_k.c) and to IQ4_NL /
- * IQ4_XS (quants_iq4.c).
+ * Q8_0, Q8_1), and the dispatch of dequantize_row/quantize_row to them, to the K-quants (quants_k.c, Q2_K and Q3_K
+ * in quants_k23.c) and to IQ4_NL / IQ4_XS (quants_iq4.c).
  *
  * Weight quantizers follow ggml's reference quantizers (deterministic model files). The activation quantizers
  * (Q8_0, Q8_1) follow what llama.cpp runs on x86: d = amax/127 stored as F16, q = round-half-even(x * 127/amax),
@@ -108,6 +108,8 @@ tr_status dequantize_row(tr_type type, const void *src, float *dst, int64_t n) {
     case TR_TYPE_Q5_1: dequant_q5_1(src, dst, nb); break;
     case TR_TYPE_Q8_0: dequant_q8_0(src, dst, nb); break;
     case TR_TYPE_Q8_1: dequant_q8_1(src, dst, nb); break;
+    case TR_TYPE_Q2_K: dequant_q2_k(src, dst, nb); break;
+    case TR_TYPE_Q3_K: dequant_q3_k(src, dst, nb); break;
     case TR_TYPE_Q4_K: dequant_q4_k(src, dst, nb); break;
     case TR_TYPE_Q5_K: dequant_q5_k(src, dst, nb); break;
     case TR_TYPE_Q6_K: dequant_q6_k(src, dst, nb); break;
@@ -309,6 +311,8 @@ tr_status quantize_row(tr_type type, const float *src, void *dst, int64_t n) {
     case TR_TYPE_Q5_1: quant_q5_1(src, dst, nb); break;
     case TR_TYPE_Q8_0: quantize_q8_0(src, dst, n); break;
     case TR_TYPE_Q8_1: quantize_q8_1(src, dst, n); break;
+    case TR_TYPE_Q2_K: quant_q2_k(src, dst, nb); break;
+    case TR_TYPE_Q3_K: quant_q3_k(src, dst, nb); break;
     case TR_TYPE_Q4_K: quant_q4_k(src, dst, nb); break;
     case TR_TYPE_Q5_K: quant_q5_k(src, dst, nb); break;
     case TR_TYPE_Q6_K: quant_q6_k(src, dst, nb); break;

@@ -24,6 +24,12 @@
  *         the top two bits of q[32g+16h+4w+i].
  *   IQ4_XS: d[16] F16 | scales_h[16] u16 at 32 | scales_l (4 bytes) of row r at 64 + 4r | qs word w (0-31) at
  *         128 + 64w + 4r (sub-block w/4 of 32 elements; byte i holds element 4(w%4)+i and, high nibble, +16).
+ *   Q2_K: d[16], dmin[16] F16 | 4 nibble words at 64 + 64k + 4r: the scales of sub-blocks 8k+t (k = 0, 1) and the
+ *         mins of sub-blocks 8(k-2)+t (k = 2, 3), nibble t at bit 16(t%2) + 4(t/2), so one shift and one mask give
+ *         the 16-bit pair of sub-blocks 2p, 2p+1 | qs word w (0-15, the file's bytes 4w..4w+3) at 320 + 64w + 4r.
+ *   Q3_K: d[16] F16 | 3 scale words at 32 + 64k + 4r: the low 4 bits of the 6-bit scales as Q2_K's scale words
+ *         (k = 0, 1), their top 2 bits (k = 2) at bit 16(s%2) + 2(s/2) | hmask word k (0-7) at 224 + 64k + 4r |
+ *         qs word w (0-15) at 736 + 64w + 4r.
  * Only this file knows the arrangement beyond the kernels that read it (matmul_x16_*.c). */
 #include "kernels/kernels.h"
 
@@ -64,6 +70,55 @@ static void q6k_from_values(const uint8_t *q, block_q6_k *b) {
             ql[l + 32] = (uint8_t)((y[l + 32] & 0xF) | ((y[l + 96] & 0xF) << 4));
             qh[l] = (uint8_t)((y[l] >> 4) | ((y[l + 32] >> 4) << 2) | ((y[l + 64] >> 4) << 4) | ((y[l + 96] >> 4) << 6));
         }
+    }
+}
+
+/* Q2_K/Q3_K nibble word: nibble t (0-7) at bit 16(t%2) + 4(t/2). */
+static int nib_shift(int t) { return 16 * (t % 2) + 4 * (t / 2); }
+
+static void put_word(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static uint32_t get_word(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Q2_K's scale bytes (scale | min << 4) to or from the four nibble words of row r. */
+static void q2k_scales_move(uint8_t *scales, uint8_t *col, int r, bool to_group) {
+    for (int k = 0; k < 2; k++) {
+        uint32_t sc = 0, mn = 0;
+        if (!to_group) sc = get_word(word_at(col, k, r)), mn = get_word(word_at(col, 2 + k, r));
+        for (int t = 0; t < 8; t++) {
+            uint8_t *s = &scales[8 * k + t];
+            if (to_group) {
+                sc |= (uint32_t)(*s & 0xF) << nib_shift(t);
+                mn |= (uint32_t)(*s >> 4) << nib_shift(t);
+            } else {
+                *s = (uint8_t)(((sc >> nib_shift(t)) & 0xF) | ((mn >> nib_shift(t)) & 0xF) << 4);
+            }
+        }
+        if (to_group) put_word(word_at(col, k, r), sc), put_word(word_at(col, 2 + k, r), mn);
+    }
+}
+
+/* Q3_K's 12 packed scale bytes (blocks.h) to or from the three scale words of row r. */
+static void q3k_scales_move(uint8_t *scales, uint8_t *col, int r, bool to_group) {
+    uint32_t w[3] = {0, 0, 0};
+    if (to_group) {
+        for (int s = 0; s < 16; s++) {
+            const uint32_t v = (uint32_t)q3k_scale(scales, s);
+            w[s / 8] |= (v & 0xF) << nib_shift(s % 8);
+            w[2] |= (v >> 4) << (16 * (s % 2) + 2 * (s / 2));
+        }
+        for (int k = 0; k < 3; k++) put_word(word_at(col, k, r), w[k]);
+        return;
+    }
+    for (int k = 0; k < 3; k++) w[k] = get_word(word_at(col, k, r));
+    memset(scales, 0, K_SCALE_SIZE);
+    for (int s = 0; s < 16; s++) {
+        const uint32_t lo = (w[s / 8] >> nib_shift(s % 8)) & 0xF, hi = (w[2] >> (16 * (s % 2) + 2 * (s / 2))) & 3;
+        scales[s % 8] |= (uint8_t)(lo << (s < 8 ? 0 : 4));
+        scales[8 + s % 4] |= (uint8_t)(hi << (2 * (s / 4)));
     }
 }
 
@@ -128,6 +183,22 @@ static void block_move(tr_type type, uint8_t *col, int r, uint8_t *blk, bool to_
         for (int w = 0; w < 32; w++) MOVE(word_at(qs_base, w, r), qs + 4 * w, 4);
         break;
     }
+    case TR_TYPE_Q2_K: {
+        block_q2_k *b = (block_q2_k *)blk;
+        MOVE(col + 2 * r, &b->d, 2);
+        MOVE(col + 32 + 2 * r, &b->dmin, 2);
+        q2k_scales_move(b->scales, col + 64, r, to_group);
+        for (int w = 0; w < 16; w++) MOVE(word_at(col + 320, w, r), b->qs + 4 * w, 4);
+        break;
+    }
+    case TR_TYPE_Q3_K: {
+        block_q3_k *b = (block_q3_k *)blk;
+        MOVE(col + 2 * r, &b->d, 2);
+        q3k_scales_move(b->scales, col + 32, r, to_group);
+        for (int k = 0; k < 8; k++) MOVE(word_at(col + 224, k, r), b->hmask + 4 * k, 4);
+        for (int w = 0; w < 16; w++) MOVE(word_at(col + 736, w, r), b->qs + 4 * w, 4);
+        break;
+    }
     case TR_TYPE_IQ4_XS: {
         block_iq4_xs *b = (block_iq4_xs *)blk;
         MOVE(col + 2 * r, &b->d, 2);
@@ -180,7 +251,7 @@ static void block_move(tr_type type, uint8_t *col, int r, uint8_t *blk, bool to_
 bool weight_x16_type(tr_type type) {
     return type == TR_TYPE_Q4_0 || type == TR_TYPE_Q4_1 || type == TR_TYPE_Q5_0 || type == TR_TYPE_Q5_1 ||
            type == TR_TYPE_Q8_0 || type == TR_TYPE_Q4_K || type == TR_TYPE_Q5_K || type == TR_TYPE_Q6_K ||
-           type == TR_TYPE_IQ4_NL || type == TR_TYPE_IQ4_XS;
+           type == TR_TYPE_IQ4_NL || type == TR_TYPE_IQ4_XS || type == TR_TYPE_Q2_K || type == TR_TYPE_Q3_K;
 }
 
 int64_t weight_x16_rows(const weight_matrix *w) { return w->layout == WEIGHT_X16 ? w->rows / 16 * 16 : 0; }

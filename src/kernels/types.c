@@ -1,6 +1,5 @@
 /* types.c — what tokroute knows about each ggml tensor type: name, block size in elements and bytes, and whether
- * matrix products exist for it. Ids follow ggml's numbering (GGUF stores them). Q2_K and Q3_K have known layouts
- * (so files using them can be inspected) but no decoder or product. */
+ * matrix products exist for it. Ids follow ggml's numbering (GGUF stores them). */
 #include "kernels/kernels.h"
 #include "kernels/types.h"
 
@@ -23,8 +22,8 @@ static const type_info TYPES[TR_TYPE_COUNT] = {
     [TR_TYPE_Q8_0] = {"q8_0", 32, 34, true},
     /* Q8_1 and Q8_K are activation formats: they decode, but no weight product uses them. */
     [TR_TYPE_Q8_1] = {"q8_1", 32, 36, false},
-    [TR_TYPE_Q2_K] = {"q2_k", 256, 84, false},
-    [TR_TYPE_Q3_K] = {"q3_k", 256, 110, false},
+    [TR_TYPE_Q2_K] = {"q2_k", 256, 84, true},
+    [TR_TYPE_Q3_K] = {"q3_k", 256, 110, true},
     [TR_TYPE_Q4_K] = {"q4_k", 256, 144, true},
     [TR_TYPE_Q5_K] = {"q5_k", 256, 176, true},
     [TR_TYPE_Q6_K] = {"q6_k", 256, 210, true},
@@ -89,6 +88,8 @@ tr_type type_vec_dot_type(tr_type type) {
     case TR_TYPE_IQ4_NL: return TR_TYPE_Q8_0;
     case TR_TYPE_Q4_1:
     case TR_TYPE_Q5_1: return TR_TYPE_Q8_1;
+    case TR_TYPE_Q2_K:
+    case TR_TYPE_Q3_K:
     case TR_TYPE_Q4_K:
     case TR_TYPE_Q5_K:
     case TR_TYPE_Q6_K:

@@ -3,8 +3,10 @@
  *
  * Tensor types follow llama.cpp's quantizer where it matters for speed: a K-quant cannot hold rows whose length
  * is not a multiple of 256 (Qwen2.5-0.5B's 896, SmolLM2's 576), so those fall back as llama.cpp does (Q4_K → Q5_0,
- * Q5_K → Q5_1, Q6_K → Q8_0, IQ4_XS → IQ4_NL). IQ4_NL / IQ4_XS use ggml's quantizer without an importance matrix
- * (quants_iq4.c), all 2-D weights in the type (as llama-quantize --pure writes them). The Q4_K_M mix puts Q6_K on the output and on attn_v / ffn_down of the layers
+ * Q5_K → Q5_1, Q6_K → Q8_0, IQ4_XS → IQ4_NL, Q2_K and Q3_K → Q4_0). IQ4_NL / IQ4_XS (quants_iq4.c) and Q2_K / Q3_K
+ * (quants_k23.c) use ggml's quantizers without an importance matrix, all 2-D weights in the type (as llama-quantize
+ * --pure writes them; its Q2_K / Q3_K_S/M/L mixes come from llama-quantize itself, see bench/compare-llamacpp.sh).
+ * The Q4_K_M mix puts Q6_K on the output and on attn_v / ffn_down of the layers
  * llama.cpp's use_more_bits picks. The vocabulary is a dummy SentencePiece one: control tokens, 256 byte tokens,
  * then filler pieces, so any text tokenizes (by byte fallback).
  */
@@ -66,6 +68,8 @@ static tr_type k_fallback(tr_type t, int64_t cols) {
     case TR_TYPE_Q5_K: return TR_TYPE_Q5_1;
     case TR_TYPE_Q6_K: return TR_TYPE_Q8_0;
     case TR_TYPE_IQ4_XS: return TR_TYPE_IQ4_NL;
+    case TR_TYPE_Q2_K:
+    case TR_TYPE_Q3_K: return TR_TYPE_Q4_0;
     default: return t;
     }
 }

@@ -25,14 +25,15 @@ static tr_type vec_dot_type(tr_type t) {
     switch (t) {
     case TR_TYPE_Q4_0: case TR_TYPE_Q5_0: case TR_TYPE_Q8_0: case TR_TYPE_IQ4_NL: return TR_TYPE_Q8_0;
     case TR_TYPE_Q4_1: case TR_TYPE_Q5_1: return TR_TYPE_Q8_1;
-    case TR_TYPE_Q4_K: case TR_TYPE_Q5_K: case TR_TYPE_Q6_K: case TR_TYPE_IQ4_XS: return TR_TYPE_Q8_K;
+    case TR_TYPE_Q4_K: case TR_TYPE_Q5_K: case TR_TYPE_Q6_K: case TR_TYPE_IQ4_XS:
+    case TR_TYPE_Q2_K: case TR_TYPE_Q3_K: return TR_TYPE_Q8_K;
     default: return TR_TYPE_F32;
     }
 }
 
 static const tr_type TYPES[] = {TR_TYPE_F32,  TR_TYPE_F16,  TR_TYPE_BF16, TR_TYPE_Q8_0, TR_TYPE_Q4_0, TR_TYPE_Q4_1,
                                 TR_TYPE_Q5_0, TR_TYPE_Q5_1, TR_TYPE_Q4_K, TR_TYPE_Q5_K, TR_TYPE_Q6_K,
-                                TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS};
+                                TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS, TR_TYPE_Q2_K, TR_TYPE_Q3_K};
 static const char *const ISAS[] = {"scalar", "avx2", "avx512", "neon"};
 
 /* One product checked against the reference; returns the worst error relative to sum |w_k x_k|. */
@@ -155,7 +156,8 @@ static void test_large_product(void **state) {
         kernels_force_isa(ISAS[s]);
         thread_pool *tp = thread_pool_create(2);
         matmul_scratch scratch = {0};
-        const tr_type ts[] = {TR_TYPE_Q8_0, TR_TYPE_Q4_K, TR_TYPE_Q6_K, TR_TYPE_F16, TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS};
+        const tr_type ts[] = {TR_TYPE_Q8_0,   TR_TYPE_Q4_K,   TR_TYPE_Q6_K, TR_TYPE_F16,
+                              TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS, TR_TYPE_Q2_K, TR_TYPE_Q3_K};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
             const double e = check_product(tp, ts[i], 333, 1024, 70, &scratch);
             if (e > 1e-4) fail_msg("%s %s large: relative error %g", ISAS[s], tr_type_name(ts[i]), e);
@@ -173,7 +175,7 @@ static void test_activation_quantizers_are_exact(void **state) {
     (void)state;
     enum { COLS = 512, N = 5 };
     static const tr_type ts[] = {TR_TYPE_Q8_0, TR_TYPE_Q6_K, TR_TYPE_Q4_0, TR_TYPE_Q4_1, TR_TYPE_Q5_K, TR_TYPE_IQ4_NL,
-                                 TR_TYPE_IQ4_XS};
+                                 TR_TYPE_IQ4_XS, TR_TYPE_Q2_K, TR_TYPE_Q3_K};
     float *onehot = calloc(COLS, sizeof(float)), *x = malloc(sizeof(float) * N * COLS);
     float *want = malloc(sizeof(float) * N * COLS), *y = malloc(sizeof(float) * N * COLS);
     uint8_t *xq = malloc(4 * COLS);

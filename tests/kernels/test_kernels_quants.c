@@ -222,7 +222,8 @@ static void test_round_trip_error(void **state) {
         {TR_TYPE_F32, 0.0},    {TR_TYPE_F16, 5e-4},   {TR_TYPE_BF16, 4e-3},  {TR_TYPE_Q8_0, 8e-3},
         {TR_TYPE_Q8_1, 8e-3},  {TR_TYPE_Q8_K, 8e-3},  {TR_TYPE_Q4_0, 0.12},  {TR_TYPE_Q4_1, 0.10},
         {TR_TYPE_Q5_0, 0.06},  {TR_TYPE_Q5_1, 0.05},  {TR_TYPE_Q4_K, 0.12},  {TR_TYPE_Q5_K, 0.06},
-        {TR_TYPE_Q6_K, 0.03},  {TR_TYPE_IQ4_NL, 0.12}, {TR_TYPE_IQ4_XS, 0.12},
+        {TR_TYPE_Q6_K, 0.03},  {TR_TYPE_IQ4_NL, 0.12}, {TR_TYPE_IQ4_XS, 0.12}, {TR_TYPE_Q3_K, 0.2},
+        {TR_TYPE_Q2_K, 0.35},
     };
     enum { N = 4096 };
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);

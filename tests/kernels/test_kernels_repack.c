@@ -22,7 +22,7 @@ static float frand(void) {
 
 static const tr_type X16_TYPES[] = {TR_TYPE_Q4_0, TR_TYPE_Q4_1, TR_TYPE_Q5_0, TR_TYPE_Q5_1,
                                     TR_TYPE_Q8_0, TR_TYPE_Q4_K, TR_TYPE_Q5_K, TR_TYPE_Q6_K,
-                                    TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS};
+                                    TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS, TR_TYPE_Q2_K, TR_TYPE_Q3_K};
 static const char *const ISAS[] = {"scalar", "avx2", "avx512", "neon"};
 
 /* rows × cols of random values quantized to t (scale varies by block so scales differ row to row). */

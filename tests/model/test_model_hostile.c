@@ -1,6 +1,7 @@
 /* test_model_hostile.c — the model loader against well-formed GGUF files that are not loadable models: missing
  * tensors and hyperparameters, bad head counts, unsupported architectures, wrong shapes, weight types the engine
- * cannot multiply, IQ4 weights with rows that are not whole blocks, cut blocks or absurd scales. Each must fail with
+ * cannot multiply, IQ4 / Q2_K / Q3_K weights with rows that are not whole blocks, cut blocks or absurd scales. Each
+ * must fail with
  * a status and a message naming the problem and the file, or evaluate without harm. (Byte-level hostile files are
  * in tests/gguf/test_gguf_hostile.c.) */
 #include <setjmp.h>
@@ -258,17 +259,18 @@ static void model_kv_heads_mismatch_tensors(void **state) {
 
 static void model_unsupported_weight_type(void **state) {
     (void)state;
-    /* Q2_K blocks hold 256 weights: the rows must be 256 long for the file itself to be valid. */
+    /* Q8_K and Q8_1 are activation formats with known layouts but no weight products; Q8_K blocks hold 256 values,
+     * so the rows are 256 long for the file itself to be valid. */
     tiny_opts o = tiny_defaults();
     o.n_embd = 256;
     o.n_head = 4;
     o.n_head_kv = 2;
     o.q_rows = 256;
     o.norm_len = 256;
-    o.q_type = TR_TYPE_Q2_K;
-    expect_load_fails(&o, TR_ERR_UNSUPPORTED, "tensor 'blk.0.attn_q.weight' has type q2_k", NULL);
-    o.q_type = TR_TYPE_Q3_K;
-    expect_load_fails(&o, TR_ERR_UNSUPPORTED, "has type q3_k", NULL);
+    o.q_type = TR_TYPE_Q8_K;
+    expect_load_fails(&o, TR_ERR_UNSUPPORTED, "tensor 'blk.0.attn_q.weight' has type q8_k", NULL);
+    o.q_type = TR_TYPE_Q8_1;
+    expect_load_fails(&o, TR_ERR_UNSUPPORTED, "has type q8_1", NULL);
     /* Control: the same file with F32 loads. */
     o.q_type = TR_TYPE_F32;
     char path[256];
@@ -405,6 +407,112 @@ static void model_iq4_weights(void **state) {
     unlink(path);
 }
 
+/* ---------------------------------------------------------------- Q2_K / Q3_K weights */
+
+/* Puts F16 scale bits h in every scale field of a block of type tt (Q2_K: d and dmin; Q4_0: d), its sub-block
+ * scales (and Q2_K's mins) all at the top or all at zero (`top`), and its values at one end or the other (`high`):
+ * qs (and Q3_K's hmask) all ones or all zeros. */
+static void absurd_block(tr_type tt, uint8_t *blk, uint16_t h, bool top, bool high) {
+    const uint8_t v = high ? 0xFF : 0x00, s = top ? 0xFF : 0x00;
+    switch (tt) {
+    case TR_TYPE_Q2_K: /* scales[16] | qs[64] | d | dmin */
+        memset(blk, s, 16);
+        memset(blk + 16, v, 64);
+        memcpy(blk + 80, &h, 2);
+        memcpy(blk + 82, &h, 2);
+        break;
+    case TR_TYPE_Q3_K: /* hmask[32] | qs[64] | scales[12] | d: 6-bit scales 63 (+31) or 0 (-32) */
+        memset(blk, v, 96);
+        memset(blk + 96, s, 12);
+        memcpy(blk + 108, &h, 2);
+        break;
+    default: /* Q4_0: d | qs[16] */
+        memcpy(blk, &h, 2);
+        memset(blk + 2, v, 16);
+        break;
+    }
+}
+
+/* As model_iq4_weights for the 2- and 3-bit K-quants: rows that are not whole 256-blocks and files cut inside a
+ * block are refused; the same absurd F16 scale (1, 65504, inf, NaN) in every block, sub-block scales and mins at
+ * both ends and values at both ends load and evaluate as Q4_0 carrying that scale does. */
+static void model_k23_weights(void **state) {
+    (void)state;
+    char path[256];
+    snprintf(path, sizeof path, "%s", temp_path(".gguf"));
+    for (int t = 0; t < 2; t++) {
+        const tr_type type = t ? TR_TYPE_Q3_K : TR_TYPE_Q2_K;
+        /* Q4_0 attn_q (32 wide) with its type id patched: 32-wide rows are not whole 256-blocks. */
+        tiny_opts o = tiny_defaults();
+        o.q_type = TR_TYPE_Q4_0;
+        uint8_t *q40 = quantized_q(TR_TYPE_Q4_0, 32);
+        o.q_data = q40;
+        write_tiny_model(path, &o);
+        size_t fsize = 0;
+        char *f = read_file(path, &fsize);
+        char *info = memmem(f, fsize, "blk.0.attn_q.weight", 19);
+        assert_non_null(info);
+        uint32_t type_id;
+        memcpy(&type_id, info + 19 + 4 + 16, 4);
+        assert_int_equal(type_id, TR_TYPE_Q4_0);
+        type_id = type;
+        memcpy(info + 19 + 4 + 16, &type_id, 4);
+        FILE *out = fopen(path, "wb");
+        assert_int_equal(fwrite(f, 1, fsize, out), fsize);
+        fclose(out);
+        tr_model *bad = (tr_model *)0x1;
+        assert_int_equal(tr_model_load(path, NULL, &bad), TR_ERR_FORMAT);
+        assert_null(bad);
+        if (!strstr(tr_last_error(), "not a multiple of the") || !strstr(tr_last_error(), tr_type_name(type)))
+            fail_msg("%s", tr_last_error());
+        free(f);
+        free(q40);
+
+        o = tiny_defaults();
+        o.n_embd = o.q_rows = o.norm_len = 256;
+        const int n = o.n_embd;
+        const size_t bb = tr_type_block_bytes(type), bytes = type_row_bytes(type, n) * (size_t)n;
+        uint8_t *q = quantized_q(type, n);
+        o.q_type = type;
+        o.q_data = q;
+        write_tiny_model(path, &o);
+        assert_true(eval_finite(path));
+
+        /* cut the file inside the second block of attn_q */
+        size_t size = 0;
+        char *file = read_file(path, &size);
+        const char *at = memmem(file, size, q, bytes);
+        assert_non_null(at);
+        assert_int_equal(truncate(path, (off_t)(at - file) + (off_t)bb + (off_t)bb / 2), 0);
+        tr_model *m = (tr_model *)0x1;
+        assert_int_not_equal(tr_model_load(path, NULL, &m), TR_OK);
+        assert_null(m);
+        if (!strstr(tr_last_error(), "larger than the file") && !strstr(tr_last_error(), "truncated"))
+            fail_msg("%s", tr_last_error());
+        free(file);
+
+        static const uint16_t scales[] = {0x3C00 /* 1 */, 0x7BFF /* 65504 */, 0x7C00 /* inf */, 0x7E00 /* NaN */};
+        for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+            bool finite[2];
+            for (int ref = 0; ref < 2; ref++) {
+                const tr_type tt = ref ? TR_TYPE_Q4_0 : type;
+                const size_t tb = tr_type_block_bytes(tt), tbytes = type_row_bytes(tt, n) * (size_t)n;
+                uint8_t *w = quantized_q(tt, n);
+                for (size_t b = 0; b < tbytes / tb; b++) absurd_block(tt, w + b * tb, scales[k], b % 2, b % 3 == 0);
+                o.q_type = tt;
+                o.q_data = w;
+                write_tiny_model(path, &o);
+                finite[ref] = eval_finite(path);
+                free(w);
+            }
+            if (k == 0) assert_true(finite[0] && finite[1]);
+            if (k == 3) assert_true(!finite[0] && !finite[1]);
+        }
+        free(q);
+    }
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_model_control_loads),
@@ -416,6 +524,7 @@ int main(void) {
         cmocka_unit_test(model_kv_heads_mismatch_tensors),
         cmocka_unit_test(model_unsupported_weight_type),
         cmocka_unit_test(model_iq4_weights),
+        cmocka_unit_test(model_k23_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
