@@ -129,7 +129,8 @@ typedef struct tr_llm_position {
 } tr_llm_position;
 tr_status tr_llm_score(tr_llm_backend *b, const int32_t *tokens, int32_t n_tokens, int32_t first, int32_t end,
                        int32_t top_k, tr_llm_position *out);
-/* Scoring statistics (separate from next-token calls): requests, positions scored, wall time. */
+/* Scoring statistics (separate from next-token calls): calls, requests sent over the network (0 in process),
+ * positions scored, wall time. */
 typedef struct tr_llm_score_stats {
     int64_t calls, requests, positions, tokens_evaluated;
     double time_ms;

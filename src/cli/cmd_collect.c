@@ -57,8 +57,8 @@ static bool on_progress(void *user, int64_t done, int64_t total) {
     collect_progress *cp = user;
     const tr_llm_score_stats s = tr_llm_backend_score_stats(cp->llm);
     const double secs = (cli_now_ms() - cp->t0_ms) / 1e3;
-    snprintf(cp->eta.extra, sizeof cp->eta.extra, "| %.0f positions/s, %lld LLM requests", secs > 0 ? (double)s.positions / secs : 0.0,
-             (long long)s.requests);
+    snprintf(cp->eta.extra, sizeof cp->eta.extra, "| %.0f positions/s, %lld LLM requests",
+             secs > 0 ? (double)s.positions / secs : 0.0, (long long)s.requests);
     cli_eta_update(&cp->eta, done, total);
     return true;
 }
@@ -190,15 +190,11 @@ static int run(collect_opts *o, tr_collect_params *p) {
     char name[64];
     if (llm) {
         const tr_model_info *li = tr_model_get_info(llm);
-        snprintf(name, sizeof name, "%s", li->name ? li->name : "");
-        tr_llm_backend_free(backend); /* tr_collect makes its own, sized to the example */
-        backend = NULL;
-        prog.llm = NULL;
-        st = tr_collect(slm, llm, o->data, o->out, p, &stats);
+        snprintf(name, sizeof name, "%s", li->name ? li->name : ""); /* as tr_collect names it */
     } else {
         remote_name(&o->bo, name, sizeof name);
-        st = tr_collect_backend(slm, backend, name, o->data, o->out, p, &stats);
     }
+    st = tr_collect_backend(slm, backend, name, o->data, o->out, p, &stats);
     const double seconds = (cli_now_ms() - t0) / 1e3;
     cli_eta_finish(&prog.eta);
     const tr_llm_score_stats ss = tr_llm_backend_score_stats(backend);
@@ -213,7 +209,7 @@ static int run(collect_opts *o, tr_collect_params *p) {
     } else if (rc == 0) {
         fprintf(stderr, "collected %d examples (%d resumed), %lld positions in %s, %.1f s\n", (int)stats.n_examples,
                 (int)stats.n_resumed, (long long)stats.n_positions, o->out, seconds);
-        if (backend)
+        if (ss.requests > 0)
             fprintf(stderr, "LLM (%s): %lld positions scored in %lld requests, %.0f positions/s\n",
                     tr_llm_backend_name(backend), (long long)ss.positions, (long long)ss.requests,
                     seconds > 0 ? (double)ss.positions / seconds : 0.0);

@@ -386,11 +386,10 @@ static tr_status check_params(const tr_collect_params *p) {
     return TR_OK;
 }
 
-/* The LLM as the header records it: a name (the model's, or what the caller calls the remote LLM) and, for a
- * model in this process, its width (0 for a backend). */
+/* The LLM as the header records it: a name (the model's, or what the caller calls the remote LLM). The header's
+ * llm_n_embd is 0 since the LLM is read through a backend (collects of version 1 before that stored its width). */
 typedef struct llm_identity {
     const char *name;
-    int32_t n_embd;
 } llm_identity;
 
 static tr_status setup(collector *c, const char *data_path, const llm_identity *llm_id, collect_header *h) {
@@ -455,7 +454,7 @@ static tr_status setup(collector *c, const char *data_path, const llm_identity *
     h->last = c->p.last;
     h->seed = c->p.format == TR_DATA_LLM_SAMPLE ? c->p.seed : 0;
     h->data_hash = hash;
-    h->llm_n_embd = (uint32_t)llm_id->n_embd;
+    h->llm_n_embd = 0;
     h->llm_topk = (uint32_t)c->p.llm_topk;
     h->prompt_tokens = c->p.router ? (uint32_t)c->p.prompt_tokens : 0;
     h->tau = c->p.router ? c->p.tau : 0.0f;
@@ -530,7 +529,7 @@ tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_
     tr_status st = tr_llm_backend_embedded(llm, &cp, NULL, &backend);
     if (st != TR_OK) return st;
     const tr_model_info *li = tr_model_get_info(llm);
-    const llm_identity id = {.name = li->name ? li->name : "", .n_embd = li->n_embd};
+    const llm_identity id = {.name = li->name ? li->name : ""};
     st = collect_run(slm, backend, &id, data_path, out_dir, &p, stats);
     tr_llm_backend_free(backend);
     return st;
@@ -539,6 +538,6 @@ tr_status tr_collect(const tr_model *slm, const tr_model *llm, const char *data_
 tr_status tr_collect_backend(const tr_model *slm, tr_llm_backend *llm, const char *llm_name, const char *data_path,
                              const char *out_dir, const tr_collect_params *params, tr_collect_stats *stats) {
     if (!slm || !llm || !out_dir) return tr_fail(TR_ERR_ARG, "tr_collect_backend: NULL argument");
-    const llm_identity id = {.name = llm_name, .n_embd = 0};
+    const llm_identity id = {.name = llm_name};
     return collect_run(slm, llm, &id, data_path, out_dir, params, stats);
 }

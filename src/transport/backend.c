@@ -171,6 +171,13 @@ int32_t tr_llm_backend_n_vocab(tr_llm_backend *b) {
     return n > 0 ? n : 0;
 }
 
+int32_t tr_llm_backend_n_ctx(tr_llm_backend *b) {
+    tr_clear_error();
+    if (!b || !b->ops->n_ctx) return 0;
+    const int32_t n = b->ops->n_ctx(b->impl);
+    return n > 0 ? n : 0;
+}
+
 static void breaker_record(tr_llm_backend *b, tr_status st, double t_end) {
     if (b->cooldown_ms <= 0) return;
     if (st == TR_OK) {
@@ -528,7 +535,7 @@ tr_status tr_llm_score(tr_llm_backend *b, const int32_t *tokens, int32_t n_token
         breaker_record(b, st, t1);
         sleep_ms(b->rtt_ms / 2);
         b->score_stats.calls++;
-        b->score_stats.requests += call.n_requests > 0 ? call.n_requests : 1;
+        b->score_stats.requests += call.n_requests > 0 ? call.n_requests : 0; /* 0 in process */
         b->score_stats.time_ms += now_ms() - t0;
         b->score_stats.tokens_evaluated += call.n_evaluated;
         b->score_stats.bytes_sent += call.bytes_sent;

@@ -89,6 +89,7 @@ static void test_embedded_matches_the_models_logits(void **state) {
     }
     const tr_llm_score_stats s = tr_llm_backend_score_stats(b);
     assert_int_equal(s.calls, 2);
+    assert_int_equal(s.requests, 0); /* nothing went over a network */
     assert_int_equal(s.positions, n + 8);
     /* The allowed range: ids >= 100 are never listed and the distribution is renormalized over 0..99. Positions
      * 1..n-1 only: the entry after them is left alone. */
