@@ -18,12 +18,13 @@
  * any n tokens (the share within 1.25 points over 200), even through a stretch where the SLM is sure of everything
  * (a new story's "Once upon a time, there was", which no τ below 1 routes) or from a τ0 far off.
  *
- * Chosen by measurement (bench/route_budget.sh, README "Keeping the budget"): against an oracle that routes exactly
- * the lowest-scoring P of each generation, plain quantile tracking of recent scores (τ = their P-quantile, no
- * deficit term) missed the share by 3–4.5 points (the scores drift within a generation), a PI controller on the
- * share in score units and Robbins–Monro quantile tracking kept it but missed ±1.5 on some prompts, a bang-bang
- * (route whenever behind) kept it exactly but differed from the oracle on 9–32 decisions per 100 tokens; this
- * controller kept every 200-token generation within ±1.5 points while differing on 2.5–6 per 100.
+ * Chosen by measurement (bench/route_budget.sh, README "Keeping the budget"; 4 routers × 3 targets × 30 prompts
+ * × 200 tokens): against an oracle that routes exactly the lowest-scoring P of each generation, plain quantile
+ * tracking of recent scores (τ = their P-quantile, no deficit term) missed the share by 3–4 points on average (the
+ * scores drift within a generation), a PI controller on the share in score units and Robbins–Monro quantile
+ * tracking left ±1.5 points on 5% of the generations, quantile tracking with a deficit term on 1–3%, a bang-bang
+ * (route whenever behind) kept the share exactly but differed from the oracle on 20 decisions per 100 tokens; this
+ * controller kept all within ±1.5 (worst 1.0) while differing on 4.6 per 100 (2.3–8.1).
  *
  * The start and short generations: position 0 is decided at τ0 (e = 0). Until DENSITY_MIN scores have been seen the
  * gain assumes scores spread evenly below τ0 (f = P/τ0). A generation of n tokens holds P to within 2.5/n by the
