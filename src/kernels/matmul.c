@@ -80,6 +80,7 @@ static void isa_init(void) {
     isa_tables[ISA_NEON] = isa_tables[ISA_SCALAR];
     mm_isa_neon(&isa_tables[ISA_NEON]);
     mm_isa_neon_x16(&isa_tables[ISA_NEON]);
+    mm_isa_neon_k23(&isa_tables[ISA_NEON]);
     isa_available[ISA_NEON] = true;
     best = ISA_NEON;
 #endif

@@ -89,7 +89,8 @@ int main(void) {
         return 1;
     }
     const tr_type types[] = {TR_TYPE_F32, TR_TYPE_F16,  TR_TYPE_BF16, TR_TYPE_Q8_0, TR_TYPE_Q4_0, TR_TYPE_Q4_1,
-                             TR_TYPE_Q5_0, TR_TYPE_Q5_1, TR_TYPE_Q4_K, TR_TYPE_Q5_K, TR_TYPE_Q6_K};
+                             TR_TYPE_Q5_0, TR_TYPE_Q5_1, TR_TYPE_Q4_K, TR_TYPE_Q5_K, TR_TYPE_Q6_K, TR_TYPE_Q2_K,
+                             TR_TYPE_Q3_K};
     int failures = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (int64_t n = 1; n <= 5; n += 4)
