@@ -2,6 +2,7 @@
  * generated text (LLM tokens in red on a terminal) or ids to stdout and nothing else; the latency summary goes
  * to stderr, the per-token trace to a JSONL file. Single-model generation is the routed loop in `slm` mode. */
 #include <cjson/cJSON.h>
+#include <signal.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -151,7 +152,28 @@ typedef struct sink {
     bool color;
     FILE *trace;
     bool wrote_id, wrote_text;
+    bool falling_back;    /* the last routed token fell back to the SLM's (the LLM did not answer) */
+    int32_t n_fell_back;  /* routed tokens that fell back since the warning */
 } sink;
+
+/* One line on stderr when routed tokens start falling back to the SLM's (the LLM did not answer) and one when the
+ * LLM answers again, so a dead server is noticed before the summary. On a terminal the line starts on its own. */
+static void note_llm_state(sink *k, const tr_route_token *t) {
+    const bool fell_back = t->llm_unavailable, answered = t->source == TR_SOURCE_LLM;
+    if (!fell_back && !answered) return;
+    if (fell_back) k->n_fell_back++;
+    if (fell_back == k->falling_back) return;
+    k->falling_back = fell_back;
+    const char *nl = k->wrote_text && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) ? "\n" : "";
+    fflush(stdout);
+    if (fell_back)
+        fprintf(stderr, "%stokroute: warning: the LLM did not answer at token %d; routed tokens are the SLM's own until it "
+                "does (--on-llm-failure error stops instead)\n", nl, t->index);
+    else
+        fprintf(stderr, "%stokroute: the LLM answers again at token %d (%d routed tokens fell back meanwhile)\n", nl,
+                t->index, k->n_fell_back);
+    if (!fell_back) k->n_fell_back = 0;
+}
 
 /* Rounded so the JSON shows 0.4, not 0.40000000596046448. */
 static double rounded(double x, double scale) { return (double)(long long)(x * scale + (x < 0 ? -0.5 : 0.5)) / scale; }
@@ -191,6 +213,7 @@ static void write_trace(FILE *f, const tr_route_token *t) {
 
 static bool on_token(void *user, const tr_route_token *t) {
     sink *k = user;
+    note_llm_state(k, t);
     if (k->trace) write_trace(k->trace, t);
     if (k->o->ids) printf(k->wrote_id ? " %d" : "%d", t->id), k->wrote_id = true, fflush(stdout);
     return true;
@@ -209,13 +232,15 @@ static bool on_text(void *user, const char *text, size_t len, const tr_route_tok
     return true;
 }
 
-static void print_summary(const gen_opts *o, const tr_route_stats *s) {
+/* llm: the backend's statistics (requests failed, refused by the circuit breaker); zeros without an LLM. */
+static void print_summary(const gen_opts *o, const tr_route_stats *s, const tr_llm_stats *llm) {
     const double pct = s->n_tokens ? 100.0 * s->n_routed / s->n_tokens : 0.0;
     if (o->summary_json) {
         fprintf(stderr, "{\"mode\":\"%s\",\"tau\":%g,\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"routed_pct\":%.2f,"
                 "\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,\"slm_ms\":%.3f,\"router_ms\":%.3f,\"llm_ms\":%.3f,"
                 "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld,\"n_fallback\":%d,"
-                "\"speculate_depth\":%d,\"lookahead\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
+                "\"speculate_depth\":%d,\"lookahead\":%d,\"llm_calls\":%lld,\"llm_failed\":%lld,\"llm_refused\":%lld,"
+                "\"llm_blocking\":%lld,"
                 "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"spec_kept\":%d,\"spec_discarded\":%d,"
                 "\"spec_agree\":%d,\"spec_disagree\":%d,\"llm_bytes_sent\":%lld,\"llm_bytes_received\":%lld,"
                 "\"draft\":%d,\"draft_hits\":%d,\"draft_tokens_sent\":%lld,\"draft_tokens_verified\":%lld,"
@@ -224,7 +249,8 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
                 tr_route_mode_name(o->rp.mode), o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
                 s->mean_tbt_ms, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms, (long long)s->slm_evaluated,
                 (long long)s->llm_evaluated, s->n_fallback, o->rp.speculate_depth, o->rp.lookahead,
-                (long long)s->llm_calls, (long long)s->llm_blocking, s->llm_wait_ms, s->n_lookahead_hits,
+                (long long)s->llm_calls, (long long)llm->failures, (long long)llm->short_circuited,
+                (long long)s->llm_blocking, s->llm_wait_ms, s->n_lookahead_hits,
                 s->n_spec_kept, s->n_spec_discarded, s->n_spec_agree, s->n_spec_disagree,
                 (long long)s->llm_bytes_sent, (long long)s->llm_bytes_received, o->rp.draft_tokens, s->n_draft_hits,
                 (long long)s->draft_tokens_sent, (long long)s->draft_tokens_verified, o->rp.target_routed,
@@ -246,18 +272,43 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s) {
             "LLM unavailable (fallback) %6d\n"
             "SLM time                   %9.2f ms (router %.2f ms)\n"
             "LLM + communication time   %9.2f ms\n"
-            "LLM calls (blocking)       %6lld (%lld), waited %.2f ms\n"
+            "LLM requests sent          %6lld (%lld failed)\n"
+            "routed tokens waited for   %6lld (%lld refused at once while the LLM was down), %.2f ms in all\n"
             "lookahead hits             %6d (lookahead %d, speculation depth %d; %d from drafts)\n"
             "draft tokens sent          %6lld, verified by the LLM %lld (draft %d)\n"
             "speculative tokens kept    %6d, discarded %d\n"
             "LLM tokens evaluated       %6lld; bytes sent %lld, received %lld\n"
             "total                      %9.2f ms\n",
             tr_route_mode_name(o->rp.mode), o->rp.tau, s->ttft_ms, s->mean_tbt_ms, s->n_tokens, s->n_routed, pct,
-            s->n_fallback, s->slm_ms, s->router_ms, s->llm_ms, (long long)s->llm_calls, (long long)s->llm_blocking,
-            s->llm_wait_ms, s->n_lookahead_hits, o->rp.lookahead, o->rp.speculate_depth, s->n_draft_hits,
+            s->n_fallback, s->slm_ms, s->router_ms, s->llm_ms, (long long)s->llm_calls, (long long)llm->failures,
+            (long long)s->llm_blocking, (long long)llm->short_circuited, s->llm_wait_ms, s->n_lookahead_hits,
+            o->rp.lookahead, o->rp.speculate_depth, s->n_draft_hits,
             (long long)s->draft_tokens_sent, (long long)s->draft_tokens_verified, o->rp.draft_tokens, s->n_spec_kept,
             s->n_spec_discarded, (long long)s->llm_evaluated, (long long)s->llm_bytes_sent,
             (long long)s->llm_bytes_received, s->total_ms);
+}
+
+/* ---------------------------------------------------------------- Ctrl-C */
+
+/* The first Ctrl-C stops the generation at its next token (or inside a pending LLM call) so the way out runs:
+ * a --server session is deleted (tr_llm_backend_free, at most a second), the text so far is ended. A second one
+ * kills as usual. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static bool was_interrupted(void *user) {
+    (void)user;
+    return interrupted;
+}
+
+static void catch_sigint(void) {
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = (int)SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
 }
 
 /* ---------------------------------------------------------------- set-up */
@@ -336,6 +387,23 @@ static int setup(const gen_opts *o, gen_state *g) {
     return 0;
 }
 
+/* A remote LLM that reports its context (tokroute serve's -c, from /health) shorter than the prompt and the tokens
+ * asked for would refuse the routed calls past it: say so now and end the generation there instead. */
+static bool fit_llm_context(gen_opts *o, const gen_state *g) {
+    if (!g->backend || o->rp.mode == TR_MODE_SLM) return true;
+    const int32_t n_ctx = tr_llm_backend_n_ctx(g->backend);
+    if (n_ctx <= 0 || g->n_prompt + o->rp.n_predict <= n_ctx) return true;
+    if (g->n_prompt >= n_ctx) {
+        fprintf(stderr, "tokroute: the prompt (%d tokens) does not fit the LLM server's context of %d tokens (its -c)\n",
+                g->n_prompt, n_ctx);
+        return false;
+    }
+    fprintf(stderr, "tokroute: warning: the LLM server's context is %d tokens (its -c): generating at most %d tokens "
+            "after the %d-token prompt, not %d\n", n_ctx, n_ctx - g->n_prompt, g->n_prompt, o->rp.n_predict);
+    o->rp.n_predict = n_ctx - g->n_prompt;
+    return true;
+}
+
 int cmd_generate(int argc, char **argv) {
     /* Every --stop takes two arguments, so argc slots always suffice. */
     const char **stop_storage = calloc((size_t)argc, sizeof *stop_storage);
@@ -350,9 +418,10 @@ int cmd_generate(int argc, char **argv) {
     }
     gen_state g = {0};
     rc = setup(&o, &g);
+    if (rc == 0 && !fit_llm_context(&o, &g)) rc = 1;
     if (rc == 0) {
         o.rp.tau = o.tau_set ? (float)o.tau : g.router ? tr_router_default_tau(g.router) : 0.5f;
-        sink k = {&o, !o.no_color && isatty(STDOUT_FILENO), NULL, false, false};
+        sink k = {.o = &o, .color = !o.no_color && isatty(STDOUT_FILENO)};
         if (o.trace && !(k.trace = fopen(o.trace, "w"))) {
             fprintf(stderr, "tokroute: cannot create %s\n", o.trace);
             rc = 1;
@@ -361,6 +430,8 @@ int cmd_generate(int argc, char **argv) {
         o.rp.on_token = on_token;
         o.rp.on_text = on_text;
         o.rp.user = &k;
+        o.rp.abort_fn = was_interrupted;
+        catch_sigint();
         tr_route_stats stats;
         tr_status st = rc ? TR_OK : tr_route_generate(g.ctx, g.router, g.backend, g.prompt, g.n_prompt, &o.rp, NULL, 0,
                                                       &stats);
@@ -368,8 +439,12 @@ int cmd_generate(int argc, char **argv) {
             /* End the line only if something was written: on an error stdout stays empty. */
             if (k.wrote_id || k.wrote_text) putchar('\n');
             fflush(stdout);
-            if (st != TR_OK) rc = cli_fail(st);
-            else if (!o.no_summary) print_summary(&o, &stats);
+            if (st != TR_OK && interrupted) rc = 130, fprintf(stderr, "tokroute: interrupted\n");
+            else if (st != TR_OK) rc = cli_fail(st);
+            else if (!o.no_summary) {
+                const tr_llm_stats llm = g.backend ? tr_llm_backend_stats(g.backend) : (tr_llm_stats){0};
+                print_summary(&o, &stats, &llm);
+            }
         }
         if (k.trace) fclose(k.trace);
     }

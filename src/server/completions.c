@@ -95,6 +95,11 @@ static char *piece_of(const tr_vocab *v, int32_t id) {
 static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_error *err) {
     const tr_vocab *vocab = tr_model_vocab(srv->model);
     const int32_t n_vocab = tr_model_get_info(srv->model)->n_vocab, n_ctx = scheduler_n_ctx(srv->sched);
+    /* As in the session protocol: cJSON would decode \u0000 into a NUL that silently cuts the prompt short. */
+    if (memmem(body, len, "\\u0000", 6)) {
+        api_error_set(err, 400, "bad_request", "prompt", "strings must not contain \\u0000");
+        return false;
+    }
     cJSON *root = cJSON_ParseWithLength(body, len);
     bool ok = false;
     if (!root || !cJSON_IsObject(root)) {

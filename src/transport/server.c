@@ -46,6 +46,7 @@ typedef struct session_backend {
     bool created;
     int32_t top_logprobs;
     int32_t n_vocab;       /* from /health; -1 before asking */
+    int32_t n_ctx;         /* from /health: the server's -c (0: unknown); -1 before asking */
     tr_sampler_params sampling;
 } session_backend;
 
@@ -67,6 +68,21 @@ static int32_t session_n_vocab(void *impl) {
     session_backend *b = impl;
     if (b->n_vocab < 0) b->n_vocab = remote_query_n_vocab(b->http);
     return b->n_vocab;
+}
+
+static int32_t session_n_ctx(void *impl) {
+    session_backend *b = impl;
+    if (b->n_ctx >= 0) return b->n_ctx;
+    http_response resp = {0};
+    int64_t n = 0;
+    if (http_request(b->http, "GET", "/health", NULL, http_deadline(b->http), NULL, NULL, &resp) != TR_OK) return 0;
+    if (resp.status == 200) {
+        cJSON *j = cJSON_ParseWithLength(resp.body, resp.len);
+        if (!j || !json_int(j, "n_ctx", 1, INT32_MAX, &n)) n = 0;
+        cJSON_Delete(j);
+    }
+    b->n_ctx = (int32_t)n; /* asked once: a server without the field stays unknown */
+    return b->n_ctx;
 }
 
 static char *build_request(const session_backend *b, const tr_llm_call *call, int32_t pos) {
@@ -254,6 +270,7 @@ static tr_status session_set_sampling(void *impl, const tr_sampler_params *sampl
 static const backend_ops session_ops = {.name = "server",
                                         .next_token = session_next,
                                         .n_vocab = session_n_vocab,
+                                        .n_ctx = session_n_ctx,
                                         .free = session_free,
                                         .interrupt = session_interrupt,
                                         .score = session_score,
@@ -267,6 +284,7 @@ tr_status tr_llm_backend_server(const tr_remote_params *p, tr_llm_backend **out)
     if (!b) return tr_fail(TR_ERR_NOMEM, "out of memory");
     b->top_logprobs = p->top_logprobs;
     b->n_vocab = -1;
+    b->n_ctx = -1;
     b->sampling = p->sampling;
     random_id(b->id, sizeof b->id);
     tr_status st = http_client_create(p, &b->http);

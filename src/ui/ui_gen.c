@@ -124,7 +124,8 @@ static tr_status slot_prepare(tr_ui *ui, ui_slot *slot, const ui_request *r) {
     return st;
 }
 
-static cJSON *summary(const ui_job *job, const tr_route_stats *s, int64_t llm_calls, const char *stop) {
+/* llm: this generation's share of the backend's statistics (requests sent, failed, refused by the breaker). */
+static cJSON *summary(const ui_job *job, const tr_route_stats *s, const tr_llm_stats *llm, const char *stop) {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "id", (double)job->id);
     cJSON_AddStringToObject(d, "mode", tr_route_mode_name(job->req.mode));
@@ -142,8 +143,12 @@ static cJSON *summary(const ui_job *job, const tr_route_stats *s, int64_t llm_ca
     cJSON_AddNumberToObject(d, "llm_ms", rounded(s->llm_ms, 1e3));
     cJSON_AddNumberToObject(d, "total_ms", rounded(s->total_ms, 1e3));
     cJSON_AddNumberToObject(d, "n_fallback", s->n_fallback);
-    cJSON_AddNumberToObject(d, "llm_calls", (double)llm_calls);
-    /* Hiding the round trip: calls the loop waited for, routed tokens answered without a call (of them by a draft
+    /* Requests sent to the LLM, of them failed; and routed tokens the loop waited at, which can outnumber the
+     * requests: while the circuit breaker is open a routed token is refused at once without one (llm_refused). */
+    cJSON_AddNumberToObject(d, "llm_calls", (double)llm->calls);
+    cJSON_AddNumberToObject(d, "llm_failed", (double)llm->failures);
+    cJSON_AddNumberToObject(d, "llm_refused", (double)llm->short_circuited);
+    /* Hiding the round trip: routed tokens waited for, routed tokens answered without a call (of them by a draft
      * walk), time spent waiting. */
     cJSON_AddNumberToObject(d, "llm_blocking", (double)s->llm_blocking);
     cJSON_AddNumberToObject(d, "lookahead_hits", (double)s->n_lookahead_hits);
@@ -185,12 +190,18 @@ static void *worker(void *arg) {
         rp.draft_fixed = ui->p.draft_fixed;
         rp.target_routed = ui->p.target_routed;
         rp.max_routed = ui->p.max_routed;
-        const int64_t calls0 = slot->llm ? tr_llm_backend_stats(slot->llm).calls : 0;
+        tr_llm_stats llm0 = {0}, llm = {0};
+        if (slot->llm) llm0 = tr_llm_backend_stats(slot->llm);
         tr_route_stats stats;
         memset(&stats, 0, sizeof stats);
         st = tr_route_generate(slot->ctx, slot->router ? slot->router : policy_router, slot->llm, r->prompt,
                                r->n_prompt, &rp, NULL, 0, &stats);
-        const int64_t calls = slot->llm ? tr_llm_backend_stats(slot->llm).calls - calls0 : 0;
+        if (slot->llm) {
+            llm = tr_llm_backend_stats(slot->llm);
+            llm.calls -= llm0.calls;
+            llm.failures -= llm0.failures;
+            llm.short_circuited -= llm0.short_circuited;
+        }
         if (st != TR_OK && stats.aborted) st = TR_OK; /* cancelled: a normal end, reported as such */
         if (st != TR_OK) {
             emit_error(job, tr_last_error());
@@ -201,7 +212,7 @@ static void *worker(void *arg) {
                                : stats.stopped_by_eog    ? "eog"
                                : stats.stopped_by_string ? "string"
                                                          : "length";
-            emit(job, "done", summary(job, &stats, calls, stop));
+            emit(job, "done", summary(job, &stats, &llm, stop));
         }
     }
     tr_router_free(policy_router);

@@ -159,3 +159,110 @@ grep -q "interrupted: training stopped in epoch [0-9]*; the best epoch so far ([
 "$cli" calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.1 >/dev/null 2>&1 \
   || fail "the interrupted run's router does not load"
 echo "ok: Ctrl-C during train-router writes the best epoch so far"
+
+# ---------------------------------------------------------------- generate --server: Ctrl-C, a dead LLM, its context
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+start_serve() { # start_serve NAME [serve options]: sets $url and $serve_pid
+  local name=$1; shift
+  "$cli" serve -m "$llm" --port 0 --ready-file "$tmp/$name.ready" -t 1 --quiet "$@" 2>"$tmp/$name.log" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  url=$(wait_ready "$tmp/$name.ready" "$serve_pid") || fail "serve $name: $(cat "$tmp/$name.log")"
+}
+active_sessions() { curl -sS "$url/metrics" | awk '$1 == "tokroute_active_sessions" {print $2}'; }
+routed=(generate --slm "$slm" -p "Once upon a time" --threshold 2 --ignore-eos --sync)  # every token routed
+
+start_serve main
+# /v1/completions refuses \u0000 as the session protocol does (docs/protocol.md) instead of cutting the prompt.
+code=$(curl -sS -o "$tmp/nul.json" -w '%{http_code}' "$url/v1/completions" -d '{"prompt":"Once\u0000 upon","max_tokens":1}')
+[ "$code" = 400 ] && grep -q 'u0000' "$tmp/nul.json" || fail "completions with \\u0000: $code $(cat "$tmp/nul.json")"
+
+# Ctrl-C: the run stops within a second or two, keeps what it printed, and deletes its session on the server.
+"$cli" "${routed[@]}" --server "$url" -n 400 --simulate-rtt 30 --ids >"$tmp/int.out" 2>"$tmp/int.err" &
+gen=$!
+for _ in $(seq 200); do [ -s "$tmp/int.out" ] && break; sleep 0.05; done
+[ -s "$tmp/int.out" ] || fail "generate --server printed nothing: $(cat "$tmp/int.err")"
+[ "$(active_sessions)" = 1 ] || fail "no session on the server while generating"
+t0=$(date +%s%N)
+kill -INT "$gen"
+rc=0
+wait "$gen" || rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$rc" = 130 ] || fail "exit $rc after Ctrl-C (want 130): $(cat "$tmp/int.err")"
+[ "$ms" -lt 3000 ] || fail "Ctrl-C took $ms ms"
+grep -q "interrupted" "$tmp/int.err" || fail "no 'interrupted' on stderr"
+n=$(wc -w <"$tmp/int.out"); [ "$n" -gt 0 ] && [ "$n" -lt 400 ] || fail "$n ids printed before Ctrl-C"
+[ "$(active_sessions)" = 0 ] || fail "the session outlived the client (Ctrl-C in $ms ms)"
+echo "ok: Ctrl-C during generate --server ends in $ms ms and deletes the session"
+kill -TERM "$serve_pid"
+wait "$serve_pid" || fail "serve exited badly on SIGTERM"
+
+# The server's context (-c, from /health) shorter than the prompt + -n: said up front, generation ends there.
+start_serve short -c 64
+"$cli" "${routed[@]}" --server "$url" -n 200 --ids >"$tmp/short.out" 2>"$tmp/short.err" || fail "short context: $(cat "$tmp/short.err")"
+grep -q "warning: the LLM server's context is 64 tokens (its -c): generating at most 59 tokens after the 5-token prompt, not 200" \
+  "$tmp/short.err" || fail "no context warning: $(cat "$tmp/short.err")"
+[ "$(wc -w <"$tmp/short.out")" = 59 ] || fail "$(wc -w <"$tmp/short.out") tokens generated, want 59"
+grep -q "LLM unavailable (fallback) *0$" "$tmp/short.err" || fail "fell back at the context's end: $(cat "$tmp/short.err")"
+echo "ok: the server's context is read from /health and respected"
+kill -TERM "$serve_pid"
+wait "$serve_pid" || fail "serve -c 64 exited badly on SIGTERM"
+
+# The LLM disappears mid-run (SIGSTOP) and comes back (SIGCONT): one warning line when the fallback starts, one
+# when the LLM answers again; the summary's fields add up (routed tokens waited for = requests + refused at once).
+# The trace goes to a FIFO read slowly through a one-page pipe, so the run lasts past the circuit breaker's 1 s.
+start_serve outage
+mkfifo "$tmp/trace.fifo"
+python3 - "$tmp/trace.fifo" "$tmp/trace.jsonl" <<'PY' &
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.fcntl(fd, 1031, 4096)  # F_SETPIPE_SZ: the writer blocks once a page is unread
+with open(sys.argv[2], "wb", buffering=0) as out:
+    while chunk := os.read(fd, 4096):
+        out.write(chunk)
+        time.sleep(0.12)
+PY
+reader=$!
+"$cli" "${routed[@]}" --server "$url" -n 480 --timeout-ms 400 --retries 0 --trace "$tmp/trace.fifo" --summary-json \
+  >/dev/null 2>"$tmp/dead.err" &
+gen=$!
+for _ in $(seq 400); do [ "$(wc -l <"$tmp/trace.jsonl" 2>/dev/null || echo 0)" -ge 50 ] && break; sleep 0.05; done
+kill -STOP "$serve_pid"
+for _ in $(seq 200); do grep -q "did not answer" "$tmp/dead.err" && break; sleep 0.05; done
+kill -CONT "$serve_pid"
+wait "$gen" || fail "generate with a stopped server: $(cat "$tmp/dead.err")"
+wait "$reader"
+[ "$(grep -c "warning: the LLM did not answer at token" "$tmp/dead.err")" = 1 ] || fail "fallback warnings: $(cat "$tmp/dead.err")"
+[ "$(grep -c "the LLM answers again at token" "$tmp/dead.err")" = 1 ] || fail "comeback lines: $(cat "$tmp/dead.err")"
+python3 - "$tmp/dead.err" "$tmp/trace.jsonl" <<'PY' || fail "summary after the outage: $(tail -1 "$tmp/dead.err")"
+import json, re, sys
+err = open(sys.argv[1]).read()
+s = json.loads(err.strip().splitlines()[-1])
+assert s["n_tokens"] == 480 and s["n_fallback"] > 0 and s["llm_failed"] >= 1 and s["llm_refused"] >= 1, s
+# every token was routed: answered by the LLM or fallen back; each one waited for, by a request or refused at once
+assert s["n_routed"] + s["n_fallback"] == s["llm_blocking"] == s["llm_calls"] + s["llm_refused"] == 480, s
+rows = [json.loads(l) for l in open(sys.argv[2])]
+first = next(r["index"] for r in rows if r.get("llm_unavailable"))
+back = next(r["index"] for r in rows if r["index"] > first and r["source"] == "llm")
+assert f"did not answer at token {first};" in err and f"answers again at token {back} (" in err, (first, back)
+assert f"({sum(1 for r in rows if r.get('llm_unavailable'))} routed tokens fell back meanwhile)" in err
+PY
+echo "ok: a dead LLM is reported when the fallback starts and when it answers again; the summary adds up"
+
+# The web UI's done event names the same fields: with the LLM down every routed token is waited for, by a request
+# that failed or refused at once by the circuit breaker: llm_blocking = llm_calls + llm_refused = the fallbacks.
+dead=$(free_port)
+"$cli" ui --slm "$slm" --server "http://127.0.0.1:$dead" --sync --timeout-ms 300 --retries 0 --port 0 \
+  --ready-file "$tmp/dead-ui.ready" 2>"$tmp/dead-ui.log" &
+pids+=($!)
+ui_url=$(wait_ready "$tmp/dead-ui.ready" "${pids[-1]}") || fail "ui with a dead LLM: $(cat "$tmp/dead-ui.log")"
+curl -sS -N --max-time 60 -H "Content-Type: application/json" "$ui_url/api/generate" \
+  -d '{"prompt":"Once upon a time","mode":"joint","tau":1,"max_tokens":40}' >"$tmp/dead-ui.sse" || fail "ui generate"
+python3 - "$tmp/dead-ui.sse" <<'PY' || fail "ui done event: $(grep -A1 'event: done' "$tmp/dead-ui.sse")"
+import json, sys
+lines = open(sys.argv[1]).read().split("\n")
+done = json.loads(next(lines[i + 1][len("data: "):] for i, l in enumerate(lines) if l == "event: done"))
+assert done["n_tokens"] == 40 and done["n_fallback"] >= 30 and done["llm_calls"] == done["llm_failed"] >= 1, done
+assert done["llm_blocking"] == done["llm_calls"] + done["llm_refused"] == done["n_fallback"], done
+PY
+echo "ok: the UI's done event counts requests sent, failed and refused apart from routed tokens waited for"

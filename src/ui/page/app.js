@@ -133,8 +133,8 @@ function fillProfile(table, d) {
     ["SLM time", fmtMs(d.slm_ms)],
     ["LLM + communication time", fmtMs(d.llm_ms)],
     ["total", fmtMs(d.total_ms)],
-    ["LLM calls", String(d.llm_calls)],
-    ["calls waited for (blocking)", String(d.llm_blocking)],
+    ["LLM requests sent", d.llm_calls + (d.llm_failed ? " (" + d.llm_failed + " failed)" : "")],
+    ["routed tokens waited for", d.llm_blocking + (d.llm_refused ? " (" + d.llm_refused + " refused at once: LLM down)" : "")],
     ["routed tokens answered ahead (by drafts)", d.lookahead_hits + " (" + d.draft_hits + ")"],
     ["bytes sent / received", fmtBytes(d.bytes_sent) + " / " + fmtBytes(d.bytes_received)],
   ];
