@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -227,6 +228,20 @@ bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, b
     if (no_bos && count > 0 && buf[0] == tr_vocab_bos(vocab)) memmove(buf, buf + 1, (size_t)--count * sizeof *buf);
     *ids = buf;
     *n = count;
+    return true;
+}
+
+bool cli_make_parents(const char *path) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return fprintf(stderr, "tokroute: path too long\n"), false;
+    for (char *p = buf + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "tokroute: cannot create %s: %s\n", buf, strerror(errno));
+            return false;
+        }
+        *p = '/';
+    }
     return true;
 }
 

@@ -50,6 +50,8 @@ bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, b
 /* Servers: blocks SIGINT and SIGTERM in the calling thread (threads started afterwards inherit the mask, so sigwait
  * on *set gets them on the main thread and shutdown never runs in a signal handler) and ignores SIGPIPE. */
 void cli_block_shutdown_signals(sigset_t *set);
+/* mkdir -p of the folders above path (path itself is left to its writer); false with the message printed. */
+bool cli_make_parents(const char *path);
 /* Servers' --ready-file: the base URL without a trailing slash (http://127.0.0.1:41234), so "$(cat FILE)/path" works
  * for serve and ui alike; written to FILE.tmp and renamed, so a reader never sees it half written. */
 bool cli_write_ready(const char *path, const char *url);

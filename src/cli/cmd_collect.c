@@ -194,7 +194,7 @@ static int run(collect_opts *o, tr_collect_params *p) {
     } else {
         remote_name(&o->bo, name, sizeof name);
     }
-    st = tr_collect_backend(slm, backend, name, o->data, o->out, p, &stats);
+    st = cli_make_parents(o->out) ? tr_collect_backend(slm, backend, name, o->data, o->out, p, &stats) : TR_ERR_IO;
     const double seconds = (cli_now_ms() - t0) / 1e3;
     cli_eta_finish(&prog.eta);
     const tr_llm_score_stats ss = tr_llm_backend_score_stats(backend);
