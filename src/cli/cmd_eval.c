@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/cli_backend.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -198,6 +200,40 @@ static void print_table(const tr_eval *e, const tr_eval_params *p) {
     }
 }
 
+/* The routed share generation actually reached at each target: at the teacher-forced τ alone, and with τ following
+ * the share (tr_route_params.target_routed). Read from the result's JSON (the generation runs). */
+static void print_generation_shares(const tr_eval *e, const tr_eval_params *p) {
+    char *json = NULL;
+    if (tr_eval_to_json(e, false, &json) != TR_OK) return;
+    cJSON *root = cJSON_Parse(json);
+    free(json);
+    const cJSON *runs = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "generation"), "runs");
+    if (cJSON_GetArraySize(runs) > 2) {
+        printf("\nrouted share in generation (at the teacher-forced tau / with tau following the share)\n%-9s", "policy");
+        for (int32_t t = 0; t < p->n_targets; t++) {
+            char head[32];
+            snprintf(head, sizeof head, "%g%% target", p->target_routed[t] * 100);
+            printf("  %-21s", head);
+        }
+        const char *row_policy = NULL;
+        const cJSON *r;
+        cJSON_ArrayForEach(r, runs) {
+            const cJSON *policy = cJSON_GetObjectItem(r, "policy"), *routed = cJSON_GetObjectItem(r, "routed");
+            if (!cJSON_IsString(policy) || !cJSON_IsNumber(routed) || !cJSON_GetObjectItem(r, "controlled") ||
+                strcmp(cJSON_GetObjectItem(r, "mode")->valuestring, "joint") != 0)
+                continue;
+            if (!row_policy || strcmp(row_policy, policy->valuestring) != 0) {
+                row_policy = policy->valuestring;
+                printf("\n%-9s", row_policy);
+            }
+            if (cJSON_IsTrue(cJSON_GetObjectItem(r, "controlled"))) printf(" / %5.1f%%%-6s", routed->valuedouble * 100, "");
+            else printf("  %5.1f%%", routed->valuedouble * 100);
+        }
+        printf("\n");
+    }
+    cJSON_Delete(root);
+}
+
 int cmd_eval(int argc, char **argv) {
     eval_opts o = {.p = tr_eval_default_params()};
     o.p.format = NULL;
@@ -241,6 +277,7 @@ int cmd_eval(int argc, char **argv) {
             free(json);
         } else {
             print_table(e, &o.p);
+            print_generation_shares(e, &o.p);
             if (o.out) printf("\nwritten to %s (eval.json, CSV tables, SVG plots)\n", o.out);
         }
         fprintf(stderr, "tokroute eval: %.1f s\n", (cli_now_ms() - t0) / 1e3);

@@ -163,7 +163,8 @@ static tr_status token_metrics(tr_eval *e, eval_positions *pos) {
 /* SLM alone, LLM alone, then every policy with a router at every target's τ. */
 static tr_status generation(tr_eval *e, const eval_models *m, const dataset *d, const tr_eval_params *caller) {
     const int32_t n_scored = e->n_policies - 2;
-    e->n_gen = 2 + n_scored * e->params.n_targets;
+    /* Each policy at each target twice: at the teacher-forced τ alone, and with τ following the routed share. */
+    e->n_gen = 2 + 2 * n_scored * e->params.n_targets;
     e->gen = calloc((size_t)e->n_gen, sizeof *e->gen);
     if (!e->gen) return tr_fail(TR_ERR_NOMEM, "eval: out of memory");
     e->gen[0] = (eval_gen_config){.mode = TR_MODE_SLM, .policy = -1, .target = -1, .tau = NAN};
@@ -171,8 +172,10 @@ static tr_status generation(tr_eval *e, const eval_models *m, const dataset *d, 
     int32_t g = 2;
     for (int32_t k = 0; k < n_scored; k++)
         for (int32_t t = 0; t < e->params.n_targets; t++)
-            e->gen[g++] = (eval_gen_config){.mode = TR_MODE_JOINT, .policy = k, .target = t,
-                                            .tau = e->points[k][t].tau};
+            for (int32_t controlled = 0; controlled < 2; controlled++)
+                e->gen[g++] = (eval_gen_config){.mode = TR_MODE_JOINT, .policy = k, .target = t,
+                                                .tau = e->points[k][t].tau, .controlled = controlled,
+                                                .target_share = e->params.target_routed[t]};
     eval_gen_params gp = {.max_new_tokens = e->params.max_new_tokens, .prompt_tokens = e->params.prompt_tokens};
     if (gp.max_new_tokens == 0) gp.max_new_tokens = e->fmt == DATASET_TEXT ? 64 : e->fmt == DATASET_GSM8K ? 256 : 32;
     e->params.max_new_tokens = gp.max_new_tokens;

@@ -78,7 +78,9 @@ typedef struct eval_gen_config {
     tr_route_mode mode;
     int32_t policy;          /* -1 outside joint mode */
     int32_t target;          /* index of the target share, -1 outside joint mode */
-    float tau;
+    float tau;               /* the teacher-forced τ for the target (where a controlled run starts) */
+    bool controlled;         /* τ follows the routed share in generation (tr_route_params.target_routed) */
+    double target_share;     /* the target's share (joint mode) */
     /* results */
     int64_t n_examples, n_skipped, n_correct;  /* skipped: the prompt does not fit the context */
     int64_t n_tokens, n_routed;

@@ -50,6 +50,7 @@ static tr_status run_one(gen_state *g, const dataset_example *ex, const int32_t 
     tr_route_params rp = tr_route_default_params();
     rp.mode = c->mode;
     rp.tau = c->tau;
+    if (c->controlled) rp.target_routed = c->target_share;
     rp.n_predict = n_predict;
     rp.on_llm_failure = TR_LLM_FAILURE_ERROR;
     if (g->fmt != DATASET_TEXT) {

@@ -62,6 +62,7 @@ static cJSON *generation_json(const tr_eval *e) {
         cJSON_AddStringToObject(r, "policy", gen_policy_name(e, c));
         add_num(r, "target_routed", c->target >= 0 ? e->params.target_routed[c->target] : NAN);
         add_num(r, "tau", c->tau);
+        cJSON_AddBoolToObject(r, "controlled", c->controlled);
         cJSON_AddNumberToObject(r, "examples", (double)c->n_examples);
         cJSON_AddNumberToObject(r, "skipped", (double)c->n_skipped);
         cJSON_AddNumberToObject(r, "tokens", (double)c->n_tokens);
@@ -194,14 +195,14 @@ static tr_status write_generation_csv(const tr_eval *e, const char *dir) {
     char path[4096];
     FILE *f = open_in(dir, "generate.csv", path, sizeof path);
     if (!f) return tr_fail(TR_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    fprintf(f, "mode,policy,target_routed,tau,examples,skipped,tokens,routed,%s\n",
+    fprintf(f, "mode,policy,target_routed,tau,controlled,examples,skipped,tokens,routed,%s\n",
             e->fmt == DATASET_TEXT ? "perplexity" : "accuracy");
     for (int32_t i = 0; i < e->n_gen; i++) {
         const eval_gen_config *c = &e->gen[i];
         fprintf(f, "%s,%s,", tr_route_mode_name(c->mode), gen_policy_name(e, c));
         cell(f, c->target >= 0 ? e->params.target_routed[c->target] : NAN, ",");
         cell(f, c->tau, ",");
-        fprintf(f, "%lld,%lld,%lld,", (long long)c->n_examples, (long long)c->n_skipped, (long long)c->n_tokens);
+        fprintf(f, "%d,%lld,%lld,%lld,", c->controlled ? 1 : 0, (long long)c->n_examples, (long long)c->n_skipped, (long long)c->n_tokens);
         cell(f, c->n_tokens ? (double)c->n_routed / (double)c->n_tokens : NAN, ",");
         if (e->fmt == DATASET_TEXT) cell(f, c->n_nll ? exp(c->nll_sum / (double)c->n_nll) : NAN, "\n");
         else cell(f, per_example((double)c->n_correct, c->n_examples), "\n");
@@ -211,12 +212,13 @@ static tr_status write_generation_csv(const tr_eval *e, const char *dir) {
 
     f = open_in(dir, "latency.csv", path, sizeof path);
     if (!f) return tr_fail(TR_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    fprintf(f, "mode,policy,target_routed,tau,routed_tokens,slm_ms,ttft_ms,tbt_ms,llm_comm_ms,overall_ms\n");
+    fprintf(f, "mode,policy,target_routed,tau,controlled,routed_tokens,slm_ms,ttft_ms,tbt_ms,llm_comm_ms,overall_ms\n");
     for (int32_t i = 0; i < e->n_gen; i++) {
         const eval_gen_config *c = &e->gen[i];
         fprintf(f, "%s,%s,", tr_route_mode_name(c->mode), gen_policy_name(e, c));
         cell(f, c->target >= 0 ? e->params.target_routed[c->target] : NAN, ",");
         cell(f, c->tau, ",");
+        fprintf(f, "%d,", c->controlled ? 1 : 0);
         cell(f, per_example((double)c->n_routed, c->n_examples), ",");
         cell(f, per_example(c->slm_ms, c->n_examples), ",");
         cell(f, per_example(c->ttft_ms_sum, c->n_examples), ",");

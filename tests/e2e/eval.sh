@@ -43,7 +43,13 @@ assert len(oracle) == 3 and all(o["accuracy"] >= max(p[i]["accuracy"] for p in p
                                 for i, o in enumerate(oracle)), oracle
 assert doc["n_examples"] == 6 and doc["range"] == [800, 806], doc["range"]
 runs = doc["generation"]["runs"]
-assert doc["generation"]["kind"] == "free-running" and len(runs) == 2 + 3 * 3, len(runs)
+assert doc["generation"]["kind"] == "free-running" and len(runs) == 2 + 3 * 3 * 2, len(runs)
+# each policy at each target twice: at the teacher-forced tau, then with tau following the routed share, which holds
+# it within 2.5 tokens of the target in each 16-token generation
+for plain, ctl in zip(runs[2::2], runs[3::2]):
+    assert not plain["controlled"] and ctl["controlled"] and plain["policy"] == ctl["policy"], (plain, ctl)
+    assert plain["target_routed"] == ctl["target_routed"] and plain["tau"] == ctl["tau"], (plain, ctl)
+    assert abs(ctl["routed"] - ctl["target_routed"]) <= 2.5 / 16 + 1e-9, ctl
 assert runs[0]["mode"] == "slm" and runs[0]["routed"] == 0 and runs[1]["mode"] == "llm" and runs[1]["routed"] == 1
 for r in runs:
     assert r["examples"] == 6 and r["tokens"] == 6 * 16 and r["perplexity"] > 1, r
@@ -61,7 +67,7 @@ for r in rows:
         p = pol[r["policy"]][[0.05, 0.1, 0.2].index(float(r["target_routed"]))]
         assert abs(float(r["accuracy"]) - p["accuracy"]) < 1e-5 and abs(float(r["tau"]) - p["tau"]) < 1e-5, r
 lat = list(csv.DictReader(open(f"{out}/latency.csv")))
-assert len(lat) == 11 and set(lat[0]) >= {"routed_tokens", "slm_ms", "ttft_ms", "tbt_ms", "llm_comm_ms", "overall_ms"}
+assert len(lat) == 20 and set(lat[0]) >= {"routed_tokens", "slm_ms", "ttft_ms", "tbt_ms", "llm_comm_ms", "overall_ms"}
 for svg in ("accuracy_vs_routed.svg", "routed_vs_tau.svg"):
     root = ET.parse(f"{out}/{svg}").getroot()             # well-formed XML
     assert root.tag.endswith("svg")
@@ -88,7 +94,7 @@ python3 - "$tmp/csqa.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 g = doc["generation"]
-assert g["kind"] == "task" and len(g["runs"]) == 2 + 3, g
+assert g["kind"] == "task" and len(g["runs"]) == 2 + 3 * 2, g
 assert all(0 <= r["accuracy"] <= 1 and r["examples"] + r["skipped"] == 2 for r in g["runs"]), g["runs"]
 PY
 

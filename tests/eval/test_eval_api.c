@@ -212,7 +212,10 @@ static void test_router_file_and_outputs(void **state) {
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "oracle")), 3);
     assert_null(cJSON_GetObjectItem(root, "sweep"));
     const cJSON *runs = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "generation"), "runs");
-    assert_int_equal(cJSON_GetArraySize(runs), 2 + 4 * 3); /* slm, llm, 4 scored policies × 3 targets */
+    /* slm, llm, 4 scored policies × 3 targets × (teacher-forced τ, τ following the routed share) */
+    assert_int_equal(cJSON_GetArraySize(runs), 2 + 4 * 3 * 2);
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(runs, 2), "controlled")));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(runs, 3), "controlled")));
     const cJSON *slm_run = cJSON_GetArrayItem(runs, 0), *llm_run = cJSON_GetArrayItem(runs, 1);
     assert_string_equal(cJSON_GetObjectItem(slm_run, "mode")->valuestring, "slm");
     assert_float_equal(cJSON_GetObjectItem(slm_run, "routed")->valuedouble, 0, 0);
@@ -271,7 +274,7 @@ static void test_question_format(void **state) {
     const cJSON *g = cJSON_GetObjectItem(root, "generation");
     assert_string_equal(cJSON_GetObjectItem(g, "kind")->valuestring, "task");
     const cJSON *runs = cJSON_GetObjectItem(g, "runs");
-    assert_int_equal(cJSON_GetArraySize(runs), 2 + 3);
+    assert_int_equal(cJSON_GetArraySize(runs), 2 + 3 * 2);
     for (int i = 0; i < cJSON_GetArraySize(runs); i++) {
         const cJSON *r = cJSON_GetArrayItem(runs, i);
         double acc = cJSON_GetObjectItem(r, "accuracy")->valuedouble;
