@@ -40,23 +40,33 @@ INLINE __m512i nib_pair(__m512i w, int t) { return _mm512_and_si512(_mm512_srli_
 /* Two int32 sums that fit in 16 bits, as the low and high halves of each lane. */
 INLINE __m512i pack16(__m512i lo, __m512i hi) { return _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16)); }
 
-/* isum[.] += sub-block 8n + 2j + hl of 16 rows against each token: qs words 8n + 4hl + wi, field j; Q3_K adds 4
- * where bit 4n + j of hmask word 4hl + wi is set. */
+/* The power of two field j is read at (see sub_sums): 4^j, but 16 for Q3_K's field 3. */
+INLINE int field_shift(bool q3, int j) { return q3 && j == 3 ? 4 : 2 * j; }
+
+/* isum[.] = sub-block 8n + 2j + hl of 16 rows against each token: qs words 8n + 4hl + wi, field j; Q3_K adds 4
+ * where bit 4n + j of hmask word 4hl + wi is set. The field is taken in place (masked, not shifted down), as
+ * value · 2^field_shift, and the int32 sums are shifted back once per sub-block, which saves a shift per word.
+ * In place the values stay bytes: Q2_K's at most 3 · 64, Q3_K's (3 + 4) · 16 (its field 3 is moved down to
+ * bits 4-5 so the high bit fits at bit 6). */
 INLINE void sub_sums(const uint8_t *col, size_t qs_at, bool q3, int n, int j, int hl, const block_q8_k *const *xb,
                      int64_t b, const int NI, __m512i *isum) {
-    const __m512i m3 = _mm512_set1_epi8(3);
+    const int sh = field_shift(q3, j);
+    const __m512i fm = _mm512_set1_epi8((char)(3 << sh));
     UNROLL for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
     UNROLL for (int wi = 0; wi < 4; wi++) {
         const int w = 8 * n + 4 * hl + wi;
-        __m512i v = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(col + qs_at + 64 * w), 2 * j), m3);
+        __m512i q = _mm512_loadu_si512(col + qs_at + 64 * w);
+        if (sh != 2 * j) q = _mm512_srli_epi16(q, 2 * j - sh);
+        __m512i v = _mm512_and_si512(q, fm);
         if (q3) {
             const __mmask64 hb = _mm512_test_epi8_mask(_mm512_loadu_si512(col + 224 + 64 * (4 * hl + wi)),
                                                        _mm512_set1_epi8((char)(1 << (4 * n + j))));
-            v = _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(4));
+            v = _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8((char)(4 << sh)));
         }
         UNROLL for (int ii = 0; ii < NI; ii++)
             isum[ii] = _mm512_dpbusd_epi32(isum[ii], v, bcast32(xb[ii][b].qs + 128 * n + 32 * j + 16 * hl + 4 * wi));
     }
+    if (sh) UNROLL for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_srai_epi32(isum[ii], sh);
 }
 
 INLINE void k23_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const bool q3) {
