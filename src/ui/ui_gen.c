@@ -169,14 +169,30 @@ static void *worker(void *arg) {
     tr_router *policy_router = NULL;
     tr_status st = slot_prepare(ui, slot, r);
     if (st == TR_OK && r->mode == TR_MODE_JOINT && !slot->router) st = tr_router_create(r->policy, &policy_router);
+    /* A remote LLM that reports its context (tokroute serve's -c, /health) would refuse calls past it: the
+     * generation ends there instead, said up front in a warning event. */
+    const int32_t llm_ctx = st == TR_OK && slot->llm && r->mode != TR_MODE_SLM ? tr_llm_backend_n_ctx(slot->llm) : 0;
+    int32_t n_predict = r->max_tokens;
+    if (llm_ctx > 0 && r->n_prompt >= llm_ctx)
+        st = tr_fail(TR_ERR_RANGE, "the prompt (%d tokens) does not fit the LLM server's context of %d tokens",
+                     (int)r->n_prompt, (int)llm_ctx);
     if (st != TR_OK) {
         emit_error(job, tr_last_error());
     } else {
+        if (llm_ctx > 0 && r->n_prompt + n_predict > llm_ctx) {
+            n_predict = llm_ctx - r->n_prompt;
+            char msg[160];
+            snprintf(msg, sizeof msg, "the LLM server's context is %d tokens: at most %d tokens after this prompt",
+                     (int)llm_ctx, (int)n_predict);
+            cJSON *w = cJSON_CreateObject();
+            cJSON_AddStringToObject(w, "message", msg);
+            emit(job, "warning", w);
+        }
         gen_sink sink = {job, tr_model_vocab(ui->p.slm), false};
         tr_route_params rp = tr_route_default_params();
         rp.mode = r->mode;
         rp.tau = r->tau;
-        rp.n_predict = r->max_tokens;
+        rp.n_predict = n_predict;
         rp.on_token = on_token;
         rp.user = &sink;
         rp.abort_fn = cancelled; /* also interrupts a long prefill or a blocking LLM call */

@@ -204,7 +204,24 @@ grep -q "warning: the LLM server's context is 64 tokens (its -c): generating at 
   "$tmp/short.err" || fail "no context warning: $(cat "$tmp/short.err")"
 [ "$(wc -w <"$tmp/short.out")" = 59 ] || fail "$(wc -w <"$tmp/short.out") tokens generated, want 59"
 grep -q "LLM unavailable (fallback) *0$" "$tmp/short.err" || fail "fell back at the context's end: $(cat "$tmp/short.err")"
-echo "ok: the server's context is read from /health and respected"
+"$cli" ui --slm "$slm" --server "$url" --sync --port 0 --ready-file "$tmp/short-ui.ready" 2>"$tmp/short-ui.log" &
+pids+=($!)
+short_ui=$!
+ui_url=$(wait_ready "$tmp/short-ui.ready" "$short_ui") || fail "ui --server: $(cat "$tmp/short-ui.log")"
+curl -sS -N --max-time 60 -H "Content-Type: application/json" "$ui_url/api/generate" \
+  -d '{"prompt":"Once upon a time","mode":"joint","tau":1,"max_tokens":100}' >"$tmp/short-ui.sse" || fail "ui generate"
+python3 - "$tmp/short-ui.sse" <<'PY' || fail "ui at the server's context: $(cat "$tmp/short-ui.sse" | head -c 600)"
+import json, sys
+lines = open(sys.argv[1]).read().split("\n")
+events = [(l[len("event: "):], json.loads(lines[i + 1][len("data: "):])) for i, l in enumerate(lines) if l.startswith("event: ")]
+warnings = [d["message"] for e, d in events if e == "warning"]
+assert warnings == ["the LLM server's context is 64 tokens: at most 59 tokens after this prompt"], warnings
+done = next(d for e, d in events if e == "done")
+assert done["n_tokens"] == 59 and done["n_fallback"] == 0 and done["stop"] == "length", done
+PY
+kill -TERM "$short_ui"
+wait "$short_ui" || fail "ui exited badly on SIGTERM"
+echo "ok: the server's context is read from /health and respected (generate and ui)"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "serve -c 64 exited badly on SIGTERM"
 
