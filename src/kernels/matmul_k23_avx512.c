@@ -37,15 +37,21 @@ INLINE void store_rows(const mm_args *a, int64_t r, int64_t i, const int NI, con
 /* The 16-bit pair (sub-blocks 2t, 2t+1 of the word's eight) of a nibble word (repack.c). */
 INLINE __m512i nib_pair(__m512i w, int t) { return _mm512_and_si512(_mm512_srli_epi32(w, 4 * t), _mm512_set1_epi32(0x000F000F)); }
 
-/* Two int32 sums that fit in 16 bits, as the low and high halves of each lane. */
-INLINE __m512i pack16(__m512i lo, __m512i hi) { return _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16)); }
+/* Two int32 sums lo, hi, each 2^sh times a value that fits in 16 bits, as those values in the low and high halves
+ * of each lane (hi's low sh bits are zero, so one left shift puts its value in place). 512-bit shifts issue on
+ * one port only, beside vpdpbusd: they are what these tiles count. */
+INLINE __m512i pack16(__m512i lo, __m512i hi, int sh) {
+    if (sh) lo = _mm512_srai_epi32(lo, sh);
+    return _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16 - sh));
+}
 
 /* The power of two field j is read at (see sub_sums): 4^j, but 16 for Q3_K's field 3. */
 INLINE int field_shift(bool q3, int j) { return q3 && j == 3 ? 4 : 2 * j; }
 
 /* isum[.] = sub-block 8n + 2j + hl of 16 rows against each token: qs words 8n + 4hl + wi, field j; Q3_K adds 4
  * where bit 4n + j of hmask word 4hl + wi is set. The field is taken in place (masked, not shifted down), as
- * value · 2^field_shift, and the int32 sums are shifted back once per sub-block, which saves a shift per word.
+ * value · 2^field_shift, and the int32 sums are shifted back once per sub-block (pack16), which saves a shift per
+ * word.
  * In place the values stay bytes: Q2_K's at most 3 · 64, Q3_K's (3 + 4) · 16 (its field 3 is moved down to
  * bits 4-5 so the high bit fits at bit 6). */
 INLINE void sub_sums(const uint8_t *col, size_t qs_at, bool q3, int n, int j, int hl, const block_q8_k *const *xb,
@@ -66,7 +72,6 @@ INLINE void sub_sums(const uint8_t *col, size_t qs_at, bool q3, int n, int j, in
         UNROLL for (int ii = 0; ii < NI; ii++)
             isum[ii] = _mm512_dpbusd_epi32(isum[ii], v, bcast32(xb[ii][b].qs + 128 * n + 32 * j + 16 * hl + 4 * wi));
     }
-    if (sh) UNROLL for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_srai_epi32(isum[ii], sh);
 }
 
 INLINE void k23_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const bool q3) {
@@ -93,15 +98,18 @@ INLINE void k23_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
                 const int s = 8 * n + 2 * j;
                 __m512i sp = nib_pair(sw, j); /* scales of sub-blocks s, s+1 */
                 if (q3) {
-                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(w2, 2 * (4 * n + j)), _mm512_set1_epi32(0x00030003));
-                    sp = _mm512_sub_epi16(_mm512_or_si512(sp, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi16(32));
+                    /* top 2 bits of the pair at bits 2p, 16 + 2p (p = 4n + j), moved to bits 4-5 and 20-21 */
+                    const int p = 4 * n + j;
+                    const __m512i t = p >= 2 ? _mm512_srli_epi32(w2, 2 * p - 4) : _mm512_slli_epi32(w2, 4 - 2 * p);
+                    const __m512i hi = _mm512_and_si512(t, _mm512_set1_epi32(0x00300030));
+                    sp = _mm512_sub_epi16(_mm512_or_si512(sp, hi), _mm512_set1_epi16(32));
                 }
                 const __m512i side_w = q3 ? sp : nib_pair(mw, j);
                 __m512i s0[4], s1[4];
                 sub_sums(col, qs_at, q3, n, j, 0, xb, b, NI, s0);
                 sub_sums(col, qs_at, q3, n, j, 1, xb, b, NI, s1);
                 UNROLL for (int ii = 0; ii < NI; ii++) {
-                    tot[ii] = _mm512_dpwssd_epi32(tot[ii], pack16(s0[ii], s1[ii]), sp);
+                    tot[ii] = _mm512_dpwssd_epi32(tot[ii], pack16(s0[ii], s1[ii], field_shift(q3, j)), sp);
                     side[ii] = _mm512_dpwssd_epi32(side[ii], side_w, bcast32(xb[ii][b].bsums + s));
                 }
             }
