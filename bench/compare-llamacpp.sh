@@ -12,7 +12,9 @@
 #     --quick       two cases only (qwen3-0.6b Q4_K_M, qwen2.5-0.5b Q4_0)
 #     --cases LIST  comma-separated shape:type pairs, e.g. qwen2.5-0.5b:q8_0,llama-3.2-1b:q4_k_m or the IQ4 types,
 #                   qwen2.5-0.5b:iq4_nl,qwen3-0.6b:iq4_xs (writing an IQ4 file takes ~3 minutes: the quantizer
-#                   searches scales, as llama-quantize does)
+#                   searches scales, as llama-quantize does). A type lq-NAME is written by llama.cpp's own
+#                   llama-quantize from the shape's F16 synth file, as the mixes people download are made:
+#                   qwen2.5-0.5b:lq-q3_k_m,qwen2.5-0.5b:lq-q2_k (q2_k / q3_k alone: every matrix in the type)
 # Defaults: 2 threads, pp 64, tg 32, 2 repetitions: about 3-6 minutes for the seven default cases on 2 cores (the
 # first run also builds llama-bench, ~10 minutes, and writes the model files).
 set -euo pipefail
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --quick) cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0"; shift ;;
     --cases) cases=$2; shift 2 ;;
     --amx) no_amx=0; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-llamacpp: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -53,7 +55,18 @@ for c in "${list[@]}"; do
   i=$((i + 1))
   shape=${c%%:*} type=${c##*:}
   file=$cache/$shape-$type.gguf
-  if [ ! -s "$file" ]; then
+  if [ ! -s "$file" ] && [ "${type#lq-}" != "$type" ]; then
+    f16=$cache/$shape-f16.gguf
+    if [ ! -s "$f16" ]; then
+      echo "[$i/${#list[@]}] writing $f16" >&2
+      "$tokroute" synth --shape "$shape" --type f16 -o "$f16.tmp" >/dev/null && mv "$f16.tmp" "$f16"
+    fi
+    echo "[$i/${#list[@]}] writing $file (llama-quantize ${type#lq-})" >&2
+    qbin=$(LLAMACPP_NO_AMX=$no_amx scripts/llamacpp.sh llama-quantize)
+    "$qbin/llama-quantize" "$f16" "$file.tmp" "${type#lq-}" "$threads" >"$file.log" 2>&1 ||
+      { echo "compare-llamacpp: llama-quantize failed (see $file.log)" >&2; exit 1; }
+    mv "$file.tmp" "$file"
+  elif [ ! -s "$file" ]; then
     echo "[$i/${#list[@]}] writing $file" >&2
     "$tokroute" synth --shape "$shape" --type "$type" -o "$file.tmp" >/dev/null && mv "$file.tmp" "$file"
   fi
@@ -76,7 +89,8 @@ for line in open(path):
     lpp = next(r for r in ll if r["n_prompt"] > 0 and r["n_gen"] == 0)
     ltg = next(r for r in ll if r["n_gen"] > 0 and r["n_prompt"] == 0)
     size = lpp["model_size"]
-    rows.append((f"{shape} {qtype.upper()}", tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], size))
+    label = f"{qtype[3:].upper()} (llama-quantize)" if qtype.startswith("lq-") else qtype.upper()
+    rows.append((f"{shape} {label}", tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], size))
 print(f"tokroute ({tr['isa']}) vs llama.cpp llama-bench (source {src}), {threads} threads, pp {pp}, tg {tg}")
 print(f"memory-read bandwidth (bench_membw, {threads} threads): {membw:.1f} GB/s")
 print()
