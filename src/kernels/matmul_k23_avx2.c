@@ -155,11 +155,13 @@ INLINE __m256i half_word(const uint8_t *base, int c, int h) { return _mm256_load
 
 INLINE __m256 f16x8(const uint8_t *p, int h) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h))); }
 
-/* Decode: ask for the bytes a few block columns ahead (as matmul_x16_avx2.c). */
+/* Decode: ask for the bytes a few block columns ahead, as matmul_x16_*.c do, but into L2 (prefetcht1), not L1:
+ * measured on qwen3-0.6b decode, 2 threads, quiet machine, prefetcht0 → prefetcht1: Q2_K 114 → 127 tok/s, Q3_K
+ * 78 → 96-108 with AVX-512 (no prefetch at all: 117-124 / 91), and +30% / +60% with the AVX2 tiles. */
 INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {
     size_t ahead = 4 * col_bytes;
     ahead = ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
-    for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T0);
+    for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T1);
 }
 
 INLINE void store_rows(const mm_args *a, int64_t r, int64_t i, int h, const int NI, const __m256 *acc) {

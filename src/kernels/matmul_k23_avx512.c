@@ -23,11 +23,13 @@ INLINE __m512i bcast32(const void *p) {
 
 INLINE __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
-/* Decode: ask for the bytes a few block columns ahead (as matmul_x16_avx512.c). */
+/* Decode: ask for the bytes a few block columns ahead, as matmul_x16_*.c do, but into L2 (prefetcht1), not L1:
+ * measured on qwen3-0.6b decode, 2 threads, quiet machine, prefetcht0 → prefetcht1: Q2_K 114 → 127 tok/s, Q3_K
+ * 78 → 96-108 with AVX-512 (no prefetch at all: 117-124 / 91), and +30% / +60% with the AVX2 tiles. */
 INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {
     size_t ahead = 4 * col_bytes;
     ahead = ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
-    for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T0);
+    for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T1);
 }
 
 INLINE void store_rows(const mm_args *a, int64_t r, int64_t i, const int NI, const __m512 *acc) {
