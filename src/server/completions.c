@@ -347,36 +347,95 @@ static void logprobs_add_prompt(const cmpl *c, cJSON *lp) {
     tr_detok_stream_free(ds);
 }
 
-static cJSON *position_entry(const tr_vocab *vocab, float logprob, int32_t rank, int32_t id) {
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddNumberToObject(e, "logprob", finite_logprob(logprob));
-    cJSON_AddNumberToObject(e, "rank", rank);
-    char *piece = piece_of(vocab, id);
-    cJSON_AddStringToObject(e, "decoded_token", piece ? piece : "");
-    free(piece);
-    return e;
+/* prompt_logprobs is the bulk of a scoring reply (K + 1 entries per position): written straight into text rather
+ * than as a cJSON tree (a node and a string per entry, numbers printed and read back to check them), and put into
+ * the response as a raw item. */
+typedef struct text_buf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} text_buf;
+
+static void tb_reserve(text_buf *b, size_t more) {
+    if (b->oom || b->len + more + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more + 1) cap *= 2;
+    char *p = realloc(b->s, cap);
+    if (!p) {
+        b->oom = true;
+        return;
+    }
+    b->s = p;
+    b->cap = cap;
+}
+
+static void tb_add(text_buf *b, const char *s, size_t n) {
+    tb_reserve(b, n);
+    if (b->oom) return;
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+/* A JSON string as cJSON writes one: quotes, backslashes and control characters escaped, other bytes as they are. */
+static void tb_add_json_string(text_buf *b, const char *s, size_t n) {
+    tb_reserve(b, 2 + 6 * n);
+    if (b->oom) return;
+    char *o = b->s + b->len;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (ch < 0x20) {
+            static const char short_escapes[] = "btn\0fr"; /* \b \t \n, \f \r */
+            if ((ch >= '\b' && ch <= '\n') || ch == '\f' || ch == '\r') {
+                *o++ = '\\';
+                *o++ = short_escapes[ch - '\b'];
+            } else {
+                o += snprintf(o, 7, "\\u%04x", ch);
+            }
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    b->len = (size_t)(o - b->s);
+    b->s[b->len] = 0;
+}
+
+/* "ID":{"logprob":L,"rank":R,"decoded_token":"..."}: L with the 9 significant digits that give the float back. */
+static void tb_add_entry(text_buf *b, const tr_vocab *vocab, float logprob, int32_t rank, int32_t id, bool comma) {
+    char head[96], piece[256];
+    const int n = snprintf(head, sizeof head, "%s\"%d\":{\"logprob\":%.9g,\"rank\":%d,\"decoded_token\":", comma ? "," : "",
+                           id, finite_logprob(logprob), rank);
+    tb_add(b, head, (size_t)n);
+    int32_t len = vocab ? tr_token_to_piece(vocab, id, true, piece, (int32_t)sizeof piece - 1) : -1;
+    if (len < 0) len = 0;
+    if (len > (int32_t)sizeof piece - 1) len = (int32_t)sizeof piece - 1;
+    tb_add_json_string(b, piece, (size_t)len);
+    tb_add(b, "}", 1);
 }
 
 /* choices[0].prompt_logprobs: null for the first token (nothing predicts it), then per token an object keyed by
  * token id: the token itself first (with its rank in the whole vocabulary), then the top K not already there. */
 static cJSON *prompt_logprobs_json(const cmpl *c) {
     const tr_vocab *vocab = tr_model_vocab(c->srv->model);
-    cJSON *arr = cJSON_CreateArray();
-    cJSON_AddItemToArray(arr, cJSON_CreateNull());
+    text_buf b = {0};
+    tb_add(&b, "[null", 5);
     for (int32_t r = 0; r < c->score.n_rows; r++) {
         const score_row *row = &c->score.rows[r];
-        cJSON *pos = cJSON_CreateObject();
-        char key[16];
-        snprintf(key, sizeof key, "%d", row->token);
-        cJSON_AddItemToObject(pos, key, position_entry(vocab, row->logprob, row->rank, row->token));
-        for (int32_t i = 0; i < row->n_top; i++) {
-            if (row->top[i].id == row->token) continue;
-            snprintf(key, sizeof key, "%d", row->top[i].id);
-            cJSON_AddItemToObject(pos, key, position_entry(vocab, row->top[i].logprob, i + 1, row->top[i].id));
-        }
-        cJSON_AddItemToArray(arr, pos);
+        tb_add(&b, ",{", 2);
+        tb_add_entry(&b, vocab, row->logprob, row->rank, row->token, false);
+        for (int32_t i = 0; i < row->n_top; i++)
+            if (row->top[i].id != row->token) tb_add_entry(&b, vocab, row->top[i].logprob, i + 1, row->top[i].id, true);
+        tb_add(&b, "}", 1);
     }
-    return arr;
+    tb_add(&b, "]", 1);
+    cJSON *raw = b.oom ? NULL : cJSON_CreateRaw(b.s);
+    free(b.s);
+    return raw;
 }
 
 static cJSON *response_head(cmpl *c) {

@@ -49,7 +49,22 @@ tr_collect_params tr_collect_default_params(void) {
     return p;
 }
 
-typedef struct collector {
+/* One example in flight: its reference tokens and the LLM's answers, scored on a helper thread. Two of them let the
+ * LLM score the next example while this one's records are made and the next one's SLM pass runs. */
+typedef struct collector collector;
+typedef struct example_slot {
+    collector *owner;
+    int32_t *tokens;             /* [max_tokens] the example's reference */
+    int32_t n_tokens;
+    int32_t n_prompt;            /* positions before it are prompt, not predicted (at least 1: BOS) */
+    tr_llm_position *llm_pos;    /* [max_tokens + 1] the LLM's answers per position */
+    pthread_t thread;
+    bool scoring, threaded;      /* a score was started (on a thread) and not yet finished */
+    tr_status st;                /* loading or scoring it; its message in error (thread-local messages) */
+    char error[512];
+} example_slot;
+
+struct collector {
     const tr_model *slm;
     tr_llm_backend *llm;
     const tr_vocab *vocab;
@@ -57,18 +72,16 @@ typedef struct collector {
     int32_t n_embd, n_vocab, n_shared;
     uint32_t record_bytes;
     tr_context *slm_ctx, *roll_ctx;
-    tr_llm_position *llm_pos;    /* [max_tokens + 1] the LLM's answers per position */
     dataset *examples;           /* the examples of a data file (first..last) */
-    int32_t *tokens;             /* [max_tokens] the example's reference */
-    int32_t n_tokens;
-    int32_t n_prompt;            /* positions before it are prompt, not predicted (at least 1: BOS) */
+    example_slot slots[2];
+    example_slot *ex;            /* the example being recorded (one of slots) */
     int32_t *cont;               /* [rollouts] */
     unsigned char *buf;          /* one example's records */
     float *feat_row;             /* [COLLECT_N_STATS + topk] */
     FILE *data, *index;
     uint64_t data_end;           /* bytes of positions.bin in use */
     tr_collect_stats stats;
-} collector;
+};
 
 /* log of the softmax normalizer of a row: m + ln sum exp(l - m). */
 static double log_sum_exp(const float *l, int32_t n) {
@@ -88,21 +101,21 @@ static float prob_of(const float *l, double lse, int32_t id) {
 
 /* Example i of llm-sample: drawn from the LLM at temperature 1 (no top-k/top-p) with seed (seed, i), each
  * position's draw depending only on (that seed, position), then the backend is made greedy again. */
-static tr_status sample_example(collector *c, int32_t example) {
+static tr_status sample_example(collector *c, example_slot *e, int32_t example) {
     const int32_t bos = tr_vocab_bos(c->vocab);
-    c->tokens[0] = bos >= 0 ? bos : 1;
-    c->n_tokens = 1;
+    e->tokens[0] = bos >= 0 ? bos : 1;
+    e->n_tokens = 1;
     tr_sampler_params sp = tr_sampler_default_params();
     sp.temperature = 1.0f;
     sp.top_k = 0;
     sp.top_p = 1.0f;
     sp.seed = c->p.seed * 0x9E3779B97F4A7C15ull + (uint64_t)example;
     tr_status st = tr_llm_backend_set_sampling(c->llm, &sp);
-    while (st == TR_OK && c->n_tokens < c->p.max_tokens) {
+    while (st == TR_OK && e->n_tokens < c->p.max_tokens) {
         int32_t id = -1;
-        st = tr_llm_next_token(c->llm, c->tokens, c->n_tokens, &id);
+        st = tr_llm_next_token(c->llm, e->tokens, e->n_tokens, &id);
         if (st != TR_OK || id < 0 || id == bos || tr_vocab_is_eog(c->vocab, id)) break;
-        c->tokens[c->n_tokens++] = id;
+        e->tokens[e->n_tokens++] = id;
     }
     const tr_sampler_params greedy = tr_sampler_default_params();
     const tr_status st2 = tr_llm_backend_set_sampling(c->llm, &greedy);
@@ -116,17 +129,17 @@ static const dataset_format dataset_formats[] = {
 
 /* The example's reference tokens: the dataset module's prompt + target (BOS + story for text), cut to
  * max_tokens; only target positions are predicted. */
-static tr_status load_example(collector *c, int32_t example) {
-    c->n_prompt = 1;
-    if (c->p.format == TR_DATA_LLM_SAMPLE) return sample_example(c, example);
+static tr_status load_example(collector *c, example_slot *e, int32_t example) {
+    e->n_prompt = 1;
+    if (c->p.format == TR_DATA_LLM_SAMPLE) return sample_example(c, e, example);
     const dataset_example *ex = dataset_get(c->examples, example - c->p.first);
     if (!ex) return tr_fail(TR_ERR_RANGE, "example %d is not in the data", (int)example);
     dataset_tokens t;
     tr_status st = dataset_tokenize(ex, dataset_formats[c->p.format], c->vocab, c->p.chat_template, 0, &t);
     if (st != TR_OK) return st;
-    c->n_tokens = t.n_ids < c->p.max_tokens ? t.n_ids : c->p.max_tokens;
-    memcpy(c->tokens, t.ids, (size_t)c->n_tokens * sizeof(int32_t));
-    c->n_prompt = t.n_prompt > 1 ? t.n_prompt : 1;
+    e->n_tokens = t.n_ids < c->p.max_tokens ? t.n_ids : c->p.max_tokens;
+    memcpy(e->tokens, t.ids, (size_t)e->n_tokens * sizeof(int32_t));
+    e->n_prompt = t.n_prompt > 1 ? t.n_prompt : 1;
     dataset_tokens_free(&t);
     return TR_OK;
 }
@@ -140,8 +153,8 @@ static tr_status rollout(collector *c, int32_t t, int32_t choice, int32_t *match
     if (tr_context_n_past(r) > need) tr_context_truncate(r, need);
     tr_status st = TR_OK;
     if (tr_context_n_past(r) < need)
-        st = tr_context_eval(r, c->tokens + tr_context_n_past(r), need - tr_context_n_past(r), TR_EVAL_LOGITS_NONE);
-    const int32_t k = c->p.rollouts, avail = c->n_tokens - (t + 2);
+        st = tr_context_eval(r, c->ex->tokens + tr_context_n_past(r), need - tr_context_n_past(r), TR_EVAL_LOGITS_NONE);
+    const int32_t k = c->p.rollouts, avail = c->ex->n_tokens - (t + 2);
     const int32_t n = k < avail ? k : avail;
     /* n <= n_tokens - t - 2, so the cache (max_tokens positions) always holds the continuation. */
     int32_t next = choice, done = 0;
@@ -149,7 +162,7 @@ static tr_status rollout(collector *c, int32_t t, int32_t choice, int32_t *match
         st = tr_context_eval(r, &next, 1, TR_EVAL_LOGITS_LAST);
         if (st == TR_OK) next = c->cont[done] = tr_argmax(tr_context_logits(r, -1), c->n_vocab);
     }
-    if (st == TR_OK) *matches = rollout_matches(c->cont, c->tokens + t + 2, done);
+    if (st == TR_OK) *matches = rollout_matches(c->cont, c->ex->tokens + t + 2, done);
     tr_context_truncate(r, need);
     return st;
 }
@@ -194,38 +207,62 @@ static tr_status make_record(collector *c, int32_t example, int32_t position, in
 
 /* ---------------------------------------------------------------- one example */
 
-/* The LLM's scoring of one example, run on a helper thread; the error message (thread-local) travels back. */
-typedef struct score_job {
-    collector *c;
-    int32_t first;
-    tr_status st;
-    char error[512];
-} score_job;
-
+/* The LLM's scoring of a slot's example, run on a helper thread (the backend is used by that thread alone until it
+ * is joined); the error message, thread-local, travels back in the slot. */
 static void *score_main(void *arg) {
-    score_job *j = arg;
-    collector *c = j->c;
-    j->st = tr_llm_score(c->llm, c->tokens, c->n_tokens, j->first, c->n_tokens, c->p.llm_topk, c->llm_pos);
-    if (j->st != TR_OK) snprintf(j->error, sizeof j->error, "%s", tr_last_error());
+    example_slot *e = arg;
+    const collector *c = e->owner;
+    e->st = tr_llm_score(c->llm, e->tokens, e->n_tokens, e->n_prompt, e->n_tokens, c->p.llm_topk, e->llm_pos);
+    if (e->st != TR_OK) snprintf(e->error, sizeof e->error, "%s", tr_last_error());
     return NULL;
 }
 
-static tr_status teacher_forced(collector *c, int32_t example, int32_t *n_records) {
+static bool has_positions(const example_slot *e) { return e->n_tokens >= 2 && e->n_prompt < e->n_tokens; }
+
+/* Loads example into slot e and starts the LLM's scoring of it on a helper thread (on this one if no thread can be
+ * made; nothing when the example has nothing to predict). A failure is kept in the slot for its turn. */
+static void start_example(collector *c, example_slot *e, int32_t example) {
+    e->owner = c;
+    e->scoring = false;
+    e->st = load_example(c, e, example);
+    if (e->st != TR_OK) {
+        snprintf(e->error, sizeof e->error, "%s", tr_last_error());
+        return;
+    }
+    if (!has_positions(e)) return;
+    e->scoring = true;
+    e->threaded = pthread_create(&e->thread, NULL, score_main, e) == 0;
+    if (!e->threaded) score_main(e);
+}
+
+/* Waits for the slot's scoring; its status (with the message set again on this thread). */
+static tr_status finish_example(example_slot *e) {
+    if (e->scoring && e->threaded) pthread_join(e->thread, NULL);
+    e->scoring = false;
+    return e->st == TR_OK ? TR_OK : tr_fail(e->st, "%s", e->error);
+}
+
+/* Teacher forcing, c->ex loaded and its scoring started: the SLM's pass runs meanwhile; once the LLM has answered,
+ * next (when given) is loaded and its scoring started, so the LLM works on it while this example's records are
+ * made and the next SLM pass runs. */
+static tr_status teacher_forced(collector *c, int32_t example, example_slot *next, int32_t next_example,
+                                int32_t *n_records) {
     *n_records = 0;
-    if (c->n_tokens < 2 || c->n_prompt >= c->n_tokens) return TR_OK; /* nothing predicted inside max_tokens */
-    tr_context_clear(c->slm_ctx);
-    tr_context_clear(c->roll_ctx);
-    const int32_t first = c->n_prompt; /* the first predicted position */
-    score_job job = {.c = c, .first = first};
-    pthread_t thread;
-    const bool threaded = pthread_create(&thread, NULL, score_main, &job) == 0;
-    if (!threaded) score_main(&job);
-    tr_status st = tr_context_eval(c->slm_ctx, c->tokens, c->n_tokens, TR_EVAL_LOGITS_ALL);
-    if (threaded) pthread_join(thread, NULL);
-    if (job.st != TR_OK) return tr_fail(job.st, "%s", job.error);
-    for (int32_t t = first - 1; st == TR_OK && t + 1 < c->n_tokens; t++) {
-        st = make_record(c, example, t + 1, c->tokens[t + 1], tr_context_logits(c->slm_ctx, t),
-                         tr_context_hidden(c->slm_ctx, t), &c->llm_pos[t + 1 - first],
+    example_slot *e = c->ex;
+    tr_status st = e->st;
+    if (st == TR_OK && has_positions(e)) {
+        tr_context_clear(c->slm_ctx);
+        tr_context_clear(c->roll_ctx);
+        st = tr_context_eval(c->slm_ctx, e->tokens, e->n_tokens, TR_EVAL_LOGITS_ALL);
+    }
+    const tr_status llm = finish_example(e);
+    if (st == TR_OK) st = llm;
+    if (next && st == TR_OK) start_example(c, next, next_example);
+    if (st != TR_OK || !has_positions(e)) return st;
+    const int32_t first = e->n_prompt; /* the first predicted position */
+    for (int32_t t = first - 1; st == TR_OK && t + 1 < e->n_tokens; t++) {
+        st = make_record(c, example, t + 1, e->tokens[t + 1], tr_context_logits(c->slm_ctx, t),
+                         tr_context_hidden(c->slm_ctx, t), &e->llm_pos[t + 1 - first],
                          c->buf + (size_t)*n_records * c->record_bytes, true);
         if (st == TR_OK) (*n_records)++;
     }
@@ -235,25 +272,25 @@ static tr_status teacher_forced(collector *c, int32_t example, int32_t *n_record
 static tr_status routed_round(collector *c, int32_t example, int32_t *n_records) {
     *n_records = 0;
     /* Question-answering examples keep their prompt; text keeps its first prompt_tokens tokens. */
-    int32_t n_prompt = c->n_prompt > 1 ? c->n_prompt : c->p.prompt_tokens;
-    if (n_prompt > c->n_tokens) n_prompt = c->n_tokens;
-    if (n_prompt < 1 || c->n_tokens < 2) return TR_OK;
+    int32_t n_prompt = c->ex->n_prompt > 1 ? c->ex->n_prompt : c->p.prompt_tokens;
+    if (n_prompt > c->ex->n_tokens) n_prompt = c->ex->n_tokens;
+    if (n_prompt < 1 || c->ex->n_tokens < 2) return TR_OK;
     tr_context_clear(c->slm_ctx);
-    tr_status st = tr_context_eval(c->slm_ctx, c->tokens, n_prompt, TR_EVAL_LOGITS_LAST);
-    for (int32_t pos = n_prompt; st == TR_OK && pos < c->n_tokens; pos++) {
+    tr_status st = tr_context_eval(c->slm_ctx, c->ex->tokens, n_prompt, TR_EVAL_LOGITS_LAST);
+    for (int32_t pos = n_prompt; st == TR_OK && pos < c->ex->n_tokens; pos++) {
         /* The LLM's answer at pos: the position after the sequence so far. */
-        st = tr_llm_score(c->llm, c->tokens, pos, pos, pos + 1, c->p.llm_topk, c->llm_pos);
+        st = tr_llm_score(c->llm, c->ex->tokens, pos, pos, pos + 1, c->p.llm_topk, c->ex->llm_pos);
         if (st != TR_OK) break;
         const float *sl = tr_context_logits(c->slm_ctx, -1), *h = tr_context_hidden(c->slm_ctx, -1);
         unsigned char *out = c->buf + (size_t)*n_records * c->record_bytes;
         float score = 0;
         st = tr_router_score(c->p.router, h, c->n_embd, sl, c->n_vocab, &score);
-        if (st == TR_OK) st = make_record(c, example, pos, -1, sl, h, c->llm_pos, out, false);
+        if (st == TR_OK) st = make_record(c, example, pos, -1, sl, h, c->ex->llm_pos, out, false);
         if (st != TR_OK) break;
         (*n_records)++;
-        const int32_t next = score < c->p.tau ? c->llm_pos[0].top_ids[0] : tr_argmax(sl, c->n_vocab);
-        if (tr_vocab_is_eog(c->vocab, next) || pos + 1 >= c->n_tokens) break;
-        c->tokens[pos] = next;
+        const int32_t next = score < c->p.tau ? c->ex->llm_pos[0].top_ids[0] : tr_argmax(sl, c->n_vocab);
+        if (tr_vocab_is_eog(c->vocab, next) || pos + 1 >= c->ex->n_tokens) break;
+        c->ex->tokens[pos] = next;
         st = tr_context_eval(c->slm_ctx, &next, 1, TR_EVAL_LOGITS_LAST);
     }
     return st;
@@ -432,12 +469,16 @@ static tr_status setup(collector *c, const char *data_path, const llm_identity *
     if (st == TR_OK && c->p.rollouts > 0) st = tr_context_create(c->slm, &cp, &c->roll_ctx);
     if (st != TR_OK) return st;
     c->record_bytes = collect_record_bytes((uint32_t)c->n_embd, (uint32_t)c->p.topk);
-    c->tokens = malloc((size_t)c->p.max_tokens * sizeof(int32_t));
+    for (int k = 0; k < 2; k++) {
+        example_slot *e = &c->slots[k];
+        e->tokens = malloc((size_t)c->p.max_tokens * sizeof(int32_t));
+        e->llm_pos = malloc((size_t)(c->p.max_tokens + 1) * sizeof *e->llm_pos);
+        if (!e->tokens || !e->llm_pos) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    }
     c->cont = malloc((size_t)(c->p.rollouts + 1) * sizeof(int32_t));
     c->buf = malloc((size_t)c->p.max_tokens * c->record_bytes);
     c->feat_row = malloc((size_t)(COLLECT_N_STATS + c->p.topk) * sizeof(float));
-    c->llm_pos = malloc((size_t)(c->p.max_tokens + 1) * sizeof *c->llm_pos);
-    if (!c->tokens || !c->cont || !c->buf || !c->feat_row || !c->llm_pos) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (!c->cont || !c->buf || !c->feat_row) return tr_fail(TR_ERR_NOMEM, "out of memory");
 
     memset(h, 0, sizeof *h);
     h->version = COLLECT_VERSION;
@@ -469,9 +510,11 @@ static void cleanup(collector *c) {
     if (c->index) fclose(c->index);
     tr_context_free(c->slm_ctx);
     tr_context_free(c->roll_ctx);
-    free(c->llm_pos);
+    for (int k = 0; k < 2; k++) {
+        free(c->slots[k].llm_pos);
+        free(c->slots[k].tokens);
+    }
     dataset_free(c->examples);
-    free(c->tokens);
     free(c->cont);
     free(c->buf);
     free(c->feat_row);
@@ -491,10 +534,24 @@ static tr_status collect_run(const tr_model *slm, tr_llm_backend *llm, const llm
     if (st == TR_OK) st = setup(&c, data_path, llm_id, &h);
     if (st == TR_OK) st = open_output(&c, &h, out_dir, &next);
     const int64_t total = c.p.last - c.p.first;
+    /* Teacher forcing on a data file keeps the LLM one example ahead; llm-sample's examples are drawn through the
+     * LLM itself, so each is scored only once drawn; round 2 asks the LLM position by position. */
+    const bool ahead = !c.p.router && c.p.format != TR_DATA_LLM_SAMPLE;
+    example_slot *cur = &c.slots[0], *nxt = &c.slots[1];
+    if (st == TR_OK && ahead && next < c.p.last) start_example(&c, cur, next);
     for (int32_t ex = next; st == TR_OK && ex < c.p.last; ex++) {
         int32_t n_records = 0;
-        st = load_example(&c, ex);
-        if (st == TR_OK) st = c.p.router ? routed_round(&c, ex, &n_records) : teacher_forced(&c, ex, &n_records);
+        c.ex = cur;
+        if (c.p.router) {
+            st = load_example(&c, cur, ex);
+            if (st == TR_OK) st = routed_round(&c, ex, &n_records);
+        } else {
+            if (!ahead) start_example(&c, cur, ex);
+            st = teacher_forced(&c, ex, ahead && ex + 1 < c.p.last ? nxt : NULL, ex + 1, &n_records);
+        }
+        example_slot *t = cur;
+        cur = nxt;
+        nxt = t;
         if (st == TR_OK) st = append_example(&c, ex, n_records);
         if (st != TR_OK) {
             st = tr_fail_prefix(st, "example %d (collected so far: %d examples; a rerun resumes there)", (int)ex,
@@ -505,6 +562,9 @@ static tr_status collect_run(const tr_model *slm, tr_llm_backend *llm, const llm
             st = tr_fail(TR_ERR_STATE, "collect stopped after example %d (resume continues from there)", (int)ex);
     }
     if (st == TR_OK && c.p.progress && next >= c.p.last) c.p.progress(c.p.progress_user, total, total);
+    /* An example scored ahead but not recorded (a stop or a failure before its turn) is waited for and dropped. */
+    for (int k = 0; k < 2; k++)
+        if (c.slots[k].scoring && c.slots[k].threaded) pthread_join(c.slots[k].thread, NULL);
     if (stats) *stats = c.stats;
     cleanup(&c);
     return st;
