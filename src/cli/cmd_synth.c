@@ -10,9 +10,10 @@
 static void print_usage(FILE *f) {
     fprintf(f, "usage: tokroute synth --shape NAME --type TYPE -o FILE [--seed N]\n  shapes:");
     for (const char *const *s = tr_synth_shapes(); *s; s++) fprintf(f, " %s", *s);
-    fprintf(f, "\n  types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k, and q4_k_m (Q4_K with Q6_K where a stock"
-               " Q4_K_M file has it)\n  K-quant rows whose length is not a multiple of 256 fall back as llama.cpp's"
-               " quantizer does (q4_k→q5_0, q5_k→q5_1, q6_k→q8_0)\n");
+    fprintf(f, "\n  types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs, and q4_k_m (Q4_K"
+               " with Q6_K where a stock Q4_K_M file has it)\n  quantizers as ggml's, without an importance matrix;"
+               " rows whose length is not a multiple of 256 fall back as\n  llama.cpp's quantizer does (q2_k, q3_k→q4_0,"
+               " q4_k→q5_0, q5_k→q5_1, q6_k→q8_0, iq4_xs→iq4_nl)\n");
 }
 
 int cmd_synth(int argc, char **argv) {
