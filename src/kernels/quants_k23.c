@@ -7,7 +7,7 @@
  * Q2_K fits each sub-block with make_qkx2_quants (a scale and a min, 16 trial scales, error weighted by |x|, sum of
  * absolute deviations), Q3_K with make_q3_quants (x²-weighted least squares, then up to 5 passes moving single
  * values where that lowers the error); then the sub-block scales are quantized against the largest and the values
- * re-picked. Written to give the same bytes as llama-quantize (checked by test_model_k23_llamacpp). */
+ * re-picked. Written to give the same bytes as llama-quantize (checked by test_model_quants_llamacpp). */
 #include "kernels/fp16.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quants.h"

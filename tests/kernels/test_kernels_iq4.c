@@ -3,7 +3,7 @@
  * quantizer's error stays below Q4_0's on the same data and its scale search beats the plain extreme-to-end scale,
  * and the type facts (ids, block sizes, activation format) are ggml's. Products on every instruction set are in
  * test_kernels_matmul.c / test_kernels_repack.c; decoding files written by llama.cpp in
- * tests/model/test_model_iq4_llamacpp.c. */
+ * tests/model/test_model_quants_llamacpp.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

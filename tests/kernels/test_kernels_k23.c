@@ -3,7 +3,7 @@
  * quantizers' error is ordered as the bit widths are and stays finite on degenerate rows, products with Q8_K
  * activations match the decoded rows, and the type facts (ids, block sizes, activation format) are ggml's.
  * Products on every instruction set, plain and repacked, are in test_kernels_matmul.c / test_kernels_repack.c;
- * files written by llama.cpp in tests/model/test_model_k23_llamacpp.c. */
+ * files written by llama.cpp in tests/model/test_model_quants_llamacpp.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

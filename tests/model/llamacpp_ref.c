@@ -1,4 +1,4 @@
-/* llamacpp_ref.c — reference outputs from llama.cpp itself, for test_model_iq4_llamacpp.c: compiled at test time
+/* llamacpp_ref.c — reference outputs from llama.cpp itself, for test_model_quants_llamacpp.c: compiled at test time
  * against the llama.cpp build of scripts/llamacpp.sh (not part of the tokroute build, not a test by itself).
  *
  *   llamacpp_ref MODEL TOKENS(1,2,3) N_GREEDY OUT_PREFIX

@@ -1,16 +1,18 @@
-/* test_model_k23_llamacpp.c — Q2_K and Q3_K against llama.cpp itself, as test_model_iq4_llamacpp.c does for IQ4:
- * llama.cpp's own llama-quantize (built once per machine by scripts/llamacpp.sh) turns the F16 conformance models
- * (../shared/conformance, llama and qwen2 layouts, every 2-D weight a multiple of 256 wide) into all-Q2_K / all-Q3_K
- * files (--pure) and into the mixes users download (Q3_K_S, Q3_K_M, Q3_K_L and Q2_K: Q3_K/Q4_K/Q5_K/Q6_K tensors
- * chosen per layer by llama-quantize); stories260K's 64-wide matrices cannot hold 256-blocks, so its Q2_K / Q3_K_M
- * files are llama-quantize's fallbacks (Q4_0 and friends), which must load as they are too. llamacpp_ref.c, compiled
- * here against the same build, gives llama.cpp's logits and final hidden states at every prompt position and its 32
- * greedy tokens; the engine must match them on every instruction set this machine has (the model loaded afresh
- * under each, so the X16 repacking follows the set): relative RMS error <= 1e-2 for the --pure files (measured 2e-7
- * to 4e-3; the larger values are the same on every set, consistent with one 8-bit activation rounded the other way
- * after float sums in another order, while the Q2_K / Q3_K dot products themselves agree with ggml's) and <= 5e-2,
- * the conformance tolerance, for mixes; argmax equal where llama.cpp's top two differ clearly; greedy tokens equal
- * up to llama.cpp's own near-ties. Our quantizer, given the F16 weights, writes llama-quantize's blocks. */
+/* test_model_quants_llamacpp.c — the quant types added after the conformance goldens (IQ4_NL, IQ4_XS, Q2_K, Q3_K)
+ * against llama.cpp itself. llama.cpp's own llama-quantize (built once per machine by scripts/llamacpp.sh) turns the
+ * F16 conformance models (../shared/conformance, llama and qwen2 layouts, every 2-D weight a multiple of 256 wide)
+ * into files of each type: all tensors in the type (--pure), and the mixes users download (the stock IQ4_XS mix;
+ * Q3_K_S, Q3_K_M, Q3_K_L and Q2_K: Q3_K/Q4_K/Q5_K/Q6_K tensors chosen per layer by llama-quantize); stories260K's
+ * 64-wide matrices take IQ4_NL, while its Q2_K / Q3_K_M files are llama-quantize's fallbacks (Q4_0 and friends), which
+ * must load as they are too. llamacpp_ref.c, compiled here against the same build, gives llama.cpp's logits and final
+ * hidden states at every prompt position and its 32 greedy tokens; the engine must match them on every instruction
+ * set this machine has (the model loaded afresh under each, so the X16 repacking follows the set): relative RMS error
+ * <= 1e-2 for the --pure files (measured 0 to 4e-3 with SIMD, up to 7e-3 with the scalar set, whose sums round
+ * without FMA; the larger values are the same on every set, consistent with one 8-bit activation rounded the other
+ * way after float sums in another order) and <= 5e-2, the conformance tolerance, for mixes (llama.cpp rounds
+ * activations to F16 for F16 weights, which the trained stories260K file has); argmax equal where llama.cpp's top
+ * two differ clearly; greedy tokens equal up to llama.cpp's own near-ties (see check_case). Our quantizer, given the
+ * F16 weights, writes llama-quantize's blocks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,7 +47,7 @@ static int setup(void **state) {
     if (!p || !fgets(llama_bin, sizeof llama_bin, p)) return -1;
     if (pclose(p) != 0) return -1;
     llama_bin[strcspn(llama_bin, "\n")] = '\0';
-    snprintf(work, sizeof work, "/tmp/tokroute-k23-XXXXXX");
+    snprintf(work, sizeof work, "/tmp/tokroute-quants-XXXXXX");
     if (!mkdtemp(work)) return -1;
     snprintf(ref_exe, sizeof ref_exe, "%s/llamacpp_ref", work);
     /* headers from the source tree next to the build: <cache>/llama.cpp-<v>/{src,build/bin} */
@@ -64,13 +66,13 @@ static int teardown(void **state) {
     return run(cmd) == 0 ? 0 : -1;
 }
 
-typedef struct k23_case {
+typedef struct quant_case {
     const char *src;   /* conformance model stem, F16 */
     const char *qtype; /* llama-quantize's type name */
     bool pure;
     tr_type type;
     int min_tensors; /* 2-D tensors expected in `type` */
-} k23_case;
+} quant_case;
 
 static float *load_f32(const char *path, size_t expect) {
     size_t size = 0;
@@ -110,7 +112,7 @@ static void check_quantizer(const char *src_path, const char *q_path, tr_type ty
     tr_gguf_close(q);
 }
 
-static void check_case(const k23_case *c) {
+static void check_case(const quant_case *c) {
     char rel[256], model[256], prefix[256], cmd[2048];
     snprintf(rel, sizeof rel, "conformance/golden/%s.json", c->src);
     char *json = read_file(shared_path(rel), NULL);
@@ -216,8 +218,8 @@ static void check_case(const k23_case *c) {
         assert_true(argmax_checked > 0);
         /* Tokens must match all the way, or up to a step where llama.cpp's own two best tokens are within 0.5% and
          * ours is its runner-up: with 8-bit activations, one value rounded the other way (float sums in another
-         * order) can swap such a pair, and the sequences part there. The Q2_K / Q3_K files of the random-weight
-         * models matched all 32 tokens in all 27 runs here. stories260K's mixes keep its 172-wide ffn_down in F16,
+         * order) can swap such a pair, and the sequences part there (IQ4: 0.06-0.23% on 7 of 18 runs; the Q2_K / Q3_K
+         * files of the random-weight models matched all 32 tokens in all 27 runs). stories260K's mixes keep its 172-wide ffn_down in F16,
          * whose activations llama.cpp rounds to F16 (the engine keeps F32: hidden states differ by ~1e-2 there,
          * not 1e-7), so there a pair within 2% may swap (measured: 0.04% in the Q2_K mix, 1.1% in the Q3_K_M
          * mix, neither file holding a single Q2_K / Q3_K tensor). */
@@ -239,11 +241,19 @@ static void check_case(const k23_case *c) {
 #define CASE(fn, src, qtype, pure, type, min_tensors)                                \
     static void fn(void **state) {                                                    \
         (void)state;                                                                  \
-        const k23_case c = {src, qtype, pure, type, min_tensors};                     \
+        const quant_case c = {src, qtype, pure, type, min_tensors};                     \
         check_case(&c);                                                               \
     }
 
 /* 2 layers × 7 matrices plus the embeddings (and llama's output): --pure puts every one in the type */
+CASE(llama_iq4_nl, "llama-f16", "IQ4_NL", true, TR_TYPE_IQ4_NL, 16)
+CASE(llama_iq4_xs, "llama-f16", "IQ4_XS", true, TR_TYPE_IQ4_XS, 16)
+CASE(qwen2_iq4_nl, "qwen2-f16", "IQ4_NL", true, TR_TYPE_IQ4_NL, 15)
+CASE(qwen2_iq4_xs, "qwen2-f16", "IQ4_XS", true, TR_TYPE_IQ4_XS, 15)
+/* a trained model: 64-wide matrices in IQ4_NL (172-wide ffn_down cannot be, llama-quantize picks another type) */
+CASE(stories_iq4_nl, "stories260K", "IQ4_NL", false, TR_TYPE_IQ4_NL, 20)
+/* the stock mix: IQ4_XS for most matrices, other types where llama-quantize chooses them */
+CASE(qwen2_iq4_xs_mix, "qwen2-f16", "IQ4_XS", false, TR_TYPE_IQ4_XS, 8)
 CASE(llama_q3_k, "llama-f16", "Q3_K", true, TR_TYPE_Q3_K, 16)
 CASE(llama_q2_k, "llama-f16", "Q2_K", true, TR_TYPE_Q2_K, 16)
 CASE(qwen2_q3_k, "qwen2-f16", "Q3_K", true, TR_TYPE_Q3_K, 15)
@@ -260,6 +270,8 @@ CASE(stories_q2_k, "stories260K", "Q2_K", false, TR_TYPE_Q2_K, 0)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(llama_iq4_nl), cmocka_unit_test(llama_iq4_xs),     cmocka_unit_test(qwen2_iq4_nl),
+        cmocka_unit_test(qwen2_iq4_xs), cmocka_unit_test(qwen2_iq4_xs_mix), cmocka_unit_test(stories_iq4_nl),
         cmocka_unit_test(llama_q3_k),     cmocka_unit_test(llama_q2_k),     cmocka_unit_test(qwen2_q3_k),
         cmocka_unit_test(qwen2_q2_k),     cmocka_unit_test(qwen2_q3_k_s),   cmocka_unit_test(qwen2_q3_k_m),
         cmocka_unit_test(qwen2_q3_k_l),   cmocka_unit_test(qwen2_q2_k_mix), cmocka_unit_test(llama_q3_k_m),
