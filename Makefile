@@ -37,7 +37,7 @@ eval: cli
 
 # The remote-backend tests run a real llama.cpp server: build it once per machine (cached in ~/.cache/tokroute).
 llamacpp:
-	@./scripts/llamacpp.sh llama-server >/dev/null
+	@./scripts/llamacpp.sh llama-server llama-quantize >/dev/null
 
 test-fast: deps-test llamacpp
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTR_WERROR=ON -DTR_TESTS=ON >/dev/null
