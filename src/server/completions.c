@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -45,6 +46,8 @@ typedef struct cmpl {
     bool stream, finished;
     bool session_used;     /* a job ran on the private session (deleted at the end) */
     bool echo, ids_as_tokens;
+    bool include_usage;    /* stream_options.include_usage: a last chunk with the usage and no choices */
+    bool usage_sent;
     char *prompt_text;     /* the prompt as text (echo) */
     score_result score;    /* with prompt_k >= 0 */
     const char *finish_reason;
@@ -107,9 +110,15 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
         goto done;
     }
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (cJSON_IsArray(prompt) && cJSON_GetArraySize(prompt) == 1 &&
-        (cJSON_IsString(prompt->child) || cJSON_IsArray(prompt->child)))
+    if (cJSON_IsArray(prompt) && prompt->child && (cJSON_IsString(prompt->child) || cJSON_IsArray(prompt->child))) {
+        if (cJSON_GetArraySize(prompt) > 1) {
+            api_error_set(err, 400, "bad_request", "prompt",
+                          "a batch of %d prompts: batches are not supported, send one prompt per request",
+                          cJSON_GetArraySize(prompt));
+            goto done;
+        }
         prompt = prompt->child; /* a batch of one prompt */
+    }
     if (cJSON_IsString(prompt)) {
         if (!vocab) {
             api_error_set(err, 400, "bad_request", "prompt", "this model has no vocabulary: send token ids");
@@ -166,7 +175,7 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
     const struct {
         const char *name;
         double lo, hi, def;
-    } nums[] = {{"max_tokens", 0, 1 << 20, 16}, {"temperature", 0, 100, 1}, {"top_p", 0, 1, 1},
+    } nums[] = {{"max_tokens", 0, 1 << 20, 16}, {"temperature", 0, 2, 1}, {"top_p", 0, 1, 1},
                 {"seed", 0, 9007199254740992.0, 0}, {"logprobs", 0, TOP_LOGPROBS_MAX, 0}, {"n", 1, 1, 1}};
     double val[6];
     for (int k = 0; k < 6; k++) {
@@ -215,6 +224,20 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
         c->prompt_k = (int32_t)pk->valuedouble;
     }
     c->stream = cJSON_IsTrue(stream);
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
+        if (!c->stream) { /* OpenAI's and vLLM's rule */
+            api_error_set(err, 400, "bad_request", "stream_options", "'stream_options' is only allowed with \"stream\": true");
+            goto done;
+        }
+        if (!cJSON_IsObject(so) || (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu))) {
+            api_error_set(err, 400, "bad_request", "stream_options",
+                          "'stream_options' must be an object {\"include_usage\": true or false}");
+            goto done;
+        }
+        c->include_usage = cJSON_IsTrue(iu);
+    }
     if (c->stream && (c->echo || c->prompt_k >= 0)) {
         api_error_set(err, 400, "bad_request", c->echo ? "echo" : "prompt_logprobs",
                       "'%s' is not supported with \"stream\": true", c->echo ? "echo" : "prompt_logprobs");
@@ -227,7 +250,16 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
                       n_ctx);
         goto done;
     }
-    if (c->max_tokens > n_ctx - c->n_prompt) c->max_tokens = n_ctx - c->n_prompt;
+    if (c->max_tokens > n_ctx - c->n_prompt) {
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
+        if (mt && !cJSON_IsNull(mt)) { /* asked for: refused, as OpenAI and vLLM do; the default 16 is cut */
+            api_error_set(err, 400, "bad_request", "max_tokens",
+                          "the prompt's %d tokens + max_tokens %d exceed the context of %d tokens (at most %d can "
+                          "be generated)", c->n_prompt, c->max_tokens, n_ctx, n_ctx - c->n_prompt);
+            goto done;
+        }
+        c->max_tokens = n_ctx - c->n_prompt;
+    }
     c->samp.temperature = (float)val[1];
     c->samp.top_p = val[2] > 0 ? (float)val[2] : 1.0f;
     c->samp.seed = (uint64_t)val[3];
@@ -258,20 +290,24 @@ static int step(cmpl *c, route_result *res, api_error *err) {
 }
 
 /* Adds the token of res; returns the text it completes (may be empty) through text and len. */
-static void take(cmpl *c, const route_result *res, const char **text, size_t *len) {
+/* The end-of-generation token ends it with "stop" and is not part of the completion (not in its text, token_ids,
+ * logprobs or completion_tokens); take returns false for it. */
+static bool take(cmpl *c, const route_result *res, const char **text, size_t *len) {
     const tr_vocab *vocab = tr_model_vocab(c->srv->model);
-    c->ids[c->n_prompt + c->n_gen++] = res->token;
     *text = "";
     *len = 0;
-    const bool eog = vocab && tr_vocab_is_eog(vocab, res->token);
-    if (!eog && c->detok) tr_detok_stream_push(c->detok, res->token, text, len);
-    if (eog) {
+    if (vocab && tr_vocab_is_eog(vocab, res->token)) {
         c->finished = true;
         c->finish_reason = "stop";
-    } else if (c->n_gen >= c->max_tokens) {
+        return false;
+    }
+    c->ids[c->n_prompt + c->n_gen++] = res->token;
+    if (c->detok) tr_detok_stream_push(c->detok, res->token, text, len);
+    if (c->n_gen >= c->max_tokens) {
         c->finished = true;
         c->finish_reason = "length";
     }
+    return true;
 }
 
 /* ---------------------------------------------------------------- log-probabilities in vLLM's shapes */
@@ -440,11 +476,10 @@ static cJSON *prompt_logprobs_json(const cmpl *c) {
 
 static cJSON *response_head(cmpl *c) {
     cJSON *root = cJSON_CreateObject();
-    const tr_model_info *mi = tr_model_get_info(c->srv->model);
     cJSON_AddStringToObject(root, "id", c->id + 1);
     cJSON_AddStringToObject(root, "object", "text_completion");
     cJSON_AddNumberToObject(root, "created", (double)time(NULL));
-    cJSON_AddStringToObject(root, "model", mi->name && mi->name[0] ? mi->name : mi->arch_name);
+    cJSON_AddStringToObject(root, "model", server_model_name(c->srv));
     return root;
 }
 
@@ -474,7 +509,7 @@ static bool add_generated(cmpl *c, const route_result *res) {
     const size_t offset = c->text_len;
     const char *t;
     size_t n;
-    take(c, res, &t, &n);
+    if (!take(c, res, &t, &n)) return true;
     if (!append_text(c, t, n)) return false;
     if (c->lp) logprobs_add(c, c->lp, res->token, true, res->logprob, res->top, res->n_top, offset);
     return true;
@@ -559,6 +594,13 @@ static char *sse(cJSON *root) {
  * [DONE], the last. */
 static char *next_event(void *cls, bool *last) {
     cmpl *c = cls;
+    if (c->finished && c->include_usage && !c->usage_sent) {
+        c->usage_sent = true;
+        cJSON *root = response_head(c);
+        cJSON_AddArrayToObject(root, "choices");
+        add_usage(c, root);
+        return sse(root);
+    }
     if (c->finished) {
         *last = true;
         const double ms = server_now_ms() - c->t0_ms;
@@ -579,9 +621,7 @@ static char *next_event(void *cls, bool *last) {
         if (status != 200) {
             cJSON_Delete(root);
             root = cJSON_CreateObject();
-            cJSON *e = cJSON_AddObjectToObject(root, "error");
-            cJSON_AddStringToObject(e, "code", err.code);
-            cJSON_AddStringToObject(e, "message", err.message);
+            cJSON_AddItemToObject(root, "error", api_error_object(&err));
             c->finished = true;
             *last = true; /* the error event ends the stream */
             return sse(root);
@@ -589,7 +629,7 @@ static char *next_event(void *cls, bool *last) {
         const size_t offset = c->text_len;
         const char *t;
         size_t n;
-        take(c, &res, &t, &n);
+        const bool generated = take(c, &res, &t, &n);
         append_text(c, t, n);
         char *piece = malloc(n + 1);
         if (piece) {
@@ -610,21 +650,25 @@ static char *next_event(void *cls, bool *last) {
         }
         cJSON_AddStringToObject(ch, "text", piece ? piece : "");
         free(piece);
-        if (c->n_logprobs > 0) {
+        if (c->n_logprobs > 0 && generated) {
             cJSON *lp = logprobs_object();
             logprobs_add(c, lp, res.token, true, res.logprob, res.top, res.n_top, offset);
             cJSON_AddItemToObject(ch, "logprobs", lp);
+        } else if (c->n_logprobs > 0) {
+            cJSON_AddNullToObject(ch, "logprobs");
         }
         cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
-        cJSON_AddItemToArray(ids, cJSON_CreateNumber(res.token));
+        if (generated) cJSON_AddItemToArray(ids, cJSON_CreateNumber(res.token));
     }
     cJSON_AddNumberToObject(ch, "index", 0);
     if (c->n_logprobs == 0) cJSON_AddNullToObject(ch, "logprobs");
     if (c->finished) {
         cJSON_AddStringToObject(ch, "finish_reason", c->finish_reason);
-        add_usage(c, root);
+        if (c->include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own chunk */
+        else add_usage(c, root);
     } else {
         cJSON_AddNullToObject(ch, "finish_reason");
+        if (c->include_usage) cJSON_AddNullToObject(root, "usage");
     }
     return sse(root);
 }
@@ -638,7 +682,21 @@ int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *
     if (!c) return http_send_json(conn, 500, NULL);
     c->srv = srv;
     c->t0_ms = t0;
-    snprintf(c->id, sizeof c->id, "!cmpl-%ld", (long)atomic_fetch_add(&srv->cmpl_counter, 1));
+    /* Ids unique across restarts: 96 random bits (the private session's name too: "!" and the id). */
+    unsigned char rnd[12];
+    size_t got = 0;
+    while (got < sizeof rnd) {
+        const ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    if (got < sizeof rnd) {
+        cmpl_free(c);
+        api_error_set(&err, 503, "busy", "", "no random bytes for the completion id");
+        return http_send_error(srv, conn, "completions", &err, t0);
+    }
+    int at = snprintf(c->id, sizeof c->id, "!cmpl-");
+    for (size_t i = 0; i < sizeof rnd; i++) at += snprintf(c->id + at, sizeof c->id - (size_t)at, "%02x", rnd[i]);
     if (srv->params.log_requests) server_log(srv, "completions body: %.*s", (int)(len < 900 ? len : 900), body);
     if (!parse(srv, body, len, c, &err)) {
         cmpl_free(c);

@@ -124,7 +124,8 @@ int http_send_stream(struct MHD_Connection *conn, const char *content_type, char
 
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
     if (!json_owned) {
-        static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                                  "\"param\":null,\"code\":\"internal\"}}";
         struct MHD_Response *r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Content-Type", "application/json");
         const int ret = MHD_queue_response(conn, 500, r);
@@ -142,11 +143,30 @@ int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
     return ret;
 }
 
-static char *error_json(const api_error *err) {
-    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(e, "code", err->code);
+/* OpenAI's error type for a status (what its SDKs map to their exception classes). */
+const char *api_error_type(int status) {
+    if (status == 401) return "authentication_error";
+    if (status == 403) return "permission_error";
+    if (status == 404) return "not_found_error";
+    if (status == 429) return "rate_limit_error";
+    if (status >= 500) return "server_error";
+    return "invalid_request_error";
+}
+
+cJSON *api_error_object(const api_error *err) {
+    cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "message", err->message);
-    if (err->field[0]) cJSON_AddStringToObject(e, "field", err->field);
+    cJSON_AddStringToObject(e, "type", api_error_type(err->status));
+    if (err->field[0]) cJSON_AddStringToObject(e, "param", err->field);
+    else cJSON_AddNullToObject(e, "param");
+    cJSON_AddStringToObject(e, "code", err->code);
+    if (err->field[0]) cJSON_AddStringToObject(e, "field", err->field); /* the name tokroute's clients read */
+    return e;
+}
+
+static char *error_json(const api_error *err) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "error", api_error_object(err));
     if (err->status == 409) cJSON_AddNumberToObject(root, "pos", err->pos);
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -231,13 +251,70 @@ static int handle_health(tr_server *srv, struct MHD_Connection *conn, double t0)
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "status", "ok");
     const tr_model_info *mi = tr_model_get_info(srv->model);
-    cJSON_AddStringToObject(root, "model", mi->name && mi->name[0] ? mi->name : mi->arch_name);
+    cJSON_AddStringToObject(root, "model", server_model_name(srv));
     cJSON_AddNumberToObject(root, "n_vocab", mi->n_vocab);
     cJSON_AddNumberToObject(root, "n_ctx", scheduler_n_ctx(srv->sched));
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     metrics_request(&srv->metrics, "health", 200, server_now_ms() - t0);
     return http_send_json(conn, 200, out);
+}
+
+const char *server_model_name(const tr_server *srv) {
+    const tr_model_info *mi = tr_model_get_info(srv->model);
+    return mi->name && mi->name[0] ? mi->name : mi->arch_name;
+}
+
+/* GET /v1/models: the one model, named as every reply's "model" names it; meta carries n_vocab and n_ctx. */
+static int handle_models(tr_server *srv, struct MHD_Connection *conn, double t0) {
+    cJSON *root = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON_AddItemToArray(data, m);
+    cJSON_AddStringToObject(m, "id", server_model_name(srv));
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)srv->started);
+    cJSON_AddStringToObject(m, "owned_by", "tokroute");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    cJSON_AddNumberToObject(meta, "n_vocab", tr_model_get_info(srv->model)->n_vocab);
+    cJSON_AddNumberToObject(meta, "n_ctx", scheduler_n_ctx(srv->sched));
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    metrics_request(&srv->metrics, "other", 200, server_now_ms() - t0);
+    return http_send_json(conn, 200, out);
+}
+
+/* The methods a known path allows ("DELETE" for a session's path), or NULL for an unknown path. */
+static const char *allowed_methods(const char *url) {
+    static const struct {
+        const char *path, *allow;
+    } routes[] = {{"/v1/route/next", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
+                  {"/health", "GET"},         {"/metrics", "GET"}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (strcmp(url, routes[i].path) == 0) return routes[i].allow;
+    if (strncmp(url, "/v1/route/sessions/", 19) == 0 && url[19]) return "DELETE";
+    return NULL;
+}
+
+/* 405 naming the allowed methods (HEAD is not among them: every route answers GET, POST or DELETE only). */
+static int send_method_not_allowed(tr_server *srv, struct MHD_Connection *conn, const char *route, const char *method,
+                                   const char *allow, double t0) {
+    api_error err = {0};
+    api_error_set(&err, 405, "method_not_allowed", "", "%s is not allowed here: use %s", method, allow);
+    const double ms = server_now_ms() - t0;
+    metrics_request(&srv->metrics, route, 405, ms);
+    server_log(srv, "%s 405 %.2f ms method_not_allowed", route, ms);
+    char *json = error_json(&err);
+    if (!json) return http_send_json(conn, 500, NULL);
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(json);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Allow", allow);
+    const int ret = MHD_queue_response(conn, 405, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static int handle_metrics(tr_server *srv, struct MHD_Connection *conn, double t0) {
@@ -315,6 +392,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return (enum MHD_Result)completions_handle(srv, conn, cs->body ? cs->body : "", cs->len);
     if (strcmp(url, "/health") == 0 && get) return (enum MHD_Result)handle_health(srv, conn, cs->t0_ms);
     if (strcmp(url, "/metrics") == 0 && get) return (enum MHD_Result)handle_metrics(srv, conn, cs->t0_ms);
+    if (strcmp(url, "/v1/models") == 0 && get) return (enum MHD_Result)handle_models(srv, conn, cs->t0_ms);
     if (strncmp(url, del_prefix, sizeof del_prefix - 1) == 0 && strcmp(method, "DELETE") == 0) {
         const char *id = url + sizeof del_prefix - 1;
         if (strlen(id) > SESSION_ID_MAX) {
@@ -323,6 +401,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return (enum MHD_Result)handle_delete(srv, conn, id, cs->t0_ms);
     }
+    const char *allow = allowed_methods(url);
+    if (allow) return (enum MHD_Result)send_method_not_allowed(srv, conn, cs->route, method, allow, cs->t0_ms);
     api_error_set(&err, 404, "not_found", "", "no route %s %s", method, url);
     return (enum MHD_Result)http_send_error(srv, conn, "other", &err, cs->t0_ms);
 }
@@ -416,6 +496,7 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
 
     tr_server *srv = calloc(1, sizeof *srv);
     if (!srv) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    srv->started = time(NULL);
     srv->model = model;
     srv->params = p;
     srv->params.n_ctx = n_ctx;

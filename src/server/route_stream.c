@@ -60,9 +60,8 @@ static char *done_line(const route_result *totals) {
 }
 
 static char *error_line(const api_error *err) {
-    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(e, "code", err->code);
-    cJSON_AddStringToObject(e, "message", err->message);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "error", api_error_object(err));
     return line_of(root);
 }
 

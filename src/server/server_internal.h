@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "model/multi.h"
 #include "tokroute.h"
@@ -175,7 +176,7 @@ struct tr_server {
     struct MHD_Daemon *daemon;
     scheduler *sched;
     server_metrics metrics;
-    atomic_long cmpl_counter;
+    time_t started;             /* /v1/models "created" */
     int port;
     bool stopped;
 };
@@ -196,6 +197,14 @@ int http_send_stream(struct MHD_Connection *conn, const char *content_type, char
                      void *cls, void (*done)(void *cls));
 int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *route, const api_error *err,
                     double t0_ms);
+/* The "error" object of a reply, in OpenAI's shape: message, type (from the status: invalid_request_error,
+ * authentication_error, not_found_error, server_error, ...), param (the field at fault, or null), code (the stable
+ * code), and field (param again, under the name tokroute's clients read). */
+struct cJSON;
+struct cJSON *api_error_object(const api_error *err);
+const char *api_error_type(int status);
+/* What every reply calls the model: the one /v1/models lists. */
+const char *server_model_name(const tr_server *srv);
 double server_now_ms(void);
 void server_log(const tr_server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
