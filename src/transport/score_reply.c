@@ -53,10 +53,11 @@ static bool parse_id_text(const char *s, const char *prefix, int32_t *id) {
     return true;
 }
 
-/* A JSON number that is a finite log-probability; a value below -1e30 (llama.cpp's lowest float, an overflowed
- * -inf) reads as -inf, which the scoring check accepts below the best entry. */
+/* A JSON number that is a finite log-probability: at most 0 (1e-3 of rounding allowed; a larger value, which could
+ * also overflow the float it is stored in, is no log-probability); a value below -1e30 (llama.cpp's lowest float, an
+ * overflowed -inf) reads as -inf, which the scoring check accepts below the best entry. */
 static bool read_logprob(const cJSON *v, double *out) {
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return false;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble > 1e-3) return false;
     *out = v->valuedouble < -1e30 ? -INFINITY : v->valuedouble;
     return true;
 }
