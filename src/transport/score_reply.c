@@ -111,7 +111,7 @@ static tr_status read_vllm_position(const cJSON *obj, int32_t pos, int32_t actua
         x->rank = INT64_MAX;
         const cJSON *lp = token_id_keys ? it : cJSON_GetObjectItemCaseSensitive(it, "logprob");
         if (!read_logprob(lp, &x->logprob))
-            return tr_fail(TR_ERR_FORMAT, "%s: position %d: the log-probability of token %d is not a finite number",
+            return tr_fail(TR_ERR_FORMAT, "%s: position %d: the log-probability of token %d is not a finite number <= 0",
                            what, pos, x->id);
         if (!token_id_keys && cJSON_GetObjectItemCaseSensitive(it, "rank") &&
             !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(it, "rank")) &&
@@ -208,7 +208,7 @@ tr_status score_reply_llamacpp(const char *body, size_t len, const tr_llm_score_
         else if (!json_int(it, "id", 0, INT32_MAX, &tid))
             st = tr_fail(TR_ERR_FORMAT, "%s: position %d: a listed token has no valid id", what, pos);
         else if (!read_logprob(cJSON_GetObjectItemCaseSensitive(it, "logprob"), &e[n].logprob))
-            st = tr_fail(TR_ERR_FORMAT, "%s: position %d: the log-probability of token %lld is not a finite number",
+            st = tr_fail(TR_ERR_FORMAT, "%s: position %d: the log-probability of token %lld is not a finite number <= 0",
                          what, pos, (long long)tid);
         else
             e[n].id = (int32_t)tid, e[n].rank = n + 1;
@@ -217,7 +217,7 @@ tr_status score_reply_llamacpp(const char *body, size_t len, const tr_llm_score_
         /* The sampled (forced) token's own log-probability comes with it, whether listed or not. */
         double lp = 0;
         if (actual >= 0 && !read_logprob(cJSON_GetObjectItemCaseSensitive(p0, "logprob"), &lp))
-            st = tr_fail(TR_ERR_FORMAT, "%s: position %d: the log-probability of token %d is not a finite number",
+            st = tr_fail(TR_ERR_FORMAT, "%s: position %d: the log-probability of token %d is not a finite number <= 0",
                          what, pos, actual);
         if (st == TR_OK) st = fill_position(e, n, pos, -1, call->top_k, what, out);
         if (st == TR_OK && actual >= 0) out->logprob = (float)lp;

@@ -296,7 +296,7 @@ static const struct {
     {"wrong-prompt-ids", TR_ERR_FORMAT, "another prompt"},
     {"no-next", TR_ERR_FORMAT, "top_logprobs[0] for position 100"},
     {"text-keys", TR_ERR_FORMAT, "return_tokens_as_token_ids"},
-    {"positive", TR_ERR_FORMAT, "> 0"},
+    {"positive", TR_ERR_FORMAT, "not a finite number <= 0"},
     {"not-json", TR_ERR_FORMAT, "not JSON"},
     {"choices-empty", TR_ERR_FORMAT, "no choices[0]"},
 };
