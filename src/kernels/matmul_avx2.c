@@ -5,13 +5,13 @@
  * at most 2·128·127) rather than a +128 shift; unsigned nibble weights (≤ 31) are safe as they are. */
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
+#include "kernels/avx2_inline.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quants.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 4")
 
 #define DEFINE_TILE(name, RT, IT)                                                                            \
@@ -32,13 +32,6 @@
             for (; i < i1; i++) name##_one(a, r, i);                                                        \
         }                                                                                                   \
     }
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 INLINE float f16_scalar(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
 

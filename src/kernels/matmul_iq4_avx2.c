@@ -5,27 +5,14 @@
  * (-32..31) multiply those pair sums in vpmaddwd, so a whole 256-block sums exactly in int32 as in llama.cpp. */
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
+#include "kernels/avx2_inline.h"
 #include "kernels/matmul_impl.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 
 INLINE __m256i levels_table(void) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values)); }
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-INLINE __m256i bcast32(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 /* 16-bit pair sums of w × x for signed w (no zero) and x: |w| × (x with w's sign). */
 INLINE __m256i pairs_signed(__m256i w, __m256i x) { return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
@@ -92,21 +79,10 @@ INLINE void iq4_xs_micro(const mm_args *a, int64_t r, int64_t i, const int NI) {
     _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) a->y[(i + ii) * a->ldy + r] = hsum8(acc[ii]);
 }
 
-#define DEFINE_ROW_TILE(name)                                                                                \
-    static void tile_##name(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {            \
-        for (int64_t r = r0; r < r1; r++) {                                                                 \
-            int64_t i = i0;                                                                                 \
-            for (; i + 4 <= i1; i += 4) name##_micro(a, r, i, 4);                                           \
-            for (; i < i1; i++) name##_micro(a, r, i, 1);                                                   \
-        }                                                                                                   \
-    }
 DEFINE_ROW_TILE(iq4_nl)
 DEFINE_ROW_TILE(iq4_xs)
 
 /* ---------------------------------------------------------------- X16 layout: 8 rows (half h of a group) per lane set */
-
-/* 32-byte half h of 64-byte word c of the region at base. */
-INLINE __m256i half_word(const uint8_t *base, int c, int h) { return _mm256_loadu_si256((const __m256i *)(base + 64 * c + 32 * h)); }
 
 /* Decode: ask for the bytes a few block columns ahead (as matmul_x16_avx2.c). */
 INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {

@@ -8,26 +8,13 @@
  * multiply the bsums in one vpmaddwd. */
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
+#include "kernels/avx2_inline.h"
 #include "kernels/matmul_impl.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 4")
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-INLINE __m256i bcast32(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 /* The 2-bit field of shift j (0-3) of every byte. */
 INLINE __m256i field2(__m256i q, int j) { return _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3)); }
@@ -137,21 +124,10 @@ INLINE void q3_k_micro(const mm_args *a, int64_t r, int64_t i, const int NI) {
     UNROLL for (int ii = 0; ii < NI; ii++) a->y[(i + ii) * a->ldy + r] = hsum8(acc[ii]);
 }
 
-#define DEFINE_ROW_TILE(name)                                                                                \
-    static void tile_##name(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {            \
-        for (int64_t r = r0; r < r1; r++) {                                                                 \
-            int64_t i = i0;                                                                                 \
-            for (; i + 4 <= i1; i += 4) name##_micro(a, r, i, 4);                                           \
-            for (; i < i1; i++) name##_micro(a, r, i, 1);                                                   \
-        }                                                                                                   \
-    }
 DEFINE_ROW_TILE(q2_k)
 DEFINE_ROW_TILE(q3_k)
 
 /* ---------------------------------------------------------------- X16 layout: 8 rows (half h of a group) per lane set */
-
-/* 32-byte half h of 64-byte word c of the region at base. */
-INLINE __m256i half_word(const uint8_t *base, int c, int h) { return _mm256_loadu_si256((const __m256i *)(base + 64 * c + 32 * h)); }
 
 INLINE __m256 f16x8(const uint8_t *p, int h) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h))); }
 

@@ -8,18 +8,12 @@
  * sign trick (|w| × sign(x, w)), so nothing saturates. Offsets (-8, -16, -32) and minimums come back through the
  * activation sums as in the AVX-512 tiles. */
 #include "kernels/blocks.h"
+#include "kernels/avx2_inline.h"
 #include "kernels/matmul_impl.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE __m256i bcast32(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 /* acc + per-lane sum of the four byte products w_u8 × x_s8 */
 INLINE __m256i dot4(__m256i acc, __m256i w, __m256i x) {
@@ -28,9 +22,6 @@ INLINE __m256i dot4(__m256i acc, __m256i w, __m256i x) {
 
 /* 8 F16 scales of rows 8h..8h+7 from a 16-entry array. */
 INLINE __m256 f16x8(const uint8_t *p, int h) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h))); }
-
-/* 32-byte half h of 64-byte word c of the region at base. */
-INLINE __m256i half_word(const uint8_t *base, int c, int h) { return _mm256_loadu_si256((const __m256i *)(base + 64 * c + 32 * h)); }
 
 /* Decode: ask for the bytes a few block columns ahead (as the AVX-512 tiles; the second half of a group reads
  * what the first brought into cache). */
