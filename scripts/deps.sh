@@ -20,12 +20,13 @@ if [ "$what" = test ]; then
   command -v npm >/dev/null || missing+=(npm)
 fi
 
-# The browser test's driver, playwright-core, pinned by tests/ui/package-lock.json (it uses Debian's chromium).
+# The browser test's driver, playwright-core (it uses Debian's chromium), and the official openai SDK that the
+# OpenAI-compatible endpoints are tested with, pinned by tests/ui/package-lock.json.
 npm_install() {
   [ "$what" = test ] || return 0
   local ui_dir
   ui_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
-  [ -f "$ui_dir/node_modules/playwright-core/package.json" ] && return 0
+  [ -f "$ui_dir/node_modules/playwright-core/package.json" ] && [ -f "$ui_dir/node_modules/openai/package.json" ] && return 0
   echo "tokroute: installing tests/ui's npm packages" >&2
   (cd "$ui_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
