@@ -1,7 +1,10 @@
 /* example_route.c — the smallest routed generation through the public API: load an SLM and an LLM, pick a
  * router, stream the text. Every call's status is checked; the message says what went wrong.
- * usage: example_route [SLM.gguf LLM.gguf] (default: the demo pair in ../shared). */
+ * The same text and routed count as `tokroute generate --slm SLM --llm LLM -p PROMPT -n N` (maxprob, tau 0.5, greedy).
+ * usage: example_route [SLM.gguf LLM.gguf [PROMPT [N]]] (default: the demo pair in ../shared, "Once upon a time",
+ * 64 tokens). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "tokroute.h"
 
@@ -21,19 +24,19 @@ int main(int argc, char **argv) {
     tr_context *ctx = NULL;
     tr_llm_backend *backend = NULL;
     tr_router *router = NULL;
-    int32_t prompt[64], n_prompt = 0;
-    const char *text = "Once upon a time";
+    int32_t prompt[256], n_prompt = 0;
+    const char *text = argc > 3 ? argv[3] : "Once upon a time";
     tr_tokenize_params tp = tr_tokenize_default_params();
     tr_status st = tr_model_load(slm_path, &mp, &slm);
     if (st == TR_OK) st = tr_model_load(llm_path, &mp, &llm);
     if (st == TR_OK) st = tr_context_create(slm, &cp, &ctx);                  /* the SLM's KV cache */
     if (st == TR_OK) st = tr_llm_backend_embedded(llm, &cp, NULL, &backend); /* or tr_llm_backend_server(...) */
     if (st == TR_OK) st = tr_router_create(TR_POLICY_MAXPROB, &router);      /* or tr_router_load("r.gguf", ...) */
-    if (st == TR_OK) st = tr_tokenize(tr_model_vocab(slm), text, strlen(text), &tp, prompt, 64, &n_prompt);
+    if (st == TR_OK) st = tr_tokenize(tr_model_vocab(slm), text, strlen(text), &tp, prompt, 256, &n_prompt);
 
     tr_route_params rp = tr_route_default_params();
     rp.tau = 0.5f;
-    rp.n_predict = 64;
+    rp.n_predict = argc > 4 ? atoi(argv[4]) : 64;
     rp.on_text = print_text;
     tr_route_stats stats;
     if (st == TR_OK) st = tr_route_generate(ctx, router, backend, prompt, n_prompt, &rp, NULL, 0, &stats);
