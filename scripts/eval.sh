@@ -26,7 +26,7 @@ step() { # step NAME command...: runs it, records its wall time
   awk -v n="$name" -v d="$((t1 - t0))" 'BEGIN { printf "%s %.1f\n", n, d / 1e9 }' >>"$times"
 }
 
-# The recipe that meets the goal (README "Router training"): the 800 training stories plus 4000 stories
+# The recipe (README "Router training"), which is train-router's default: the 800 training stories plus 4000 stories
 # sampled from the LLM (never the evaluation stories), soft "expected" labels, every feature including the SLM's
 # embedding of its proposed token, two hidden layers 256,128. Collect resumes, so a re-run only trains and evaluates.
 threads_train=${TRAIN_THREADS:-$(nproc 2>/dev/null || echo 2)}
@@ -35,8 +35,7 @@ step collect "$cli" collect --slm "$slm" --llm "$llm" --data "$data" --format te
 step collect-sampled "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 0:4000 \
   --out "$out/sampled" -t 1
 step train-router "$cli" train-router --data "$out/collect,$out/sampled" --out "$out/router.gguf" \
-  --labels expected --hidden 256,128 --features maxprob,entropy,margin,topk,token_embedding --slm "$slm" \
-  --seed 1 -t "$threads_train"
+  --seed 1 -t "$threads_train"   # the defaults are the recipe; the SLM's token table comes from the path collect recorded
 step calibrate "$cli" calibrate --router "$out/router.gguf" --slm "$slm" --data "$out/collect" --target-routed 0.1 \
   | tee "$out/calibrate.txt"
 router_args=(--router "$out/router.gguf")

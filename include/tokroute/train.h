@@ -59,6 +59,8 @@ typedef struct tr_collect_params {
                                        assistant's reply (default TR_CHAT_NONE: "question\nAnswer: target") */
     int32_t llm_topk;           /* the LLM's top ids read per position (default 20, vLLM's default log-prob limit;
                                    1..TR_SCORE_TOPK_MAX): its probability of the SLM's top-1 is 0 outside them */
+    const char *slm_path;       /* the SLM's file, recorded in the data (< 256 bytes, else not recorded) so that
+                                   training can read its token table without being told (optional, default NULL) */
 } tr_collect_params;
 
 typedef struct tr_collect_stats {
@@ -94,6 +96,8 @@ typedef struct tr_train_data_info {
     int64_t n_positions;
     int64_t slm_correct, llm_correct, both_wrong;
     const char *slm_name;
+    const char *slm_path;        /* the SLM file the first folder was collected with (tr_collect_params.slm_path),
+                                    "" when not recorded: what the token_embedding feature can read */
 } tr_train_data_info;
 tr_train_data_info tr_train_data_get_info(const tr_train_data *data);
 
@@ -123,11 +127,12 @@ typedef struct tr_train_epoch {
 } tr_train_epoch;
 
 typedef struct tr_train_params {
-    unsigned features;           /* tr_router_feature bits (default maxprob|entropy|margin|topk) */
+    unsigned features;           /* tr_router_feature bits (default maxprob|entropy|margin|topk|token_embedding:
+                                    set slm, or clear TR_FEATURE_TOKEN_EMBEDDING) */
     int32_t topk;                /* k of the top-k feature (default 8; <= the data's) */
-    int32_t hidden[8];           /* hidden layer widths; hidden[i] = 0 ends the list; all 0 = {2h, h}, h = n_embd;
-                                    hidden[0] < 0 = no hidden layer (logistic regression) */
-    tr_label_mode labels;        /* default TR_LABEL_DROP */
+    int32_t hidden[8];           /* hidden layer widths; hidden[i] = 0 ends the list (default {256, 128}); all 0 =
+                                    {2h, h}, h = n_embd; hidden[0] < 0 = no hidden layer (logistic regression) */
+    tr_label_mode labels;        /* default TR_LABEL_EXPECTED */
     int32_t epochs;              /* most epochs (default 30) */
     int32_t patience;            /* stop after this many epochs without a better validation loss (default 4) */
     int32_t batch;               /* mini-batch size (default 256) */

@@ -105,3 +105,21 @@ bool cli_gap_report(const tr_train_data *data, tr_router *router, const double *
     }
     return true;
 }
+
+const char *cli_train_slm_path(const char *given, const tr_train_data_info *info, const char *command) {
+    if (given) return given;
+    const char *recorded = info && info->slm_path ? info->slm_path : "";
+    if (*recorded && access(recorded, R_OK) == 0) {
+        fprintf(stderr, "tokroute %s: token_embedding reads the SLM's token table from %s (recorded by collect; "
+                "--slm to give another)\n", command, recorded);
+        return recorded;
+    }
+    if (*recorded)
+        fprintf(stderr, "tokroute %s: token_embedding reads the SLM's token table, and %s (where collect found the "
+                "SLM) is not there: give --slm SLM.gguf, or --features maxprob,entropy,margin,topk to do without\n",
+                command, recorded);
+    else
+        fprintf(stderr, "tokroute %s: token_embedding reads the SLM's token table: give --slm SLM.gguf (the SLM the "
+                "data was collected with), or --features maxprob,entropy,margin,topk to do without\n", command);
+    return NULL;
+}

@@ -28,4 +28,9 @@ void cli_eta_finish(cli_eta *e);
  * (message printed). */
 bool cli_gap_report(const tr_train_data *data, tr_router *router, const double *targets, int n, bool json);
 
+/* The SLM file whose token table the token_embedding feature reads: `given` (--slm) when set, else the one collect
+ * recorded in the data, when it is still there (said on stderr). NULL with one line on stderr naming --slm and how
+ * to do without it. */
+const char *cli_train_slm_path(const char *given, const tr_train_data_info *info, const char *command);
+
 #endif /* TR_CLI_TRAIN_H */

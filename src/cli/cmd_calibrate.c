@@ -11,7 +11,8 @@
 static const char *usage =
     "usage: tokroute calibrate --router ROUTER.gguf|maxprob|margin|entropy --data DIR --target-routed R [--json]\n"
     "  prints the tau that routes share R (0..1) of the positions collected in DIR (routing: score < tau)\n"
-    "  --slm SLM.gguf       the SLM (needed by routers with the token_embedding feature)\n"
+    "  --slm SLM.gguf       the SLM, for routers with the token_embedding feature (default: the file collect\n"
+    "                       recorded in DIR)\n"
     "  --gap                also report the accuracy and the share of the SLM-to-LLM gap closed at R\n"
     "                       (and for the training-free policies and the oracle)\n"
     "  --json               {\"tau\", \"target_routed\", \"routed\", \"positions\"} on stdout\n";
@@ -39,19 +40,20 @@ int cmd_calibrate(int argc, char **argv) {
                        ? tr_router_create(policy, &router)
                        : tr_router_load(router_arg, NULL, &router);
     tr_model *slm = NULL;
-    if (st == TR_OK && !slm_path && (tr_router_features(router) & TR_FEATURE_TOKEN_EMBEDDING)) {
-        tr_router_free(router);
-        return cli_usage_error(usage, "%s reads the SLM's token embeddings (feature token_embedding): give --slm "
-                               "SLM.gguf, the SLM the data was collected with", router_arg);
-    }
-    if (st == TR_OK && slm_path) {
+    tr_train_data *data = NULL;
+    if (st == TR_OK) st = tr_train_data_open(dir, &data);
+    if (st == TR_OK && (tr_router_features(router) & TR_FEATURE_TOKEN_EMBEDDING)) {
+        const tr_train_data_info info = tr_train_data_get_info(data);
+        if (!(slm_path = cli_train_slm_path(slm_path, &info, "calibrate"))) {
+            tr_train_data_free(data);
+            tr_router_free(router);
+            return 2;
+        }
         tr_model_params mp = tr_model_default_params();
         mp.load_vocab = false;
         st = tr_model_load(slm_path, &mp, &slm);
         if (st == TR_OK) st = tr_router_set_slm(router, slm);
     }
-    tr_train_data *data = NULL;
-    if (st == TR_OK) st = tr_train_data_open(dir, &data);
     float tau = 0;
     double routed = 0;
     if (st == TR_OK) st = tr_calibrate(router, data, target, &tau, &routed);

@@ -172,6 +172,7 @@ static int run(collect_opts *o, tr_collect_params *p) {
     }
     if (o->router) {
         st = tr_router_load(o->router, tr_model_get_info(slm), &router);
+        if (st == TR_OK) st = tr_router_set_slm(router, slm); /* token-embedding feature */
         p->router = router;
         p->tau = o->tau_set ? (float)o->tau : tr_router_default_tau(router);
     }
@@ -194,7 +195,12 @@ static int run(collect_opts *o, tr_collect_params *p) {
     } else {
         remote_name(&o->bo, name, sizeof name);
     }
+    /* Recorded in the data, so that train-router finds the SLM's token table (token_embedding) by itself. */
+    char *slm_path = realpath(o->slm, NULL);
+    p->slm_path = slm_path;
     st = cli_make_parents(o->out) ? tr_collect_backend(slm, backend, name, o->data, o->out, p, &stats) : TR_ERR_IO;
+    free(slm_path);
+    p->slm_path = NULL;
     const double seconds = (cli_now_ms() - t0) / 1e3;
     cli_eta_finish(&prog.eta);
     const tr_llm_score_stats ss = tr_llm_backend_score_stats(backend);

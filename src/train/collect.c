@@ -343,6 +343,7 @@ static tr_status resume_existing(collector *c, const unsigned char *header, cons
     unsigned char mine[COLLECT_HEADER_BYTES];
     memcpy(mine, header, sizeof mine);
     memcpy(mine + COLLECT_LAST_OFFSET, old + COLLECT_LAST_OFFSET, 4);
+    memcpy(mine + COLLECT_SLM_PATH_OFFSET, old + COLLECT_SLM_PATH_OFFSET, COLLECT_PATH_BYTES);
     if (memcmp(old, mine, COLLECT_HEADER_BYTES) != 0)
         return tr_fail(TR_ERR_STATE, "%s holds a collect with other models, data or settings; use another folder "
                        "or start over (resume = false, --restart)", data_path);
@@ -501,6 +502,7 @@ static tr_status setup(collector *c, const char *data_path, const llm_identity *
     h->tau = c->p.router ? c->p.tau : 0.0f;
     h->chat_template = (uint32_t)c->p.chat_template;
     snprintf(h->slm_name, sizeof h->slm_name, "%s", si->name ? si->name : "");
+    if (c->p.slm_path && strlen(c->p.slm_path) < sizeof h->slm_path) snprintf(h->slm_path, sizeof h->slm_path, "%s", c->p.slm_path);
     snprintf(h->llm_name, sizeof h->llm_name, "%s", llm_id->name ? llm_id->name : tr_llm_backend_name(c->llm));
     return TR_OK;
 }

@@ -40,7 +40,8 @@ uint32_t collect_record_bytes(uint32_t n_embd, uint32_t topk) { return COLLECT_R
 
 /* Header layout: magic[8] version header_bytes record_bytes n_embd n_vocab topk rollouts format round max_tokens
  * first last (u32/i32 at 8..55) seed u64 @56, data_hash u64 @64, llm_n_embd @72, prompt_tokens @76, tau f32 @80,
- * chat_template @84, llm_topk @88, slm_name[64] @96, llm_name[64] @160, zeros to 512. */
+ * chat_template @84, llm_topk @88, slm_name[64] @96, llm_name[64] @160, slm_path[256] @224 (zeros in folders
+ * collected before it was recorded), zeros to 512. */
 void collect_header_encode(const collect_header *h, unsigned char *buf) {
     memset(buf, 0, COLLECT_HEADER_BYTES);
     memcpy(buf, COLLECT_MAGIC, 8);
@@ -57,6 +58,7 @@ void collect_header_encode(const collect_header *h, unsigned char *buf) {
     put_u32(buf + 88, h->llm_topk);
     memcpy(buf + 96, h->slm_name, COLLECT_NAME_BYTES);
     memcpy(buf + 160, h->llm_name, COLLECT_NAME_BYTES);
+    memcpy(buf + COLLECT_SLM_PATH_OFFSET, h->slm_path, COLLECT_PATH_BYTES);
 }
 
 tr_status collect_header_decode(const unsigned char *buf, size_t n, collect_header *h) {
@@ -86,7 +88,9 @@ tr_status collect_header_decode(const unsigned char *buf, size_t n, collect_head
     h->llm_topk = get_u32(buf + 88);
     memcpy(h->slm_name, buf + 96, COLLECT_NAME_BYTES);
     memcpy(h->llm_name, buf + 160, COLLECT_NAME_BYTES);
+    memcpy(h->slm_path, buf + COLLECT_SLM_PATH_OFFSET, COLLECT_PATH_BYTES);
     h->slm_name[COLLECT_NAME_BYTES - 1] = h->llm_name[COLLECT_NAME_BYTES - 1] = '\0';
+    h->slm_path[COLLECT_PATH_BYTES - 1] = '\0';
     if (h->version != COLLECT_VERSION)
         return tr_fail(TR_ERR_UNSUPPORTED, "collect file version %" PRIu32 " (this build reads %u)", h->version,
                        COLLECT_VERSION);
@@ -234,6 +238,7 @@ static tr_status check_compatible(tr_train_data *d, const collect_header *h) {
         d->rollouts = (int32_t)h->rollouts;
         d->n_feats = COLLECT_N_STATS + d->topk;
         memcpy(d->slm_name, h->slm_name, COLLECT_NAME_BYTES);
+        memcpy(d->slm_path, h->slm_path, COLLECT_PATH_BYTES);
         return TR_OK;
     }
     if (d->n_embd != (int32_t)h->n_embd || d->n_vocab != (int32_t)h->n_vocab)
@@ -335,6 +340,7 @@ tr_train_data_info tr_train_data_get_info(const tr_train_data *d) {
     info.n_examples = d->n_groups;
     info.n_positions = d->n;
     info.slm_name = d->slm_name;
+    info.slm_path = d->slm_path;
     for (int64_t i = 0; i < d->n; i++) {
         const bool s = d->slm_top1[i] == d->truth[i], l = d->llm_top1[i] == d->truth[i];
         info.slm_correct += s;

@@ -24,7 +24,9 @@
 #define COLLECT_NAME_BYTES 64
 #define COLLECT_RECORD_FIXED 64u   /* bytes before the top-k log-probs */
 #define COLLECT_INDEX_ENTRY 16u
-#define COLLECT_LAST_OFFSET 52     /* header byte offset of `last` (the one field a resume may change) */
+#define COLLECT_LAST_OFFSET 52     /* header byte offset of `last` (a field a resume may change) */
+#define COLLECT_SLM_PATH_OFFSET 224 /* header byte offset of slm_path (a resume may change it: the file may move) */
+#define COLLECT_PATH_BYTES 256
 #define COLLECT_MAX_EMBD (1 << 16)
 #define COLLECT_N_STATS 3          /* maxprob, entropy, margin */
 #define COLLECT_N_PROBS 6
@@ -44,6 +46,7 @@ typedef struct collect_header {
     uint32_t chat_template;        /* tr_chat_template the question-answering prompts were rendered with */
     uint32_t llm_topk;             /* the LLM's top ids read per position (0: the whole distribution, before 0.x) */
     char slm_name[COLLECT_NAME_BYTES], llm_name[COLLECT_NAME_BYTES];
+    char slm_path[COLLECT_PATH_BYTES]; /* the SLM file collect ran with, absolute ("": not recorded) */
 } collect_header;
 
 /* One predicted position as collected. Log-probs of the top-k and the hidden state follow it in the file. */
@@ -79,6 +82,7 @@ struct tr_train_data {
     float *feats;                  /* [n][n_feats] */
     float *hidden;                 /* [n][n_embd] */
     char slm_name[COLLECT_NAME_BYTES];
+    char slm_path[COLLECT_PATH_BYTES]; /* the first folder's */
 };
 
 /* ---------------------------------------------------------------- labels.c */

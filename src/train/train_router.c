@@ -222,7 +222,10 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
                                   TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING))
         return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
     if (p->features & TR_FEATURE_TOKEN_EMBEDDING) {
-        if (!p->slm) return tr_fail(TR_ERR_ARG, "the token_embedding feature needs the SLM (params.slm, --slm)");
+        if (!p->slm)
+            return tr_fail(TR_ERR_ARG, "the token_embedding feature (one of the default features) reads the SLM's "
+                           "token table: set params.slm to the SLM the data was collected with (its file is "
+                           "tr_train_data_info.slm_path), or clear TR_FEATURE_TOKEN_EMBEDDING");
         const tr_model_info *info = tr_model_get_info(p->slm);
         if (info->n_embd != d->n_embd || info->n_vocab != d->n_vocab)
             return tr_fail(TR_ERR_ARG, "the SLM given (hidden size %d, %d tokens) is not the one the data was collected "

@@ -123,9 +123,18 @@ refused train-router --data "$tmp/train" --out "$tmp/r.gguf" --eval-data "$tmp/e
 "$cli" train-router --data "$tmp/train" --out "$tmp/r.gguf" --hidden 16 --epochs 3 --eval-data "$tmp/eval" \
   --target-routed 0.15 --features maxprob,entropy,margin,topk,token_embedding --slm "$slm" -t 1 --json \
   >"$tmp/train.json" 2>/dev/null || fail "train-router --eval-data"
-# calibrate names the flag a token-embedding router needs, not a library function.
-refused calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.15 -- "give --slm SLM.gguf"
+# A token-embedding router reads the SLM that collect recorded in the data; where that file is gone, calibrate and
+# train-router name the flag (not a library function) and the features that do without it.
+cp "$slm" "$tmp/slm-gone.gguf"
+"$cli" collect --slm "$tmp/slm-gone.gguf" --llm "$llm" --data "$stories" --format text --range 800:805 --max-tokens 32 \
+  --out "$tmp/eval-gone" -t 1 2>/dev/null || fail "collect with a copy of the SLM"
+rm "$tmp/slm-gone.gguf"
+refused calibrate --router "$tmp/r.gguf" --data "$tmp/eval-gone" --target-routed 0.15 -- "is not there: give --slm SLM.gguf"
 grep -q "tr_router_set_slm" "$tmp/err" && fail "calibrate names a library function: $(cat "$tmp/err")"
+refused train-router --data "$tmp/eval-gone" --out "$tmp/x.gguf" -- "give --slm SLM.gguf, or --features maxprob,entropy,margin,topk"
+"$cli" calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.15 >/dev/null 2>"$tmp/err" \
+  || fail "calibrate with the SLM collect recorded: $(cat "$tmp/err")"
+grep -q "from $(realpath "$slm") (recorded by collect" "$tmp/err" || fail "calibrate does not say which SLM: $(cat "$tmp/err")"
 tau=$("$cli" calibrate --router "$tmp/r.gguf" --slm "$slm" --data "$tmp/eval" --target-routed 0.15 2>/dev/null)
 python3 - "$tmp/train.json" "$tau" <<'PY' || fail "stored tau"
 import json, sys

@@ -59,7 +59,7 @@ for name in ("router", "maxprob", "margin", "entropy", "oracle"):
         assert abs(p["routed"] - p["target_routed"]) < 0.01 and 0 <= p["accuracy"] <= 1, p
 PY
 "$cli" inspect "$tmp/r.gguf" 2>/dev/null >"$tmp/inspect.txt"
-grep -Eq "tokroute-router.features +\[str × 4\]" "$tmp/inspect.txt" || fail "router file does not record its features"
+grep -Eq "tokroute-router.features +\[str × 5\]" "$tmp/inspect.txt" || fail "router file does not record its features"
 grep -Eq "tokroute-router.topk +8$" "$tmp/inspect.txt" || fail "router file does not record its top-k"
 
 # Calibrate: tau routes the asked share of the evaluation positions.

@@ -169,6 +169,37 @@ static int32_t continuation_matches(const int32_t *ref, int32_t n_ref, int32_t p
     return matches;
 }
 
+/* The SLM's file is recorded (train-router reads its token table from it); a resume after the file moved is not
+ * refused for that, and keeps the first path. Paths too long for the header are not recorded. */
+static void test_slm_path_recorded(void **state) {
+    (void)state;
+    char *dir = fresh_dir();
+    tr_collect_params p = small_params();
+    p.last = 4; /* examples 2 and 3 */
+    p.slm_path = "/models/stories-student.gguf";
+    assert_int_equal(tr_collect(slm, llm, stories(), dir, &p, NULL), TR_OK);
+    p.slm_path = "/moved/stories-student.gguf";
+    p.last = 6;
+    tr_collect_stats st;
+    assert_int_equal(tr_collect(slm, llm, stories(), dir, &p, &st), TR_OK);
+    assert_int_equal(st.n_resumed, 2);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    assert_string_equal(tr_train_data_get_info(d).slm_path, "/models/stories-student.gguf");
+    tr_train_data_free(d);
+    char long_path[300];
+    memset(long_path, 'a', sizeof long_path - 1);
+    long_path[sizeof long_path - 1] = '\0';
+    p.slm_path = long_path;
+    p.resume = false;
+    assert_int_equal(tr_collect(slm, llm, stories(), dir, &p, NULL), TR_OK);
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    assert_string_equal(tr_train_data_get_info(d).slm_path, "");
+    tr_train_data_free(d);
+    remove_dir(dir);
+    free(dir);
+}
+
 static void test_rollouts_and_features_match_a_recomputation(void **state) {
     (void)state;
     char *dir = fresh_dir();
@@ -272,7 +303,7 @@ static void test_rollouts_and_features_match_a_recomputation(void **state) {
     tp.epochs = 1;
     tp.n_threads = 1;
     assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_ERR_ARG);
-    assert_non_null(strstr(tr_last_error(), "needs the SLM"));
+    assert_non_null(strstr(tr_last_error(), "reads the SLM's token table: set params.slm"));
     tp.slm = llm;
     assert_int_equal(tr_train_router(d, &tp, path, NULL), TR_ERR_ARG);
     tp.slm = slm;
@@ -517,6 +548,7 @@ static void test_hostile_data_files_rejected(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_gives_identical_files),
+        cmocka_unit_test(test_slm_path_recorded),
         cmocka_unit_test(test_rollouts_and_features_match_a_recomputation),
         cmocka_unit_test(test_llm_samples_are_reproducible),
         cmocka_unit_test(test_round_two_prefix_is_generated),

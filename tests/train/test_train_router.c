@@ -61,6 +61,8 @@ static void remove_dir(const char *dir) {
 
 static tr_train_params quiet_params(void) {
     tr_train_params p = tr_train_default_params();
+    p.features &= ~(unsigned)TR_FEATURE_TOKEN_EMBEDDING; /* toy data: no SLM */
+    p.labels = TR_LABEL_DROP;                            /* the hard labels these toys are built for */
     p.topk = 2;
     p.hidden[0] = 16;
     p.hidden[1] = 8;
@@ -69,6 +71,19 @@ static tr_train_params quiet_params(void) {
     p.epochs = 40;
     p.patience = 8;
     return p;
+}
+
+/* The defaults are the README's recipe: every feature with the token embedding, expected labels, 256,128. */
+static void test_defaults_are_the_recipe(void **state) {
+    (void)state;
+    const tr_train_params p = tr_train_default_params();
+    assert_int_equal(p.features, TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN |
+                                     TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING);
+    assert_int_equal(p.labels, TR_LABEL_EXPECTED);
+    assert_int_equal(p.hidden[0], 256);
+    assert_int_equal(p.hidden[1], 128);
+    assert_int_equal(p.hidden[2], 0);
+    assert_int_equal(p.topk, 8);
 }
 
 static void test_separable_toy_is_learned(void **state) {
@@ -298,6 +313,7 @@ static void test_label_rule(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_label_rule),
+        cmocka_unit_test(test_defaults_are_the_recipe),
         cmocka_unit_test(test_separable_toy_is_learned),
         cmocka_unit_test(test_deterministic_for_a_seed),
         cmocka_unit_test(test_calibration_and_gap),

@@ -75,8 +75,11 @@ static void remove_dir(char *dir) {
 
 static tr_train_params params(stopper *s) {
     tr_train_params p = tr_train_default_params();
+    p.features &= ~(unsigned)TR_FEATURE_TOKEN_EMBEDDING; /* toy data: no SLM */
+    p.labels = TR_LABEL_DROP;
     p.topk = 2;
     p.hidden[0] = 8;
+    p.hidden[1] = 0;
     p.n_threads = 1;
     p.batch = 100; /* 2000 positions, ~90% for training: 18 mini-batches per epoch */
     p.patience = 100;
