@@ -81,6 +81,7 @@ static void isa_init(void) {
     mm_isa_neon(&isa_tables[ISA_NEON]);
     mm_isa_neon_x16(&isa_tables[ISA_NEON]);
     mm_isa_neon_k23(&isa_tables[ISA_NEON]);
+    mm_isa_neon_iq4(&isa_tables[ISA_NEON]);
     isa_available[ISA_NEON] = true;
     best = ISA_NEON;
 #endif

@@ -75,6 +75,7 @@ void quantize_q8_1_soa_avx2(const float *x, void *dst, int64_t n);
 void mm_isa_neon(mm_isa *isa);
 void mm_isa_neon_x16(mm_isa *isa); /* matmul_x16_neon.c */
 void mm_isa_neon_k23(mm_isa *isa); /* matmul_k23_neon.c: Q2_K, Q3_K */
+void mm_isa_neon_iq4(mm_isa *isa); /* matmul_iq4_neon.c: IQ4_NL, IQ4_XS */
 #endif
 
 /* Scalar dot products of one weight row with one activation row of n elements (also used by SIMD files for

@@ -90,14 +90,14 @@ int main(void) {
     }
     const tr_type types[] = {TR_TYPE_F32, TR_TYPE_F16,  TR_TYPE_BF16, TR_TYPE_Q8_0, TR_TYPE_Q4_0, TR_TYPE_Q4_1,
                              TR_TYPE_Q5_0, TR_TYPE_Q5_1, TR_TYPE_Q4_K, TR_TYPE_Q5_K, TR_TYPE_Q6_K, TR_TYPE_Q2_K,
-                             TR_TYPE_Q3_K};
+                             TR_TYPE_Q3_K, TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS};
     int failures = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (int64_t n = 1; n <= 5; n += 4)
             for (int threads = 1; threads <= 2; threads++) failures += check_type(types[i], n, threads);
-    /* the three types NEON interleaves must really have taken the X16 path above */
-    const tr_type x16[] = {TR_TYPE_Q4_0, TR_TYPE_Q8_0, TR_TYPE_Q4_K};
-    for (size_t i = 0; i < 3; i++)
+    /* the types NEON interleaves must really have taken the X16 path above */
+    const tr_type x16[] = {TR_TYPE_Q4_0, TR_TYPE_Q8_0, TR_TYPE_Q4_K, TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof x16 / sizeof x16[0]; i++)
         if (!kernels_have_x16(x16[i])) {
             printf("FAIL: no NEON X16 tile for %s\n", tr_type_name(x16[i]));
             failures++;
