@@ -7,9 +7,10 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SHARED     ?= $(abspath ../shared)
+PREFIX     ?= /usr/local
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build cli demo eval test test-fast test-asan clean llamacpp
+.PHONY: all deps deps-test build cli demo eval test test-fast test-asan clean llamacpp install uninstall
 
 all: build
 
@@ -51,6 +52,16 @@ test-asan: deps-test llamacpp
 		--no-tests=error -j$(JOBS)
 
 test: test-fast test-asan
+
+# The CLI, libtokroute (.so and .a), the headers, tokroute.pc and the CMake package under PREFIX (DESTDIR=DIR stages
+# it); builds only what is installed. `make uninstall` removes exactly the files $(BUILD)/install_manifest.txt lists.
+install: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target tokroute tokroute_lib tokroute_shared
+	@DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(abspath $(PREFIX))
+
+uninstall:
+	@cmake -DMANIFEST=$(abspath $(BUILD))/install_manifest.txt -P cmake/uninstall.cmake
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,28 @@
+# uninstall.cmake — removes what `cmake --install` put under its prefix, as listed in the build's
+# install_manifest.txt, and then the folders that only tokroute had (include/tokroute, LIBDIR/cmake/tokroute) once
+# empty; nothing else. `make uninstall` runs it: cmake -DMANIFEST=BUILD/install_manifest.txt -P cmake/uninstall.cmake
+if(NOT MANIFEST)
+  message(FATAL_ERROR "uninstall: give -DMANIFEST=BUILD/install_manifest.txt")
+endif()
+if(NOT EXISTS "${MANIFEST}")
+  message(FATAL_ERROR "uninstall: no ${MANIFEST}: nothing was installed from this build (cmake --install writes it)")
+endif()
+file(STRINGS "${MANIFEST}" installed)
+set(removed 0)
+set(our_dirs "")
+foreach(path IN LISTS installed)
+  if(IS_SYMLINK "${path}" OR EXISTS "${path}")
+    file(REMOVE "${path}")
+    math(EXPR removed "${removed} + 1")
+  endif()
+  get_filename_component(dir "${path}" DIRECTORY)
+  get_filename_component(dir_name "${dir}" NAME)
+  if(dir_name STREQUAL "tokroute")
+    list(APPEND our_dirs "${dir}")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES our_dirs)
+foreach(dir IN LISTS our_dirs)
+  execute_process(COMMAND rmdir "${dir}" ERROR_QUIET)  # rmdir leaves a folder that still holds anything
+endforeach()
+message(STATUS "uninstall: removed ${removed} files listed in ${MANIFEST}")
