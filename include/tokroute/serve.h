@@ -52,9 +52,11 @@ void tr_server_free(tr_server *server);  /* stops first when still running */
 
 /* `tokroute ui`: an HTTP server (libmicrohttpd, its own threads) serving one page compiled into the library and
  * the generation endpoints: POST /api/generate streams server-sent events (one per token, then a summary), POST
- * /api/cancel stops a generation, GET /api/info and /api/status describe the server. Each generation runs in its own
- * worker thread on a slot of a small pool (an SLM context, an LLM backend and a router per slot; the models are
- * shared read-only), so several tabs generate at once. A generation stops when its client disconnects. */
+ * /api/cancel stops a generation, GET /api/info and /api/status describe the server; and, on the same port, the
+ * OpenAI-compatible API answered by the routed system: POST /v1/chat/completions, POST /v1/completions, GET
+ * /v1/models (README "The device's OpenAI endpoint"). Each generation runs in its own worker thread on a slot of a
+ * small pool (an SLM context, an LLM backend and a router per slot; the models are shared read-only); requests
+ * that find every slot busy wait in a bounded queue. A generation stops when its client disconnects. */
 typedef struct tr_ui tr_ui;
 
 /* Opens one LLM backend for a slot (called at most once per slot, from a worker thread). */
@@ -71,7 +73,12 @@ typedef struct tr_ui_params {
     const char *router_path;       /* trained router file loaded once per slot; NULL: the page picks a policy */
     tr_chat_template chat_template;/* TR_CHAT_NONE: no chat toggle on the page */
     tr_context_params context;     /* for the SLM context of each slot */
-    int32_t max_generations;       /* generations running at once (default 4); more get 503 */
+    int32_t max_generations;       /* generations running at once (default 1: the SLM runs one at a time) */
+    int32_t max_queued;            /* requests waiting for a generation slot (default 4); more get 429 */
+    const char *api_key;           /* "Authorization: Bearer KEY" for /api/ and /v1/ (NULL: none); required when
+                                      host is not a loopback address */
+    tr_policy policy;              /* training-free policy of requests that name none and no router file (default
+                                      TR_POLICY_MAXPROB) */
     int32_t max_tokens;            /* upper bound for a request's max_tokens (default 1024) */
     float default_tau;             /* the slider's initial value (default: the router file's, else 0.5) */
     tr_llm_failure on_llm_failure; /* routed tokens when the LLM fails (default: the SLM's, marked "fallback") */

@@ -1,5 +1,6 @@
 /* cmd_ui.c — `tokroute ui`: loads the SLM, opens the LLM backend (cli_backend: --llm, --server, --openai,
- * --llamacpp), starts the web UI (tr_ui_start) and serves until SIGINT or SIGTERM. Each generation slot gets its own
+ * --llamacpp), starts the device's server (tr_ui_start: the web page and the OpenAI-compatible API) and serves until
+ * SIGINT or SIGTERM. Each generation slot gets its own
  * backend from open_backend below (the first is the one opened and checked at start-up); an embedded LLM model is
  * loaded once and shared read-only by all of them. --ready-file writes the base URL once the server listens (tests
  * use it with --port 0). */
@@ -20,22 +21,27 @@ static const char *usage =
     "usage: tokroute ui --slm SLM [--llm LLM | --server URL | --openai URL | --llamacpp URL] [options]; --help for all\n";
 static const char *usage_rest =
     "  --router FILE          trained router file (CITER MLP); without it the page offers the policies\n"
-    "  --threshold T          the threshold slider's initial value (default: the router file's, else 0.5)\n"
+    "  --policy NAME          training-free router of requests that name none: maxprob (default), margin, entropy\n"
+    "  --threshold T          τ of requests that give none, the slider's start (default: the router file's, else 0.5)\n"
     "  --host ADDR            address to listen on (default 127.0.0.1)\n"
     "  --port P               port (default 8080; 0 = any free port)\n"
     "  --ready-file FILE      write the base URL (http://HOST:PORT, as serve does) to FILE once listening\n"
-    "  --chat-template NAME   chat template for the page's chat toggle (default: the SLM's own, if known)\n"
+    "  --chat-template NAME   chat template (chatml, llama2, llama3) for /v1/chat/completions and the page's chat\n"
+    "                         toggle (default: the SLM's own, from its GGUF; without one chat requests get 400)\n"
+    "  --ui-key KEY           key the API (/v1/, /api/) requires as \"Authorization: Bearer KEY\" (or TOKROUTE_UI_KEY);\n"
+    "                         required with a --host other than loopback\n"
     "  --max-tokens N         most tokens a request may ask for (default 1024)\n"
-    "  --max-generations N    generations running at once (default 4)\n"
+    "  --max-generations N    generations running at once (default 1: the SLM runs one at a time)\n"
+    "  --max-queue N          requests waiting for a generation (default 4); more get 429 with Retry-After\n"
     "  -t, --threads N        threads per generation (default: physical cores);  -c, --ctx N  context length\n";
 
 typedef struct ui_opts {
     cli_model_opts mo;
     cli_backend_opts bo;
-    const char *router, *host, *ready_file, *chat_template;
+    const char *router, *host, *ready_file, *chat_template, *ui_key, *policy;
     double tau;
     bool tau_set;
-    long port, max_tokens, max_generations;
+    long port, max_tokens, max_generations, max_queue;
 } ui_opts;
 
 static int parse(int argc, char **argv, ui_opts *o) {
@@ -49,6 +55,8 @@ static int parse(int argc, char **argv, ui_opts *o) {
             return fputs(usage_head, stdout), fputs(cli_llm_usage, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), -1;
         if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->mo.model = v;
         else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
+        else if (cli_option(argc, argv, &i, NULL, "--policy", &v)) o->policy = v;
+        else if (cli_option(argc, argv, &i, NULL, "--ui-key", &v)) o->ui_key = v;
         else if (cli_option(argc, argv, &i, NULL, "--threshold", &v) || cli_option(argc, argv, &i, NULL, "--tau", &v)) {
             if (!cli_float("--threshold", v, &o->tau)) return 2;
             if (!(o->tau >= 0 && o->tau <= 1)) return cli_usage_error(usage, "--threshold must be in [0, 1]");
@@ -62,12 +70,16 @@ static int parse(int argc, char **argv, ui_opts *o) {
             if (!cli_int("--max-tokens", v, 1, 1 << 20, &o->max_tokens)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--max-generations", &v)) {
             if (!cli_int("--max-generations", v, 1, 64, &o->max_generations)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-queue", &v)) {
+            if (!cli_int("--max-queue", v, 0, 1024, &o->max_queue)) return 2;
         } else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }
     if (!o->mo.model) return cli_usage_error(usage, "no SLM given (--slm FILE)");
     const char *bad = cli_backend_check(&o->bo);
     if (bad) return cli_usage_error(usage, "%s", bad);
     if (o->router && !cli_backend_given(&o->bo)) return cli_usage_error(usage, "--router needs an LLM");
+    if (o->router && o->policy) return cli_usage_error(usage, "give --router or --policy, not both");
+    if (o->ui_key && !*o->ui_key) return cli_usage_error(usage, "--ui-key needs a non-empty key");
     return 0;
 }
 
@@ -123,6 +135,13 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     up.context.n_ctx = o->mo.n_ctx;
     if (o->max_tokens) up.max_tokens = (int32_t)o->max_tokens;
     if (o->max_generations) up.max_generations = (int32_t)o->max_generations;
+    if (o->max_queue >= 0) up.max_queued = (int32_t)o->max_queue;
+    up.api_key = o->ui_key;
+    if (o->policy && (tr_policy_from_name(o->policy, &up.policy) != TR_OK || up.policy == TR_POLICY_MLP)) {
+        fprintf(stderr, "tokroute: unknown --policy '%s' (maxprob, margin or entropy; a trained router: --router)\n",
+                o->policy);
+        return 2;
+    }
     if (o->tau_set) up.default_tau = (float)o->tau;
     up.router_path = o->router;
     up.on_llm_failure = o->bo.on_failure;
@@ -162,8 +181,8 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     const bool v6 = strchr(up.host, ':') != NULL;
     char url[300];
     snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", up.host, v6 ? "]" : "", (int)tr_ui_port(ui));
-    fprintf(stderr, "tokroute ui: %s/ (SLM %s, LLM %s) — Ctrl+C stops\n", url, up.slm_name,
-            up.llm_name ? up.llm_name : "none");
+    fprintf(stderr, "tokroute ui: %s/ (SLM %s, LLM %s; OpenAI API at %s/v1%s) — Ctrl+C stops\n", url, up.slm_name,
+            up.llm_name ? up.llm_name : "none", url, up.api_key ? ", key required" : "");
     int rc = 0;
     if (o->ready_file) {
         if (!cli_write_ready(o->ready_file, url)) {
@@ -180,8 +199,10 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
 }
 
 int cmd_ui(int argc, char **argv) {
-    ui_opts o = {.port = 8080};
+    ui_opts o = {.port = 8080, .max_queue = -1};
     cli_backend_init(&o.bo);
+    const char *env_key = getenv("TOKROUTE_UI_KEY");
+    if (env_key && *env_key) o.ui_key = env_key;
     int rc = parse(argc, argv, &o);
     if (rc != 0) return rc < 0 ? 0 : rc;
     tr_model_params mp = tr_model_default_params();

@@ -1,16 +1,19 @@
-/* ui_server.c — the web UI's HTTP layer on libmicrohttpd: the embedded page (GET /, /app.css, /app.js), GET
- * /api/info and /api/status, POST /api/generate (validates and tokenizes the request, then streams the job's
- * server-sent events) and POST /api/cancel.
+/* ui_server.c — the device's HTTP server on libmicrohttpd: the embedded page (GET /, /app.css, /app.js), the page's
+ * own endpoints (GET /api/info and /api/status, POST /api/generate streaming the page's events, POST /api/cancel)
+ * and the OpenAI-compatible API (ui_openai.c: POST /v1/chat/completions, POST /v1/completions, GET /v1/models).
  *
- * libmicrohttpd runs one thread per connection, so the event reader may block: it waits on the job's events and
- * sends a comment line every second while there are none. That write is also how a closed tab is noticed: the
- * connection fails, libmicrohttpd frees the response, and freeing it cancels the generation. Every bad request
- * gets a 4xx with a JSON {"error": message}. POST bodies must be declared application/json, so other sites' pages
- * cannot start generations here through a simple cross-origin form post. */
+ * libmicrohttpd runs one thread per connection, so handlers may block: a request waiting for a generation slot, a
+ * whole reply waiting for its generation, the event reader waiting for output (it sends an SSE comment line every
+ * second while there is none). Those waits notice a client that went away (ui_client_gone, or the heartbeat's
+ * failed write) and cancel its generation. Every error is OpenAI's object {"error": {message, type, param, code}};
+ * a wrong method is 405 with Allow. POST bodies must be declared application/json, so other sites' pages cannot
+ * start generations here through a simple cross-origin form post. With a key (tr_ui_params.api_key, required when
+ * bound to anything but loopback) every /api/ and /v1/ request needs "Authorization: Bearer KEY". */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/openai_api.h"
 #include "route/route_internal.h"
 #include "ui/ui_internal.h"
 #include "ui/ui_page.h"
@@ -29,31 +33,70 @@
 
 /* ---------------------------------------------------------------- responses */
 
-static enum MHD_Result send_bytes(struct MHD_Connection *c, unsigned status, const char *type, const void *data,
-                                  size_t size, enum MHD_ResponseMemoryMode mode) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(size, (void *)data, mode);
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r, const char *type,
+                             int retry_after_s) {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    if (retry_after_s > 0) {
+        char s[16];
+        snprintf(s, sizeof s, "%d", retry_after_s);
+        MHD_add_response_header(r, "Retry-After", s);
+    }
+    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
+static enum MHD_Result send_bytes(struct MHD_Connection *c, unsigned status, const char *type, const void *data,
+                                  size_t size, enum MHD_ResponseMemoryMode mode) {
+    return queue(c, status, MHD_create_response_from_buffer(size, (void *)data, mode), type, 0);
+}
+
+int ui_send_json_text(struct MHD_Connection *c, unsigned status, const char *json, int retry_after_s) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
+                              "\"code\":\"server_error\"}}";
+    if (!json) status = 500, json = oom;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json, MHD_RESPMEM_MUST_COPY);
+    return queue(c, status, r, "application/json", retry_after_s);
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *j) {
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
-    if (!s) return MHD_NO;
-    enum MHD_Result ret = send_bytes(c, status, "application/json", s, strlen(s), MHD_RESPMEM_MUST_COPY);
+    const enum MHD_Result ret = ui_send_json_text(c, status, s, 0);
     cJSON_free(s);
     return ret;
 }
 
+static const char *status_code_name(unsigned status) {
+    switch (status) {
+    case 401: return "invalid_api_key";
+    case 403: return "forbidden";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 413: return "request_too_large";
+    case 415: return "unsupported_media_type";
+    case 429: return "rate_limit_exceeded";
+    case 503: return "unavailable";
+    default: return status >= 500 ? "server_error" : "bad_request";
+    }
+}
+
+int ui_send_error(struct MHD_Connection *c, unsigned status, const char *code, const char *param, const char *message,
+                  int retry_after_s) {
+    oai_error e;
+    oai_error_set(&e, (int)status, code ? code : status_code_name(status), param, "%s", message);
+    char *json = oai_error_json(&e);
+    const enum MHD_Result ret = ui_send_json_text(c, status, json, retry_after_s);
+    cJSON_free(json);
+    return ret;
+}
+
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *message) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "error", message);
-    return send_json(c, status, j);
+    return ui_send_error(c, status, NULL, NULL, message, 0);
 }
 
 static const char *content_type(const char *name) {
@@ -65,16 +108,16 @@ static const char *content_type(const char *name) {
     return "application/octet-stream";
 }
 
-static enum MHD_Result send_asset(struct MHD_Connection *c, const char *url) {
+static const ui_asset *find_asset(const char *url) {
     const char *name = strcmp(url, "/") == 0 ? "index.html" : url + 1;
     for (size_t i = 0; i < ui_n_assets; i++)
-        if (strcmp(ui_assets[i].name, name) == 0)
-            return send_bytes(c, MHD_HTTP_OK, content_type(name), ui_assets[i].data, ui_assets[i].size,
-                              MHD_RESPMEM_PERSISTENT);
-    return send_error(c, MHD_HTTP_NOT_FOUND, "not found");
+        if (strcmp(ui_assets[i].name, name) == 0) return &ui_assets[i];
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- GET /api/info, /api/status */
+
+const char *ui_model_id(const tr_ui *ui) { return ui->slm_name; }
 
 static enum MHD_Result send_info(struct MHD_Connection *c, tr_ui *ui) {
     cJSON *j = cJSON_CreateObject();
@@ -98,6 +141,8 @@ static enum MHD_Result send_info(struct MHD_Connection *c, tr_ui *ui) {
     cJSON_AddNumberToObject(j, "max_tokens", ui->p.max_tokens);
     cJSON_AddNumberToObject(j, "n_ctx", tr_context_n_ctx(ui->slots[0].ctx));
     cJSON_AddNumberToObject(j, "max_generations", ui->p.max_generations);
+    cJSON_AddNumberToObject(j, "max_queued", ui->p.max_queued);
+    cJSON_AddStringToObject(j, "model", ui_model_id(ui));
     return send_json(c, MHD_HTTP_OK, j);
 }
 
@@ -105,95 +150,29 @@ static enum MHD_Result send_status(struct MHD_Connection *c, tr_ui *ui) {
     cJSON *j = cJSON_CreateObject();
     pthread_mutex_lock(&ui->mu);
     cJSON_AddNumberToObject(j, "active", ui->active);
+    cJSON_AddNumberToObject(j, "waiting", ui->n_waiting);
     cJSON *ids = cJSON_AddArrayToObject(j, "running");
     for (ui_job *job = ui->jobs; job; job = job->next) cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)job->id));
     pthread_mutex_unlock(&ui->mu);
     cJSON_AddNumberToObject(j, "max_generations", ui->p.max_generations);
+    cJSON_AddNumberToObject(j, "max_queued", ui->p.max_queued);
     return send_json(c, MHD_HTTP_OK, j);
 }
 
-/* ---------------------------------------------------------------- POST /api/generate */
+/* ---------------------------------------------------------------- streams and waiting */
 
-/* Fills r from the request's JSON, or returns a message for a 400. msg_buf holds formatted messages. */
-static const char *parse_generate(tr_ui *ui, const cJSON *j, ui_request *r, char *msg_buf, size_t msg_cap) {
-    if (!cJSON_IsObject(j)) return "the body must be a JSON object";
-    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt");
-    if (!cJSON_IsString(prompt) || !prompt->valuestring[0]) return "\"prompt\" must be a non-empty string";
-
-    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(j, "mode");
-    r->mode = ui->p.open_backend ? TR_MODE_JOINT : TR_MODE_SLM;
-    if (mode) {
-        const char *m = cJSON_IsString(mode) ? mode->valuestring : "";
-        if (strcmp(m, "joint") == 0) r->mode = TR_MODE_JOINT;
-        else if (strcmp(m, "small_only") == 0 || strcmp(m, "slm") == 0) r->mode = TR_MODE_SLM;
-        else if (strcmp(m, "llm_only") == 0 || strcmp(m, "llm") == 0) r->mode = TR_MODE_LLM;
-        else return "\"mode\" must be \"joint\", \"small_only\" or \"llm_only\"";
+bool ui_client_gone(void *connection) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return true;
+    if (p.revents & POLLIN) { /* readable: the next pipelined request, or the end of the stream */
+        char b;
+        return recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
     }
-    if (r->mode != TR_MODE_SLM && !ui->p.open_backend) return "this server has no LLM: only small_only is possible";
-
-    const cJSON *tau = cJSON_GetObjectItemCaseSensitive(j, "tau");
-    r->tau = ui->p.default_tau;
-    if (tau) {
-        if (!cJSON_IsNumber(tau) || !(tau->valuedouble >= 0 && tau->valuedouble <= 1))
-            return "\"tau\" must be a number in [0, 1]";
-        r->tau = (float)tau->valuedouble;
-    }
-
-    const cJSON *max_tokens = cJSON_GetObjectItemCaseSensitive(j, "max_tokens");
-    r->max_tokens = ui->p.max_tokens < 128 ? ui->p.max_tokens : 128;
-    if (max_tokens) {
-        const double v = cJSON_IsNumber(max_tokens) ? max_tokens->valuedouble : -1;
-        if (!(v >= 1 && v <= ui->p.max_tokens) || v != (double)(int32_t)v) {
-            snprintf(msg_buf, msg_cap, "\"max_tokens\" must be an integer from 1 to %d", (int)ui->p.max_tokens);
-            return msg_buf;
-        }
-        r->max_tokens = (int32_t)v;
-    }
-
-    const cJSON *policy = cJSON_GetObjectItemCaseSensitive(j, "policy");
-    r->policy = TR_POLICY_MAXPROB;
-    if (policy && !ui->router_path) {
-        if (!cJSON_IsString(policy) || tr_policy_from_name(policy->valuestring, &r->policy) != TR_OK ||
-            r->policy == TR_POLICY_MLP)
-            return "\"policy\" must be \"maxprob\", \"margin\" or \"entropy\"";
-    }
-
-    const cJSON *chat = cJSON_GetObjectItemCaseSensitive(j, "chat");
-    if (chat && !cJSON_IsBool(chat)) return "\"chat\" must be true or false";
-    const bool use_chat = cJSON_IsTrue(chat);
-    if (use_chat && ui->p.chat_template == TR_CHAT_NONE) return "the SLM has no chat template";
-
-    char *templated = NULL;
-    const char *text = prompt->valuestring;
-    if (use_chat) {
-        tr_chat_message msg = {"user", text};
-        if (tr_chat_apply(ui->p.chat_template, &msg, 1, true, &templated) != TR_OK) {
-            snprintf(msg_buf, msg_cap, "%s", tr_last_error());
-            return msg_buf;
-        }
-        text = templated;
-    }
-    const tr_vocab *vocab = tr_model_vocab(ui->p.slm);
-    tr_tokenize_params tp = tr_tokenize_default_params();
-    tp.parse_special = use_chat;
-    const size_t len = strlen(text);
-    int32_t cap = (int32_t)(len + 8), n = 0;
-    r->prompt = malloc((size_t)cap * sizeof *r->prompt);
-    tr_status st = r->prompt ? tr_tokenize(vocab, text, len, &tp, r->prompt, cap, &n) : TR_ERR_NOMEM;
-    free(templated);
-    if (st != TR_OK) {
-        snprintf(msg_buf, msg_cap, "cannot tokenize the prompt: %s", tr_last_error());
-        return msg_buf;
-    }
-    r->n_prompt = n;
-    if (n == 0) return "the prompt is empty after tokenizing";
-    const int32_t n_ctx = tr_context_n_ctx(ui->slots[0].ctx);
-    if ((int64_t)n + r->max_tokens > n_ctx) {
-        snprintf(msg_buf, msg_cap, "context full: the prompt (%d tokens) + max tokens (%d) exceed the context (%d)", n,
-                 r->max_tokens, n_ctx);
-        return msg_buf;
-    }
-    return NULL;
+    return false;
 }
 
 static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -237,20 +216,7 @@ static void free_events(void *cls) {
     pthread_mutex_unlock(&ui->mu);
 }
 
-static enum MHD_Result handle_generate(struct MHD_Connection *c, tr_ui *ui, const char *body, size_t size) {
-    cJSON *j = cJSON_ParseWithLength(body, size);
-    if (!j) return send_error(c, MHD_HTTP_BAD_REQUEST, "the body is not valid JSON");
-    ui_request r = {0};
-    char msg[512];
-    const char *bad = parse_generate(ui, j, &r, msg, sizeof msg);
-    cJSON_Delete(j);
-    if (bad) {
-        free(r.prompt);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, bad);
-    }
-    int status = 0;
-    ui_job *job = ui_job_start(ui, &r, &status);
-    if (!job) return send_error(c, (unsigned)status, tr_last_error());
+int ui_send_stream(tr_ui *ui, struct MHD_Connection *c, ui_job *job, const char *generation_id) {
     pthread_mutex_lock(&ui->mu);
     ui->streams++;
     pthread_mutex_unlock(&ui->mu);
@@ -261,12 +227,38 @@ static enum MHD_Result handle_generate(struct MHD_Connection *c, tr_ui *ui, cons
     }
     MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
-    char id[32];
-    snprintf(id, sizeof id, "%llu", (unsigned long long)job->id);
-    MHD_add_response_header(resp, "X-Generation-Id", id);
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    if (generation_id) MHD_add_response_header(resp, "X-Generation-Id", generation_id);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
     return ret;
+}
+
+/* ---------------------------------------------------------------- POST /api/generate, /api/cancel */
+
+static enum MHD_Result handle_generate(struct MHD_Connection *c, tr_ui *ui, const char *body, size_t size) {
+    cJSON *j = cJSON_ParseWithLength(body, size);
+    if (!j) return send_error(c, MHD_HTTP_BAD_REQUEST, "the body is not valid JSON");
+    ui_request r = {0};
+    char msg[512];
+    const char *param = "";
+    const char *bad = ui_page_parse(ui, j, &r, &param, msg, sizeof msg);
+    cJSON_Delete(j);
+    if (bad) {
+        ui_request_free(&r);
+        return ui_send_error(c, MHD_HTTP_BAD_REQUEST, NULL, param, bad, 0);
+    }
+    void *state = ui_page_state_new();
+    if (!state) {
+        ui_request_free(&r);
+        return send_error(c, 500, "out of memory");
+    }
+    int status = 0, retry_after = 0;
+    ui_job *job = ui_job_start(ui, &r, &ui_page_sink, state, ui_client_gone, c, &status, &retry_after);
+    if (!job) return status ? ui_send_error(c, (unsigned)status, NULL, NULL, tr_last_error(), retry_after) : MHD_NO;
+    char id[32];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)job->id);
+    return ui_send_stream(ui, c, job, id);
 }
 
 static enum MHD_Result handle_cancel(struct MHD_Connection *c, tr_ui *ui, const char *body, size_t size) {
@@ -274,7 +266,7 @@ static enum MHD_Result handle_cancel(struct MHD_Connection *c, tr_ui *ui, const 
     const cJSON *id = j ? cJSON_GetObjectItemCaseSensitive(j, "id") : NULL;
     if (!cJSON_IsNumber(id) || id->valuedouble < 1 || id->valuedouble > 9e15) {
         cJSON_Delete(j);
-        return send_error(c, MHD_HTTP_BAD_REQUEST, "the body must be {\"id\": N} with a generation id");
+        return ui_send_error(c, MHD_HTTP_BAD_REQUEST, NULL, "id", "the body must be {\"id\": N} with a generation id", 0);
     }
     const bool found = ui_job_cancel(ui, (uint64_t)id->valuedouble);
     cJSON_Delete(j);
@@ -285,17 +277,35 @@ static enum MHD_Result handle_cancel(struct MHD_Connection *c, tr_ui *ui, const 
 
 /* ---------------------------------------------------------------- dispatch */
 
-typedef struct req_body {
+typedef enum route_id { R_ASSET, R_INFO, R_STATUS, R_GENERATE, R_CANCEL, R_MODELS, R_CHAT, R_COMPLETIONS } route_id;
+
+static const struct {
+    const char *path;
+    route_id id;
+    bool post; /* else GET and HEAD */
+} routes[] = {
+    {"/api/info", R_INFO, false},     {"/api/status", R_STATUS, false},       {"/api/generate", R_GENERATE, true},
+    {"/api/cancel", R_CANCEL, true},  {"/v1/models", R_MODELS, false},        {"/v1/chat/completions", R_CHAT, true},
+    {"/v1/completions", R_COMPLETIONS, true},
+};
+
+/* One request's state across libmicrohttpd's calls: the verdict taken from the headers (0: go on), the body. */
+typedef struct req_state {
+    route_id route;
+    unsigned status;
+    const char *message, *code;
+    const char *allow; /* with 405 */
+    bool post;
     char *data;
     size_t len;
     bool too_large;
-} req_body;
+} req_state;
 
 /* DNS rebinding: a page on attacker.example whose name later resolves to 127.0.0.1 talks to this server as its own
  * origin, so CORS does not stop it; its requests still carry Host: attacker.example. A server bound to a loopback
  * address therefore answers only Host names that mean this machine (with or without a port). */
 static bool is_loopback_host(const char *host) {
-    return strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0;
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0;
 }
 
 static bool host_header_allowed(const tr_ui *ui, struct MHD_Connection *c) {
@@ -328,59 +338,120 @@ static bool host_header_allowed(const tr_ui *ui, struct MHD_Connection *c) {
     return strcasecmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 || strcmp(name, "::1") == 0;
 }
 
+
+/* "Authorization: Bearer KEY" (the scheme in any case), compared in constant time. */
+static bool authorized(const tr_ui *ui, struct MHD_Connection *c) {
+    if (!ui->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    const size_t n = strlen(h), k = strlen(ui->api_key);
+    unsigned diff = n != k;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)h[i] ^ (unsigned char)ui->api_key[i % (k ? k : 1)];
+    return diff == 0;
+}
+
+/* The verdict on a request from its method, path and headers: 0 to go on, else the error status. */
+static void judge(tr_ui *ui, struct MHD_Connection *c, const char *url, const char *method, req_state *s) {
+    const bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    s->post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    if (!host_header_allowed(ui, c)) {
+        s->status = MHD_HTTP_FORBIDDEN;
+        s->code = "forbidden_host";
+        s->message = "this server answers only Host: 127.0.0.1 or localhost";
+        return;
+    }
+    const bool api = strncmp(url, "/api/", 5) == 0 || strncmp(url, "/v1/", 4) == 0;
+    int r = -1;
+    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]) && r < 0; i++)
+        if (strcmp(url, routes[i].path) == 0) r = i;
+    if (r < 0 && (api || !find_asset(url))) {
+        s->status = MHD_HTTP_NOT_FOUND;
+        s->message = api ? "no such endpoint" : "not found";
+        return;
+    }
+    s->route = r < 0 ? R_ASSET : routes[r].id;
+    const bool wants_post = r >= 0 && routes[r].post;
+    if (wants_post ? !s->post : !get) {
+        s->status = MHD_HTTP_METHOD_NOT_ALLOWED;
+        s->message = wants_post ? "use POST" : "use GET";
+        s->allow = wants_post ? "POST" : "GET, HEAD";
+        return;
+    }
+    if (api && !authorized(ui, c)) {
+        s->status = MHD_HTTP_UNAUTHORIZED;
+        s->message = "a key is required: send \"Authorization: Bearer KEY\" with the server's --ui-key";
+        return;
+    }
+}
+
+static enum MHD_Result answer(tr_ui *ui, struct MHD_Connection *c, const char *url, req_state *s) {
+    if (s->too_large && !s->status) {
+        s->status = MHD_HTTP_CONTENT_TOO_LARGE;
+        s->message = "the request body is too large";
+    }
+    /* JSON only: a page on another origin cannot send that without a CORS preflight, which gets no approval. */
+    const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!s->status && s->post && (!type || strncasecmp(type, "application/json", 16) != 0)) {
+        s->status = MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+        s->message = "send the body as Content-Type: application/json";
+    }
+    if (s->status == MHD_HTTP_METHOD_NOT_ALLOWED) {
+        oai_error e;
+        oai_error_set(&e, 405, "method_not_allowed", NULL, "%s", s->message);
+        char *json = oai_error_json(&e);
+        struct MHD_Response *r = json ? MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_COPY) : NULL;
+        cJSON_free(json);
+        if (r) MHD_add_response_header(r, "Allow", s->allow);
+        return queue(c, 405, r, "application/json", 0);
+    }
+    if (s->status) return ui_send_error(c, s->status, s->code, NULL, s->message, 0);
+    const char *body = s->data ? s->data : "";
+    switch (s->route) {
+    case R_INFO: return send_info(c, ui);
+    case R_STATUS: return send_status(c, ui);
+    case R_GENERATE: return handle_generate(c, ui, body, s->len);
+    case R_CANCEL: return handle_cancel(c, ui, body, s->len);
+    case R_MODELS: return ui_openai_models(ui, c);
+    case R_CHAT: return ui_openai_generate(ui, c, true, body, s->len);
+    case R_COMPLETIONS: return ui_openai_generate(ui, c, false, body, s->len);
+    case R_ASSET: break;
+    }
+    const ui_asset *a = find_asset(url);
+    return send_bytes(c, MHD_HTTP_OK, content_type(a->name), a->data, a->size, MHD_RESPMEM_PERSISTENT);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     tr_ui *ui = cls;
-    if (!host_header_allowed(ui, c)) {
-        if (*upload_size) { /* drop the body; answer once it is read */
-            *upload_size = 0;
-            return MHD_YES;
-        }
-        return send_error(c, MHD_HTTP_FORBIDDEN, "this server answers only Host: 127.0.0.1 or localhost");
+    req_state *s = *con_cls;
+    if (!s) { /* first call: headers only; the verdict now, the answer once the body (if any) is read */
+        if (!(s = calloc(1, sizeof *s))) return MHD_NO;
+        *con_cls = s;
+        judge(ui, c, url, method, s);
+        return MHD_YES;
     }
-    const bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    const bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-    if (post) {
-        req_body *b = *con_cls;
-        if (!b) { /* first call: headers only */
-            if (!(b = calloc(1, sizeof *b))) return MHD_NO;
-            *con_cls = b;
-            return MHD_YES;
+    if (*upload_size) {
+        if (s->status || !s->post || s->len + *upload_size > MAX_BODY_BYTES) { /* dropped: answered at the end */
+            s->too_large = s->too_large || (s->post && !s->status);
+        } else {
+            char *d = realloc(s->data, s->len + *upload_size + 1);
+            if (!d) return MHD_NO;
+            memcpy(d + s->len, upload_data, *upload_size);
+            s->data = d;
+            s->len += *upload_size;
+            s->data[s->len] = 0;
         }
-        if (*upload_size) {
-            if (b->len + *upload_size > MAX_BODY_BYTES) b->too_large = true;
-            else {
-                char *d = realloc(b->data, b->len + *upload_size + 1);
-                if (!d) return MHD_NO;
-                memcpy(d + b->len, upload_data, *upload_size);
-                b->data = d;
-                b->len += *upload_size;
-                b->data[b->len] = 0;
-            }
-            *upload_size = 0;
-            return MHD_YES;
-        }
-        if (b->too_large) return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "the request body is too large");
-        /* JSON only: a page on another origin cannot send that without a CORS preflight, which gets no approval. */
-        const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        if (!type || strncasecmp(type, "application/json", 16) != 0)
-            return send_error(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "send the body as Content-Type: application/json");
-        if (strcmp(url, "/api/generate") == 0) return handle_generate(c, ui, b->data ? b->data : "", b->len);
-        if (strcmp(url, "/api/cancel") == 0) return handle_cancel(c, ui, b->data ? b->data : "", b->len);
-        return send_error(c, strncmp(url, "/api/", 5) == 0 ? MHD_HTTP_NOT_FOUND : MHD_HTTP_METHOD_NOT_ALLOWED,
-                          "no such endpoint");
+        *upload_size = 0;
+        return MHD_YES;
     }
-    if (!get) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
-    if (strcmp(url, "/api/info") == 0) return send_info(c, ui);
-    if (strcmp(url, "/api/status") == 0) return send_status(c, ui);
-    if (strcmp(url, "/api/generate") == 0 || strcmp(url, "/api/cancel") == 0)
-        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "use POST");
-    return send_asset(c, url);
+    return answer(ui, c, url, s);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    req_body *b = *con_cls;
-    if (b) free(b->data), free(b);
+    req_state *s = *con_cls;
+    if (s) free(s->data), free(s);
     *con_cls = NULL;
 }
 
@@ -392,7 +463,9 @@ tr_ui_params tr_ui_default_params(void) {
     p.host = "127.0.0.1";
     p.port = 8080;
     p.context = tr_context_default_params();
-    p.max_generations = 4;
+    p.max_generations = 1;
+    p.max_queued = 4;
+    p.policy = TR_POLICY_MAXPROB;
     p.max_tokens = 1024;
     p.default_tau = -1; /* resolved at start: the router file's, else 0.5 */
     return p;
@@ -428,6 +501,13 @@ tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out) {
     if (params->max_generations < 1 || params->max_generations > 64)
         return tr_fail(TR_ERR_ARG, "max_generations must be 1..64");
     if (params->max_tokens < 1) return tr_fail(TR_ERR_ARG, "max_tokens must be at least 1");
+    if (params->max_queued < 0 || params->max_queued > 1024) return tr_fail(TR_ERR_ARG, "max_queued must be 0..1024");
+    if (params->policy < TR_POLICY_MAXPROB || params->policy > TR_POLICY_ENTROPY)
+        return tr_fail(TR_ERR_ARG, "policy must be maxprob, margin or entropy (a trained router: router_path)");
+    const char *host = params->host ? params->host : "127.0.0.1";
+    if (!is_loopback_host(host) && !(params->api_key && *params->api_key))
+        return tr_fail(TR_ERR_ARG, "bound to %s, not a loopback address, the server needs a key for its API "
+                       "(tr_ui_params.api_key; tokroute ui --ui-key KEY or TOKROUTE_UI_KEY)", host);
     const tr_status hiding = route_check_hiding(params->speculate_depth, params->lookahead, params->draft_tokens,
                                                 params->draft_span, params->draft_width);
     if (hiding != TR_OK) return hiding;
@@ -435,7 +515,9 @@ tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out) {
     if (!ui) return tr_fail(TR_ERR_NOMEM, "out of memory");
     ui->p = *params;
     const char *name = params->slm_name ? params->slm_name : tr_model_get_info(params->slm)->name;
-    ui->host = strdup(params->host ? params->host : "127.0.0.1");
+    ui->host = strdup(host);
+    ui->api_key = params->api_key && *params->api_key ? strdup(params->api_key) : NULL;
+    ui->started = time(NULL);
     ui->slm_name = strdup(name && *name ? name : "SLM");
     ui->llm_name = dup_or_null(params->llm_name);
     ui->router_path = dup_or_null(params->router_path);
@@ -444,7 +526,7 @@ tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out) {
     pthread_cond_init(&ui->cv, NULL);
     tr_status st = TR_OK;
     if (!ui->host || !ui->slm_name || !ui->slots || (params->llm_name && !ui->llm_name) ||
-        (params->router_path && !ui->router_path))
+        (params->router_path && !ui->router_path) || (params->api_key && *params->api_key && !ui->api_key))
         st = tr_fail(TR_ERR_NOMEM, "out of memory");
     /* The first slot's context now: it checks the context parameters and tells requests the context length. */
     if (st == TR_OK) st = tr_context_create(params->slm, &params->context, &ui->slots[0].ctx);
@@ -496,5 +578,6 @@ void tr_ui_stop(tr_ui *ui) {
     free(ui->slm_name);
     free(ui->llm_name);
     free(ui->router_path);
+    free(ui->api_key);
     free(ui);
 }

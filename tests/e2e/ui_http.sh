@@ -3,7 +3,7 @@
 # stream of POST /api/generate (token events whose text equals `tokroute generate`'s output for the same settings,
 # routed tokens below tau with the SLM's proposal, a final summary that counts them); every kind of bad request
 # answered with a 4xx and a JSON message while the server keeps serving; POST /api/cancel and a dropped connection
-# both stopping a generation on the server; several generations at once and 503 beyond the limit; SIGTERM during a
+# both stopping a generation on the server; several generations at once and 429 beyond the limit; SIGTERM during a
 # generation. The server runs on 127.0.0.1 on a free port (--port 0 --ready-file) and is always stopped.
 set -euo pipefail
 cli=$1
@@ -166,8 +166,8 @@ bad() { # bad EXPECTED_STATUS METHOD PATH BODY WHAT
   code=$(curl -sS --max-time 20 -o "$tmp/bad.json" -w '%{http_code}' -X "$2" -H 'Content-Type: application/json' \
     --data-binary "$4" "${url}${3#/}") || fail "$5: curl failed (server crashed?)"
   [ "$code" = "$1" ] || fail "$5: HTTP $code, expected $1 ($(cat "$tmp/bad.json"))"
-  python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert isinstance(e,str) and e' "$tmp/bad.json" \
-    || fail "$5: no JSON error message"
+  python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert isinstance(e["message"],str) and e["message"] and set(e) == {"message","type","param","code"}, e' "$tmp/bad.json" \
+    || fail "$5: no JSON error object in OpenAI's shape"
 }
 bad 400 POST /api/generate '{"prompt":' "truncated JSON"
 bad 400 POST /api/generate '[1,2]' "not an object"
@@ -223,7 +223,7 @@ stop_server
 # ---------------------------------------------------------------- cancel, disconnect, concurrency, busy, SIGTERM
 # Every token routed (tau 1) with a 20 ms simulated round trip, each waited for (--sync): 400 tokens take 8 s, so
 # there is time to stop them.
-start_server --max-generations 2 --simulate-rtt 20 --sync
+start_server --max-generations 2 --max-queue 0 --simulate-rtt 20 --sync
 long='{"prompt":"Once upon a time","mode":"joint","tau":1,"max_tokens":400}'
 gen "$long" "$tmp/cancel.sse" >"$tmp/cancel.code" &
 curl_pid=$!
@@ -251,7 +251,7 @@ grep -q '"i":' "$tmp/drop.sse" || fail "no tokens before the disconnect"
 wait_idle "disconnect"
 pass "a dropped connection cancels its generation"
 
-# Two at once (the limit), a third gets 503, both finish with their own ids.
+# Two at once (the limit), a third gets 429 (no queue), both finish with their own ids.
 short='{"prompt":"Once upon a time","mode":"joint","tau":1,"max_tokens":60}'
 gen "$short" "$tmp/c1.sse" >"$tmp/c1.code" &
 c1=$!
@@ -259,7 +259,7 @@ gen "$short" "$tmp/c2.sse" >"$tmp/c2.code" &
 c2=$!
 for _ in $(seq 200); do [ "$(active)" = 2 ] && break; sleep 0.05; done
 [ "$(active)" = 2 ] || fail "two generations are not running at once"
-bad 503 POST /api/generate "$short" "a third generation beyond --max-generations 2"
+bad 429 POST /api/generate "$short" "a third generation beyond --max-generations 2"
 wait "$c1" "$c2"
 [ "$(cat "$tmp/c1.code")" = 200 ] && [ "$(cat "$tmp/c2.code")" = 200 ] || fail "concurrent generations"
 python3 - "$tmp/c1.sse" "$tmp/c2.sse" <<'PY' || fail "concurrent streams"
@@ -272,7 +272,7 @@ for f in sys.argv[1:]:
     texts.append("".join(d["text"] for e, d in ev if e in ("token", "text")))
 assert ids[0] != ids[1] and texts[0] == texts[1], (ids, texts)
 PY
-pass "two generations at once give the same text; a third gets 503"
+pass "two generations at once give the same text; a third gets 429"
 
 # SIGTERM while a generation runs: the stream ends and the server exits 0.
 gen "$long" "$tmp/term.sse" >/dev/null 2>&1 &

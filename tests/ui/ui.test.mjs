@@ -103,7 +103,7 @@ async function setTau(page, value) {
 async function main() {
   // Every routed token waits 10 ms (a simulated round trip, each waited for: --sync), so a long run is slow enough
   // to stop.
-  const { url } = await startServer("main", ["--llm", llm, "--simulate-rtt", "10", "--sync"]);
+  const { url } = await startServer("main", ["--llm", llm, "--simulate-rtt", "10", "--sync", "--max-generations", "2"]);
   browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox"] });
   const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, colorScheme: "light" });
   const page = await context.newPage();

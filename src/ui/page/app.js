@@ -15,6 +15,32 @@ let info = null;
 let running = [];          // runs in flight: {id, controller, ...}
 let lastChart = { scores: [], tau: 0.5 };  // redrawn when the window changes size
 
+// ------------------------------------------------------------------ requests
+
+// A server started with a key (--ui-key, needed when it listens beyond this machine) answers its API only with
+// "Authorization: Bearer KEY": asked for once on a 401, kept for this tab's session.
+function apiFetch(path, options = {}) {
+  const key = sessionStorage.getItem("tokroute-key");
+  const headers = Object.assign({}, options.headers || {}, key ? { Authorization: "Bearer " + key } : {});
+  return fetch(path, Object.assign({}, options, { headers })).then((res) => {
+    if (res.status !== 401 || options.retried) return res;
+    const entered = window.prompt("This tokroute server needs its key (--ui-key):");
+    if (!entered) return res;
+    sessionStorage.setItem("tokroute-key", entered.trim());
+    return apiFetch(path, Object.assign({}, options, { retried: true }));
+  });
+}
+
+// The message of an error reply: OpenAI's {"error": {"message", "type", "param", "code"}}.
+async function errorMessage(res) {
+  let msg = res.status + " " + res.statusText;
+  try {
+    const e = (await res.json()).error;
+    if (e && e.message) msg = e.message;
+  } catch (e) { /* not JSON */ }
+  return msg;
+}
+
 // ------------------------------------------------------------------ server-sent events over fetch
 
 async function* readEvents(response) {
@@ -190,15 +216,11 @@ async function run(mode, out, profile, chart) {
   const redraw = () => { pending = false; drawChart(chart, scores, tau); };
   if (chart === els.chart) lastChart = { scores, get tau() { return tau; } };
   try {
-    const res = await fetch("/api/generate", {
+    const res = await apiFetch("/api/generate", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request(mode)),
       signal: run.controller.signal,
     });
-    if (!res.ok) {
-      let msg = res.status + " " + res.statusText;
-      try { msg = (await res.json()).error || msg; } catch (e) { /* not JSON */ }
-      throw new Error(msg);
-    }
+    if (!res.ok) throw new Error(await errorMessage(res));
     for await (const { event, data } of readEvents(res)) {
       if (event === "start") {
         run.id = data.id;
@@ -233,7 +255,7 @@ async function run(mode, out, profile, chart) {
 function cancel(run) {
   run.stopping = true;
   if (run.id === null) return;  // sent as soon as the id arrives
-  fetch("/api/cancel", { method: "POST", headers: { "Content-Type": "application/json" },
+  apiFetch("/api/cancel", { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ id: run.id }) }).catch(() => {});
   // The server ends the stream with a "done" event; if it does not within 5 s, drop the connection (which cancels).
   setTimeout(() => run.controller.abort(), 5000);
@@ -265,10 +287,11 @@ async function compare() {
 
 async function init() {
   try {
-    const res = await fetch("/api/info");
+    const res = await apiFetch("/api/info");
+    if (!res.ok) throw new Error(await errorMessage(res));
     info = await res.json();
   } catch (e) {
-    showError("cannot reach the tokroute server");
+    showError(e.message === "Failed to fetch" || e.name === "TypeError" ? "cannot reach the tokroute server" : e.message);
     return;
   }
   els.models.textContent = "SLM " + info.slm + (info.llm ? " · LLM " + info.llm : " · no LLM") +

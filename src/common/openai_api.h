@@ -1,0 +1,63 @@
+/* openai_api.h — the OpenAI API's shapes that both HTTP servers (tokroute serve, src/server/, and the
+ * device's `tokroute ui`, src/ui/) write or read: the error object {"error": {message, type, param, code}}, ids that
+ * are unique across restarts, server-sent-event framing, the usage object, log-probabilities JSON can hold, unknown
+ * fields refused by name, `stop` strings and chat `messages`. */
+#ifndef TR_OPENAI_API_H
+#define TR_OPENAI_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokroute.h"
+
+struct cJSON;
+
+/* An error reply: HTTP status, a stable code ("bad_request", "invalid_api_key", ...), the request field at fault
+ * ("" for none) and a message for people. */
+typedef struct oai_error {
+    int status;
+    char code[32];
+    char param[64];
+    char message[320];
+} oai_error;
+
+void oai_error_set(oai_error *e, int status, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* OpenAI's error type for an HTTP status: invalid_request_error, authentication_error, permission_error,
+ * not_found_error, rate_limit_error, server_error. The SDKs pick their exception class from the status. */
+const char *oai_error_type(int status);
+/* {"message", "type", "param" (null when none), "code"}. */
+struct cJSON *oai_error_object(const oai_error *e);
+/* The whole body {"error": {...}}, malloc'ed (NULL when out of memory). */
+char *oai_error_json(const oai_error *e);
+
+/* prefix followed by 24 random hex digits (96 bits from getrandom: unique across restarts). False when the system
+ * has no random bytes to give. cap >= strlen(prefix) + 25. */
+bool oai_random_id(const char *prefix, char *out, size_t cap);
+/* One server-sent event "data: JSON\n\n" (malloc'ed); takes root. */
+char *oai_sse_data(struct cJSON *root);
+/* usage: {prompt_tokens, completion_tokens, total_tokens} added to root; returns the object for extra fields. */
+struct cJSON *oai_add_usage(struct cJSON *root, int32_t prompt_tokens, int32_t completion_tokens);
+/* JSON has no infinity: -inf becomes -9999.0, as OpenAI and vLLM write it. */
+double oai_finite_logprob(float logprob);
+
+/* The first member of the object root whose name is not in known (NULL-terminated), or NULL. */
+const char *oai_unknown_field(const struct cJSON *root, const char *const *known);
+
+/* `stop`: absent/null, a string, or an array of 1..max non-empty strings. Copies them (malloc'ed; oai_stop_free)
+ * into out[max]; false with e filled (400, param "stop") otherwise. */
+bool oai_stop_parse(const struct cJSON *stop, int32_t max, char **out, int32_t *n, oai_error *e);
+void oai_stop_free(char **stop, int32_t n);
+
+/* Chat `messages`: a non-empty array of {"role": system|developer|user|assistant, "content": a string or an array
+ * of {"type": "text", "text": ...} parts}; developer is rendered as system. Other roles, other members and other
+ * part types are refused by name (400, param "messages[i]...."). */
+typedef struct oai_chat {
+    tr_chat_message *messages; /* role and content malloc'ed */
+    size_t n;
+} oai_chat;
+bool oai_chat_parse(const struct cJSON *messages, oai_chat *out, oai_error *e);
+void oai_chat_free(oai_chat *c);
+
+#endif /* TR_OPENAI_API_H */
