@@ -54,14 +54,15 @@ test-asan: deps-test llamacpp
 test: test-fast test-asan
 
 # The CLI, libtokroute (.so and .a), the headers, tokroute.pc and the CMake package under PREFIX (DESTDIR=DIR stages
-# it); builds only what is installed. `make uninstall` removes exactly the files $(BUILD)/install_manifest.txt lists.
+# it); builds only what is installed. `make uninstall` removes exactly the files $(BUILD)/install_manifest.txt lists
+# (under the same DESTDIR).
 install: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target tokroute tokroute_lib tokroute_shared
 	@DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(abspath $(PREFIX))
 
 uninstall:
-	@cmake -DMANIFEST=$(abspath $(BUILD))/install_manifest.txt -P cmake/uninstall.cmake
+	@DESTDIR=$(DESTDIR) cmake -DMANIFEST=$(abspath $(BUILD))/install_manifest.txt -P cmake/uninstall.cmake
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

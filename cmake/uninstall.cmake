@@ -1,6 +1,7 @@
 # uninstall.cmake — removes what `cmake --install` put under its prefix, as listed in the build's
 # install_manifest.txt, and then the folders that only tokroute had (include/tokroute, LIBDIR/cmake/tokroute) once
 # empty; nothing else. `make uninstall` runs it: cmake -DMANIFEST=BUILD/install_manifest.txt -P cmake/uninstall.cmake
+# The manifest lists paths without DESTDIR: a staged install is removed with the same DESTDIR in the environment.
 if(NOT MANIFEST)
   message(FATAL_ERROR "uninstall: give -DMANIFEST=BUILD/install_manifest.txt")
 endif()
@@ -11,6 +12,7 @@ file(STRINGS "${MANIFEST}" installed)
 set(removed 0)
 set(our_dirs "")
 foreach(path IN LISTS installed)
+  set(path "$ENV{DESTDIR}${path}")
   if(IS_SYMLINK "${path}" OR EXISTS "${path}")
     file(REMOVE "${path}")
     math(EXPR removed "${removed} + 1")

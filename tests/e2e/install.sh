@@ -21,6 +21,7 @@ for lib in libtokroute.a libtokroute.so; do
   [ -e "$build/$lib" ] || fail "$build/$lib is not built: cmake --build $build (the default target builds it)"
 done
 manifest=$build/install_manifest.txt
+unset DESTDIR  # a staging folder in the environment would move the install (and the uninstall) under it
 if [ -f "$manifest" ]; then
   cp "$manifest" "$tmp/manifest.saved"
   trap 'cp "$tmp/manifest.saved" "$manifest"; e2e_cleanup' EXIT
