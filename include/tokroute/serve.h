@@ -16,8 +16,9 @@ extern "C" {
 /* ---------------------------------------------------------------- LLM server */
 
 /* `tokroute serve`: the LLM behind HTTP (libmicrohttpd), speaking the session protocol of docs/protocol.md
- * (POST /v1/route/next, DELETE /v1/route/sessions/{id}), an OpenAI-compatible POST /v1/completions, GET /health
- * and GET /metrics. Requests waiting together from different sessions are evaluated in one forward pass. */
+ * (POST /v1/route/next, DELETE /v1/route/sessions/{id}), OpenAI-compatible POST /v1/completions, POST
+ * /v1/chat/completions and GET /v1/models, GET /health and GET /metrics. Requests waiting together from different
+ * sessions are evaluated in one forward pass. */
 typedef struct tr_server tr_server;
 
 typedef struct tr_server_params {
@@ -37,6 +38,12 @@ typedef struct tr_server_params {
     bool log_requests;          /* log token ids and texts of requests (default false: counts and timings only) */
     void (*log)(void *user, const char *line); /* where log lines go (NULL = nowhere) */
     void *log_user;
+    tr_chat_template chat_template; /* renders POST /v1/chat/completions' messages; TR_CHAT_NONE (default): chat
+                                     * requests get 400 (the caller detects the model's own: tr_chat_template_detect) */
+    const char *const *cors_origins; /* browser origins allowed to call (each "https://host:port", or "*" for any):
+                                      * OPTIONS preflights answered, Access-Control-Allow-Origin on their replies;
+                                      * NULL (default): no CORS headers and OPTIONS is 405. Copied at start. */
+    int32_t n_cors_origins;
 } tr_server_params;
 
 tr_server_params tr_server_default_params(void);

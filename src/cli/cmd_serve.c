@@ -14,10 +14,15 @@
 static const char *usage =
     "usage: tokroute serve -m MODEL [options]\n"
     "  serves the model over HTTP: POST /v1/route/next (session protocol, docs/protocol.md),\n"
-    "  DELETE /v1/route/sessions/ID, POST /v1/completions (OpenAI subset), GET /health, GET /metrics\n"
+    "  DELETE /v1/route/sessions/ID, POST /v1/completions and /v1/chat/completions, GET /v1/models\n"
+    "  (OpenAI-compatible), GET /health, GET /metrics\n"
     "  --host ADDR            address or name to bind (default 127.0.0.1; localhost works)\n"
     "  --port N               port (default 8080; 0 = a free port)\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY)\n"
+    "  --chat-template NAME   chatml|llama2|llama3|none: renders /v1/chat/completions' messages\n"
+    "                         (default: the model's own; a model without one answers chat requests with 400)\n"
+    "  --cors ORIGIN          let browser pages from ORIGIN (e.g. http://localhost:3000; repeatable; * = any)\n"
+    "                         call the server: OPTIONS preflights, Access-Control-Allow-Origin (default: none)\n"
     "  -t, --threads N        threads for forward passes (default: physical cores)\n"
     "  -c, --ctx N            longest session in tokens (default: min(training context, 4096))\n"
     "  --max-sessions N       live sessions at most (default 256)\n"
@@ -42,7 +47,9 @@ static void log_line(void *user, const char *line) {
 int cmd_serve(int argc, char **argv) {
     cli_model_opts mo = {0};
     tr_server_params sp = tr_server_default_params();
-    const char *ready = NULL, *v;
+    const char *ready = NULL, *chat_template = NULL, *v;
+    const char *cors[16];
+    int32_t n_cors = 0;
     bool quiet = false;
     long x;
     sp.api_key = getenv("TOKROUTE_API_KEY");
@@ -63,6 +70,14 @@ int cmd_serve(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, NULL, "--api-key", &v)) {
             if (!v || !v[0]) return cli_usage_error(usage, "--api-key needs a value");
             sp.api_key = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) {
+            if (!v) return cli_usage_error(usage, "--chat-template needs a name (chatml, llama2, llama3, none)");
+            chat_template = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--cors", &v)) {
+            if (!v || !v[0]) return cli_usage_error(usage, "--cors needs an origin (e.g. http://localhost:3000, or *)");
+            if (n_cors == (int32_t)(sizeof cors / sizeof *cors))
+                return cli_usage_error(usage, "at most %d --cors origins", (int)(sizeof cors / sizeof *cors));
+            cors[n_cors++] = v;
         } else if (cli_option(argc, argv, &i, NULL, "--max-sessions", &v)) {
             if (!cli_int("--max-sessions", v, 1, 1 << 20, &x)) return 2;
             sp.max_sessions = (int32_t)x;
@@ -93,7 +108,19 @@ int cmd_serve(int argc, char **argv) {
     if (!sp.tls_cert_path != !sp.tls_key_path) return cli_usage_error(usage, "--tls-cert and --tls-key go together");
     sp.n_threads = mo.n_threads;
     sp.n_ctx = mo.n_ctx;
+    sp.cors_origins = n_cors > 0 ? cors : NULL;
+    sp.n_cors_origins = n_cors;
     if (!quiet) sp.log = log_line;
+    tr_status st = TR_OK;
+    if (chat_template && (st = tr_chat_template_from_name(chat_template, &sp.chat_template)) != TR_OK)
+        return cli_fail(st);
+    if (!chat_template) { /* the model's own, when its GGUF names one we know */
+        tr_gguf *gguf = NULL;
+        if (tr_gguf_open(mo.model, &gguf) == TR_OK) {
+            sp.chat_template = tr_chat_template_detect(gguf);
+            tr_gguf_close(gguf);
+        }
+    }
 
     /* Block the shutdown signals before any thread starts, so all inherit the mask and sigwait gets them. */
     sigset_t set;
@@ -101,7 +128,7 @@ int cmd_serve(int argc, char **argv) {
 
     tr_model_params mp = tr_model_default_params();
     tr_model *model = NULL;
-    tr_status st = tr_model_load(mo.model, &mp, &model);
+    st = tr_model_load(mo.model, &mp, &model);
     if (st != TR_OK) return cli_fail(st);
     cli_warn_ctx(model, mo.n_ctx);
     tr_server *srv = NULL;
@@ -113,8 +140,9 @@ int cmd_serve(int argc, char **argv) {
     const char *host = sp.host ? sp.host : "127.0.0.1";
     snprintf(url, sizeof url, strchr(host, ':') ? "%s://[%s]:%d" : "%s://%s:%d", sp.tls_cert_path ? "https" : "http",
              host, tr_server_port(srv));
-    fprintf(stderr, "tokroute: serving %s on %s (%s, batching %s)\n", mo.model, url,
-            sp.api_key && sp.api_key[0] ? "API key required" : "no API key", sp.batch ? "on" : "off");
+    fprintf(stderr, "tokroute: serving %s on %s (%s, batching %s, chat template %s%s)\n", mo.model, url,
+            sp.api_key && sp.api_key[0] ? "API key required" : "no API key", sp.batch ? "on" : "off",
+            tr_chat_template_name(sp.chat_template), n_cors > 0 ? ", CORS on" : "");
     int rc = 0;
     if (ready && !cli_write_ready(ready, url)) {
         fprintf(stderr, "tokroute: cannot write the ready file %s\n", ready);

@@ -19,14 +19,12 @@
  * prompt_logprobs from streamed chunks; here it is refused).
  *
  * The prompt is scored in one forward pass keeping every position's logits (scheduler_score; score.c), and with
- * max_tokens > 0 the first token is chosen from that pass's last row. Generation otherwise runs on a private
- * session ("!cmpl-N", a name no client can send) through the same scheduler as the session protocol, one job per
- * generated token, so completions are batched with routed sessions. */
+ * max_tokens > 0 the first token is chosen from that pass's last row. Generation otherwise runs as generation.c
+ * does it for chat completions too: on a private session, one scheduler job per token. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -35,28 +33,15 @@
 #include "server/server_internal.h"
 
 typedef struct cmpl {
-    tr_server *srv;
-    char id[40];
-    int32_t *ids;          /* prompt then generated ids */
-    int32_t n_prompt, n_gen, max_tokens;
-    int32_t n_held;        /* tokens the private session holds */
-    int32_t n_logprobs;
+    generation g;          /* ids, sampling, the private session, the detokenizer, finish_reason */
     int32_t prompt_k;      /* prompt_logprobs (-1: not asked) */
-    sampling samp;
-    bool stream, finished;
-    bool session_used;     /* a job ran on the private session (deleted at the end) */
     bool echo, ids_as_tokens;
-    bool include_usage;    /* stream_options.include_usage: a last chunk with the usage and no choices */
-    bool usage_sent;
     char *prompt_text;     /* the prompt as text (echo) */
     score_result score;    /* with prompt_k >= 0 */
-    const char *finish_reason;
-    tr_detok_stream *detok;
     /* accumulated text and logprobs (non-streaming) */
     char *text;
     size_t text_len, text_cap;
     cJSON *lp;             /* the logprobs object (tokens, token_logprobs, top_logprobs, text_offset) */
-    double t0_ms;
 } cmpl;
 
 static bool append_text(cmpl *c, const char *s, size_t n) {
@@ -75,23 +60,12 @@ static bool append_text(cmpl *c, const char *s, size_t n) {
 
 static void cmpl_free(cmpl *c) {
     if (!c) return;
-    if (c->session_used && c->srv->sched) scheduler_delete(c->srv->sched, c->id);
-    free(c->ids);
+    generation_release(&c->g);
     free(c->text);
     free(c->prompt_text);
     score_result_free(&c->score);
-    if (c->detok) tr_detok_stream_free(c->detok);
     cJSON_Delete(c->lp);
     free(c);
-}
-
-static char *piece_of(const tr_vocab *v, int32_t id) {
-    char buf[256];
-    int32_t n = v ? tr_token_to_piece(v, id, true, buf, (int32_t)sizeof buf - 1) : -1;
-    if (n < 0) n = 0;
-    if (n > (int32_t)sizeof buf - 1) n = (int32_t)sizeof buf - 1;
-    buf[n] = 0;
-    return strdup(buf);
 }
 
 /* Parses the request into c; false with err filled on bad input. */
@@ -126,14 +100,14 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
         }
         const size_t n_text = strlen(prompt->valuestring);
         const int32_t cap = (int32_t)(n_text + 8 < (size_t)n_ctx + 8 ? n_text + 8 : (size_t)n_ctx + 8);
-        c->ids = malloc((size_t)(cap + n_ctx) * sizeof *c->ids);
+        if (!generation_alloc_ids(&c->g, cap, err)) goto done;
         int32_t n = 0;
         tr_tokenize_params tp = tr_tokenize_default_params();
-        if (!c->ids || tr_tokenize(vocab, prompt->valuestring, n_text, &tp, c->ids, cap, &n) != TR_OK) {
+        if (tr_tokenize(vocab, prompt->valuestring, n_text, &tp, c->g.ids, cap, &n) != TR_OK) {
             api_error_set(err, 400, "bad_request", "prompt", "the prompt does not fit the context of %d tokens", n_ctx);
             goto done;
         }
-        c->n_prompt = n;
+        c->g.n_prompt = n;
         if (!(c->prompt_text = strdup(prompt->valuestring))) {
             api_error_set(err, 503, "busy", "", "out of memory");
             goto done;
@@ -145,10 +119,7 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
                           n_ctx);
             goto done;
         }
-        if (!(c->ids = malloc((size_t)(n + n_ctx + 1) * sizeof *c->ids))) {
-            api_error_set(err, 503, "busy", "", "out of memory");
-            goto done;
-        }
+        if (!generation_alloc_ids(&c->g, n, err)) goto done;
         int i = 0;
         for (const cJSON *t = prompt->child; t; t = t->next, i++) {
             if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
@@ -156,45 +127,34 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
                 api_error_set(err, 400, "bad_request", "prompt", "prompt[%d] is not a token id in [0, %d)", i, n_vocab);
                 goto done;
             }
-            c->ids[i] = (int32_t)t->valuedouble;
+            c->g.ids[i] = (int32_t)t->valuedouble;
         }
-        c->n_prompt = n;
+        c->g.n_prompt = n;
     } else {
         api_error_set(err, 400, "bad_request", "prompt", "'prompt' must be a string or an array of token ids");
         goto done;
     }
-    if (c->n_prompt == 0) {
+    if (c->g.n_prompt == 0) {
         api_error_set(err, 400, "bad_request", "prompt", "the prompt is empty");
         goto done;
     }
-    if (c->n_prompt > n_ctx) {
+    if (c->g.n_prompt > n_ctx) {
         api_error_set(err, 400, "bad_request", "prompt", "the prompt's %d tokens exceed the context of %d tokens",
-                      c->n_prompt, n_ctx);
+                      c->g.n_prompt, n_ctx);
         goto done;
     }
-    const struct {
-        const char *name;
-        double lo, hi, def;
-    } nums[] = {{"max_tokens", 0, 1 << 20, 16}, {"temperature", 0, 2, 1}, {"top_p", 0, 1, 1},
-                {"seed", 0, 9007199254740992.0, 0}, {"logprobs", 0, TOP_LOGPROBS_MAX, 0}, {"n", 1, 1, 1}};
-    double val[6];
-    for (int k = 0; k < 6; k++) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, nums[k].name);
-        val[k] = nums[k].def;
-        if (!f || cJSON_IsNull(f)) continue;
-        if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < nums[k].lo ||
-            f->valuedouble > nums[k].hi || (k != 1 && k != 2 && f->valuedouble != floor(f->valuedouble))) {
-            api_error_set(err, 400, "bad_request", nums[k].name, "'%s' must be a number in [%g, %g]%s", nums[k].name,
-                          nums[k].lo, nums[k].hi, k != 1 && k != 2 ? " (an integer)" : "");
-            goto done;
-        }
-        val[k] = f->valuedouble;
-    }
-    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
-    if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) {
-        api_error_set(err, 400, "bad_request", "stream", "'stream' must be true or false");
+    double logprobs = 0;
+    const cJSON *lpf = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (lpf && !cJSON_IsNull(lpf) &&
+        (!cJSON_IsNumber(lpf) || lpf->valuedouble != floor(lpf->valuedouble) || lpf->valuedouble < 0 ||
+         lpf->valuedouble > TOP_LOGPROBS_MAX)) {
+        api_error_set(err, 400, "bad_request", "logprobs", "'logprobs' must be a number in [0, %d] (an integer)",
+                      TOP_LOGPROBS_MAX);
         goto done;
     }
+    if (lpf && cJSON_IsNumber(lpf)) logprobs = lpf->valuedouble;
+    static const generation_limits limits = {{"max_tokens", NULL}, 16, 0, "prompt"};
+    if (!generation_parse_options(&c->g, root, &limits, err)) goto done;
     const char *flags[] = {"echo", "return_tokens_as_token_ids", "return_token_ids"};
     for (int k = 0; k < 3; k++) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, flags[k]);
@@ -223,91 +183,18 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
         }
         c->prompt_k = (int32_t)pk->valuedouble;
     }
-    c->stream = cJSON_IsTrue(stream);
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
-    if (so && !cJSON_IsNull(so)) {
-        const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
-        if (!c->stream) { /* OpenAI's and vLLM's rule */
-            api_error_set(err, 400, "bad_request", "stream_options", "'stream_options' is only allowed with \"stream\": true");
-            goto done;
-        }
-        if (!cJSON_IsObject(so) || (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu))) {
-            api_error_set(err, 400, "bad_request", "stream_options",
-                          "'stream_options' must be an object {\"include_usage\": true or false}");
-            goto done;
-        }
-        c->include_usage = cJSON_IsTrue(iu);
-    }
-    if (c->stream && (c->echo || c->prompt_k >= 0)) {
+    if (c->g.stream && (c->echo || c->prompt_k >= 0)) {
         api_error_set(err, 400, "bad_request", c->echo ? "echo" : "prompt_logprobs",
                       "'%s' is not supported with \"stream\": true", c->echo ? "echo" : "prompt_logprobs");
         goto done;
     }
-    c->max_tokens = (int32_t)val[0];
-    if (c->max_tokens > 0 && c->n_prompt >= n_ctx) {
-        api_error_set(err, 400, "bad_request", "prompt",
-                      "the prompt fills the context of %d tokens: nothing can be generated (max_tokens 0 scores it)",
-                      n_ctx);
-        goto done;
-    }
-    if (c->max_tokens > n_ctx - c->n_prompt) {
-        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
-        if (mt && !cJSON_IsNull(mt)) { /* asked for: refused, as OpenAI and vLLM do; the default 16 is cut */
-            api_error_set(err, 400, "bad_request", "max_tokens",
-                          "the prompt's %d tokens + max_tokens %d exceed the context of %d tokens (at most %d can "
-                          "be generated)", c->n_prompt, c->max_tokens, n_ctx, n_ctx - c->n_prompt);
-            goto done;
-        }
-        c->max_tokens = n_ctx - c->n_prompt;
-    }
-    c->samp.temperature = (float)val[1];
-    c->samp.top_p = val[2] > 0 ? (float)val[2] : 1.0f;
-    c->samp.seed = (uint64_t)val[3];
-    c->n_logprobs = (int32_t)val[4];
+    c->g.n_logprobs = (int32_t)logprobs;
     /* vLLM: echo with logprobs lists the prompt's tokens too, so it asks for their log-probabilities */
-    if (c->echo && c->n_logprobs > 0 && c->prompt_k < 0) c->prompt_k = c->n_logprobs;
+    if (c->echo && c->g.n_logprobs > 0 && c->prompt_k < 0) c->prompt_k = c->g.n_logprobs;
     ok = true;
 done:
     cJSON_Delete(root);
     return ok;
-}
-
-/* One scheduler job: what the private session does not hold yet (the whole prompt first, or the prompt and the
- * token chosen by the scoring pass; then the last generated token). Returns the HTTP status. */
-static int step(cmpl *c, route_result *res, api_error *err) {
-    route_request req = {0};
-    snprintf(req.session, sizeof req.session, "%s", c->id);
-    req.pos = c->n_held;
-    req.tokens = c->ids + c->n_held;
-    req.n_tokens = c->n_prompt + c->n_gen - c->n_held;
-    req.top_logprobs = c->n_logprobs;
-    req.n_vocab = tr_model_get_info(c->srv->model)->n_vocab;
-    req.samp = c->samp;
-    c->session_used = true;
-    const int status = scheduler_route(c->srv->sched, &req, res, err);
-    if (status == 200) c->n_held = c->n_prompt + c->n_gen;
-    return status;
-}
-
-/* Adds the token of res; returns the text it completes (may be empty) through text and len. */
-/* The end-of-generation token ends it with "stop" and is not part of the completion (not in its text, token_ids,
- * logprobs or completion_tokens); take returns false for it. */
-static bool take(cmpl *c, const route_result *res, const char **text, size_t *len) {
-    const tr_vocab *vocab = tr_model_vocab(c->srv->model);
-    *text = "";
-    *len = 0;
-    if (vocab && tr_vocab_is_eog(vocab, res->token)) {
-        c->finished = true;
-        c->finish_reason = "stop";
-        return false;
-    }
-    c->ids[c->n_prompt + c->n_gen++] = res->token;
-    if (c->detok) tr_detok_stream_push(c->detok, res->token, text, len);
-    if (c->n_gen >= c->max_tokens) {
-        c->finished = true;
-        c->finish_reason = "length";
-    }
-    return true;
 }
 
 /* ---------------------------------------------------------------- log-probabilities in vLLM's shapes */
@@ -320,11 +207,8 @@ static char *token_name(const cmpl *c, int32_t id) {
         snprintf(buf, sizeof buf, "token_id:%d", id);
         return strdup(buf);
     }
-    return piece_of(tr_model_vocab(c->srv->model), id);
+    return token_piece(c->g.srv, id, NULL);
 }
-
-/* vLLM and OpenAI write -inf as -9999.0 (JSON has no infinity). */
-static double finite_logprob(float lp) { return lp > -9999.0f ? (double)lp : -9999.0; }
 
 static cJSON *logprobs_object(void) {
     cJSON *lp = cJSON_CreateObject();
@@ -368,17 +252,17 @@ static void logprobs_add(const cmpl *c, cJSON *lp, int32_t id, bool has_lp, floa
  * prompt as decoded (vLLM adds up the tokens' names instead, which drifts from the text where a name is "<s>" or
  * "token_id:N"). */
 static void logprobs_add_prompt(const cmpl *c, cJSON *lp) {
-    const tr_vocab *vocab = tr_model_vocab(c->srv->model);
+    const tr_vocab *vocab = tr_model_vocab(c->g.srv->model);
     tr_detok_stream *ds = NULL;
     if (vocab && tr_detok_stream_create(vocab, true, &ds) != TR_OK) ds = NULL;
     size_t offset = 0;
-    for (int32_t p = 0; p < c->n_prompt; p++) {
+    for (int32_t p = 0; p < c->g.n_prompt; p++) {
         const score_row *row = p > 0 ? &c->score.rows[p - 1] : NULL;
-        const int32_t n_top = row ? (row->n_top < c->n_logprobs ? row->n_top : c->n_logprobs) : 0;
-        logprobs_add(c, lp, c->ids[p], row != NULL, row ? row->logprob : 0, row ? row->top : NULL, n_top, offset);
+        const int32_t n_top = row ? (row->n_top < c->g.n_logprobs ? row->n_top : c->g.n_logprobs) : 0;
+        logprobs_add(c, lp, c->g.ids[p], row != NULL, row ? row->logprob : 0, row ? row->top : NULL, n_top, offset);
         const char *t;
         size_t n = 0;
-        if (ds && tr_detok_stream_push(ds, c->ids[p], &t, &n) == TR_OK) offset += n;
+        if (ds && tr_detok_stream_push(ds, c->g.ids[p], &t, &n) == TR_OK) offset += n;
     }
     tr_detok_stream_free(ds);
 }
@@ -457,7 +341,7 @@ static void tb_add_entry(text_buf *b, const tr_vocab *vocab, float logprob, int3
 /* choices[0].prompt_logprobs: null for the first token (nothing predicts it), then per token an object keyed by
  * token id: the token itself first (with its rank in the whole vocabulary), then the top K not already there. */
 static cJSON *prompt_logprobs_json(const cmpl *c) {
-    const tr_vocab *vocab = tr_model_vocab(c->srv->model);
+    const tr_vocab *vocab = tr_model_vocab(c->g.srv->model);
     text_buf b = {0};
     tb_add(&b, "[null", 5);
     for (int32_t r = 0; r < c->score.n_rows; r++) {
@@ -476,32 +360,26 @@ static cJSON *prompt_logprobs_json(const cmpl *c) {
 
 static cJSON *response_head(cmpl *c) {
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "id", c->id + 1);
+    cJSON_AddStringToObject(root, "id", c->g.id + 1);
     cJSON_AddStringToObject(root, "object", "text_completion");
     cJSON_AddNumberToObject(root, "created", (double)time(NULL));
-    cJSON_AddStringToObject(root, "model", server_model_name(c->srv));
+    cJSON_AddStringToObject(root, "model", server_model_name(c->g.srv));
     return root;
 }
 
-static void add_usage(cmpl *c, cJSON *root) {
-    cJSON *u = cJSON_AddObjectToObject(root, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", c->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", c->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", c->n_prompt + c->n_gen);
-}
 
 /* ---------------------------------------------------------------- non-streaming */
 
 /* Scores the prompt in one pass (prompt_logprobs); with max_tokens > 0 the same pass chooses the first token.
  * Returns the HTTP status. */
 static int score_prompt(cmpl *c, api_error *err) {
-    const score_request req = {.tokens = c->ids, .n_tokens = c->n_prompt, .top_k = c->prompt_k,
-                               .next = c->max_tokens > 0, .samp = c->samp, .n_logprobs = c->n_logprobs};
+    const score_request req = {.tokens = c->g.ids, .n_tokens = c->g.n_prompt, .top_k = c->prompt_k,
+                               .next = c->g.max_tokens > 0, .samp = c->g.samp, .n_logprobs = c->g.n_logprobs};
     if (!score_result_alloc(&req, &c->score)) {
-        api_error_set(err, 503, "busy", "", "out of memory for %d positions", c->n_prompt);
+        api_error_set(err, 503, "busy", "", "out of memory for %d positions", c->g.n_prompt);
         return 503;
     }
-    return scheduler_score(c->srv->sched, &req, &c->score, err);
+    return scheduler_score(c->g.srv->sched, &req, &c->score, err);
 }
 
 /* Adds the generated token of res to the text and the logprobs object. */
@@ -509,7 +387,7 @@ static bool add_generated(cmpl *c, const route_result *res) {
     const size_t offset = c->text_len;
     const char *t;
     size_t n;
-    if (!take(c, res, &t, &n)) return true;
+    if (!generation_take(&c->g, res, &t, &n)) return true;
     if (!append_text(c, t, n)) return false;
     if (c->lp) logprobs_add(c, c->lp, res->token, true, res->logprob, res->top, res->n_top, offset);
     return true;
@@ -522,32 +400,31 @@ static int run_whole(cmpl *c, struct MHD_Connection *conn) {
         const char *prompt = c->prompt_text;
         char *decoded = NULL;
         if (!prompt) { /* token ids: decoded as vLLM does (no dummy-prefix space, no special tokens) */
-            const tr_vocab *vocab = tr_model_vocab(c->srv->model);
-            if (vocab && tr_detokenize(vocab, c->ids, c->n_prompt, true, false, &decoded) != TR_OK) decoded = NULL;
+            const tr_vocab *vocab = tr_model_vocab(c->g.srv->model);
+            if (vocab && tr_detokenize(vocab, c->g.ids, c->g.n_prompt, true, false, &decoded) != TR_OK) decoded = NULL;
             prompt = decoded ? decoded : "";
         }
         const bool ok = append_text(c, prompt, strlen(prompt));
         free(decoded);
         if (!ok) return http_send_json(conn, 500, NULL);
     }
-    if (c->n_logprobs > 0) c->lp = logprobs_object();
-    if (c->max_tokens == 0) c->finished = true, c->finish_reason = "length";
+    if (c->g.n_logprobs > 0) c->lp = logprobs_object();
+    if (c->g.max_tokens == 0) c->g.finished = true, c->g.finish_reason = "length";
     if (c->prompt_k >= 0) {
         const int status = score_prompt(c, &err);
-        if (status != 200) return http_send_error(c->srv, conn, "completions", &err, c->t0_ms);
+        if (status != 200) return http_send_error(c->g.srv, conn, "completions", &err, c->g.t0_ms);
         if (c->lp && c->echo) logprobs_add_prompt(c, c->lp);
-        if (c->max_tokens > 0 && !add_generated(c, &c->score.next)) return http_send_json(conn, 500, NULL);
+        if (c->g.max_tokens > 0 && !add_generated(c, &c->score.next)) return http_send_json(conn, 500, NULL);
     }
-    while (!c->finished) {
-        const int status = step(c, &res, &err);
-        if (status != 200) return http_send_error(c->srv, conn, "completions", &err, c->t0_ms);
+    while (!c->g.finished) {
+        const int status = generation_step(&c->g, &res, &err);
+        if (status != 200) return http_send_error(c->g.srv, conn, "completions", &err, c->g.t0_ms);
         if (!add_generated(c, &res)) return http_send_json(conn, 500, NULL);
     }
-    if (c->detok) {
-        const char *t;
-        size_t n;
-        if (tr_detok_stream_flush(c->detok, &t, &n) == TR_OK) append_text(c, t, n);
-    }
+    const char *rest;
+    size_t n_rest;
+    generation_flush(&c->g, &rest, &n_rest);
+    if (!append_text(c, rest, n_rest)) return http_send_json(conn, 500, NULL);
     cJSON *root = response_head(c), *choices = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, ch);
     cJSON_AddStringToObject(ch, "text", c->text ? c->text : "");
@@ -558,88 +435,74 @@ static int run_whole(cmpl *c, struct MHD_Connection *conn) {
     } else {
         cJSON_AddNullToObject(ch, "logprobs");
     }
-    cJSON_AddStringToObject(ch, "finish_reason", c->finish_reason);
+    cJSON_AddStringToObject(ch, "finish_reason", c->g.finish_reason);
     cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
-    for (int32_t i = 0; i < c->n_gen; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->ids[c->n_prompt + i]));
+    for (int32_t i = 0; i < c->g.n_gen; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->g.ids[c->g.n_prompt + i]));
     cJSON *pids = cJSON_AddArrayToObject(ch, "prompt_token_ids");
-    for (int32_t i = 0; i < c->n_prompt; i++) cJSON_AddItemToArray(pids, cJSON_CreateNumber(c->ids[i]));
+    for (int32_t i = 0; i < c->g.n_prompt; i++) cJSON_AddItemToArray(pids, cJSON_CreateNumber(c->g.ids[i]));
     if (c->prompt_k >= 0) cJSON_AddItemToObject(ch, "prompt_logprobs", prompt_logprobs_json(c));
     else cJSON_AddNullToObject(ch, "prompt_logprobs");
-    add_usage(c, root);
+    generation_add_usage(&c->g, root);
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    const double ms = server_now_ms() - c->t0_ms;
-    metrics_request(&c->srv->metrics, "completions", 200, ms);
+    const double ms = server_now_ms() - c->g.t0_ms;
+    metrics_request(&c->g.srv->metrics, "completions", 200, ms);
     if (c->prompt_k >= 0)
-        server_log(c->srv, "completions 200 %.2f ms prompt=%d generated=%d scored=%d (queue %.2f ms, eval %.2f ms)",
-                   ms, c->n_prompt, c->n_gen, c->score.n_rows, c->score.queue_ms, c->score.eval_ms);
-    else server_log(c->srv, "completions 200 %.2f ms prompt=%d generated=%d", ms, c->n_prompt, c->n_gen);
+        server_log(c->g.srv, "completions 200 %.2f ms prompt=%d generated=%d scored=%d (queue %.2f ms, eval %.2f ms)",
+                   ms, c->g.n_prompt, c->g.n_gen, c->score.n_rows, c->score.queue_ms, c->score.eval_ms);
+    else server_log(c->g.srv, "completions 200 %.2f ms prompt=%d generated=%d", ms, c->g.n_prompt, c->g.n_gen);
     return http_send_json(conn, 200, out);
 }
 
 /* ---------------------------------------------------------------- streaming (server-sent events) */
 
-static char *sse(cJSON *root) {
-    char *json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!json) return NULL;
-    const size_t n = strlen(json) + 9;
-    char *out = malloc(n);
-    if (out) snprintf(out, n, "data: %s\n\n", json);
-    free(json);
-    return out;
-}
-
 /* The next event (http_send_stream's producer): one per generated token, then the final one with usage, then
  * [DONE], the last. */
 static char *next_event(void *cls, bool *last) {
     cmpl *c = cls;
-    if (c->finished && c->include_usage && !c->usage_sent) {
-        c->usage_sent = true;
+    if (c->g.finished && c->g.include_usage && !c->g.usage_sent) {
+        c->g.usage_sent = true;
         cJSON *root = response_head(c);
         cJSON_AddArrayToObject(root, "choices");
-        add_usage(c, root);
-        return sse(root);
+        generation_add_usage(&c->g, root);
+        return sse_event(root);
     }
-    if (c->finished) {
+    if (c->g.finished) {
         *last = true;
-        const double ms = server_now_ms() - c->t0_ms;
-        metrics_request(&c->srv->metrics, "completions", 200, ms);
-        server_log(c->srv, "completions 200 (stream) %.2f ms prompt=%d generated=%d", ms, c->n_prompt, c->n_gen);
+        generation_done(&c->g, " (stream)");
         return strdup("data: [DONE]\n\n");
     }
     route_result res;
     api_error err = {0};
     cJSON *root = response_head(c), *choices = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, ch);
-    if (c->max_tokens == 0) {
-        c->finished = true;
-        c->finish_reason = "length";
+    if (c->g.max_tokens == 0) {
+        c->g.finished = true;
+        c->g.finish_reason = "length";
         cJSON_AddStringToObject(ch, "text", "");
     } else {
-        const int status = step(c, &res, &err);
+        const int status = generation_step(&c->g, &res, &err);
         if (status != 200) {
             cJSON_Delete(root);
-            root = cJSON_CreateObject();
-            cJSON_AddItemToObject(root, "error", api_error_object(&err));
-            c->finished = true;
+            c->g.finished = true;
             *last = true; /* the error event ends the stream */
-            return sse(root);
+            return sse_error_event(&err);
         }
         const size_t offset = c->text_len;
         const char *t;
         size_t n;
-        const bool generated = take(c, &res, &t, &n);
+        const bool generated = generation_take(&c->g, &res, &t, &n);
         append_text(c, t, n);
         char *piece = malloc(n + 1);
         if (piece) {
             memcpy(piece, t, n);
             piece[n] = 0;
         }
-        if (c->finished && c->detok) {
+        if (c->g.finished) {
             const char *ft;
             size_t fn;
-            if (tr_detok_stream_flush(c->detok, &ft, &fn) == TR_OK && fn > 0 && piece) {
+            generation_flush(&c->g, &ft, &fn);
+            if (fn > 0 && piece) {
                 char *p2 = realloc(piece, n + fn + 1);
                 if (p2) {
                     memcpy(p2 + n, ft, fn);
@@ -650,61 +513,51 @@ static char *next_event(void *cls, bool *last) {
         }
         cJSON_AddStringToObject(ch, "text", piece ? piece : "");
         free(piece);
-        if (c->n_logprobs > 0 && generated) {
+        if (c->g.n_logprobs > 0 && generated) {
             cJSON *lp = logprobs_object();
             logprobs_add(c, lp, res.token, true, res.logprob, res.top, res.n_top, offset);
             cJSON_AddItemToObject(ch, "logprobs", lp);
-        } else if (c->n_logprobs > 0) {
+        } else if (c->g.n_logprobs > 0) {
             cJSON_AddNullToObject(ch, "logprobs");
         }
         cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
         if (generated) cJSON_AddItemToArray(ids, cJSON_CreateNumber(res.token));
     }
     cJSON_AddNumberToObject(ch, "index", 0);
-    if (c->n_logprobs == 0) cJSON_AddNullToObject(ch, "logprobs");
-    if (c->finished) {
-        cJSON_AddStringToObject(ch, "finish_reason", c->finish_reason);
-        if (c->include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own chunk */
-        else add_usage(c, root);
+    if (c->g.n_logprobs == 0) cJSON_AddNullToObject(ch, "logprobs");
+    if (c->g.finished) {
+        cJSON_AddStringToObject(ch, "finish_reason", c->g.finish_reason);
+        if (c->g.include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own chunk */
+        else generation_add_usage(&c->g, root);
     } else {
         cJSON_AddNullToObject(ch, "finish_reason");
-        if (c->include_usage) cJSON_AddNullToObject(root, "usage");
+        if (c->g.include_usage) cJSON_AddNullToObject(root, "usage");
     }
-    return sse(root);
+    return sse_event(root);
 }
 
-static void stream_free(void *cls) { cmpl_free(cls); }
+static void stream_free(void *cls, bool client_gone) {
+    cmpl *c = cls;
+    if (client_gone) generation_client_gone(&c->g);
+    cmpl_free(c);
+}
 
 int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len) {
-    const double t0 = server_now_ms();
     api_error err = {0};
     cmpl *c = calloc(1, sizeof *c);
     if (!c) return http_send_json(conn, 500, NULL);
-    c->srv = srv;
-    c->t0_ms = t0;
-    /* Ids unique across restarts: 96 random bits (the private session's name too: "!" and the id). */
-    unsigned char rnd[12];
-    size_t got = 0;
-    while (got < sizeof rnd) {
-        const ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    if (got < sizeof rnd) {
+    if (!generation_init(&c->g, srv, "completions", "cmpl", &err)) {
+        const double t0 = c->g.t0_ms;
         cmpl_free(c);
-        api_error_set(&err, 503, "busy", "", "no random bytes for the completion id");
         return http_send_error(srv, conn, "completions", &err, t0);
     }
-    int at = snprintf(c->id, sizeof c->id, "!cmpl-");
-    for (size_t i = 0; i < sizeof rnd; i++) at += snprintf(c->id + at, sizeof c->id - (size_t)at, "%02x", rnd[i]);
     if (srv->params.log_requests) server_log(srv, "completions body: %.*s", (int)(len < 900 ? len : 900), body);
     if (!parse(srv, body, len, c, &err)) {
+        const double t0 = c->g.t0_ms;
         cmpl_free(c);
         return http_send_error(srv, conn, "completions", &err, t0);
     }
-    const tr_vocab *vocab = tr_model_vocab(srv->model);
-    if (vocab && tr_detok_stream_create(vocab, false, &c->detok) != TR_OK) c->detok = NULL;
-    if (!c->stream) {
+    if (!c->g.stream) {
         const int ret = run_whole(c, conn);
         cmpl_free(c);
         return ret;

@@ -1,11 +1,12 @@
 /* http.c — tr_server: the libmicrohttpd daemon (one thread per connection, optionally TLS with GnuTLS), request
  * bodies (size-limited: 413), the API key check (Bearer token, constant-time compare: 401), routing, and the JSON
- * bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /health and /metrics. Completions live in
- * completions.c, the streamed /v1/route/next reply in route_stream.c, the sessions and forward passes in
- * scheduler.c.
+ * bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /v1/models, /health and /metrics. Completions live in
+ * completions.c and chat_completions.c, the streamed /v1/route/next reply in route_stream.c, CORS in cors.c, the
+ * sessions and forward passes in scheduler.c.
  *
  * Logging: one line per request with method, route, status and milliseconds; bodies (token ids, text) only with
- * log_requests. */
+ * log_requests. A client that hangs up mid-stream leaves one line from the stream's owner; libmicrohttpd's own
+ * report of the failed send is dropped (mhd_log). */
 #include <arpa/inet.h>
 #include <math.h>
 #include <netdb.h>
@@ -35,6 +36,7 @@ static const char *route_label(const char *url, const char *method) {
     if (strcmp(url, "/v1/route/next") == 0) return "route_next";
     if (strncmp(url, "/v1/route/sessions/", 19) == 0 && strcmp(method, "DELETE") == 0) return "route_delete";
     if (strcmp(url, "/v1/completions") == 0) return "completions";
+    if (strcmp(url, "/v1/chat/completions") == 0) return "chat_completions";
     if (strcmp(url, "/health") == 0) return "health";
     if (strcmp(url, "/metrics") == 0) return "metrics";
     return "other";
@@ -72,20 +74,28 @@ tr_server_params tr_server_default_params(void) {
 /* A streamed body: the piece being handed to MHD and where its producer stands. */
 typedef struct stream_body {
     char *(*next)(void *cls, bool *last);
-    void (*done)(void *cls);
+    void (*done)(void *cls, bool client_gone);
     void *cls;
     char *piece;
     size_t len, off;
     bool last;
+    bool ended;  /* the whole body was handed to MHD */
+    bool cut;    /* ended early by us (out of memory) */
 } stream_body;
 
 static ssize_t read_stream(void *p, uint64_t pos, char *buf, size_t max) {
     stream_body *s = p;
     while (s->off >= s->len) {
-        if (s->last) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (s->last) {
+            s->ended = true;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
         free(s->piece);
         s->piece = s->next(s->cls, &s->last);
-        if (!s->piece) return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory: the client sees a cut stream */
+        if (!s->piece) { /* out of memory: the client sees a cut stream */
+            s->cut = true;
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         s->len = strlen(s->piece);
         s->off = 0;
     }
@@ -99,27 +109,38 @@ static ssize_t read_stream(void *p, uint64_t pos, char *buf, size_t max) {
 /* MHD is done with the response (sent, or the client went away). */
 static void free_stream(void *p) {
     stream_body *s = p;
-    s->done(s->cls);
+    s->done(s->cls, !s->ended && !s->cut);
     free(s->piece);
     free(s);
 }
 
 int http_send_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
-                     void *cls, void (*done)(void *cls)) {
+                     void *cls, void (*done)(void *cls, bool client_gone)) {
     stream_body *s = calloc(1, sizeof *s);
     struct MHD_Response *r = s ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream)
                                : NULL;
     if (!r) {
         free(s);
-        done(cls);
+        done(cls, false);
         return http_send_json(conn, 500, NULL);
     }
     *s = (stream_body){.next = next, .done = done, .cls = cls};
     MHD_add_response_header(r, "Content-Type", content_type);
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    const int ret = MHD_queue_response(conn, 200, r);
+    const int ret = http_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+/* The server a connection belongs to (set when it was accepted: on_connection). */
+static const tr_server *server_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+int http_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *r) {
+    cors_add_headers(server_of(conn), conn, r);
+    return MHD_queue_response(conn, status, r);
 }
 
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
@@ -128,7 +149,7 @@ int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
                                   "\"param\":null,\"code\":\"internal\"}}";
         struct MHD_Response *r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Content-Type", "application/json");
-        const int ret = MHD_queue_response(conn, 500, r);
+        const int ret = http_queue_response(conn, 500, r);
         MHD_destroy_response(r);
         return ret;
     }
@@ -138,7 +159,7 @@ int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
-    const int ret = MHD_queue_response(conn, (unsigned)status, r);
+    const int ret = http_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -181,7 +202,7 @@ int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *rou
                err->field);
     if (err->status == 204) {
         struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-        const int ret = MHD_queue_response(conn, 204, r);
+        const int ret = http_queue_response(conn, 204, r);
         MHD_destroy_response(r);
         return ret;
     }
@@ -287,8 +308,8 @@ static int handle_models(tr_server *srv, struct MHD_Connection *conn, double t0)
 static const char *allowed_methods(const char *url) {
     static const struct {
         const char *path, *allow;
-    } routes[] = {{"/v1/route/next", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
-                  {"/health", "GET"},         {"/metrics", "GET"}};
+    } routes[] = {{"/v1/route/next", "POST"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+                  {"/v1/models", "GET"},      {"/health", "GET"},         {"/metrics", "GET"}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].path) == 0) return routes[i].allow;
     if (strncmp(url, "/v1/route/sessions/", 19) == 0 && url[19]) return "DELETE";
@@ -312,7 +333,7 @@ static int send_method_not_allowed(tr_server *srv, struct MHD_Connection *conn, 
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Allow", allow);
-    const int ret = MHD_queue_response(conn, 405, r);
+    const int ret = http_queue_response(conn, 405, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -323,7 +344,7 @@ static int handle_metrics(tr_server *srv, struct MHD_Connection *conn, double t0
     if (!text) return http_send_json(conn, 500, NULL);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
-    const int ret = MHD_queue_response(conn, 200, r);
+    const int ret = http_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -351,6 +372,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->route = route_label(url, method);
         *con_cls = cs;
         api_error err = {0};
+        /* A CORS preflight comes without the API key: answered before the key is checked. */
+        const char *allow = srv->n_cors_origins > 0 && strcmp(method, "OPTIONS") == 0 ? allowed_methods(url) : NULL;
+        if (allow) return (enum MHD_Result)cors_preflight(srv, conn, cs->route, allow, cs->t0_ms);
         if (!authorized(srv, conn)) {
             api_error_set(&err, 401, "unauthorized", "", "missing or wrong API key");
             return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
@@ -390,6 +414,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (strcmp(url, "/v1/route/next") == 0 && post) return (enum MHD_Result)handle_route_next(srv, conn, cs);
     if (strcmp(url, "/v1/completions") == 0 && post)
         return (enum MHD_Result)completions_handle(srv, conn, cs->body ? cs->body : "", cs->len);
+    if (strcmp(url, "/v1/chat/completions") == 0 && post)
+        return (enum MHD_Result)chat_completions_handle(srv, conn, cs->body ? cs->body : "", cs->len);
     if (strcmp(url, "/health") == 0 && get) return (enum MHD_Result)handle_health(srv, conn, cs->t0_ms);
     if (strcmp(url, "/metrics") == 0 && get) return (enum MHD_Result)handle_metrics(srv, conn, cs->t0_ms);
     if (strcmp(url, "/v1/models") == 0 && get) return (enum MHD_Result)handle_models(srv, conn, cs->t0_ms);
@@ -405,6 +431,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (allow) return (enum MHD_Result)send_method_not_allowed(srv, conn, cs->route, method, allow, cs->t0_ms);
     api_error_set(&err, 404, "not_found", "", "no route %s %s", method, url);
     return (enum MHD_Result)http_send_error(srv, conn, "other", &err, cs->t0_ms);
+}
+
+/* Each connection knows its server, so every reply can add the CORS header (http_queue_response). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) *socket_context = cls;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {
@@ -443,9 +475,13 @@ static char *read_file(const char *path) {
     return buf;
 }
 
+/* libmicrohttpd's messages, one log line each. Its report of a reply it could not finish sending ("Failed to send
+ * the chunked response body for the request for `/v1/completions'. Error: The connection was forcibly closed by
+ * remote peer") is dropped: the stream's owner logs the client that went away in its own words. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     const tr_server *srv = cls;
     if (!srv->params.log) return;
+    if (strncmp(fmt, "Failed to send", 14) == 0) return;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
@@ -464,6 +500,8 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
         return tr_fail(TR_ERR_ARG, "server parameters must be positive");
     if (!p.tls_cert_path != !p.tls_key_path)
         return tr_fail(TR_ERR_ARG, "TLS needs both a certificate and a key");
+    if (p.chat_template != TR_CHAT_NONE && strcmp(tr_chat_template_name(p.chat_template), "none") == 0)
+        return tr_fail(TR_ERR_ARG, "chat_template %d is not a known template", (int)p.chat_template);
     if (p.tls_cert_path && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
         return tr_fail(TR_ERR_UNSUPPORTED, "this libmicrohttpd was built without TLS");
     const int32_t n_ctx = p.n_ctx > 0 ? p.n_ctx : (mi->n_ctx_train < 4096 ? mi->n_ctx_train : 4096);
@@ -509,9 +547,13 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
         else if (!(srv->tls_key = read_file(p.tls_key_path)))
             st = tr_fail(TR_ERR_IO, "cannot read the TLS key %s", p.tls_key_path);
     }
+    if (st == TR_OK) st = cors_init(srv, p.cors_origins, p.n_cors_origins);
+    if (st == TR_OK && p.chat_template != TR_CHAT_NONE && !tr_model_vocab(model))
+        st = tr_fail(TR_ERR_ARG, "a chat template needs the model's vocabulary, and this model has none");
     srv->params.api_key = NULL;
     srv->params.tls_cert_path = srv->params.tls_key_path = NULL;
     srv->params.host = NULL;
+    srv->params.cors_origins = NULL;
     if (st == TR_OK) {
         sched_params sp = {p.n_threads, p.max_sessions, n_ctx, p.max_batch_tokens, p.session_idle_s,
                            p.kv_budget_bytes, p.batch};
@@ -524,6 +566,7 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
         struct MHD_OptionItem opts[] = {
             {MHD_OPTION_SOCK_ADDR, 0, &addr},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
+            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, srv},
             {MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
             {MHD_OPTION_CONNECTION_LIMIT, 1024, NULL},
             {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->tls_cert},
@@ -566,6 +609,7 @@ void tr_server_free(tr_server *srv) {
     free(srv->api_key);
     free(srv->tls_cert);
     free(srv->tls_key);
+    cors_free(srv);
     pthread_mutex_destroy(&srv->metrics.mu);
     free(srv);
 }

@@ -8,7 +8,8 @@
 
 #include "server/server_internal.h"
 
-static const char *const routes[6] = {"route_next", "route_delete", "completions", "health", "metrics", "other"};
+static const char *const routes[N_ROUTES] = {"route_next", "route_delete", "completions", "chat_completions",
+                                             "health", "metrics", "other"};
 static const int statuses[N_STATUS] = {200, 204, 400, 401, 404, 409, 413, 500, 503, 0}; /* 0: any other */
 static const double lat_bounds_ms[LAT_BUCKETS] = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000};
 static const int batch_bounds[8] = {1, 2, 4, 8, 16, 32, 64, 1 << 30};
@@ -19,9 +20,9 @@ void metrics_init(server_metrics *m) {
 }
 
 static int route_index(const char *route) {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < N_ROUTES - 1; i++)
         if (strcmp(routes[i], route) == 0) return i;
-    return 5;
+    return N_ROUTES - 1;
 }
 
 void metrics_request(server_metrics *m, const char *route, int status, double ms) {
@@ -31,7 +32,7 @@ void metrics_request(server_metrics *m, const char *route, int status, double ms
         if (statuses[i] == status) si = i;
     pthread_mutex_lock(&m->mu);
     m->requests[r][si]++;
-    if (r < 3) {
+    if (r < N_TIMED_ROUTES) {
         int b = 0;
         while (b < LAT_BUCKETS && ms > lat_bounds_ms[b]) b++;
         m->lat_count[r][b]++;
@@ -87,7 +88,7 @@ char *metrics_render(server_metrics *m) {
     b.p[0] = 0;
     pthread_mutex_lock(&m->mu);
     put(&b, "# HELP tokroute_requests_total HTTP requests by route and status.\n# TYPE tokroute_requests_total counter\n");
-    for (int r = 0; r < 6; r++)
+    for (int r = 0; r < N_ROUTES; r++)
         for (int si = 0; si < N_STATUS; si++)
             if (m->requests[r][si] || (r == 0 && si == 0)) {
                 if (statuses[si]) put(&b, "tokroute_requests_total{route=\"%s\",status=\"%d\"} %lld\n", routes[r],
@@ -124,7 +125,7 @@ char *metrics_render(server_metrics *m) {
         (long long)m->expirations);
     put(&b, "# HELP tokroute_request_duration_seconds Request latency by route.\n"
             "# TYPE tokroute_request_duration_seconds histogram\n");
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < N_TIMED_ROUTES; r++) {
         cum = 0;
         for (int i = 0; i <= LAT_BUCKETS; i++) {
             cum += m->lat_count[r][i];

@@ -99,8 +99,11 @@ static char *next_line(void *cls, bool *last) {
 }
 
 /* MHD is done with the response (sent, or the client went away): stop the job and free it. */
-static void free_reply(void *cls) {
+static void free_reply(void *cls, bool client_gone) {
     ndjson_reply *r = cls;
+    if (client_gone)
+        server_log(r->srv, "route_next: client went away during a streamed lookahead after %d tokens (%.2f ms)",
+                   r->n_lookahead, server_now_ms() - r->t0_ms);
     scheduler_stream_close(r->stream);
     free(r->answer_line);
     free(r);
@@ -130,7 +133,7 @@ int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_requ
     r->t0_ms = t0_ms;
     r->answer_line = as_line(route_result_json(session, with_verify, &answer));
     if (!r->answer_line) {
-        free_reply(r);
+        free_reply(r, false);
         return http_send_json(conn, 500, NULL);
     }
     return http_send_stream(conn, "application/x-ndjson", next_line, r, free_reply);

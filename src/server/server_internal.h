@@ -1,7 +1,8 @@
 /* server_internal.h — the LLM server's parts: request parsing (request.c), the session table and the batching
- * worker (scheduler.c), sampling (sample.c), scoring a sequence (score.c), HTTP (http.c), the streamed route reply
- * (route_stream.c), OpenAI completions (completions.c), metrics (metrics.c). One worker thread owns the session
- * table and runs every forward pass on one engine; HTTP threads hand it jobs and wait on them. */
+ * worker (scheduler.c), sampling (sample.c), scoring a sequence (score.c), HTTP (http.c), CORS (cors.c), the
+ * streamed route reply (route_stream.c), OpenAI completions (completions.c) and chat completions
+ * (chat_completions.c) over a shared generation core (generation.c), metrics (metrics.c). One worker thread owns
+ * the session table and runs every forward pass on one engine; HTTP threads hand it jobs and wait on them. */
 #ifndef TR_SERVER_INTERNAL_H
 #define TR_SERVER_INTERNAL_H
 
@@ -121,12 +122,14 @@ void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_r
 /* metrics.c */
 #define LAT_BUCKETS 12
 #define N_STATUS 10
+#define N_ROUTES 7       /* route labels (metrics.c); the first N_TIMED_ROUTES have latency histograms */
+#define N_TIMED_ROUTES 4
 typedef struct server_metrics {
     pthread_mutex_t mu;
-    int64_t requests[6][N_STATUS]; /* route x status (see metrics.c) */
+    int64_t requests[N_ROUTES][N_STATUS]; /* route x status (see metrics.c) */
     int64_t tokens_evaluated, passes, batch_rows, batch_seqs, evictions, expirations, sessions_created;
-    int64_t lat_count[3][LAT_BUCKETS + 1];
-    double lat_sum[3];
+    int64_t lat_count[N_TIMED_ROUTES][LAT_BUCKETS + 1];
+    double lat_sum[N_TIMED_ROUTES];
     int64_t batch_hist[8];
     int32_t active_sessions;
     int64_t kv_bytes;
@@ -177,24 +180,90 @@ struct tr_server {
     scheduler *sched;
     server_metrics metrics;
     time_t started;             /* /v1/models "created" */
+    char **cors_origins;        /* copies of params.cors_origins (params' pointer is cleared) */
+    int32_t n_cors_origins;
     int port;
     bool stopped;
 };
 
-/* completions.c: handles POST /v1/completions on an HTTP thread. */
+/* generation.c: one continuation of a prompt on a private session, what /v1/completions and /v1/chat/completions
+ * share. The caller sets ids[0 .. n_prompt) (generation_alloc_ids makes room for the prompt and the context) and
+ * n_logprobs; generation_parse_options reads the common options; then generation_step + generation_take per token
+ * until finished. */
+typedef struct generation {
+    tr_server *srv;
+    const char *route;        /* metrics and log label: "completions" or "chat_completions" */
+    char id[48];              /* "!" + the reply's id ("cmpl-…", "chatcmpl-…"): the private session's name */
+    int32_t *ids;             /* prompt then generated ids */
+    int32_t n_prompt, n_gen, max_tokens;
+    int32_t n_held;           /* tokens the private session holds */
+    int32_t n_logprobs;       /* alternatives asked per generated token (0 .. TOP_LOGPROBS_MAX) */
+    sampling samp;
+    bool stream, include_usage, usage_sent;
+    bool finished, session_used;
+    const char *finish_reason; /* "stop" (end of generation) or "length" */
+    tr_detok_stream *detok;
+    double t0_ms;
+} generation;
+
+/* How a route names and bounds its limit on generated tokens. */
+typedef struct generation_limits {
+    const char *max_tokens_fields[2]; /* the names of the limit, the first given wins (NULL: no second name) */
+    double default_max_tokens;        /* when none is given; < 0: what the context leaves */
+    double min_max_tokens;            /* 0 (completions may only score) or 1 */
+    const char *prompt_field;         /* the field a prompt that fills the context is blamed on */
+} generation_limits;
+
+/* A fresh generation with a random id "PREFIX-<24 hex digits>" (false: err filled). */
+bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, api_error *err);
+/* Room for n_prompt_max prompt ids and the context after them. */
+bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err);
+/* Reads temperature, top_p, seed, n (only 1), stream, stream_options and the limit on generated tokens (with
+ * n_prompt set: a limit beyond the context is refused, a default is cut to it). False with err filled. */
+struct cJSON;
+bool generation_parse_options(generation *g, const struct cJSON *root, const generation_limits *lim,
+                              api_error *err);
+/* One scheduler job: what the private session does not hold yet (the whole prompt first; then the last generated
+ * token). Returns the HTTP status; on 200 res holds the next token. */
+int generation_step(generation *g, route_result *res, api_error *err);
+/* Adds res's token and returns the text it completes (may be empty; valid until the next call); the
+ * end-of-generation token is not added (false) and finishes with "stop"; max_tokens finishes with "length". */
+bool generation_take(generation *g, const route_result *res, const char **text, size_t *len);
+/* The text still held back by the detokenizer (an incomplete UTF-8 sequence) at the end. */
+void generation_flush(generation *g, const char **text, size_t *len);
+void generation_add_usage(const generation *g, struct cJSON *root);
+/* Counts and logs a finished request (how: "" or " (stream)"). */
+void generation_done(const generation *g, const char *how);
+/* The one log line of a client that hung up mid-stream. */
+void generation_client_gone(const generation *g);
+void generation_release(generation *g);
+/* "data: JSON\n\n" for root (consumed); NULL when out of memory. */
+char *sse_event(struct cJSON *root);
+char *sse_error_event(const api_error *err);
+double finite_logprob(float lp);
+/* A token's text (malloc'ed; *len its bytes when len is not NULL). */
+char *token_piece(const tr_server *srv, int32_t id, size_t *len);
+
+/* completions.c and chat_completions.c: POST /v1/completions and /v1/chat/completions on an HTTP thread. */
 struct MHD_Connection;
 int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
+int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
 /* route_stream.c: answers a parsed /v1/route/next request with "stream": true (takes req's tokens). */
 int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_request *req, double t0_ms);
 /* http.c helpers shared with completions.c and route_stream.c */
 /* The /v1/route/next reply object (malloc'ed JSON; NULL when out of memory); verify only with a draft. */
 char *route_result_json(const char *session, bool with_verify, const route_result *res);
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned);
+/* Every reply goes out through this: MHD_queue_response with the CORS header the request earns (cors.c). */
+struct MHD_Response;
+int http_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *r);
 /* A 200 streamed with chunked encoding, piece by piece: next returns the next piece of the body (a malloc'ed
  * string, taken over; it may block: one thread per connection) and sets *last on the final one; NULL cuts the
- * stream (out of memory). done frees cls afterwards — or at once, with a 500, when the response cannot be made. */
+ * stream (out of memory). done frees cls afterwards — or at once, with a 500, when the response cannot be made;
+ * client_gone says the stream ended before its last piece because the client went away (done logs that; MHD's
+ * own message about it is not logged). */
 int http_send_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
-                     void *cls, void (*done)(void *cls));
+                     void *cls, void (*done)(void *cls, bool client_gone));
 int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *route, const api_error *err,
                     double t0_ms);
 /* The "error" object of a reply, in OpenAI's shape: message, type (from the status: invalid_request_error,
@@ -203,6 +272,14 @@ int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *rou
 struct cJSON;
 struct cJSON *api_error_object(const api_error *err);
 const char *api_error_type(int status);
+/* cors.c: copies the allowed origins into srv (checked: one origin each, with its scheme, or "*"); cors_free
+ * frees them. cors_add_headers adds Access-Control-Allow-Origin (and Vary) when the request's Origin is allowed;
+ * cors_preflight answers OPTIONS on a known path (allow: its methods) while origins are configured: 204 with the
+ * Access-Control-Allow-* headers, or 403 for an origin not allowed. */
+tr_status cors_init(tr_server *srv, const char *const *origins, int32_t n);
+void cors_free(tr_server *srv);
+void cors_add_headers(const tr_server *srv, struct MHD_Connection *conn, struct MHD_Response *r);
+int cors_preflight(tr_server *srv, struct MHD_Connection *conn, const char *route, const char *allow, double t0_ms);
 /* What every reply calls the model: the one /v1/models lists. */
 const char *server_model_name(const tr_server *srv);
 double server_now_ms(void);
