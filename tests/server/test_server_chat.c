@@ -123,7 +123,7 @@ static long chat_call(const char *path, const char *body, reply *r) {
 }
 
 static const cJSON *item(const cJSON *obj, const char *name) { return cJSON_GetObjectItemCaseSensitive(obj, name); }
-static const cJSON *choice0(const cJSON *reply) { return cJSON_GetArrayItem(item(reply, "choices"), 0); }
+static const cJSON *choice0(const cJSON *body) { return cJSON_GetArrayItem(item(body, "choices"), 0); }
 
 static const char *str_of(const cJSON *obj, const char *name) {
     const cJSON *f = item(obj, name);
