@@ -204,9 +204,25 @@ tr_status tr_gguf_writer_write(tr_gguf_writer *w, const char *path, tr_gguf_fill
 typedef struct tr_model tr_model;
 typedef struct tr_context tr_context;
 
+/* How a context keeps its K and V cache. Q8_0 takes about half the memory of F16 and computes what llama.cpp's
+ * q8_0 cache does: blocks of 32 values along head_dim, each an F16 scale d = amax/127 and int8 values rounded to
+ * nearest, K and V turned by llama.cpp's Walsh-Hadamard rotation first where head_dim is a multiple of 64. Heads
+ * whose width is not a multiple of 32 use blocks of 16 or 8 values (head_dim must be a multiple of 8). */
+typedef enum tr_kv_type {
+    TR_KV_DEFAULT = 0, /* tr_context_params: the model's kv_type; tr_model_params: F16 */
+    TR_KV_F16 = 1,
+    TR_KV_F32 = 2,
+    TR_KV_Q8_0 = 3,
+} tr_kv_type;
+
+/* "f16", "f32", "q8_0" ("default" for TR_KV_DEFAULT); NULL for a value outside the enum. */
+const char *tr_kv_type_name(tr_kv_type type);
+
 typedef struct tr_model_params {
-    bool use_mmap;    /* map weights from the file instead of reading them (default true) */
-    bool load_vocab;  /* also load the tokenizer vocabulary when the file has one (default true) */
+    bool use_mmap;        /* map weights from the file instead of reading them (default true) */
+    bool load_vocab;      /* also load the tokenizer vocabulary when the file has one (default true) */
+    tr_kv_type kv_type;   /* KV cache of every context and server session on this model unless a context's params
+                           * name another (default TR_KV_DEFAULT: F16) */
 } tr_model_params;
 
 typedef enum tr_arch { TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3 } tr_arch;
@@ -232,7 +248,7 @@ typedef struct tr_context_params {
     int32_t n_ctx;        /* KV cache length in tokens; 0 = min(model's training context, 4096) */
     int32_t n_threads;    /* 0 = number of physical cores */
     int32_t n_batch;      /* most tokens evaluated in one forward chunk (default 256) */
-    bool kv_f32;          /* keep K and V in F32 instead of F16 (default false, as llama.cpp) */
+    tr_kv_type kv_type;   /* K and V storage (default TR_KV_DEFAULT: the model's, F16 unless loaded with another) */
 } tr_context_params;
 
 /* What tr_context_eval keeps for the caller. Hidden states (after the output norm) are always kept for every
@@ -264,6 +280,9 @@ void tr_context_clear(tr_context *ctx);
 /* Total tokens this context has evaluated since creation (for counting work). */
 int64_t tr_context_n_evaluated(const tr_context *ctx);
 int32_t tr_context_n_threads(const tr_context *ctx);
+/* The cache's storage type (never TR_KV_DEFAULT) and its bytes: K and V for all n_ctx positions of every layer. */
+tr_kv_type tr_context_kv_type(const tr_context *ctx);
+size_t tr_context_kv_bytes(const tr_context *ctx);
 
 /* Physical CPU cores this process may use (at least 1): those in its CPU affinity mask, at most its cgroup v2 CPU
  * quota. The default thread count. */
@@ -361,8 +380,11 @@ typedef struct tr_chat_message {
     const char *content;
 } tr_chat_message;
 
-/* Known templates: "chatml", "llama2", "llama3". */
-typedef enum tr_chat_template { TR_CHAT_NONE = 0, TR_CHAT_CHATML, TR_CHAT_LLAMA2, TR_CHAT_LLAMA3 } tr_chat_template;
+/* Known templates: "chatml" (also Qwen2/3/3.5), "llama2", "llama3", "gemma" (Gemma 2/3: the system text opens the
+ * first user turn, the assistant's role is "model"). */
+typedef enum tr_chat_template {
+    TR_CHAT_NONE = 0, TR_CHAT_CHATML, TR_CHAT_LLAMA2, TR_CHAT_LLAMA3, TR_CHAT_GEMMA
+} tr_chat_template;
 
 /* Picks the template the vocabulary's tokenizer.chat_template matches, or TR_CHAT_NONE. */
 tr_chat_template tr_chat_template_detect(const tr_gguf *gguf);

@@ -10,6 +10,13 @@
  *
  * With an F16 cache we round the query and the attention weights to F16 precision before their products, as
  * llama.cpp does (it converts the other operand of an F16 product to F16); sums stay in float.
+ *
+ * A Q8_0 cache keeps V by position (blocks along head_dim), so the second product becomes a weighted sum of V rows
+ * (kvq8_mix), as llama.cpp's flash-attention path accumulates dequantized V rows in float. The scores are the
+ * Q8_0 matrix product with the queries quantized to Q8_0 once per block of rows, as llama.cpp does, for 32-value
+ * blocks; narrower blocks (tiny models) dot float queries against K decoded on the fly (kvq8_scores). Where the
+ * cache stores K and V rotated (head_dim a multiple of 64, as llama.cpp), the queries get K's rotation and each
+ * head's output V's, which undoes it.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -18,20 +25,47 @@
 
 #include "common/error.h"
 #include "kernels/fp16.h"
+#include "kernels/kv_q8.h"
 #include "model/model_internal.h"
 
 /* Tokens per block: bounds the scores buffer to ATT_TOKENS × group × n_ctx floats. */
 #define ATT_TOKENS 32
 
 size_t kv_head_offset_k(const kv_cache *kv, int32_t g, int32_t pos, int32_t hd) {
-    return ((size_t)g * kv->n_ctx + (size_t)pos) * (size_t)hd * kv->elt;
+    (void)hd;
+    return ((size_t)g * kv->n_ctx + (size_t)pos) * kv->row_bytes;
 }
 
 size_t kv_head_offset_v(const kv_cache *kv, int32_t g, int32_t d, int32_t pos, int32_t hd) {
+    if (kv->type == TR_KV_Q8_0) return ((size_t)g * kv->n_ctx + (size_t)pos) * kv->row_bytes;
     return (((size_t)g * hd + (size_t)d) * kv->n_ctx + (size_t)pos) * kv->elt;
 }
 
+tr_status attention_scratch_alloc(activations *A, int n) {
+    if (!(A->att_scratch = calloc((size_t)n, sizeof *A->att_scratch)))
+        return tr_fail(TR_ERR_NOMEM, "out of memory for attention scratch");
+    A->n_att_scratch = n;
+    return TR_OK;
+}
+
+void attention_scratch_free(activations *A) {
+    for (int i = 0; A->att_scratch && i < A->n_att_scratch; i++) matmul_scratch_free(&A->att_scratch[i]);
+    free(A->att_scratch);
+    A->att_scratch = NULL;
+    A->n_att_scratch = 0;
+}
+
 static float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+/* Scaled softmax of one row's first `valid` scores; the rest are zeroed when `zero_rest` (the float products read
+ * every column). */
+static void softmax_row(float *s, int32_t valid, int32_t n_pos, float scale, bool f16, bool zero_rest) {
+    for (int32_t i = 0; i < valid; i++) s[i] *= scale;
+    softmax_inplace(s, valid);
+    if (f16)
+        for (int32_t i = 0; i < valid; i++) s[i] = round_f16(s[i]);
+    if (zero_rest) memset(s + valid, 0, (size_t)(n_pos - valid) * sizeof *s);
+}
 
 typedef struct softmax_job {
     float *scores;          /* [rows][n_pos] */
@@ -42,50 +76,104 @@ typedef struct softmax_job {
 
 static void softmax_task(void *arg, int ith, int nth) {
     const softmax_job *j = arg;
-    for (int32_t r = ith; r < j->rows; r += nth) {
-        float *s = j->scores + (size_t)r * j->n_pos;
-        const int32_t valid = j->pos0 + r / j->group + 1; /* causal: positions 0..p of this row's token */
-        for (int32_t i = 0; i < valid; i++) s[i] *= j->scale;
-        softmax_inplace(s, valid);
-        if (j->f16)
-            for (int32_t i = 0; i < valid; i++) s[i] = round_f16(s[i]);
-        memset(s + valid, 0, (size_t)(j->n_pos - valid) * sizeof *s);
-    }
+    for (int32_t r = ith; r < j->rows; r += nth) /* causal: positions 0..p of this row's token */
+        softmax_row(j->scores + (size_t)r * j->n_pos, j->pos0 + r / j->group + 1, j->n_pos, j->scale, j->f16, true);
 }
 
-/* Where one block's queries, scores and outputs go. */
+/* Where one block's queries, scores and outputs go, and the scratch its quantized queries use. */
 typedef struct att_bufs {
     float *q, *scores, *o;
+    matmul_scratch *scratch;
 } att_bufs;
+
+/* The Q8_0 cache's steps after the queries are gathered: scores (unless the matrix product made them), softmax and
+ * the weighted sum of V rows, for the tokens [ith/nth] of the block (their rows are whole groups, so each thread's
+ * share is causal rows of its own). */
+typedef struct q8_job {
+    kvq8_rows K, V;
+    const float *q;
+    float *scores, *o;
+    int32_t n_tokens, group, pos0, n_pos;
+    float scale;
+    int rot_v;
+    bool have_scores;
+} q8_job;
+
+static void q8_task(void *arg, int ith, int nth) {
+    const q8_job *j = arg;
+    const int32_t t0 = (int32_t)((int64_t)j->n_tokens * ith / nth), t1 = (int32_t)((int64_t)j->n_tokens * (ith + 1) / nth);
+    if (t0 >= t1) return;
+    const size_t r0 = (size_t)t0 * j->group, hd = (size_t)j->K.hd;
+    const kvq8_causal c = {(t1 - t0) * j->group, j->pos0 + t0 + 1, j->group};
+    float *scores = j->scores + r0 * j->n_pos;
+    if (!j->have_scores) kvq8_scores(&j->K, j->q + r0 * hd, c, scores, (size_t)j->n_pos);
+    for (int32_t r = 0; r < c.rows; r++)
+        softmax_row(scores + (size_t)r * j->n_pos, kvq8_row_valid(c, r), j->n_pos, j->scale, false, false);
+    kvq8_mix(&j->V, scores, (size_t)j->n_pos, c, j->o + r0 * hd);
+    if (j->rot_v) kvq8_rotate(j->o + r0 * hd, (int64_t)c.rows * j->K.hd, j->rot_v);
+}
+
+static tr_status attend_q8(tr_context *ctx, thread_pool *tp, att_bufs buf, int layer, int32_t g, int32_t t0,
+                           int32_t nt) {
+    const tr_model *m = ctx->model;
+    const kv_cache *kv = &ctx->kv;
+    const int32_t hd = m->info.head_dim, group = m->info.n_head / m->info.n_head_kv;
+    const int32_t rows = nt * group, n_pos = ctx->n_past + t0 + nt;
+    q8_job job = {.K = {kv->k[layer] + kv_head_offset_k(kv, g, 0, hd), kv->row_bytes, hd, kv->q8_block},
+                  .V = {kv->v[layer] + kv_head_offset_v(kv, g, 0, 0, hd), kv->row_bytes, hd, kv->q8_block},
+                  .q = buf.q, .scores = buf.scores, .o = buf.o, .n_tokens = nt, .group = group,
+                  .pos0 = ctx->n_past + t0, .n_pos = n_pos, .scale = 1.0f / sqrtf((float)hd), .rot_v = kv->rot_v};
+    if (kv->rot_k) kvq8_rotate(buf.q, (int64_t)rows * hd, kv->rot_k);
+    if (kv->q8_block == 32) { /* the rows are Q8_0 blocks: llama.cpp's integer product, all positions at once */
+        const weight_matrix K = {TR_TYPE_Q8_0, job.K.data, n_pos, hd, kv->row_bytes, WEIGHT_PLAIN};
+        tr_status st = matmul(tp, &K, buf.q, rows, buf.scores, n_pos, buf.scratch);
+        if (st != TR_OK) return st;
+        job.have_scores = true;
+    }
+    if (tp) run_parallel(ctx, q8_task, &job, (int64_t)rows * n_pos * hd * 2);
+    else q8_task(&job, 0, 1);
+    return TR_OK;
+}
+
+/* F16 or F32 cache: the two float products, with the softmax between them. */
+static tr_status attend_float(tr_context *ctx, thread_pool *tp, att_bufs buf, int layer, int32_t g, int32_t t0,
+                              int32_t nt) {
+    const tr_model *m = ctx->model;
+    const kv_cache *kv = &ctx->kv;
+    const int32_t hd = m->info.head_dim, group = m->info.n_head / m->info.n_head_kv;
+    const int32_t rows = nt * group, n_pos = ctx->n_past + t0 + nt;
+    const tr_type kv_type = kv->type == TR_KV_F32 ? TR_TYPE_F32 : TR_TYPE_F16;
+    matmul_scratch none = {0}; /* float products quantize nothing: the scratch stays empty */
+    const weight_matrix K = {kv_type, kv->k[layer] + kv_head_offset_k(kv, g, 0, hd), n_pos, hd, 0, WEIGHT_PLAIN};
+    tr_status st = matmul(tp, &K, buf.q, rows, buf.scores, n_pos, &none);
+    if (st != TR_OK) return st;
+
+    softmax_job sj = {buf.scores, rows, n_pos, group, ctx->n_past + t0, 1.0f / sqrtf((float)hd),
+                      kv->type == TR_KV_F16};
+    if (tp) run_parallel(ctx, softmax_task, &sj, (int64_t)rows * n_pos * 8);
+    else softmax_task(&sj, 0, 1);
+
+    const weight_matrix Vt = {kv_type, kv->v[layer] + kv_head_offset_v(kv, g, 0, 0, hd), hd, n_pos,
+                              (size_t)kv->n_ctx * kv->elt, WEIGHT_PLAIN};
+    return matmul(tp, &Vt, buf.scores, rows, buf.o, hd, &none);
+}
 
 /* Attention of tokens [t0, t0+nt) of the chunk for KV head g. tp: the pool the products and softmax split over, or
  * NULL to run them on the calling thread. */
 static tr_status attend_block(tr_context *ctx, thread_pool *tp, att_bufs buf, int layer, int32_t g, const float *q,
                               int32_t t0, int32_t nt, float *out) {
     const tr_model *m = ctx->model;
-    const kv_cache *kv = &ctx->kv;
     const int32_t hd = m->info.head_dim, group = m->info.n_head / m->info.n_head_kv;
-    const int32_t rows = nt * group, n_pos = ctx->n_past + t0 + nt;
-    const tr_type kv_type = kv->f32 ? TR_TYPE_F32 : TR_TYPE_F16;
-    matmul_scratch none = {0}; /* float products quantize nothing: the scratch stays empty */
-
+    const bool f16 = ctx->kv.type == TR_KV_F16;
     for (int32_t t = 0; t < nt; t++)
         for (int32_t j = 0; j < group; j++) {
             const float *src = q + (size_t)(t0 + t) * m->q_dim + (size_t)(g * group + j) * hd;
             float *dst = buf.q + ((size_t)t * group + j) * hd;
-            for (int32_t d = 0; d < hd; d++) dst[d] = kv->f32 ? src[d] : round_f16(src[d]);
+            for (int32_t d = 0; d < hd; d++) dst[d] = f16 ? round_f16(src[d]) : src[d];
         }
-    const weight_matrix K = {kv_type, ctx->kv.k[layer] + kv_head_offset_k(kv, g, 0, hd), n_pos, hd, 0, WEIGHT_PLAIN};
-    tr_status st = matmul(tp, &K, buf.q, rows, buf.scores, n_pos, &none);
+    const tr_status st = ctx->kv.type == TR_KV_Q8_0 ? attend_q8(ctx, tp, buf, layer, g, t0, nt)
+                                                     : attend_float(ctx, tp, buf, layer, g, t0, nt);
     if (st != TR_OK) return st;
-
-    softmax_job sj = {buf.scores, rows, n_pos, group, ctx->n_past + t0, 1.0f / sqrtf((float)hd), !kv->f32};
-    if (tp) run_parallel(ctx, softmax_task, &sj, (int64_t)rows * n_pos * 8);
-    else softmax_task(&sj, 0, 1);
-
-    const weight_matrix Vt = {kv_type, ctx->kv.v[layer] + kv_head_offset_v(kv, g, 0, 0, hd), hd, n_pos,
-                              (size_t)kv->n_ctx * kv->elt, WEIGHT_PLAIN};
-    if ((st = matmul(tp, &Vt, buf.scores, rows, buf.o, hd, &none)) != TR_OK) return st;
     for (int32_t t = 0; t < nt; t++)
         for (int32_t j = 0; j < group; j++)
             memcpy(out + (size_t)(t0 + t) * m->q_dim + (size_t)(g * group + j) * hd,
@@ -113,7 +201,7 @@ static void heads_task(void *arg, int ith, int nth) {
     const size_t rows = (size_t)job->nt * (size_t)(m->info.n_head / m->info.n_head_kv), hd = (size_t)m->info.head_dim;
     const att_bufs buf = {ctx->act.att_q + (size_t)ith * rows * hd,
                           ctx->act.att_scores + (size_t)ith * rows * (size_t)ctx->kv.n_ctx,
-                          ctx->act.att_o + (size_t)ith * rows * hd};
+                          ctx->act.att_o + (size_t)ith * rows * hd, &ctx->act.att_scratch[ith]};
     for (;;) {
         const int g = atomic_fetch_add_explicit(&job->next_head, 1, memory_order_relaxed);
         if (g >= m->info.n_head_kv) break;
@@ -125,7 +213,7 @@ static void heads_task(void *arg, int ith, int nth) {
 tr_status attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out) {
     const int32_t n_kv = ctx->model->info.n_head_kv;
     const int nth = thread_pool_size(ctx->pool);
-    const att_bufs whole = {ctx->act.att_q, ctx->act.att_scores, ctx->act.att_o};
+    const att_bufs whole = {ctx->act.att_q, ctx->act.att_scores, ctx->act.att_o, &ctx->scratch};
     for (int32_t t0 = 0; t0 < n; t0 += ATT_TOKENS) {
         const int32_t nt = n - t0 < ATT_TOKENS ? n - t0 : ATT_TOKENS;
         if (nth > 1 && n_kv > 1 && (int64_t)nt * nth <= ATT_TOKENS) {

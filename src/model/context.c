@@ -2,13 +2,16 @@
  * pool, activation buffers, and the logits / hidden states of the last evaluation.
  *
  * K and V are stored per layer as rows of n_head_kv × head_dim elements, one row per position, in F16 by default
- * (as llama.cpp). Truncation only moves n_past; the next evaluation overwrites the rows past it. An evaluation
- * that fails leaves n_past where it was.
+ * (as llama.cpp), F32, or Q8_0 (blocks along head_dim, quantized as each position is stored; see kernels/kv_q8.h).
+ * Truncation only moves n_past; the next evaluation overwrites the rows past it. An evaluation that fails leaves
+ * n_past where it was.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "kernels/fp16.h"
+#include "kernels/kv_q8.h"
 #include "model/model_internal.h"
 
 /* Below this many multiply-adds a job runs on the calling thread: waking a sleeping worker costs tens of
@@ -21,13 +24,83 @@ void run_parallel(tr_context *ctx, pool_task fn, void *arg, int64_t work) {
 }
 
 tr_context_params tr_context_default_params(void) {
-    tr_context_params p = {.n_ctx = 0, .n_threads = 0, .n_batch = 256, .kv_f32 = false};
+    tr_context_params p = {.n_ctx = 0, .n_threads = 0, .n_batch = 256, .kv_type = TR_KV_DEFAULT};
     return p;
 }
+
+/* ---------------------------------------------------------------- KV storage */
+
+const char *tr_kv_type_name(tr_kv_type type) {
+    switch (type) {
+    case TR_KV_DEFAULT: return "default";
+    case TR_KV_F16: return "f16";
+    case TR_KV_F32: return "f32";
+    case TR_KV_Q8_0: return "q8_0";
+    }
+    return NULL;
+}
+
+tr_kv_type kv_type_resolve(const tr_model *m, tr_kv_type type) { return type == TR_KV_DEFAULT ? m->kv_type : type; }
+
+tr_status kv_cache_layout(const tr_model *m, tr_kv_type type, int32_t n_ctx, kv_cache *kv) {
+    const int32_t hd = m->info.head_dim;
+    kv->type = type;
+    kv->n_ctx = n_ctx;
+    kv->q8_block = kv->rot_k = kv->rot_v = 0;
+    switch (type) {
+    case TR_KV_F16:
+    case TR_KV_F32:
+        kv->elt = type == TR_KV_F32 ? 4 : 2;
+        kv->row_bytes = (size_t)hd * kv->elt;
+        break;
+    case TR_KV_Q8_0:
+        /* A position's row must be whole blocks, or truncating would cut one. */
+        if (!(kv->q8_block = kvq8_block_for(hd)))
+            return tr_fail(TR_ERR_UNSUPPORTED, "a Q8_0 KV cache needs head_dim to be a multiple of 8 (this model's "
+                           "is %d); use f16", hd);
+        kv->elt = 0;
+        kv->row_bytes = kvq8_row_bytes(hd, kv->q8_block);
+        kv->rot_k = kvq8_rot_k(hd);
+        kv->rot_v = kvq8_rot_v(hd);
+        break;
+    default: return tr_fail(TR_ERR_ARG, "unknown KV cache type %d (f16, f32 or q8_0)", (int)type);
+    }
+    kv->layer_bytes = kv->row_bytes * (size_t)m->info.n_head_kv * (size_t)n_ctx;
+    return TR_OK;
+}
+
+void kv_store(const kv_cache *kv, int layer, int32_t pos, float *k, float *v, int32_t n_heads, int32_t hd) {
+    uint8_t *K = kv->k[layer], *V = kv->v[layer];
+    for (int32_t g = 0; g < n_heads; g++) {
+        float *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
+        if (kv->type == TR_KV_Q8_0) {
+            if (kv->rot_k) kvq8_rotate(kg, hd, kv->rot_k);
+            if (kv->rot_v) kvq8_rotate(vg, hd, kv->rot_v);
+            kvq8_quantize_row(kg, K + kv_head_offset_k(kv, g, pos, hd), hd, kv->q8_block);
+            kvq8_quantize_row(vg, V + kv_head_offset_v(kv, g, 0, pos, hd), hd, kv->q8_block);
+            continue;
+        }
+        for (int32_t d = 0; d < hd; d++) {
+            uint8_t *kd = K + kv_head_offset_k(kv, g, pos, hd) + (size_t)d * kv->elt;
+            uint8_t *vd = V + kv_head_offset_v(kv, g, d, pos, hd);
+            if (kv->type == TR_KV_F32) {
+                memcpy(kd, &kg[d], 4);
+                memcpy(vd, &vg[d], 4);
+            } else {
+                const uint16_t kh = fp32_to_fp16(kg[d]), vh = fp32_to_fp16(vg[d]);
+                memcpy(kd, &kh, 2);
+                memcpy(vd, &vh, 2);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- the context */
 
 static void free_activations(activations *A) {
     float *bufs[] = {A->x, A->xb, A->q, A->k, A->v, A->att, A->gate, A->up, A->rope_cos, A->rope_sin, A->att_q};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    attention_scratch_free(A);
     memset(A, 0, sizeof *A);
 }
 
@@ -50,7 +123,7 @@ static tr_status alloc_activations(tr_context *ctx) {
     A->att_q = malloc(attention_scratch_floats(m, ctx->kv.n_ctx) * sizeof(float));
     if (A->att_q) attention_blocks(m, ctx->kv.n_ctx, A->att_q, &A->att_scores, &A->att_o);
     if (!A->x || !A->xb || !A->q || !A->att || !A->k || !A->v || !A->gate || !A->up || !A->rope_cos ||
-        !A->rope_sin || !A->att_q)
+        !A->rope_sin || !A->att_q || attention_scratch_alloc(A, ctx->params.n_threads) != TR_OK)
         return tr_fail(TR_ERR_NOMEM, "out of memory for activations (batch %d)", A->cap);
     return TR_OK;
 }
@@ -58,10 +131,8 @@ static tr_status alloc_activations(tr_context *ctx) {
 static tr_status alloc_kv(tr_context *ctx) {
     const tr_model *m = ctx->model;
     kv_cache *kv = &ctx->kv;
-    kv->f32 = ctx->params.kv_f32;
-    kv->n_ctx = ctx->params.n_ctx;
-    kv->elt = kv->f32 ? 4 : 2;
-    kv->layer_bytes = (size_t)m->kv_dim * (size_t)kv->n_ctx * kv->elt;
+    tr_status st = kv_cache_layout(m, ctx->params.kv_type, ctx->params.n_ctx, kv);
+    if (st != TR_OK) return st;
     kv->k = calloc((size_t)m->info.n_layer, sizeof *kv->k);
     kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache");
@@ -85,11 +156,14 @@ tr_status tr_context_create(const tr_model *model, const tr_context_params *para
     if (p.n_threads == 0) p.n_threads = tr_physical_cores();
     if (p.n_batch == 0) p.n_batch = 256;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    p.kv_type = kv_type_resolve(model, p.kv_type);
+    kv_cache probe;
+    tr_status st = kv_cache_layout(model, p.kv_type, p.n_ctx, &probe); /* refuse a bad type before allocating */
+    if (st != TR_OK) return st;
     tr_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return tr_fail(TR_ERR_NOMEM, "out of memory");
     ctx->model = model;
     ctx->params = p;
-    tr_status st = TR_OK;
     if (!(ctx->pool = thread_pool_create(p.n_threads))) st = TR_ERR_NOMEM;
     if (st == TR_OK) st = alloc_kv(ctx);
     if (st == TR_OK) st = alloc_activations(ctx);
@@ -213,5 +287,9 @@ int32_t tr_context_n_ctx(const tr_context *ctx) { return ctx ? ctx->kv.n_ctx : 0
 const int32_t *tr_context_tokens(const tr_context *ctx) { return ctx ? ctx->tokens : NULL; }
 int64_t tr_context_n_evaluated(const tr_context *ctx) { return ctx ? ctx->n_evaluated : 0; }
 int32_t tr_context_n_threads(const tr_context *ctx) { return ctx ? ctx->params.n_threads : 0; }
+tr_kv_type tr_context_kv_type(const tr_context *ctx) { return ctx ? ctx->kv.type : TR_KV_DEFAULT; }
+size_t tr_context_kv_bytes(const tr_context *ctx) {
+    return ctx ? 2 * (size_t)ctx->model->info.n_layer * ctx->kv.layer_bytes : 0;
+}
 
 const char *tr_kernels_isa(void) { return kernels_isa(); }

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "kernels/fp16.h"
 #include "model/model_internal.h"
 
 typedef struct silu_job {
@@ -20,26 +19,6 @@ static void silu_task(void *arg, int ith, int nth) {
     const silu_job *job = arg;
     const int64_t per = (job->n + nth - 1) / nth, lo = ith * per, hi = lo + per < job->n ? lo + per : job->n;
     if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
-}
-
-/* Writes position pos of every KV head: K as a row, V into its transposed rows (see attention.c). */
-static void store_kv(const kv_cache *kv, int layer, int32_t pos, const float *k, const float *v, int32_t n_heads,
-                     int32_t hd) {
-    uint8_t *K = kv->k[layer], *V = kv->v[layer];
-    for (int32_t g = 0; g < n_heads; g++)
-        for (int32_t d = 0; d < hd; d++) {
-            const float kx = k[g * hd + d], vx = v[g * hd + d];
-            uint8_t *kd = K + kv_head_offset_k(kv, g, pos, hd) + (size_t)d * kv->elt;
-            uint8_t *vd = V + kv_head_offset_v(kv, g, d, pos, hd);
-            if (kv->f32) {
-                memcpy(kd, &kx, 4);
-                memcpy(vd, &vx, 4);
-            } else {
-                const uint16_t kh = fp32_to_fp16(kx), vh = fp32_to_fp16(vx);
-                memcpy(kd, &kh, 2);
-                memcpy(vd, &vh, 2);
-            }
-        }
 }
 
 static void add_bias(float *rows, const float *bias, int32_t n, int32_t width) {
@@ -75,7 +54,7 @@ static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
         const float *c = A->rope_cos + (int64_t)t * half, *s = A->rope_sin + (int64_t)t * half;
         rope_apply(m, A->q + (int64_t)t * m->q_dim, m->info.n_head, c, s);
         rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, s);
-        store_kv(&ctx->kv, il, ctx->n_past + t, A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
+        kv_store(&ctx->kv, il, ctx->n_past + t, A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
                  m->info.n_head_kv, hd);
     }
     if ((st = attention(ctx, il, A->q, n, A->att)) != TR_OK) return st;

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "kernels/fp16.h"
 #include "model/multi.h"
 
 #define KV_MIN_CAPACITY 64
@@ -25,7 +24,9 @@ struct multi_engine {
 /* ---------------------------------------------------------------- per-sequence KV caches */
 
 size_t kv_seq_bytes_for(const tr_model *m, int32_t n_ctx) {
-    return 2 * (size_t)m->info.n_layer * (size_t)m->kv_dim * (size_t)n_ctx * 2 + (size_t)n_ctx * sizeof(int32_t);
+    kv_cache kv;
+    if (kv_cache_layout(m, m->kv_type, n_ctx, &kv) != TR_OK) return 0; /* the model's type was checked at load */
+    return 2 * (size_t)m->info.n_layer * kv.layer_bytes + (size_t)n_ctx * sizeof(int32_t);
 }
 
 size_t kv_seq_bytes(const kv_seq *s) { return s ? kv_seq_bytes_for(s->model, s->kv.n_ctx) : 0; }
@@ -39,10 +40,8 @@ static void free_layers(const tr_model *m, kv_cache *kv) {
 }
 
 static tr_status alloc_layers(const tr_model *m, int32_t n_ctx, kv_cache *kv) {
-    kv->f32 = false;
-    kv->elt = 2;
-    kv->n_ctx = n_ctx;
-    kv->layer_bytes = (size_t)m->kv_dim * (size_t)n_ctx * kv->elt;
+    tr_status st = kv_cache_layout(m, m->kv_type, n_ctx, kv);
+    if (st != TR_OK) return st;
     kv->k = calloc((size_t)m->info.n_layer, sizeof *kv->k);
     kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) goto fail;
@@ -104,7 +103,12 @@ tr_status kv_seq_reserve(kv_seq *s, int32_t n) {
     for (int il = 0; il < m->info.n_layer; il++)
         for (int32_t g = 0; g < n_kv; g++) {
             memcpy(nk.k[il] + kv_head_offset_k(&nk, g, 0, hd), s->kv.k[il] + kv_head_offset_k(&s->kv, g, 0, hd),
-                   (size_t)s->n_past * hd * nk.elt);
+                   (size_t)s->n_past * nk.row_bytes);
+            if (nk.type == TR_KV_Q8_0) { /* V by position, like K */
+                memcpy(nk.v[il] + kv_head_offset_v(&nk, g, 0, 0, hd), s->kv.v[il] + kv_head_offset_v(&s->kv, g, 0, 0, hd),
+                       (size_t)s->n_past * nk.row_bytes);
+                continue;
+            }
             for (int32_t d = 0; d < hd; d++)
                 memcpy(nk.v[il] + kv_head_offset_v(&nk, g, d, 0, hd), s->kv.v[il] + kv_head_offset_v(&s->kv, g, d, 0, hd),
                        (size_t)s->n_past * nk.elt);
@@ -123,6 +127,7 @@ void kv_seq_truncate(kv_seq *s, int32_t n_past) {
 static void free_acts(activations *A) {
     float *bufs[] = {A->x, A->xb, A->q, A->k, A->v, A->att, A->gate, A->up, A->rope_cos, A->rope_sin, A->att_q};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    attention_scratch_free(A);
     memset(A, 0, sizeof *A);
 }
 
@@ -170,8 +175,9 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
     e->row_pos = malloc(cap * sizeof *e->row_pos);
     e->last_hidden = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
     v->pool = thread_pool_create(v->params.n_threads);
+    const bool scratch_ok = attention_scratch_alloc(A, v->params.n_threads) == TR_OK;
     if (!A->x || !A->xb || !A->q || !A->att || !A->k || !A->v || !A->gate || !A->up || !A->rope_cos ||
-        !A->rope_sin || !A->att_q || !e->row_pos || !e->last_hidden || !v->pool) {
+        !A->rope_sin || !A->att_q || !scratch_ok || !e->row_pos || !e->last_hidden || !v->pool) {
         multi_engine_free(e);
         return tr_fail(TR_ERR_NOMEM, "out of memory for the batch engine (%d rows)", max_rows);
     }
@@ -191,18 +197,6 @@ static void silu_task(void *arg, int ith, int nth) {
     const silu_job *job = arg;
     const int64_t per = (job->n + nth - 1) / nth, lo = ith * per, hi = lo + per < job->n ? lo + per : job->n;
     if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
-}
-
-/* As forward.c's store_kv: K as a row at pos, V into its transposed rows. */
-static void store_kv(const kv_cache *kv, int layer, int32_t pos, const float *k, const float *v, int32_t n_heads,
-                     int32_t hd) {
-    uint8_t *K = kv->k[layer], *V = kv->v[layer];
-    for (int32_t g = 0; g < n_heads; g++)
-        for (int32_t d = 0; d < hd; d++) {
-            const uint16_t kh = fp32_to_fp16(k[g * hd + d]), vh = fp32_to_fp16(v[g * hd + d]);
-            memcpy(K + kv_head_offset_k(kv, g, pos, hd) + (size_t)d * kv->elt, &kh, 2);
-            memcpy(V + kv_head_offset_v(kv, g, d, pos, hd), &vh, 2);
-        }
 }
 
 static void add_bias(float *rows, const float *bias, int32_t n, int32_t width) {
@@ -241,7 +235,7 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
             const float *c = A->rope_cos + (int64_t)t * half, *sn = A->rope_sin + (int64_t)t * half;
             rope_apply(m, A->q + (int64_t)t * m->q_dim, m->info.n_head, c, sn);
             rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, sn);
-            store_kv(&seqs[s]->kv, il, e->row_pos[t], A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
+            kv_store(&seqs[s]->kv, il, e->row_pos[t], A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
                      m->info.n_head_kv, hd);
         }
         ctx->kv = seqs[s]->kv;

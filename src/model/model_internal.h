@@ -35,18 +35,34 @@ struct tr_model {
     float **owned_f32;        /* 1-D tensors converted to F32 at load */
     int n_owned;
     tr_vocab *vocab;
+    tr_kv_type kv_type;       /* contexts' and sessions' cache unless their params name one (never DEFAULT) */
 };
 
-/* KV cache, per layer and KV head: K rows by position, V transposed (one row per head dimension), so attention
- * is two plain matrix products (see attention.c). Truncating only moves n_past: positions past it are overwritten
- * by the next eval. */
+/* KV cache, per layer and KV head: K rows by position; for F16/F32, V transposed (one row per head dimension), so
+ * attention is two plain matrix products (see attention.c). A Q8_0 cache keeps V by position too (its blocks run
+ * along head_dim: a position's row is whole blocks, see kernels/kv_q8.h). Truncating only moves n_past: positions
+ * past it are overwritten by the next eval. */
 typedef struct kv_cache {
-    bool f32;
+    tr_kv_type type;   /* F16, F32 or Q8_0 */
     int32_t n_ctx;
-    size_t elt;        /* bytes per element: 2 (F16) or 4 (F32) */
+    size_t elt;        /* bytes per element: 2 (F16) or 4 (F32); 0 for Q8_0 */
+    int q8_block;      /* Q8_0: values per block (32, or 16/8 for narrower heads) */
+    int rot_k, rot_v;  /* Q8_0: Walsh-Hadamard runs of Q/K and of V/output (0: none; see kernels/kv_q8.h) */
+    size_t row_bytes;  /* one (head, position) row of K (and of V for Q8_0) */
     size_t layer_bytes;
-    uint8_t **k, **v;  /* [n_layer]: K as [n_head_kv][n_ctx][head_dim], V as [n_head_kv][head_dim][n_ctx] */
+    uint8_t **k, **v;  /* [n_layer]: K as [n_head_kv][n_ctx][row], V as [n_head_kv][head_dim][n_ctx] or (Q8_0)
+                        * [n_head_kv][n_ctx][row] */
 } kv_cache;
+
+/* context.c: the storage of a cache of type `type` (resolved: not DEFAULT) and n_ctx positions on model m (no
+ * memory allocated); TR_ERR_ARG for a type outside the enum, TR_ERR_UNSUPPORTED for Q8_0 on a head_dim that is
+ * not a multiple of 8. */
+tr_status kv_cache_layout(const tr_model *m, tr_kv_type type, int32_t n_ctx, kv_cache *kv);
+/* The type a context or session on m uses when asked for `type` (DEFAULT: the model's). */
+tr_kv_type kv_type_resolve(const tr_model *m, tr_kv_type type);
+/* Writes position pos of every KV head of the layer (K and V rows [n_head_kv][head_dim] in float; a Q8_0 cache
+ * rotates them in place first). */
+void kv_store(const kv_cache *kv, int layer, int32_t pos, float *k, float *v, int32_t n_heads, int32_t hd);
 
 /* Activation buffers sized for one chunk of up to n_batch tokens. */
 typedef struct activations {
@@ -54,6 +70,8 @@ typedef struct activations {
     float *x, *xb, *q, *k, *v, *att, *gate, *up;
     float *rope_cos, *rope_sin;  /* [cap][rope_dim/2] */
     float *att_q, *att_scores, *att_o; /* attention blocks (attention_scratch_floats in all) */
+    matmul_scratch *att_scratch;       /* [n_threads] quantized queries of a Q8_0 cache's products, per thread */
+    int n_att_scratch;
 } activations;
 
 struct tr_context {
@@ -99,7 +117,11 @@ tr_status attention(tr_context *ctx, int layer, const float *q, int32_t n, float
 size_t attention_scratch_floats(const tr_model *m, int32_t n_ctx);
 /* Splits a scratch of attention_scratch_floats into the query block (base), scores and outputs. */
 void attention_blocks(const tr_model *m, int32_t n_ctx, float *base, float **scores, float **out);
-/* Byte offsets into a layer's K and V: K row of (head g, position), V element (head g, dimension d, position). */
+/* Per-thread scratches for attention (n of them), and their release. */
+tr_status attention_scratch_alloc(activations *A, int n);
+void attention_scratch_free(activations *A);
+/* Byte offsets into a layer's K and V: K row of (head g, position), V element (head g, dimension d, position) —
+ * for Q8_0, V's row of (head g, position) with d = 0. */
 size_t kv_head_offset_k(const kv_cache *kv, int32_t g, int32_t pos, int32_t hd);
 size_t kv_head_offset_v(const kv_cache *kv, int32_t g, int32_t d, int32_t pos, int32_t hd);
 

@@ -20,7 +20,7 @@
 #include "model/model_internal.h"
 
 tr_model_params tr_model_default_params(void) {
-    tr_model_params p = {.use_mmap = true, .load_vocab = true};
+    tr_model_params p = {.use_mmap = true, .load_vocab = true, .kv_type = TR_KV_DEFAULT};
     return p;
 }
 
@@ -330,6 +330,11 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         }
     }
     if (st == TR_OK) st = read_hparams(m);
+    if (st == TR_OK) { /* a KV type the model cannot hold fails here, not at its first context */
+        kv_cache probe;
+        m->kv_type = p.kv_type == TR_KV_DEFAULT ? TR_KV_F16 : p.kv_type;
+        st = kv_cache_layout(m, m->kv_type, 1, &probe);
+    }
     if (st == TR_OK) st = kernels_check();
     if (st == TR_OK) st = bind_model(m);
     if (st == TR_OK) st = repack_weights(m);

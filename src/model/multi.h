@@ -16,7 +16,7 @@ typedef struct kv_seq {
     int32_t *tokens;    /* [capacity] tokens in the cache */
 } kv_seq;
 
-/* Bytes of K and V for a capacity of n_ctx positions (F16 cache). */
+/* Bytes of K and V for a capacity of n_ctx positions, in the model's KV type (tr_model_params.kv_type). */
 size_t kv_seq_bytes_for(const tr_model *m, int32_t n_ctx);
 tr_status kv_seq_create(const tr_model *m, int32_t initial_ctx, int32_t max_ctx, kv_seq **out);
 void kv_seq_free(kv_seq *s);

@@ -5,7 +5,7 @@
  * evaluates the tokens in one batch with every position's output and writes OUT_PREFIX.logits.f32
  * ([n][n_vocab]), OUT_PREFIX.hidden.f32 ([n][n_embd], the final norm's output, which llama.cpp returns as the
  * embedding when pooling is off) and OUT_PREFIX.greedy (N_GREEDY argmax tokens decoded one at a time, one line
- * each: "token runner-up gap", the gap between their logits relative to the top one). 2 threads, F16 KV cache, flash attention off (the conformance goldens' settings). */
+ * each: "token runner-up gap", the gap between their logits relative to the top one). 2 threads, F16 KV cache, flash attention off (the conformance goldens' settings); with LLAMACPP_REF_KV_Q8_0 set, a q8_0 K and V cache with flash attention. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +64,10 @@ int main(int argc, char **argv) {
     cp.embeddings = true;
     cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    if (getenv("LLAMACPP_REF_KV_Q8_0")) { /* test_model_kv_q8.c: a q8_0 cache needs flash attention */
+        cp.type_k = cp.type_v = GGML_TYPE_Q8_0;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    }
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) return fprintf(stderr, "cannot create a context\n"), 1;
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model)), n_embd = llama_model_n_embd(model);

@@ -41,7 +41,7 @@ static tr_context *new_ctx(const tr_model *m, int32_t n_ctx, int32_t n_batch, bo
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_threads = 2;
-    cp.kv_f32 = kv_f32;
+    cp.kv_type = kv_f32 ? TR_KV_F32 : TR_KV_F16;
     tr_context *ctx = NULL;
     assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
     return ctx;

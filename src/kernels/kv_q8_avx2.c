@@ -1,0 +1,91 @@
+/* kv_q8_avx2.c — the Q8_0 KV kernels of kv_q8.h for 32-value blocks on AVX2 + FMA + F16C.
+ *
+ * Scores: a tile of up to 4 query rows walks the positions; each K block is widened to floats (times its scale)
+ * once and multiplied into every row of the tile. Mix: a tile of 2 rows keeps one block's 32 output values per row
+ * in 8 accumulators while the positions stream past, so each V block is widened once per tile. */
+#include <immintrin.h>
+
+#include "kernels/avx2_inline.h"
+#include "kernels/kv_q8.h"
+
+#define QK 32
+#define BLOCK_BYTES 34
+
+INLINE float scale_of(const uint8_t *b) {
+    uint16_t d;
+    memcpy(&d, b, sizeof d);
+    return _cvtsh_ss(d);
+}
+
+/* The block's 32 int8 values as 4 × 8 floats. */
+INLINE void widen(const uint8_t *b, __m256 v[4]) {
+    for (int k = 0; k < 4; k++)
+        v[k] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 8 * k))));
+}
+
+INLINE void scores_tile(const kvq8_rows *K, const float *q, kvq8_causal c, float *scores, size_t ld, int32_t r0,
+                        const int NR) {
+    const int64_t nb = K->hd / QK;
+    int32_t valid[4];
+    for (int rr = 0; rr < NR; rr++) valid[rr] = kvq8_row_valid(c, r0 + rr);
+    for (int32_t p = 0; p < valid[NR - 1]; p++) {
+        const uint8_t *b = K->data + (size_t)p * K->stride;
+        __m256 acc[4];
+        for (int rr = 0; rr < NR; rr++) acc[rr] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < nb; j++, b += BLOCK_BYTES) {
+            __m256 kv[4];
+            widen(b, kv);
+            const __m256 d = _mm256_set1_ps(scale_of(b));
+            for (int k = 0; k < 4; k++) kv[k] = _mm256_mul_ps(kv[k], d);
+            for (int rr = 0; rr < NR; rr++) {
+                const float *qr = q + (size_t)(r0 + rr) * K->hd + j * QK;
+                for (int k = 0; k < 4; k++) acc[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * k), kv[k], acc[rr]);
+            }
+        }
+        for (int rr = 0; rr < NR; rr++)
+            if (p < valid[rr]) scores[(size_t)(r0 + rr) * ld + p] = hsum8(acc[rr]);
+    }
+}
+
+static void scores_avx2(const kvq8_rows *K, const float *q, kvq8_causal c, float *scores, size_t ld) {
+    int32_t r = 0;
+    for (; r + 4 <= c.rows; r += 4) scores_tile(K, q, c, scores, ld, r, 4);
+    switch (c.rows - r) {
+    case 3: scores_tile(K, q, c, scores, ld, r, 3); break;
+    case 2: scores_tile(K, q, c, scores, ld, r, 2); break;
+    case 1: scores_tile(K, q, c, scores, ld, r, 1); break;
+    default: break;
+    }
+}
+
+INLINE void mix_tile(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out, int32_t r0,
+                     const int NR) {
+    const int64_t nb = V->hd / QK;
+    int32_t valid[2];
+    for (int rr = 0; rr < NR; rr++) valid[rr] = kvq8_row_valid(c, r0 + rr);
+    for (int64_t j = 0; j < nb; j++) {
+        __m256 acc[2][4];
+        for (int rr = 0; rr < NR; rr++)
+            for (int k = 0; k < 4; k++) acc[rr][k] = _mm256_setzero_ps();
+        const uint8_t *b = V->data + j * BLOCK_BYTES;
+        for (int32_t p = 0; p < valid[NR - 1]; p++, b += V->stride) {
+            __m256 v[4];
+            widen(b, v);
+            const float d = scale_of(b);
+            for (int rr = 0; rr < NR; rr++) {
+                const __m256 w = _mm256_set1_ps(p < valid[rr] ? P[(size_t)(r0 + rr) * ldp + p] * d : 0.0f);
+                for (int k = 0; k < 4; k++) acc[rr][k] = _mm256_fmadd_ps(w, v[k], acc[rr][k]);
+            }
+        }
+        for (int rr = 0; rr < NR; rr++)
+            for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + (size_t)(r0 + rr) * V->hd + j * QK + 8 * k, acc[rr][k]);
+    }
+}
+
+static void mix_avx2(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out) {
+    int32_t r = 0;
+    for (; r + 2 <= c.rows; r += 2) mix_tile(V, P, ldp, c, out, r, 2);
+    if (r < c.rows) mix_tile(V, P, ldp, c, out, r, 1);
+}
+
+const kvq8_kernels kvq8_avx2 = {scores_avx2, mix_avx2};
