@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kv_q8.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
@@ -83,6 +84,44 @@ static int check_type(tr_type t, int64_t n, int threads) {
     return ok ? 0 : 1;
 }
 
+/* The Q8_0 KV cache's attention kernels (kernels/kv_q8.h): NEON scores and V mixes equal the scalar ones to float
+ * rounding, causal rows included (21 rows in groups of 7 over 70 positions). */
+static int check_kv_q8(int64_t hd) {
+    enum { N_POS = 70, ROWS = 21 };
+    const kvq8_causal c = {ROWS, N_POS - 2, 7};
+    const size_t rb = kvq8_row_bytes(hd, 32);
+    uint8_t *K = malloc(rb * N_POS), *V = malloc(rb * N_POS);
+    float *row = malloc(sizeof(float) * hd), *q = malloc(sizeof(float) * ROWS * hd), *P = malloc(sizeof(float) * ROWS * N_POS);
+    float *s[2], *o[2];
+    for (int k = 0; k < 2; k++) s[k] = calloc(ROWS * N_POS, sizeof(float)), o[k] = malloc(sizeof(float) * ROWS * hd);
+    for (int p = 0; p < N_POS; p++) {
+        for (int64_t d = 0; d < hd; d++) row[d] = frand();
+        kvq8_quantize_row(row, K + p * rb, hd, 32);
+        for (int64_t d = 0; d < hd; d++) row[d] = frand();
+        kvq8_quantize_row(row, V + p * rb, hd, 32);
+    }
+    for (int64_t i = 0; i < ROWS * hd; i++) q[i] = frand();
+    for (int64_t i = 0; i < ROWS * N_POS; i++) P[i] = (frand() + 1.0f) / N_POS;
+    const kvq8_rows Kr = {K, rb, hd, 32}, Vr = {V, rb, hd, 32};
+    const char *isas[2] = {"scalar", "neon"};
+    for (int k = 0; k < 2; k++) {
+        kernels_force_isa(isas[k]);
+        kvq8_scores(&Kr, q, c, s[k], N_POS);
+        kvq8_mix(&Vr, P, N_POS, c, o[k]);
+    }
+    double mag_s[ROWS * N_POS], *mag_o = malloc(sizeof(double) * ROWS * hd);
+    for (int64_t i = 0; i < ROWS * N_POS; i++) mag_s[i] = fabs(s[0][i]) + 1.0;
+    for (int64_t i = 0; i < ROWS * hd; i++) mag_o[i] = fabs(o[0][i]) + 1.0;
+    const double ws = worst_error(s[1], s[0], mag_s, ROWS * N_POS), wo = worst_error(o[1], o[0], mag_o, ROWS * hd);
+    const double worst = ws > wo ? ws : wo;
+    free(mag_o);
+    const bool ok = worst < 1e-5;
+    printf("%-5s kv q8_0 head_dim %d: scores and mix vs scalar %.1e\n", ok ? "ok" : "FAIL", (int)hd, worst);
+    free(K), free(V), free(row), free(q), free(P);
+    for (int k = 0; k < 2; k++) free(s[k]), free(o[k]);
+    return ok ? 0 : 1;
+}
+
 int main(void) {
     if (!kernels_isa_available("neon")) {
         printf("FAIL: the NEON path is not available on this aarch64 build\n");
@@ -95,6 +134,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (int64_t n = 1; n <= 5; n += 4)
             for (int threads = 1; threads <= 2; threads++) failures += check_type(types[i], n, threads);
+    failures += check_kv_q8(64) + check_kv_q8(128);
     /* the types NEON interleaves must really have taken the X16 path above */
     const tr_type x16[] = {TR_TYPE_Q4_0, TR_TYPE_Q8_0, TR_TYPE_Q4_K, TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof x16 / sizeof x16[0]; i++)
