@@ -5,8 +5,12 @@
 # (bench_membw). llama-bench is built once by scripts/llamacpp.sh (cached in ~/.cache/tokroute); the model files are
 # written once by `tokroute synth` into ~/.cache/tokroute/synth.
 #
-#   bench/compare-llamacpp.sh [--build DIR] [-t THREADS] [--pp N] [--tg N] [--reps R] [--quick] [--cases LIST] [--amx]
+#   bench/compare-llamacpp.sh [--build DIR] [-t THREADS] [--pp N] [--tg N] [--reps R] [--rounds N] [--quick]
+#                             [--cases LIST] [--amx]
 #     --build DIR   tokroute build folder with tokroute and bench_membw (default: build)
+#     --rounds N    run the two engines N times each, alternating (llama-bench, tokroute, llama-bench, ...), and
+#                   report the median tok/s of each and the median ratio of the N paired rounds with its range
+#                   (min-max): on a shared machine a neighbour's burst then hits both engines alike (default 1)
 #     --amx         use llama.cpp's default native build, Intel AMX kernels included. By default llama-bench is
 #                   built without them: in VMs that do not grant AMX to the guest they crash llama.cpp.
 #     --quick       two cases only (qwen3-0.6b Q4_K_M, qwen2.5-0.5b Q4_0)
@@ -19,7 +23,7 @@
 # first run also builds llama-bench, ~10 minutes, and writes the model files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build threads=2 pp=64 tg=32 reps=2 no_amx=1
+build=build threads=2 pp=64 tg=32 reps=2 rounds=1 no_amx=1
 cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0,qwen2.5-0.5b:q6_k,qwen2.5-0.5b:q4_k_m,qwen2.5-0.5b:q5_k,llama-3.2-1b:q4_k_m,qwen2.5-1.5b:q4_0"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,10 +32,11 @@ while [ $# -gt 0 ]; do
     --pp) pp=$2; shift 2 ;;
     --tg) tg=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --quick) cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0"; shift ;;
     --cases) cases=$2; shift 2 ;;
     --amx) no_amx=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-llamacpp: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -70,35 +75,43 @@ for c in "${list[@]}"; do
     echo "[$i/${#list[@]}] writing $file" >&2
     "$tokroute" synth --shape "$shape" --type "$type" -o "$file.tmp" >/dev/null && mv "$file.tmp" "$file"
   fi
-  echo "[$i/${#list[@]}] $shape $type: llama-bench" >&2
-  lj=$("$bin/llama-bench" -m "$file" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json 2>/dev/null) ||
-    { echo "compare-llamacpp: llama-bench failed on $file (rerun it by hand to see why)" >&2; exit 1; }
-  echo "[$i/${#list[@]}] $shape $type: tokroute bench" >&2
-  tj=$("$tokroute" bench -m "$file" -t "$threads" --prompt "$pp" --gen "$tg" --reps "$reps" --json) ||
-    { echo "compare-llamacpp: tokroute bench failed on $file" >&2; exit 1; }
-  printf '%s\t%s\t%s\t%s\n' "$shape" "$type" "$(echo "$lj" | tr -d '\n')" "$tj" >>"$results"
+  for round in $(seq "$rounds"); do
+    echo "[$i/${#list[@]}] $shape $type: llama-bench (round $round/$rounds)" >&2
+    lj=$("$bin/llama-bench" -m "$file" -t "$threads" -p "$pp" -n "$tg" -r "$reps" -o json 2>/dev/null) ||
+      { echo "compare-llamacpp: llama-bench failed on $file (rerun it by hand to see why)" >&2; exit 1; }
+    echo "[$i/${#list[@]}] $shape $type: tokroute bench (round $round/$rounds)" >&2
+    tj=$("$tokroute" bench -m "$file" -t "$threads" --prompt "$pp" --gen "$tg" --reps "$reps" --json) ||
+      { echo "compare-llamacpp: tokroute bench failed on $file" >&2; exit 1; }
+    printf '%s\t%s\t%s\t%s\n' "$shape" "$type" "$(echo "$lj" | tr -d '\n')" "$tj" >>"$results"
+  done
 done
 
-python3 - "$results" "$membw" "$threads" "$pp" "$tg" "$llama_src" <<'EOF'
-import json, sys
-path, membw, threads, pp, tg, src = sys.argv[1], float(sys.argv[2] or 0), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
-rows = []
+python3 - "$results" "$membw" "$threads" "$pp" "$tg" "$llama_src" "$rounds" <<'EOF'
+import json, statistics, sys
+path, membw, threads, pp, tg, src, rounds = sys.argv[1], float(sys.argv[2] or 0), *sys.argv[3:6], sys.argv[6], int(sys.argv[7])
+cases = {}  # name -> rounds of (tokroute prefill, decode, llama.cpp prefill, decode, model bytes), in run order
 for line in open(path):
     shape, qtype, lj, tj = line.rstrip("\n").split("\t")
     ll, tr = json.loads(lj), json.loads(tj)
     lpp = next(r for r in ll if r["n_prompt"] > 0 and r["n_gen"] == 0)
     ltg = next(r for r in ll if r["n_gen"] > 0 and r["n_prompt"] == 0)
-    size = lpp["model_size"]
     label = f"{qtype[3:].upper()} (llama-quantize)" if qtype.startswith("lq-") else qtype.upper()
-    rows.append((f"{shape} {label}", tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], size))
-print(f"tokroute ({tr['isa']}) vs llama.cpp llama-bench (source {src}), {threads} threads, pp {pp}, tg {tg}")
+    cases.setdefault(f"{shape} {label}", []).append(
+        (tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], lpp["model_size"]))
+print(f"tokroute ({tr['isa']}) vs llama.cpp llama-bench (source {src}), {threads} threads, pp {pp}, tg {tg}"
+      + (f", {rounds} alternating rounds: medians, ratio = median of the paired rounds' ratios [min-max]" if rounds > 1 else ""))
 print(f"memory-read bandwidth (bench_membw, {threads} threads): {membw:.1f} GB/s")
 print()
 print("| shape / file | tokroute prefill / decode tok/s | llama.cpp prefill / decode | ratio prefill / decode | decode GB/s tokroute / llama.cpp (% of read bw) |")
 print("|---|---|---|---|---|")
-for name, tp, td, lp, ld, size in rows:
+med = statistics.median
+for name, rs in cases.items():
+    tp, td, lp, ld = (med(r[k] for r in rs) for k in range(4))
+    size = rs[0][4]
+    rp, rd = [r[0] / r[2] for r in rs], [r[1] / r[3] for r in rs]
+    spread = lambda v: f" [{min(v):.2f}-{max(v):.2f}]" if len(v) > 1 else ""
     gt, gl = td * size / 1e9, ld * size / 1e9
     pct = lambda g: f"{100 * g / membw:.0f}%" if membw > 0 else "?"
-    print(f"| {name} | {tp:.1f} / {td:.1f} | {lp:.1f} / {ld:.1f} | {tp / lp:.2f} / **{td / ld:.2f}** | "
+    print(f"| {name} | {tp:.1f} / {td:.1f} | {lp:.1f} / {ld:.1f} | {med(rp):.2f}{spread(rp)} / **{med(rd):.2f}**{spread(rd)} | "
           f"{gt:.1f} ({pct(gt)}) / {gl:.1f} ({pct(gl)}) |")
 EOF
