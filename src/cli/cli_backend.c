@@ -184,6 +184,7 @@ bool cli_backend_open(const cli_backend_opts *o, const tr_model *slm, const tr_c
     const tr_vocab *sv = tr_model_vocab(slm);
     if (o->llm) {
         tr_model_params mp = tr_model_default_params();
+        mp.kv_type = cp ? cp->kv_type : TR_KV_DEFAULT; /* every context on the LLM (eval, collect make their own) */
         if ((st = tr_model_load(o->llm, &mp, llm_model)) != TR_OK) return cli_fail(st), false;
         const tr_vocab *lv = tr_model_vocab(*llm_model);
         n_llm = tr_model_get_info(*llm_model)->n_vocab;

@@ -144,9 +144,28 @@ void cli_progress(void *user, double fraction) {
     fflush(stderr);
 }
 
+const char cli_kv_type_usage[] =
+    "  --kv-type T            KV cache: f16 (default), q8_0 (about half the memory), f32\n";
+
+int cli_kv_type_option(int argc, char **argv, int *i, tr_kv_type *out) {
+    const char *v;
+    if (!cli_option(argc, argv, i, NULL, "--kv-type", &v)) return 0;
+    const tr_kv_type types[] = {TR_KV_F16, TR_KV_Q8_0, TR_KV_F32};
+    for (size_t k = 0; v && k < sizeof types / sizeof types[0]; k++)
+        if (strcmp(v, tr_kv_type_name(types[k])) == 0) {
+            *out = types[k];
+            return 1;
+        }
+    if (!v) fprintf(stderr, "tokroute: --kv-type needs a value (f16, q8_0 or f32)\n");
+    else fprintf(stderr, "tokroute: bad value for --kv-type: '%s' (expected f16, q8_0 or f32)\n", v);
+    return -1;
+}
+
 int cli_model_option(int argc, char **argv, int *i, cli_model_opts *o) {
     const char *v;
     long x;
+    const int kv = cli_kv_type_option(argc, argv, i, &o->kv_type);
+    if (kv != 0) return kv;
     if (cli_option(argc, argv, i, "-m", "--model", &v)) {
         if (!v) return fprintf(stderr, "tokroute: --model needs a path\n"), -1;
         o->model = v;
@@ -180,6 +199,7 @@ bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx)
         return false;
     }
     tr_model_params mp = tr_model_default_params();
+    mp.kv_type = o->kv_type;
     tr_status st = tr_model_load(o->model, &mp, model);
     if (st != TR_OK) return cli_fail(st), false;
     cli_warn_ctx(*model, o->n_ctx);

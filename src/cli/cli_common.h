@@ -33,16 +33,21 @@ void cli_progress(void *user, double fraction);
 typedef struct cli_model_opts {
     const char *model;
     int32_t n_threads, n_ctx;
+    tr_kv_type kv_type;  /* --kv-type (TR_KV_DEFAULT when not given: F16) */
 } cli_model_opts;
-/* Consumes -m/--model, -t/--threads, -c/--ctx; returns 1 if consumed, 0 if not, -1 on a bad value. */
+/* Consumes -m/--model, -t/--threads, -c/--ctx, --kv-type; returns 1 if consumed, 0 if not, -1 on a bad value. */
 int cli_model_option(int argc, char **argv, int *i, cli_model_opts *o);
+/* Consumes --kv-type f16|f32|q8_0 alone (commands with their own -t/-c parsing): 1 consumed, 0 not, -1 bad value
+ * (message printed). Its help line, newline-terminated: */
+int cli_kv_type_option(int argc, char **argv, int *i, tr_kv_type *out);
+extern const char cli_kv_type_usage[];
 
 
 
 /* One warning line on stderr when -c asks for more than the model was trained on (text past it degrades). */
 void cli_warn_ctx(const tr_model *model, int32_t n_ctx);
-/* Loads opts->model and creates a context on it (warning as cli_warn_ctx); prints the error and returns false on
- * failure. */
+/* Loads opts->model (with opts->kv_type for its caches) and creates a context on it (warning as cli_warn_ctx);
+ * prints the error and returns false on failure. */
 bool cli_load_model(const cli_model_opts *o, tr_model **model, tr_context **ctx);
 /* Tokenizes a prompt with the model's vocabulary (BOS as the vocabulary asks unless no_bos). */
 bool cli_tokenize_prompt(const tr_model *model, const char *text, bool no_bos, bool parse_special, int32_t **ids,

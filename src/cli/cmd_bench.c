@@ -11,8 +11,9 @@
 #include "cli/commands.h"
 
 static const char *usage =
-    "usage: tokroute bench -m MODEL [-t THREADS] [--prompt P] [--gen N] [--reps R] [--json]\n"
-    "  prefill: P-token prompt in one batch (default 256); decode: N tokens one at a time (default 128)\n";
+    "usage: tokroute bench -m MODEL [-t THREADS] [--prompt P] [--gen N] [--depth D] [--kv-type T] [--reps R] [--json]\n"
+    "  prefill: P-token prompt in one batch (default 256); decode: N tokens one at a time (default 128) after D\n"
+    "  cached tokens (default 0); --kv-type f16|q8_0|f32: the KV cache (default f16)\n";
 
 typedef struct bench_result {
     double pp_mean, pp_best, tg_mean, tg_best;
@@ -27,11 +28,13 @@ static tr_status time_prefill(tr_context *ctx, const int32_t *ids, int32_t n, do
     return st;
 }
 
-static tr_status time_decode(tr_context *ctx, int32_t first, int32_t n, int32_t n_vocab, double *tps) {
+/* n tokens one at a time after the first `depth` of ids (evaluated untimed). */
+static tr_status time_decode(tr_context *ctx, const int32_t *ids, int32_t depth, int32_t n, int32_t n_vocab,
+                             double *tps) {
     tr_context_clear(ctx);
-    int32_t id = first;
+    tr_status st = depth > 0 ? tr_context_eval(ctx, ids, depth, TR_EVAL_LOGITS_NONE) : TR_OK;
+    int32_t id = ids[depth];
     double t0 = cli_now_ms();
-    tr_status st = TR_OK;
     for (int32_t i = 0; i < n && st == TR_OK; i++) {
         st = tr_context_eval(ctx, &id, 1, TR_EVAL_LOGITS_LAST);
         if (st == TR_OK) id = tr_argmax(tr_context_logits(ctx, -1), n_vocab);
@@ -61,12 +64,13 @@ static double time_sampling(const float *logits, int32_t n_vocab, int32_t top_k,
     return us;
 }
 
-static tr_status run(tr_context *ctx, int32_t n_prompt, int32_t n_gen, int reps, bench_result *r) {
+static tr_status run(tr_context *ctx, int32_t n_prompt, int32_t n_gen, int32_t depth, int reps, bench_result *r) {
     const tr_model_info *in = tr_model_get_info(tr_context_model(ctx));
-    int32_t *ids = malloc((size_t)n_prompt * sizeof *ids);
+    const int32_t n_ids = n_prompt > depth ? n_prompt : depth + 1;
+    int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
     if (!ids) return TR_ERR_NOMEM;
     uint32_t x = 12345;
-    for (int32_t i = 0; i < n_prompt; i++) {
+    for (int32_t i = 0; i < n_ids; i++) {
         x = x * 1664525u + 1013904223u;
         ids[i] = (int32_t)(3 + (x >> 8) % (uint32_t)(in->n_vocab - 3));
     }
@@ -77,7 +81,7 @@ static tr_status run(tr_context *ctx, int32_t n_prompt, int32_t n_gen, int reps,
         if ((st = time_prefill(ctx, ids, n_prompt, &tps)) != TR_OK) break;
         r->pp_mean += tps / reps;
         if (tps > r->pp_best) r->pp_best = tps;
-        if ((st = time_decode(ctx, ids[0], n_gen, in->n_vocab, &tps)) != TR_OK) break;
+        if ((st = time_decode(ctx, ids, depth, n_gen, in->n_vocab, &tps)) != TR_OK) break;
         r->tg_mean += tps / reps;
         if (tps > r->tg_best) r->tg_best = tps;
     }
@@ -93,7 +97,7 @@ static tr_status run(tr_context *ctx, int32_t n_prompt, int32_t n_gen, int reps,
 
 int cmd_bench(int argc, char **argv) {
     cli_model_opts mo = {0};
-    long n_prompt = 256, n_gen = 128, reps = 3;
+    long n_prompt = 256, n_gen = 128, reps = 3, depth = 0;
     bool json = false;
     const char *v;
     for (int i = 1; i < argc; i++) {
@@ -106,20 +110,22 @@ int cmd_bench(int argc, char **argv) {
             if (!cli_int("--prompt", v, 1, 1 << 16, &n_prompt)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--gen", &v)) {
             if (!cli_int("--gen", v, 1, 1 << 16, &n_gen)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--depth", &v)) {
+            if (!cli_int("--depth", v, 0, 1 << 16, &depth)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--reps", &v)) {
             if (!cli_int("--reps", v, 1, 1000, &reps)) return 2;
         } else return cli_usage_error(usage, "unknown option '%s'", argv[i]);
     }
     if (!mo.model) return cli_usage_error(usage, "no model given (-m MODEL)");
-    if (mo.n_ctx == 0) mo.n_ctx = (int32_t)(n_prompt > n_gen ? n_prompt : n_gen);
+    if (mo.n_ctx == 0) mo.n_ctx = (int32_t)(n_prompt > depth + n_gen ? n_prompt : depth + n_gen);
     tr_model *model;
     tr_context *ctx;
     if (!cli_load_model(&mo, &model, &ctx)) return 1;
     bench_result r = {0};
-    tr_status st = run(ctx, (int32_t)n_prompt, (int32_t)n_gen, (int)reps, &r);
+    tr_status st = run(ctx, (int32_t)n_prompt, (int32_t)n_gen, (int32_t)depth, (int)reps, &r);
     const tr_model_info *in = tr_model_get_info(model);
     const double rss_mib = cli_peak_rss_kib() / 1024.0, weights_mib = in->weight_bytes / (1024.0 * 1024.0);
-    const double kv_mib = 2.0 * in->n_layer * in->n_head_kv * in->head_dim * 2.0 * tr_context_n_ctx(ctx) / (1024.0 * 1024.0);
+    const double kv_mib = (double)tr_context_kv_bytes(ctx) / (1024.0 * 1024.0);
     if (st == TR_OK && json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", mo.model);
@@ -128,6 +134,8 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "isa", tr_kernels_isa());
         cJSON_AddNumberToObject(o, "prompt_tokens", (double)n_prompt);
         cJSON_AddNumberToObject(o, "gen_tokens", (double)n_gen);
+        cJSON_AddNumberToObject(o, "depth", (double)depth);
+        cJSON_AddStringToObject(o, "kv_type", tr_kv_type_name(tr_context_kv_type(ctx)));
         cJSON_AddNumberToObject(o, "prefill_tps", r.pp_mean);
         cJSON_AddNumberToObject(o, "prefill_tps_best", r.pp_best);
         cJSON_AddNumberToObject(o, "decode_tps", r.tg_mean);
@@ -148,11 +156,12 @@ int cmd_bench(int argc, char **argv) {
                weights_mib);
         printf("threads  %d, kernels %s\n", tr_context_n_threads(ctx), tr_kernels_isa());
         printf("prefill  %7.1f tokens/s (best %.1f)  [%ld-token prompt, one batch]\n", r.pp_mean, r.pp_best, n_prompt);
-        printf("decode   %7.1f tokens/s (best %.1f)  [%ld tokens, one at a time]\n", r.tg_mean, r.tg_best, n_gen);
+        printf("decode   %7.1f tokens/s (best %.1f)  [%ld tokens, one at a time, after %ld]\n", r.tg_mean, r.tg_best,
+               n_gen, depth);
         printf("sampling %7.1f µs/token (temperature 0.8, top-k 40, top-p 0.95); top-p 0.95 alone %.1f µs; greedy "
                "%.1f µs  [vocabulary %d]\n", r.sample_us, r.sample_top_p_us, r.argmax_us, in->n_vocab);
-        printf("peak RSS %7.1f MiB (weights %.1f + KV cache %.1f + %.1f other)\n", rss_mib, weights_mib, kv_mib,
-               rss_mib - weights_mib - kv_mib);
+        printf("peak RSS %7.1f MiB (weights %.1f + KV cache %.1f in %s + %.1f other)\n", rss_mib, weights_mib, kv_mib,
+               tr_kv_type_name(tr_context_kv_type(ctx)), rss_mib - weights_mib - kv_mib);
     }
     tr_context_free(ctx);
     tr_model_free(model);

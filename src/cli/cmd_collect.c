@@ -32,6 +32,7 @@ static const char *usage_rest =
     "                       --tau T (default: the router's); the reference is the LLM's greedy token\n"
     "  --seed S             llm-sample seed (default 1)\n"
     "  -t, --threads N      threads per model (default: physical cores)\n"
+    "  --kv-type T          KV caches: f16 (default), q8_0 (about half the memory), f32\n"
     "  --restart            start over instead of resuming what DIR holds\n"
     "  --progress           draw the progress bar even when stderr is not a terminal\n"
     "  --json               print the summary as JSON on stdout\n";
@@ -44,6 +45,7 @@ typedef struct collect_opts {
     long round;
     double tau;
     bool tau_set;
+    tr_kv_type kv_type; /* --kv-type */
 } collect_opts;
 
 typedef struct collect_progress {
@@ -122,6 +124,8 @@ static int parse_args(int argc, char **argv, collect_opts *o, tr_collect_params 
         } else if (cli_option(argc, argv, &i, "-t", "--threads", &v)) {
             if (!cli_int("--threads", v, 0, 512, &x)) return 2;
             p->n_threads = (int32_t)x;
+        } else if ((x = cli_kv_type_option(argc, argv, &i, &o->kv_type)) != 0) {
+            if (x < 0) return 2;
         } else if (cli_flag(argc, argv, &i, NULL, "--restart")) p->resume = false;
         else if (cli_flag(argc, argv, &i, NULL, "--progress")) o->progress = true;
         else if (cli_flag(argc, argv, &i, NULL, "--json")) o->json = true;
@@ -156,6 +160,7 @@ static void remote_name(const cli_backend_opts *bo, char *out, size_t n) {
 
 static int run(collect_opts *o, tr_collect_params *p) {
     tr_model_params mp = tr_model_default_params();
+    mp.kv_type = o->kv_type;
     tr_model *slm = NULL, *llm = NULL;
     tr_llm_backend *backend = NULL;
     tr_router *router = NULL;
@@ -166,6 +171,7 @@ static int run(collect_opts *o, tr_collect_params *p) {
     cp.n_ctx = p->max_tokens + 1;
     cp.n_batch = cp.n_ctx;
     cp.n_threads = p->n_threads;
+    cp.kv_type = o->kv_type;
     if (!cli_backend_open(&o->bo, slm, &cp, NULL, &llm, &backend)) {
         tr_model_free(slm);
         return 1;

@@ -33,7 +33,7 @@ static const char *usage_rest =
     "  --chat-template NAME   question prompts as a user turn: chatml, llama2, llama3, none (default: the SLM's\n"
     "                         template when it has one, else plain prompts)\n"
     "  --sweep N              points of the τ grid (default 101);  --seed S  the random policy's seed (default 1234)\n"
-    "  -t, --threads N        threads per model (default 1)\n";
+    "  -t, --threads N        threads per model (default 1);  --kv-type f16|q8_0|f32  KV caches (default f16)\n";
 static char usage[4096];
 
 typedef struct eval_opts {
@@ -41,6 +41,7 @@ typedef struct eval_opts {
     cli_backend_opts bo;
     bool json;
     tr_eval_params p;
+    tr_kv_type kv_type; /* --kv-type */
 } eval_opts;
 
 static bool parse_shares(const char *text, tr_eval_params *p) {
@@ -86,6 +87,8 @@ static bool parse_range(const char *text, int64_t *first, int64_t *end) {
 static int parse_number_option(int argc, char **argv, int *i, eval_opts *o) {
     const char *v;
     long x;
+    const int kv = cli_kv_type_option(argc, argv, i, &o->kv_type);
+    if (kv != 0) return kv;
     if (cli_option(argc, argv, i, "-t", "--threads", &v)) {
         if (!cli_int("--threads", v, 0, 512, &x)) return -1;
         o->p.n_threads = (int32_t)x;
@@ -252,12 +255,14 @@ int cmd_eval(int argc, char **argv) {
         }
     }
     tr_model_params mp = tr_model_default_params();
+    mp.kv_type = o.kv_type;
     tr_model *slm = NULL, *llm = NULL;
     tr_llm_backend *backend = NULL;
     tr_status st = tr_model_load(o.slm, &mp, &slm);
     if (st != TR_OK) return cli_fail(st);
     tr_context_params cp = tr_context_default_params();
     cp.n_threads = o.p.n_threads;
+    cp.kv_type = o.kv_type;
     if (!cli_backend_open(&o.bo, slm, &cp, NULL, &llm, &backend)) {
         tr_model_free(slm);
         return 1;

@@ -84,7 +84,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         if (r < 0) return 2;
         if (r > 0) continue;
         if (cli_flag(argc, argv, &i, "-h", "--help"))
-            return fputs(usage_head, stdout), fputs(cli_llm_usage, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), -1;
+            return fputs(usage_head, stdout), fputs(cli_llm_usage, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), fputs(cli_kv_type_usage, stdout), -1;
         if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->mo.model = v;
         else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
         else if (cli_option(argc, argv, &i, NULL, "--policy", &v)) o->policy = v;
@@ -368,6 +368,7 @@ static int setup(const gen_opts *o, gen_state *g) {
         tr_context_params cp = tr_context_default_params();
         cp.n_threads = o->mo.n_threads;
         cp.n_ctx = tr_context_n_ctx(g->ctx);
+        cp.kv_type = o->mo.kv_type; /* an embedded LLM's cache too */
         tr_sampler_params sp = o->rp.sampling;
         sp.seed += 1;
         if (!cli_backend_open(&o->bo, g->slm, &cp, &sp, &g->llm, &g->backend)) return 1;

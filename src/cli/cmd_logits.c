@@ -9,7 +9,7 @@
 static const char *usage =
     "usage: tokroute logits -m MODEL --tokens 1,2,3 --logits OUT.f32 [--hidden OUT.f32]\n"
     "  writes [n_tokens][n_vocab] logits and [n_tokens][n_embd] hidden states (after the output norm)\n"
-    "  -t, --threads N      threads (default: physical cores)\n";
+    "  -t, --threads N      threads (default: physical cores);  --kv-type f16|q8_0|f32  KV cache (default f16)\n";
 
 static bool write_rows(const char *path, const tr_context *ctx, int32_t n, int32_t width, bool hidden) {
     FILE *f = fopen(path, "wb");

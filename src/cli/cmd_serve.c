@@ -27,6 +27,7 @@ static const char *usage =
     "  -c, --ctx N            longest session in tokens (default: min(training context, 4096))\n"
     "  --max-sessions N       live sessions at most (default 256)\n"
     "  --kv-budget-mib M      KV cache memory for all sessions (default 1024)\n"
+    "  --kv-type T            KV cache: f16 (default), q8_0 (about half the memory per session), f32\n"
     "  --session-idle-s S     free sessions idle this long (default 600)\n"
     "  --batch-tokens N       most tokens in one forward pass (default 512)\n"
     "  --max-body-kib K       larger request bodies get 413 (default 1024)\n"
@@ -127,6 +128,7 @@ int cmd_serve(int argc, char **argv) {
     cli_block_shutdown_signals(&set);
 
     tr_model_params mp = tr_model_default_params();
+    mp.kv_type = mo.kv_type; /* sessions' caches, and the budget counts them at their size */
     tr_model *model = NULL;
     st = tr_model_load(mo.model, &mp, &model);
     if (st != TR_OK) return cli_fail(st);

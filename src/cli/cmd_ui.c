@@ -52,7 +52,7 @@ static int parse(int argc, char **argv, ui_opts *o) {
         if (r < 0) return 2;
         if (r > 0) continue;
         if (cli_flag(argc, argv, &i, "-h", "--help"))
-            return fputs(usage_head, stdout), fputs(cli_llm_usage, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), -1;
+            return fputs(usage_head, stdout), fputs(cli_llm_usage, stdout), fputs(cli_backend_usage, stdout), fputs(usage_rest, stdout), fputs(cli_kv_type_usage, stdout), -1;
         if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->mo.model = v;
         else if (cli_option(argc, argv, &i, NULL, "--router", &v)) o->router = v;
         else if (cli_option(argc, argv, &i, NULL, "--policy", &v)) o->policy = v;
@@ -206,6 +206,7 @@ int cmd_ui(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc != 0) return rc < 0 ? 0 : rc;
     tr_model_params mp = tr_model_default_params();
+    mp.kv_type = o.mo.kv_type;
     tr_model *slm = NULL, *llm = NULL;
     tr_status st = tr_model_load(o.mo.model, &mp, &slm);
     if (st != TR_OK) return cli_fail(st);
@@ -214,6 +215,7 @@ int cmd_ui(int argc, char **argv) {
     pthread_mutex_init(&factory.mu, NULL);
     factory.cp.n_threads = o.mo.n_threads;
     factory.cp.n_ctx = o.mo.n_ctx;
+    factory.cp.kv_type = o.mo.kv_type;
     const tr_vocab *sv = tr_model_vocab(slm);
     if (!sv) rc = (fprintf(stderr, "tokroute: the SLM has no vocabulary\n"), 1);
     if (rc == 0 && cli_backend_given(&o.bo)) {
