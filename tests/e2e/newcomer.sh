@@ -2,8 +2,9 @@
 # newcomer.sh — what a new user does first, kept green: a fresh build directory built the way the README's
 # quickstart builds (`make cli`, the part of `make demo` that builds: scripts/deps.sh, then cmake Release, then the
 # tokroute target — a real compile from nothing, about 30 s of CPU; the TOKROUTE_BIN argument is not used), then,
-# from a folder laid out as a checkout (build/, ../shared), `build/tokroute serve` started as the README's "Server" section shows it, and
-# one completion and one chat completion through the official openai SDK (tests/ui/serve_openai_newcomer.mjs).
+# from a folder laid out as a checkout (build/, ../shared), `build/tokroute serve` started as the README's "An OpenAI
+# server for apps" block starts it, and one completion and one chat completion through the official openai SDK
+# (tests/ui/serve_openai_newcomer.mjs, the README's JS snippet with a real base URL).
 # What it does not check: installing Debian packages (deps.sh only finds them present here) or `make demo`'s run,
 # which tests/e2e/readme.sh runs.
 set -euo pipefail
@@ -32,7 +33,7 @@ mkdir "$T/work"
 ln -s "$T/build" "$T/work/build"
 ln -s "$shared" "$T/shared"
 cd "$T/work"
-# As the README's OpenAI block (its /tmp/url is $T/url here, so parallel runs do not meet).
+# As the README's OpenAI block (its /tmp/oai is $T/url here, so parallel runs do not meet).
 build/tokroute serve -m ../shared/models/stories260K.gguf --chat-template chatml --port 0 --ready-file "$T/url" \
   2>"$T/serve.log" &
 server=$!
