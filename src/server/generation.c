@@ -118,13 +118,13 @@ bool generation_parse_options(generation *g, const cJSON *root, const generation
         }
         g->include_usage = cJSON_IsTrue(iu);
     }
-    g->max_tokens = max_tokens < 0 ? n_ctx - g->n_prompt : (int32_t)max_tokens;
-    if (g->max_tokens > 0 && g->n_prompt >= n_ctx) {
+    if (max_tokens != 0 && g->n_prompt >= n_ctx) {
         api_error_set(err, 400, "bad_request", lim->prompt_field,
                       "the prompt fills the context of %d tokens: nothing can be generated%s", n_ctx,
                       lim->min_max_tokens == 0 ? " (max_tokens 0 scores it)" : "");
         return false;
     }
+    g->max_tokens = max_tokens < 0 ? n_ctx - g->n_prompt : (int32_t)max_tokens;
     if (g->max_tokens > n_ctx - g->n_prompt) {
         if (limit_field) { /* asked for: refused, as OpenAI and vLLM do; a default is cut to what fits */
             api_error_set(err, 400, "bad_request", limit_field,

@@ -385,6 +385,18 @@ static void test_chat_validation(void **state) {
     snprintf(body + at, sizeof body - (size_t)at, "\"}]}");
     chat_call("/v1/chat/completions", body, &r);
     assert_non_null(strstr(expect_error(&r, 400, "messages", "bad_request"), "context of 128"));
+    /* messages that fill the context exactly: nothing can be generated (the default limit would be 0) */
+    char content[1024] = "";
+    int32_t n_tokens = 0;
+    for (int k = 0; k < 400 && n_tokens != CHAT_CTX; k++) {
+        strcat(content, k % 2 ? "a" : " ");
+        const tr_chat_message m = {"user", content};
+        tr_chat_tokenize(tr_model_vocab(model), TR_CHAT_CHATML, &m, 1, true, true, NULL, 0, &n_tokens);
+    }
+    assert_int_equal(n_tokens, CHAT_CTX);
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"%s\"}]}", content);
+    chat_call("/v1/chat/completions", body, &r);
+    assert_non_null(strstr(expect_error(&r, 400, "messages", "bad_request"), "fills the context"));
     /* the key is checked as for every route */
     assert_int_equal(call(chat, "POST", "/v1/chat/completions", "{\"messages\": []}", NULL, &r), 401);
 }
