@@ -82,9 +82,15 @@ INLINE void iq4_xs_micro(const mm_args *a, int64_t r, int64_t i, const int NI) {
 DEFINE_ROW_TILE(iq4_nl)
 DEFINE_ROW_TILE(iq4_xs)
 
-/* ---------------------------------------------------------------- X16 layout: 8 rows (half h of a group) per lane set */
+/* ---------------------------------------------------------------- X16 layout
+ *
+ * Prefill (4 tokens at a time): 8 rows (half h of a group) per pass, so 4 tokens' accumulators fit the registers.
+ * Decode (one token): both halves in one pass. Two half passes would stream a group's bytes from memory in the
+ * first and compute on cached bytes in the second, leaving the memory idle half the time; one pass keeps the
+ * stream steady (1.3-1.5x the decode rate of two passes at one thread, measured in CPU time on a Zen 4). */
 
-/* Decode: ask for the bytes a few block columns ahead (as matmul_x16_avx2.c). */
+/* Decode: ask for the bytes a few block columns ahead (as matmul_x16_avx2.c): this compute-heavy loop runs too few
+ * block columns ahead on its own to keep the memory busy. */
 INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {
     size_t ahead = 4 * col_bytes;
     ahead = ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
@@ -105,6 +111,18 @@ INLINE __m256i word_dot(__m256i q, __m256i table, const int8_t *x, __m256i mul) 
                             _mm256_madd_epi16(pairs_signed(hi, bcast32(x + 16)), mul));
 }
 
+/* IQ4_XS: sub-block j's 6-bit scale of each row lane, minus 32, in both 16-bit halves of the lane (a vpmaddwd
+ * multiplier). sl: the rows' scales_l words; sh: their scales_h, one per 32-bit lane. */
+INLINE __m256i xs_scale_mul(__m256i sl, __m256i sh, int j) {
+    const __m256i ls = _mm256_sub_epi32(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF)),
+                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sh, 2 * j), _mm256_set1_epi32(3)), 4)),
+        _mm256_set1_epi32(32));
+    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(ls, 16));
+}
+
+/* ---------------------------------------------------------------- IQ4_NL × SoA Q8_0 */
+
 INLINE void iq4_nl_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI) {
     const int64_t nb = a->cols / 32;
     const size_t col_bytes = 16 * sizeof(block_iq4_nl);
@@ -120,7 +138,6 @@ INLINE void iq4_nl_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, cons
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        if (NI == 1 && h == 0) prefetch_col(col, col_bytes);
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(col + 16 * h)));
         __m256i isum[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm256_setzero_si256();
@@ -135,6 +152,33 @@ INLINE void iq4_nl_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, cons
     store_rows(a, r, i, h, NI, acc);
 }
 
+static void iq4_nl_x16_decode(const mm_args *a, int64_t r, int64_t i) {
+    const int64_t nb = a->cols / 32;
+    const size_t col_bytes = 16 * sizeof(block_iq4_nl);
+    const uint8_t *grp = a->w + (size_t)r * a->w_stride;
+    const __m256i table = levels_table(), ones = _mm256_set1_epi16(1);
+    const int8_t *xq = (const int8_t *)(a->x + (size_t)i * a->x_stride);
+    const float *xd = (const float *)(xq + a->cols);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *col = grp + (size_t)b * col_bytes;
+        prefetch_col(col, col_bytes);
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            for (int h = 0; h < 2; h++)
+                isum[h] = _mm256_add_epi32(isum[h], word_dot(half_word(col + 32, c, h), table, xq + 32 * b + 4 * c, ones));
+        const __m256 dx = _mm256_set1_ps(xd[b]);
+        for (int h = 0; h < 2; h++) {
+            const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(col + 16 * h)));
+            acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h]), _mm256_mul_ps(wd, dx), acc[h]);
+        }
+    }
+    store_rows(a, r, i, 0, 1, &acc[0]);
+    store_rows(a, r, i, 1, 1, &acc[1]);
+}
+
+/* ---------------------------------------------------------------- IQ4_XS × Q8_K */
+
 INLINE void iq4_xs_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, const int NI) {
     const int64_t nb = a->cols / QK_K;
     const size_t col_bytes = 16 * sizeof(block_iq4_xs);
@@ -148,19 +192,13 @@ INLINE void iq4_xs_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, cons
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        if (NI == 1 && h == 0) prefetch_col(col, col_bytes);
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(col + 16 * h)));
         const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(col + 32 + 16 * h)));
         const __m256i sl = _mm256_loadu_si256((const __m256i *)(col + 64 + 32 * h));
         __m256i isum[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
-            /* sub-block j's scale per row, minus 32, copied into both 16-bit halves of the row's lane */
-            const __m256i ls = _mm256_sub_epi32(
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(0xF)),
-                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sh, 2 * j), _mm256_set1_epi32(3)), 4)),
-                _mm256_set1_epi32(32));
-            const __m256i mul = _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(ls, 16));
+            const __m256i mul = xs_scale_mul(sl, sh, j);
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
                 const __m256i q = half_word(col + 128, 4 * j + c, h);
                 _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
@@ -173,14 +211,49 @@ INLINE void iq4_xs_x16_micro(const mm_args *a, int64_t r, int64_t i, int h, cons
     store_rows(a, r, i, h, NI, acc);
 }
 
+static void iq4_xs_x16_decode(const mm_args *a, int64_t r, int64_t i) {
+    const int64_t nb = a->cols / QK_K;
+    const size_t col_bytes = 16 * sizeof(block_iq4_xs);
+    const uint8_t *grp = a->w + (size_t)r * a->w_stride;
+    const __m256i table = levels_table();
+    const block_q8_k *xb = (const block_q8_k *)(a->x + (size_t)i * a->x_stride);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *col = grp + (size_t)b * col_bytes;
+        prefetch_col(col, col_bytes);
+        __m256i sh[2], sl[2], isum[2];
+        for (int h = 0; h < 2; h++) {
+            sh[h] = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(col + 32 + 16 * h)));
+            sl[h] = _mm256_loadu_si256((const __m256i *)(col + 64 + 32 * h));
+            isum[h] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 8; j++) {
+            const __m256i mul[2] = {xs_scale_mul(sl[0], sh[0], j), xs_scale_mul(sl[1], sh[1], j)};
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+                for (int h = 0; h < 2; h++)
+                    isum[h] = _mm256_add_epi32(isum[h], word_dot(half_word(col + 128, 4 * j + c, h), table,
+                                                                 xb[b].qs + 32 * j + 4 * c, mul[h]));
+        }
+        const __m256 dx = _mm256_set1_ps(xb[b].d);
+        for (int h = 0; h < 2; h++) {
+            const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(col + 16 * h)));
+            acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h]), _mm256_mul_ps(wd, dx), acc[h]);
+        }
+    }
+    store_rows(a, r, i, 0, 1, &acc[0]);
+    store_rows(a, r, i, 1, 1, &acc[1]);
+}
+
+/* tile_NAME: each group of [r0, r1): the tokens in fours, half a group per pass, then the rest one by one with
+ * both halves in one pass. */
 #define DEFINE_X16_TILE(name)                                                                                \
     static void tile_##name(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {            \
-        for (int64_t r = r0; r < r1; r += 16)                                                               \
-            for (int h = 0; h < 2; h++) {                                                                   \
-                int64_t i = i0;                                                                             \
-                for (; i + 4 <= i1; i += 4) name##_micro(a, r, i, h, 4);                                    \
-                for (; i < i1; i++) name##_micro(a, r, i, h, 1);                                            \
-            }                                                                                               \
+        const int64_t i4 = i0 + (i1 - i0) / 4 * 4;                                                          \
+        for (int64_t r = r0; r < r1; r += 16) {                                                             \
+            for (int h = 0; h < 2; h++)                                                                     \
+                for (int64_t i = i0; i < i4; i += 4) name##_micro(a, r, i, h, 4);                           \
+            for (int64_t i = i4; i < i1; i++) name##_decode(a, r, i);                                       \
+        }                                                                                                   \
     }
 DEFINE_X16_TILE(iq4_nl_x16)
 DEFINE_X16_TILE(iq4_xs_x16)
