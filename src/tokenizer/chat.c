@@ -1,14 +1,17 @@
-/* chat.c — the three chat prompt formats we know, picked from a GGUF's tokenizer.chat_template or by name.
+/* chat.c — the four chat prompt formats we know, picked from a GGUF's tokenizer.chat_template or by name.
  *
- * Like llama.cpp's llm_chat_detect_template we do not run Jinja: a template is recognised by its markers
- * ("<|im_start|>" → ChatML, "<|start_header_id|>" + "<|end_header_id|>" → Llama 3, "[INST]" → Llama 2). The rendered
- * prompt has no BOS (tokenizing with add_special adds it) and its special-token text must be tokenized with
- * parse_special. Formats:
+ * Like llama.cpp's llm_chat_detect_template we do not run Jinja: a template is recognised by its markers, checked in
+ * llama.cpp's order: "<|im_start|>" → ChatML (Qwen2/3/3.5 too), "[INST]" → Llama 2, "<start_of_turn>" → Gemma,
+ * "<|start_header_id|>" + "<|end_header_id|>" → Llama 3. The rendered prompt has no BOS (tokenizing with add_special
+ * adds it) and its special-token text must be tokenized with parse_special. Formats, as llm_chat_apply_template:
  *   ChatML   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
  *   Llama 2  [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {answer} </s><s>[INST] {user} [/INST]
  *            (Meta's reference chat_completion format; the system text goes inside the first instruction)
  *   Llama 3  <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|> ...
  *            <|start_header_id|>assistant<|end_header_id|>\n\n
+ *   Gemma    <start_of_turn>user\n{system, trimmed}\n\n{content, trimmed}<end_of_turn>\n ... <start_of_turn>model\n
+ *            (no system turn: the system texts, trimmed and joined, open the next non-model turn; "assistant" is
+ *            written "model")
  *
  * Rendering also marks which bytes are the template's own: tr_chat_tokenize lets only those become control
  * tokens, so a message that contains "<|im_end|>" cannot close its turn (prompt injection), while the text runs
@@ -25,8 +28,9 @@ tr_chat_template tr_chat_template_detect(const tr_gguf *gguf) {
     const char *t = gguf ? tr_gguf_get_str(gguf, "tokenizer.chat_template", NULL) : NULL;
     if (!t) return TR_CHAT_NONE;
     if (strstr(t, "<|im_start|>")) return TR_CHAT_CHATML;
-    if (strstr(t, "<|start_header_id|>") && strstr(t, "<|end_header_id|>")) return TR_CHAT_LLAMA3;
     if (strstr(t, "[INST]")) return TR_CHAT_LLAMA2;
+    if (strstr(t, "<start_of_turn>")) return TR_CHAT_GEMMA;
+    if (strstr(t, "<|start_header_id|>") && strstr(t, "<|end_header_id|>")) return TR_CHAT_LLAMA3;
     return TR_CHAT_NONE;
 }
 
@@ -35,8 +39,9 @@ tr_status tr_chat_template_from_name(const char *name, tr_chat_template *out) {
     if (strcmp(name, "chatml") == 0) *out = TR_CHAT_CHATML;
     else if (strcmp(name, "llama2") == 0 || strcmp(name, "llama-2") == 0) *out = TR_CHAT_LLAMA2;
     else if (strcmp(name, "llama3") == 0 || strcmp(name, "llama-3") == 0) *out = TR_CHAT_LLAMA3;
+    else if (strcmp(name, "gemma") == 0) *out = TR_CHAT_GEMMA;
     else if (strcmp(name, "none") == 0) *out = TR_CHAT_NONE;
-    else return tr_fail(TR_ERR_ARG, "unknown chat template '%s' (known: chatml, llama2, llama3)", name);
+    else return tr_fail(TR_ERR_ARG, "unknown chat template '%s' (known: chatml, llama2, llama3, gemma)", name);
     return TR_OK;
 }
 
@@ -45,6 +50,7 @@ const char *tr_chat_template_name(tr_chat_template t) {
     case TR_CHAT_CHATML: return "chatml";
     case TR_CHAT_LLAMA2: return "llama2";
     case TR_CHAT_LLAMA3: return "llama3";
+    case TR_CHAT_GEMMA: return "gemma";
     default: return "none";
     }
 }
@@ -80,11 +86,19 @@ static void add(sbuf *b, const char *s, size_t n, bool tmpl) {
 static void adds(sbuf *b, const char *s) { add(b, s, strlen(s), true); }  /* the template's own text */
 static void addm(sbuf *b, const char *s) { add(b, s, strlen(s), false); } /* a message's text */
 
-/* Content without leading and trailing whitespace (Llama 2 and 3 strip messages). */
+/* s without leading and trailing ASCII whitespace: *n bytes from the returned pointer. */
+static const char *trim(const char *s, size_t *n) {
+    size_t len = strlen(s);
+    while (len > 0 && isspace((unsigned char)*s)) s++, len--;
+    while (len > 0 && isspace((unsigned char)s[len - 1])) len--;
+    *n = len;
+    return s;
+}
+
+/* Content without leading and trailing whitespace (Llama 2, Llama 3 and Gemma strip messages). */
 static void add_trimmed(sbuf *b, const char *s) {
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)*s)) s++, n--;
-    while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
+    size_t n;
+    s = trim(s, &n);
     add(b, s, n, false);
 }
 
@@ -108,6 +122,35 @@ static void render_llama3(sbuf *b, const tr_chat_message *m, size_t n, bool add_
         adds(b, "<|eot_id|>");
     }
     if (add_assistant) adds(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* Gemma has no system turn: as in llama.cpp, the system texts (trimmed, joined) open the next turn that is not the
+ * model's, followed by a blank line; system text still waiting at the end is dropped. */
+static void render_gemma(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
+    size_t waiting = n; /* the first system message not placed yet; n: none */
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(m[i].role, "system") == 0) {
+            if (waiting == n) waiting = i;
+            continue;
+        }
+        bool assistant = strcmp(m[i].role, "assistant") == 0;
+        adds(b, "<start_of_turn>");
+        if (assistant) adds(b, "model");
+        else addm(b, m[i].role);
+        adds(b, "\n");
+        if (waiting < n && !assistant && strcmp(m[i].role, "model") != 0) {
+            size_t before = b->n; /* the waiting system messages lie in [waiting, i), maybe with model turns between */
+            for (size_t k = waiting; k < i; k++)
+                if (strcmp(m[k].role, "system") == 0) add_trimmed(b, m[k].content);
+            if (b->n > before) { /* llama.cpp places a non-empty system text only */
+                adds(b, "\n\n");
+                waiting = n;
+            }
+        }
+        add_trimmed(b, m[i].content);
+        adds(b, "<end_of_turn>\n");
+    }
+    if (add_assistant) adds(b, "<start_of_turn>model\n");
 }
 
 static void render_llama2(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
@@ -149,6 +192,7 @@ static tr_status render(tr_chat_template t, const tr_chat_message *messages, siz
     case TR_CHAT_CHATML: render_chatml(b, messages, n_messages, add_assistant); break;
     case TR_CHAT_LLAMA2: render_llama2(b, messages, n_messages, add_assistant); break;
     case TR_CHAT_LLAMA3: render_llama3(b, messages, n_messages, add_assistant); break;
+    case TR_CHAT_GEMMA: render_gemma(b, messages, n_messages, add_assistant); break;
     default: free(b->s), free(b->tmpl); return tr_fail(TR_ERR_ARG, "no chat template chosen");
     }
     if (b->oom) {

@@ -26,6 +26,9 @@
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 RE_CONTRACTIONS_ANYCASE "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen3.5: letters take their combining marks along, and marks are no longer "other" in the punctuation run */
+#define RE_QWEN35 RE_CONTRACTIONS_ANYCASE "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}" \
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_CJK "[一-龥ࠀ-一가-퟿]+"
 #define RE_PORO " ?[^(\\s|.,!?…。，、।۔،)]+"
 
@@ -54,6 +57,7 @@ static const pre_def pre_defs[] = {
      {RE_GPT2}, false, false},
     {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b", {"\\p{N}", RE_GPT2}, false, false},
     {"qwen2|deepseek-r1-qwen|megrez|stablelm2", {RE_QWEN2}, false, false},
+    {"qwen35", {RE_QWEN35}, false, false},
     {"poro-chat|bloom|gpt3-finnish", {RE_PORO}, false, false},
     {"viking", {RE_PORO, "\\p{N}"}, false, false},
 };

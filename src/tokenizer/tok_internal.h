@@ -118,6 +118,10 @@ struct tr_vocab {
     pretok *pretok;  /* BPE only */
 };
 
+/* After the token list and the declared ids are read: end-of-turn/end-of-generation tokens, the types llama.cpp forces
+ * by text, and the special-token cache (vocab_special.c). */
+tr_status vocab_find_special(const tr_gguf *g, tr_vocab *v);
+
 /* ---------------------------------------------------------------- stages */
 
 /* tr_tokenize with control/unknown tokens recognized only where special_ok[i] is set for every byte of their text

@@ -2,21 +2,14 @@
  *
  * The defaults and overrides follow llama.cpp's llama_vocab::impl::load: SPM ("llama") defaults to BOS 1, EOS 2,
  * UNK 0, add BOS, dummy space prefix; byte-level BPE ("gpt2") defaults to BOS = EOS = 11, no prefix. Special ids
- * out of range are ignored. End-of-generation tokens are EOS, EOT, EOM and the end markers llama.cpp recognises by
- * text ("<|im_end|>", "<|eot_id|>", ...). Token strings are copied: the vocabulary does not keep the GGUF open. */
+ * out of range are ignored. Which tokens are special beyond their declared types (end of turn, end of generation, the
+ * special-token cache) is vocab_special.c. Token strings are copied: the vocabulary does not keep the GGUF open. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "tokenizer/tok_internal.h"
-
-/* llama.cpp marks these texts end-of-generation (its special_eog_ids list, the entries relevant to our models). */
-static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                        "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
-/* Texts llama.cpp takes as the EOT token when tokenizer.ggml.eot_token_id is absent. */
-static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                        "<|end_of_text|>", "<EOT>", "_<EOT>", "<end_of_utterance>"};
 
 static uint32_t attr_from_type(int64_t t) {
     switch (t) {
@@ -149,70 +142,6 @@ static void find_byte_tokens(tr_vocab *v) {
     }
 }
 
-static bool in_list(const char *s, const char *const *list, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(s, list[i]) == 0) return true;
-    return false;
-}
-
-static tr_status find_special_tokens(const tr_gguf *g, tr_vocab *v) {
-    /* EOT by text when not given (llama.cpp forces such tokens to control type). llama.cpp takes whichever match
-     * its hash map yields first; we take the list order, so ChatML vocabularies get <|im_end|> rather than
-     * <|endoftext|>. */
-    for (size_t k = 0; k < sizeof eot_texts / sizeof *eot_texts && v->eot < 0; k++) v->eot = find_text(v, eot_texts[k]);
-    if (v->eom < 0) v->eom = find_text(v, "<|eom_id|>");
-
-    v->eog = malloc(((size_t)v->n_tokens < 64 ? (size_t)v->n_tokens : 64) * sizeof *v->eog + 4 * sizeof *v->eog);
-    if (!v->eog) return tr_fail(TR_ERR_NOMEM, "eog list");
-    for (int32_t i = 0; i < v->n_tokens && v->n_eog < 64; i++)
-        if (in_list(v->text[i], eog_texts, sizeof eog_texts / sizeof *eog_texts)) {
-            v->eog[v->n_eog++] = i;
-            v->attr[i] |= ATTR_CONTROL;
-        }
-    int32_t extra[3] = {v->eos, v->eot, v->eom};
-    for (int k = 0; k < 3; k++) {
-        if (extra[k] < 0) continue;
-        bool have = false;
-        for (int32_t j = 0; j < v->n_eog; j++) have |= v->eog[j] == extra[k];
-        if (!have) v->eog[v->n_eog++] = extra[k];
-    }
-    if (v->eot >= 0) v->attr[v->eot] |= ATTR_CONTROL;
-
-    /* Special-token cache: longest text first, so that a longer token wins over a prefix of it. */
-    v->special = malloc((size_t)v->n_tokens * sizeof *v->special);
-    if (!v->special) return tr_fail(TR_ERR_NOMEM, "special token list");
-    for (int32_t i = 0; i < v->n_tokens; i++)
-        if (v->attr[i] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)) v->special[v->n_special++] = i;
-    for (int32_t i = 1; i < v->n_special; i++) { /* insertion sort: stable, few entries */
-        int32_t id = v->special[i], j = i;
-        while (j > 0 && v->len[v->special[j - 1]] < v->len[id]) {
-            v->special[j] = v->special[j - 1];
-            j--;
-        }
-        v->special[j] = id;
-    }
-
-    /* llama.cpp: Phi-3 models strip whitespace to the right of their special tokens, except <unk>, <s> and
-     * <|endoftext|>, and also after </s>. Keyed on general.name. */
-    const char *name = tr_gguf_get_str(g, "general.name", NULL);
-    if (name) {
-        char low[256];
-        size_t i = 0;
-        for (; name[i] && i + 1 < sizeof low; i++) low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32
-                                                                                                 : name[i]);
-        low[i] = '\0';
-        if (strstr(low, "phi-3") || strstr(low, "phi3")) {
-            for (int32_t k = 0; k < v->n_special; k++) v->attr[v->special[k]] |= ATTR_RSTRIP;
-            int32_t id = find_text(v, "</s>");
-            if (id >= 0) v->attr[id] |= ATTR_RSTRIP;
-            const char *keep[] = {"<unk>", "<s>", "<|endoftext|>"};
-            for (int k = 0; k < 3; k++)
-                if ((id = find_text(v, keep[k])) >= 0) v->attr[id] &= ~(uint32_t)ATTR_RSTRIP;
-        }
-    }
-    return TR_OK;
-}
-
 tr_status tr_vocab_from_gguf(const tr_gguf *g, tr_vocab **out) {
     if (!g || !out) return tr_fail(TR_ERR_ARG, "tr_vocab_from_gguf: NULL argument");
     *out = NULL;
@@ -249,8 +178,6 @@ tr_status tr_vocab_from_gguf(const tr_gguf *g, tr_vocab **out) {
         if (tr_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b)) v->add_space_prefix = b;
         read_special(g, "tokenizer.ggml.bos_token_id", v, &v->bos);
         read_special(g, "tokenizer.ggml.eos_token_id", v, &v->eos);
-        read_special(g, "tokenizer.ggml.eot_token_id", v, &v->eot);
-        read_special(g, "tokenizer.ggml.eom_token_id", v, &v->eom);
         read_special(g, "tokenizer.ggml.unknown_token_id", v, &v->unk);
         read_special(g, "tokenizer.ggml.padding_token_id", v, &v->pad);
         if (tr_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
@@ -261,7 +188,7 @@ tr_status tr_vocab_from_gguf(const tr_gguf *g, tr_vocab **out) {
     }
     if (st == TR_OK) {
         find_byte_tokens(v);
-        st = find_special_tokens(g, v);
+        st = vocab_find_special(g, v);
     }
     if (st != TR_OK) {
         tr_vocab_free(v);

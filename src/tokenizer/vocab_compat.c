@@ -1,7 +1,9 @@
 /* vocab_compat.c — whether an SLM and an LLM can route token by token: the LLM must understand every id the SLM
  * can produce as the same text, and every id the LLM may produce must mean something to the SLM. Real pairs differ
  * only by padding: Qwen2.5-0.5B's GGUF has 151,936 entries, 7B's 152,064, the extra ones "[PAD151936]"... of
- * type UNUSED (the converter pads the embedding matrix). Such pairs route with the LLM restricted to the shared ids. */
+ * type UNUSED (the converter pads the embedding matrix). Gemma 3 1B's has 262,144, 27B's 262,208: <image_soft_token>
+ * (control, an image placeholder no text tokenizes to) and padding. Such pairs route with the LLM restricted to the
+ * shared ids. */
 #include <string.h>
 
 #include "common/error.h"
@@ -36,10 +38,10 @@ tr_status tr_vocab_compatible(const tr_vocab *slm, const tr_vocab *llm, tr_vocab
             return tr_fail(TR_ERR_UNSUPPORTED, "the SLM and the LLM do not share a tokenizer: token %d is '%s' vs '%s'",
                            i, slm->text[i], llm->text[i]);
     for (int32_t i = slm->n_tokens; i < llm->n_tokens; i++)
-        if (!is_padding(llm, i))
+        if (!is_padding(llm, i) && !(llm->attr[i] & ATTR_CONTROL))
             return tr_fail(TR_ERR_UNSUPPORTED,
-                           "the LLM's vocabulary has %d more entries than the SLM's and token %d ('%s') is not padding",
-                           llm->n_tokens - slm->n_tokens, i, llm->text[i]);
+                           "the LLM's vocabulary has %d more entries than the SLM's and token %d ('%s') is not padding "
+                           "(nor a control token)", llm->n_tokens - slm->n_tokens, i, llm->text[i]);
     if (match) *match = slm->n_tokens == llm->n_tokens ? TR_VOCAB_SAME : TR_VOCAB_PADDED;
     if (n_shared) *n_shared = slm->n_tokens;
     return TR_OK;
