@@ -19,7 +19,7 @@ static const char *usage =
     "  --host ADDR            address or name to bind (default 127.0.0.1; localhost works)\n"
     "  --port N               port (default 8080; 0 = a free port)\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY)\n"
-    "  --chat-template NAME   chatml|llama2|llama3|none: renders /v1/chat/completions' messages\n"
+    "  --chat-template NAME   chatml|llama2|llama3|gemma|none: renders /v1/chat/completions' messages\n"
     "                         (default: the model's own; a model without one answers chat requests with 400)\n"
     "  --cors ORIGIN          let browser pages from ORIGIN (e.g. http://localhost:3000; repeatable; * = any)\n"
     "                         call the server: OPTIONS preflights, Access-Control-Allow-Origin (default: none)\n"
@@ -72,7 +72,7 @@ int cmd_serve(int argc, char **argv) {
             if (!v || !v[0]) return cli_usage_error(usage, "--api-key needs a value");
             sp.api_key = v;
         } else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) {
-            if (!v) return cli_usage_error(usage, "--chat-template needs a name (chatml, llama2, llama3, none)");
+            if (!v) return cli_usage_error(usage, "--chat-template needs a name (chatml, llama2, llama3, gemma, none)");
             chat_template = v;
         } else if (cli_option(argc, argv, &i, NULL, "--cors", &v)) {
             if (!v || !v[0]) return cli_usage_error(usage, "--cors needs an origin (e.g. http://localhost:3000, or *)");
