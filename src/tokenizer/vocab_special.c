@@ -126,20 +126,28 @@ static tr_status build_eog(tr_vocab *v, int32_t fim_pad, int32_t fim_rep, int32_
     return TR_OK;
 }
 
-static int cmp_len_desc(const void *a, const void *b, void *ctx) {
-    const tr_vocab *v = ctx;
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    if (v->len[x] != v->len[y]) return v->len[x] < v->len[y] ? 1 : -1;
-    return x < y ? -1 : x > y; /* equal lengths: by id, so the order is the same on every platform */
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
-/* Control, user-defined and unknown tokens, longest first. */
+/* Control, user-defined and unknown tokens, longest first; equal lengths by id, so the order is the same everywhere
+ * (llama.cpp's std::sort leaves it unspecified). Sorted as keys (longest first, then id) with plain qsort. */
 static tr_status build_special_cache(tr_vocab *v) {
     v->special = malloc((size_t)v->n_tokens * sizeof *v->special);
-    if (!v->special) return tr_fail(TR_ERR_NOMEM, "special token list");
+    uint64_t *keys = malloc((size_t)v->n_tokens * sizeof *keys);
+    if (!v->special || !keys) {
+        free(keys);
+        return tr_fail(TR_ERR_NOMEM, "special token list");
+    }
+    size_t n = 0;
     for (int32_t i = 0; i < v->n_tokens; i++)
-        if (v->attr[i] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)) v->special[v->n_special++] = i;
-    qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_len_desc, v);
+        if (v->attr[i] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
+            keys[n++] = (uint64_t)(UINT32_MAX - v->len[i]) << 32 | (uint32_t)i;
+    qsort(keys, n, sizeof *keys, cmp_u64);
+    for (size_t k = 0; k < n; k++) v->special[k] = (int32_t)(keys[k] & UINT32_MAX);
+    v->n_special = (int32_t)n;
+    free(keys);
     return TR_OK;
 }
 
