@@ -100,9 +100,9 @@ INLINE void iq4_xs_x16_micro(const mm_args *a, int64_t r, int64_t i, const int N
     const size_t col_bytes = 16 * sizeof(block_iq4_xs);
     const uint8_t *grp = a->w + (size_t)r * a->w_stride;
     const __m512i table = shifted_table();
-    const block_q8_k *xb[4];
-    __m512 acc[4];
-    _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
+    const block_q8_k *xb[8];
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) {
         xb[ii] = (const block_q8_k *)(a->x + (size_t)(i + ii) * a->x_stride);
         acc[ii] = _mm512_setzero_ps();
     }
@@ -111,33 +111,33 @@ INLINE void iq4_xs_x16_micro(const mm_args *a, int64_t r, int64_t i, const int N
         const __m512 wd = f16x16(col);
         const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(col + 32)));
         const __m512i sl = _mm512_loadu_si512(col + 64);
-        __m512i tot[4];
-        _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) tot[ii] = _mm512_setzero_si512();
+        __m512i tot[8];
+        _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) tot[ii] = _mm512_setzero_si512();
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
             const __m512i ls = _mm512_sub_epi32(
                 _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF)),
                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sh, 2 * j), _mm512_set1_epi32(3)), 4)),
                 _mm512_set1_epi32(32));
-            __m512i isum[4];
-            _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) {
+            __m512i isum[8];
+            _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) {
                 const int16_t *bs = xb[ii][b].bsums;
                 isum[ii] = _mm512_set1_epi32(-128 * (bs[2 * j] + bs[2 * j + 1]));
             }
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
                 __m512i lo, hi;
                 split_word(col + 128 + 64 * (4 * j + c), table, &lo, &hi);
-                _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
+                _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++)
                     isum[ii] = word_dot(isum[ii], lo, hi, xb[ii][b].qs + 32 * j + 4 * c);
             }
-            _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
+            _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++)
                 tot[ii] = _mm512_add_epi32(tot[ii], _mm512_mullo_epi32(isum[ii], ls));
         }
-        _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++)
+        _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++)
             acc[ii] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[ii]), _mm512_mul_ps(wd, _mm512_set1_ps(xb[ii][b].d)), acc[ii]);
     }
     store_rows(a, r, i, NI, acc);
 }
-DEFINE_X16_TILE(iq4_xs_x16, 4)
+DEFINE_X16_TILE(iq4_xs_x16, 8)
 
 /* ---------------------------------------------------------------- table */
 
