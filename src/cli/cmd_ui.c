@@ -26,7 +26,7 @@ static const char *usage_rest =
     "  --host ADDR            address to listen on (default 127.0.0.1)\n"
     "  --port P               port (default 8080; 0 = any free port)\n"
     "  --ready-file FILE      write the base URL (http://HOST:PORT, as serve does) to FILE once listening\n"
-    "  --chat-template NAME   chat template (chatml, llama2, llama3) for /v1/chat/completions and the page's chat\n"
+    "  --chat-template NAME   chat template (chatml, llama2, llama3, gemma) for /v1/chat/completions and the page's chat\n"
     "                         toggle (default: the SLM's own, from its GGUF; without one chat requests get 400)\n"
     "  --ui-key KEY           key the API (/v1/, /api/) requires as \"Authorization: Bearer KEY\" (or TOKROUTE_UI_KEY);\n"
     "                         required with a --host other than loopback\n"

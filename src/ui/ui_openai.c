@@ -93,7 +93,7 @@ static bool prompt_tokens(tr_ui *ui, const cJSON *root, bool chat, ui_request *r
         if (ui->p.chat_template == TR_CHAT_NONE) {
             oai_error_set(e, 400, "no_chat_template", "messages",
                           "the SLM (%s) has no chat template in its GGUF: start the server with --chat-template NAME "
-                          "(chatml, llama2, llama3), or use /v1/completions", ui->slm_name);
+                          "(chatml, llama2, llama3, gemma), or use /v1/completions", ui->slm_name);
             return false;
         }
         if (!oai_chat_parse(prompt, &conv, e)) return false;
