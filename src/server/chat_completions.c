@@ -2,8 +2,9 @@
  * system), user, assistant; content a string or an array of text parts) rendered with the server's chat template
  * (tr_server_params.chat_template: the model's own, or `serve --chat-template NAME`) and tokenized so control tokens
  * come only from the template (tr_chat_tokenize: a message holding "<|im_end|>" cannot close its turn);
- * `max_completion_tokens` / `max_tokens` (default: what the context leaves), `temperature`, `top_p`, `seed`, `n`
- * (only 1), `logprobs` + `top_logprobs` (0-20), `stream` + `stream_options.include_usage`; `model` and `user` are
+ * `max_completion_tokens` / `max_tokens` (default: what the context leaves), `temperature`, `top_p`, `top_k`
+ * (vLLM's), `seed`, `stop` (up to 4 strings, never part of the content), `logit_bias`, `n` (only 1), `logprobs` +
+ * `top_logprobs` (0-20), `stream` + `stream_options.include_usage`, the penalties at 0; `model` and `user` are
  * accepted and ignored. Any other field is a 400 naming it: an unsupported OpenAI field is refused rather than
  * silently ignored, and a misspelt one is never taken for a default. A model without a template is a 400, never a
  * guess.
@@ -24,6 +25,7 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 
+#include "common/openai_api.h"
 #include "server/server_internal.h"
 
 typedef struct chat {
@@ -60,35 +62,14 @@ static bool append_content(chat *c, const char *s, size_t n) {
 /* ---------------------------------------------------------------- the request */
 
 static const char *const accepted_fields[] = {
-    "messages", "model", "max_completion_tokens", "max_tokens", "temperature", "top_p", "seed", "n",
-    "stream", "stream_options", "logprobs", "top_logprobs", "user"};
+    "messages", "model", "max_completion_tokens", "max_tokens", "temperature", "top_p", "top_k", "seed", "n",
+    "stream", "stream_options", "stop", "logit_bias", "logprobs", "top_logprobs", "user", "presence_penalty",
+    "frequency_penalty", NULL};
 /* OpenAI fields this server does not implement: refused by name, not ignored. */
 static const char *const unsupported_fields[] = {
-    "stop", "frequency_penalty", "presence_penalty", "logit_bias", "tools", "tool_choice", "parallel_tool_calls",
-    "functions", "function_call", "response_format", "modalities", "audio", "prediction", "reasoning_effort",
-    "service_tier", "store", "metadata", "web_search_options", "verbosity", "prompt_cache_key", "safety_identifier"};
-
-static bool in_list(const char *name, const char *const *list, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(name, list[i]) == 0) return true;
-    return false;
-}
-
-static bool check_fields(const cJSON *root, api_error *err) {
-    for (const cJSON *f = root->child; f; f = f->next) {
-        const char *name = f->string ? f->string : "";
-        if (in_list(name, accepted_fields, sizeof accepted_fields / sizeof *accepted_fields)) continue;
-        if (in_list(name, unsupported_fields, sizeof unsupported_fields / sizeof *unsupported_fields))
-            api_error_set(err, 400, "unsupported_field", name, "'%s' is not supported by tokroute serve's chat "
-                          "completions", name);
-        else
-            api_error_set(err, 400, "unknown_field", name, "unknown field '%.60s' (chat completions take messages, "
-                          "model, max_completion_tokens, max_tokens, temperature, top_p, seed, n, stream, "
-                          "stream_options, logprobs, top_logprobs, user)", name);
-        return false;
-    }
-    return true;
-}
+    "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "response_format", "modalities",
+    "audio", "prediction", "reasoning_effort", "service_tier", "store", "metadata", "web_search_options",
+    "verbosity", "prompt_cache_key", "safety_identifier", NULL};
 
 /* One message's content: a string, or an array of {"type": "text", "text": ...} parts joined (*owned set when the
  * text was joined and must be freed). */
@@ -232,7 +213,7 @@ static bool parse(tr_server *srv, const char *body, size_t len, chat *c, api_err
         api_error_set(err, 400, "bad_request", "", "the body is not a JSON object");
         goto done;
     }
-    if (!check_fields(root, err)) goto done;
+    if (!generation_check_fields(root, accepted_fields, unsupported_fields, "chat completions", err)) goto done;
     static const char *const string_fields[] = {"model", "user"};
     for (int k = 0; k < 2; k++) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, string_fields[k]);
@@ -286,7 +267,7 @@ static cJSON *token_logprob(const chat *c, int32_t id, float logprob) {
     char *piece = token_piece(c->g.srv, id, &n);
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "token", piece ? piece : "");
-    cJSON_AddNumberToObject(e, "logprob", finite_logprob(logprob));
+    cJSON_AddNumberToObject(e, "logprob", oai_finite_logprob(logprob));
     cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
     for (size_t i = 0; piece && i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
     free(piece);

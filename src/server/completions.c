@@ -1,7 +1,9 @@
 /* completions.c — POST /v1/completions, the OpenAI-compatible subset: `prompt` (text, or an array of token ids, or
- * a one-element array of either), `max_tokens` (default 16, as OpenAI), `temperature`, `top_p`, `seed`,
- * `logprobs` (0-20 alternatives per token), `stream` (server-sent events ending with `data: [DONE]`); `model`,
- * `n` (only 1), `return_token_ids` and unknown fields are accepted and ignored. The response follows OpenAI's
+ * a one-element array of either), `max_tokens` (default 16, as OpenAI), `temperature`, `top_p`, `top_k` (vLLM's),
+ * `seed`, `stop` (up to 4 strings), `logit_bias`, `logprobs` (0-20 alternatives per token), `stream` (server-sent
+ * events ending with `data: [DONE]`); `model`, `user`, `n` (only 1) and `return_token_ids` are accepted (the ids
+ * always come back). OpenAI's fields not implemented (`suffix`, `best_of`, penalties other than 0) and unknown
+ * fields are a 400 naming them. The response follows OpenAI's
  * text_completion object and adds `choices[0].token_ids` (the generated ids) and `prompt_token_ids`, so clients
  * never re-tokenize text.
  *
@@ -30,6 +32,7 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 
+#include "common/openai_api.h"
 #include "server/server_internal.h"
 
 typedef struct cmpl {
@@ -83,6 +86,12 @@ static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_err
         api_error_set(err, 400, "bad_request", "", "the body is not a JSON object");
         goto done;
     }
+    static const char *const accepted[] = {
+        "prompt", "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stream", "stream_options",
+        "stop", "logit_bias", "logprobs", "echo", "prompt_logprobs", "return_token_ids", "return_tokens_as_token_ids",
+        "user", "presence_penalty", "frequency_penalty", NULL};
+    static const char *const unsupported[] = {"suffix", "best_of", NULL};
+    if (!generation_check_fields(root, accepted, unsupported, "completions", err)) goto done;
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (cJSON_IsArray(prompt) && prompt->child && (cJSON_IsString(prompt->child) || cJSON_IsArray(prompt->child))) {
         if (cJSON_GetArraySize(prompt) > 1) {
@@ -231,7 +240,7 @@ static void logprobs_add(const cmpl *c, cJSON *lp, int32_t id, bool has_lp, floa
         cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNull());
         cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), cJSON_CreateNull());
     } else {
-        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNumber(finite_logprob(logprob)));
+        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNumber(oai_finite_logprob(logprob)));
         cJSON *alt = cJSON_CreateObject();
         bool listed = false;
         for (int32_t i = 0; i <= n_top; i++) {
@@ -240,7 +249,7 @@ static void logprobs_add(const cmpl *c, cJSON *lp, int32_t id, bool has_lp, floa
             const float tlp = i < n_top ? top[i].logprob : logprob;
             listed = listed || tid == id;
             char *q = token_name(c, tid);
-            if (q && !cJSON_GetObjectItemCaseSensitive(alt, q)) cJSON_AddNumberToObject(alt, q, finite_logprob(tlp));
+            if (q && !cJSON_GetObjectItemCaseSensitive(alt, q)) cJSON_AddNumberToObject(alt, q, oai_finite_logprob(tlp));
             free(q);
         }
         cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), alt);
@@ -329,7 +338,7 @@ static void tb_add_json_string(text_buf *b, const char *s, size_t n) {
 static void tb_add_entry(text_buf *b, const tr_vocab *vocab, float logprob, int32_t rank, int32_t id, bool comma) {
     char head[96], piece[256];
     const int n = snprintf(head, sizeof head, "%s\"%d\":{\"logprob\":%.9g,\"rank\":%d,\"decoded_token\":", comma ? "," : "",
-                           id, finite_logprob(logprob), rank);
+                           id, oai_finite_logprob(logprob), rank);
     tb_add(b, head, (size_t)n);
     int32_t len = vocab ? tr_token_to_piece(vocab, id, true, piece, (int32_t)sizeof piece - 1) : -1;
     if (len < 0) len = 0;

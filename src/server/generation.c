@@ -1,12 +1,16 @@
 /* generation.c — what /v1/completions (completions.c) and /v1/chat/completions (chat_completions.c) share: one
  * continuation of a tokenized prompt, generated on a private session ("!" + the reply's id, a name no client can
  * send) through the same scheduler as the session protocol, one job per token, so OpenAI requests are batched
- * with routed sessions. Also here: the random reply id, the options both routes take (max_tokens, temperature,
- * top_p, seed, n, stream, stream_options), the end-of-generation rule, server-sent events, and the one line a
- * client that went away mid-stream leaves in the log.
+ * with routed sessions. Also here: the random reply id, the fields both routes check (unknown ones and OpenAI's
+ * unimplemented ones refused by name), the options both take (max_tokens, temperature, top_p, top_k, seed, n,
+ * stream, stream_options, stop, logit_bias), the end-of-generation and stop-string rules, server-sent events, and
+ * the one line a client that went away mid-stream leaves in the log.
  *
  * The end-of-generation token (EOS, or a template's end of turn such as <|im_end|>) ends a generation with "stop"
- * and is not part of it: not in its text, ids, log-probabilities or completion_tokens. */
+ * and is not part of it: not in its text, ids, log-probabilities or completion_tokens. A stop string ends it with
+ * "stop" too and is never sent, not even in part (src/route/stop_text.c holds back text that could begin one); the
+ * tokens that made it stay in token_ids and completion_tokens, as vLLM counts them. Without a seed each request
+ * draws a fresh one; with one, the draw at a position depends only on (seed, position). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/openai_api.h"
 #include "server/server_internal.h"
 
 bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, api_error *err) {
@@ -22,22 +27,30 @@ bool generation_init(generation *g, tr_server *srv, const char *route, const cha
     g->srv = srv;
     g->route = route;
     g->t0_ms = server_now_ms();
-    /* Ids unique across restarts: 96 random bits. */
-    unsigned char rnd[12];
-    size_t got = 0;
-    while (got < sizeof rnd) {
-        const ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    if (got < sizeof rnd) {
+    char prefix[24];
+    snprintf(prefix, sizeof prefix, "!%s-", id_prefix);
+    if (!oai_random_id(prefix, g->id, sizeof g->id)) { /* unique across restarts: 96 random bits */
         api_error_set(err, 503, "busy", "", "no random bytes for the completion id");
         return false;
     }
-    int at = snprintf(g->id, sizeof g->id, "!%s-", id_prefix);
-    for (size_t i = 0; i < sizeof rnd && at > 0 && (size_t)at < sizeof g->id; i++)
-        at += snprintf(g->id + at, sizeof g->id - (size_t)at, "%02x", rnd[i]);
     return true;
+}
+
+bool generation_check_fields(const cJSON *root, const char *const *accepted, const char *const *unsupported,
+                             const char *what, api_error *err) {
+    const char *name = oai_unknown_field(root, accepted);
+    if (!name) return true;
+    for (const char *const *u = unsupported; *u; u++)
+        if (strcmp(name, *u) == 0) {
+            api_error_set(err, 400, "unsupported_field", name, "'%s' is not supported by tokroute serve's %s", name,
+                          what);
+            return false;
+        }
+    char list[400] = "";
+    for (const char *const *a = accepted; *a; a++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a == accepted ? "" : ", ", *a);
+    api_error_set(err, 400, "unknown_field", name, "unknown field '%.60s' (%s take %s)", name, what, list);
+    return false;
 }
 
 bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err) {
@@ -57,6 +70,13 @@ void generation_release(generation *g) {
     g->ids = NULL;
     if (g->detok) tr_detok_stream_free(g->detok);
     g->detok = NULL;
+    stop_text_free(&g->stop_text);
+    oai_stop_free(g->stop, g->n_stop);
+    g->n_stop = 0;
+    free(g->bias);
+    g->bias = NULL;
+    free(g->tail);
+    g->tail = NULL;
 }
 
 /* A number field in [lo, hi] (an integer unless fractional): false with err filled when present and not so. */
@@ -74,14 +94,85 @@ static bool number_field(const cJSON *root, const char *name, double lo, double 
     return true;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100], ...} (OpenAI's and vLLM's), ids in the vocabulary, each once. */
+static bool parse_logit_bias(generation *g, const cJSON *root, api_error *err) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (!f || cJSON_IsNull(f)) return true;
+    const int32_t n_vocab = tr_model_get_info(g->srv->model)->n_vocab;
+    const int n = cJSON_GetArraySize(f);
+    if (!cJSON_IsObject(f) || n > n_vocab) {
+        api_error_set(err, 400, "bad_request", "logit_bias",
+                      "'logit_bias' must be an object {\"token id\": bias in [-100, 100]} (at most one entry per id)");
+        return false;
+    }
+    if (n == 0) return true;
+    if (!(g->bias = malloc((size_t)n * sizeof *g->bias))) {
+        api_error_set(err, 503, "busy", "", "out of memory");
+        return false;
+    }
+    for (const cJSON *e = f->child; e; e = e->next) {
+        char *end = NULL;
+        const long id = e->string && e->string[0] >= '0' && e->string[0] <= '9' ? strtol(e->string, &end, 10) : -1;
+        if (id < 0 || *end || id >= n_vocab) {
+            api_error_set(err, 400, "bad_request", "logit_bias", "logit_bias: '%.40s' is not a token id in [0, %d)",
+                          e->string ? e->string : "", n_vocab);
+            return false;
+        }
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
+            api_error_set(err, 400, "bad_request", "logit_bias", "logit_bias[\"%ld\"] must be a number in [-100, 100]",
+                          id);
+            return false;
+        }
+        for (int32_t i = 0; i < g->n_bias; i++)
+            if (g->bias[i].id == id) {
+                api_error_set(err, 400, "bad_request", "logit_bias", "logit_bias names token %ld twice", id);
+                return false;
+            }
+        g->bias[g->n_bias++] = (logit_bias){(int32_t)id, (float)e->valuedouble};
+    }
+    g->samp.bias = g->bias;
+    g->samp.n_bias = g->n_bias;
+    return true;
+}
+
+/* 64 random bits for a request that names no seed. */
+static bool fresh_seed(uint64_t *seed) {
+    size_t got = 0;
+    while (got < sizeof *seed) {
+        const ssize_t n = getrandom((char *)seed + got, sizeof *seed - got, 0);
+        if (n <= 0) return false;
+        got += (size_t)n;
+    }
+    return true;
+}
+
 bool generation_parse_options(generation *g, const cJSON *root, const generation_limits *lim, api_error *err) {
     const int32_t n_ctx = scheduler_n_ctx(g->srv->sched);
-    double temperature = 1, top_p = 1, seed = 0, n = 1;
+    double temperature = 1, top_p = 1, top_k = 0, seed = -1, n = 1;
     if (!number_field(root, "temperature", 0, 2, true, &temperature, err) ||
         !number_field(root, "top_p", 0, 1, true, &top_p, err) ||
+        !number_field(root, "top_k", -1, 1 << 30, false, &top_k, err) ||
         !number_field(root, "seed", 0, 9007199254740992.0, false, &seed, err) ||
         !number_field(root, "n", 1, 1 << 20, false, &n, err))
         return false;
+    /* OpenAI's penalties at 0 and an empty suffix are what this server does; anything else is refused by name. */
+    static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, penalties[k]);
+        if (f && !cJSON_IsNull(f) && !(cJSON_IsNumber(f) && f->valuedouble == 0)) {
+            api_error_set(err, 400, "unsupported_field", penalties[k],
+                          "'%s' is not supported by tokroute serve (only 0, no penalty)", penalties[k]);
+            return false;
+        }
+    }
+    oai_error oe;
+    if (!oai_stop_parse(cJSON_GetObjectItemCaseSensitive(root, "stop"), GENERATION_STOP_MAX, g->stop, &g->n_stop,
+                        &oe)) {
+        api_error_set(err, oe.status, oe.status == 400 ? "bad_request" : "busy", "stop", "%s", oe.message);
+        return false;
+    }
+    stop_text_init(&g->stop_text, (const char *const *)g->stop, g->n_stop);
+    if (!parse_logit_bias(g, root, err)) return false;
     if (n != 1) {
         api_error_set(err, 400, "bad_request", "n", "'n' must be 1: one choice per request (send %g requests)", n);
         return false;
@@ -136,7 +227,12 @@ bool generation_parse_options(generation *g, const cJSON *root, const generation
     }
     g->samp.temperature = (float)temperature;
     g->samp.top_p = top_p > 0 ? (float)top_p : 1.0f;
-    g->samp.seed = (uint64_t)seed;
+    g->samp.top_k = top_k > 0 ? (int32_t)top_k : 0;
+    if (seed >= 0) g->samp.seed = (uint64_t)seed;
+    else if (!fresh_seed(&g->samp.seed)) {
+        api_error_set(err, 503, "busy", "", "no random bytes for a seed");
+        return false;
+    }
     const tr_vocab *vocab = tr_model_vocab(g->srv->model);
     if (vocab && !g->detok && tr_detok_stream_create(vocab, false, &g->detok) != TR_OK) g->detok = NULL;
     return true;
@@ -168,6 +264,16 @@ bool generation_take(generation *g, const route_result *res, const char **text, 
     }
     g->ids[g->n_prompt + g->n_gen++] = res->token;
     if (g->detok) tr_detok_stream_push(g->detok, res->token, text, len);
+    if (g->n_stop > 0) {
+        if (!stop_text_push(&g->stop_text, *text, *len)) g->stop_text.out_len = 0; /* out of memory: held back */
+        *text = g->stop_text.out ? g->stop_text.out : "";
+        *len = g->stop_text.out_len;
+        if (g->stop_text.stopped) {
+            g->finished = true;
+            g->finish_reason = "stop";
+            return true;
+        }
+    }
     if (g->n_gen >= g->max_tokens) {
         g->finished = true;
         g->finish_reason = "length";
@@ -175,18 +281,33 @@ bool generation_take(generation *g, const route_result *res, const char **text, 
     return true;
 }
 
+/* Appends n bytes to g->tail (false: out of memory). */
+static bool tail_add(generation *g, const char *s, size_t n) {
+    char *t = realloc(g->tail, g->tail_len + n + 1);
+    if (!t) return false;
+    memcpy(t + g->tail_len, s, n);
+    g->tail = t;
+    g->tail_len += n;
+    t[g->tail_len] = 0;
+    return true;
+}
+
 void generation_flush(generation *g, const char **text, size_t *len) {
     *text = "";
     *len = 0;
     if (g->detok && tr_detok_stream_flush(g->detok, text, len) != TR_OK) *text = "", *len = 0;
+    if (g->n_stop == 0) return;
+    /* The detokenizer's held-back bytes go through the stop strings too, then whatever they still hold back. */
+    g->tail_len = 0;
+    const bool ok = stop_text_push(&g->stop_text, *text, *len) && tail_add(g, g->stop_text.out, g->stop_text.out_len);
+    if (ok && !g->stop_text.stopped && stop_text_flush(&g->stop_text))
+        tail_add(g, g->stop_text.out, g->stop_text.out_len);
+    if (g->stop_text.stopped) g->finish_reason = "stop";
+    *text = g->tail ? g->tail : "";
+    *len = g->tail_len;
 }
 
-void generation_add_usage(const generation *g, cJSON *root) {
-    cJSON *u = cJSON_AddObjectToObject(root, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", g->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", g->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", g->n_prompt + g->n_gen);
-}
+void generation_add_usage(const generation *g, cJSON *root) { oai_add_usage(root, g->n_prompt, g->n_gen); }
 
 void generation_done(const generation *g, const char *how) {
     const double ms = server_now_ms() - g->t0_ms;
@@ -199,25 +320,13 @@ void generation_client_gone(const generation *g) {
                g->route, g->id + 1, g->n_gen, g->max_tokens, server_now_ms() - g->t0_ms);
 }
 
-char *sse_event(cJSON *root) {
-    char *json = root ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!json) return NULL;
-    const size_t n = strlen(json) + 9;
-    char *out = malloc(n);
-    if (out) snprintf(out, n, "data: %s\n\n", json);
-    free(json);
-    return out;
-}
+char *sse_event(cJSON *root) { return root ? oai_sse_data(root) : NULL; }
 
 char *sse_error_event(const api_error *err) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "error", api_error_object(err));
     return sse_event(root);
 }
-
-/* vLLM and OpenAI write -inf as -9999.0 (JSON has no infinity). */
-double finite_logprob(float lp) { return lp > -9999.0f ? (double)lp : -9999.0; }
 
 char *token_piece(const tr_server *srv, int32_t id, size_t *len) {
     const tr_vocab *v = tr_model_vocab(srv->model);

@@ -3,7 +3,8 @@
  * HTTP threads queue jobs and sleep on them; the worker takes, per pass, the waiting jobs of distinct sessions (up
  * to max_batch_tokens rows and MAX_SEQS sessions, or one session with batching off) and evaluates them together
  * with multi_forward, so the weights are read once for all of them. Only the worker touches sessions, so the table
- * needs no finer locking; the mutex guards the queue and is released during the pass.
+ * needs no finer locking; the mutex guards the queue and is released during the pass and while the pass's rows
+ * choose their tokens (sample.c), so a sampled token never holds up an HTTP thread queueing a job.
  *
  * Memory: a session's KV cache starts at 64 positions and doubles on demand up to n_ctx (kv_seq). The sum of the
  * caches' bytes never exceeds kv_budget_bytes: growing or creating a session first evicts least-recently-used idle
@@ -81,12 +82,22 @@ struct route_stream {
     int32_t n_taken;       /* lookahead tokens handed out by scheduler_stream_next */
 };
 
+/* The token a pass's row chose for its job, drawn with the mutex released (choose) and taken under it. */
+typedef struct choice {
+    int32_t token;
+    float logprob;
+    top_entry top[TOP_LOGPROBS_MAX];
+    int32_t n_top;
+} choice;
+
 struct scheduler {
     const tr_model *model;
     sched_params p;
     server_metrics *metrics;
     multi_engine *engine;
     float *logits;          /* [MAX_SEQS][n_vocab] */
+    choice choices[MAX_SEQS];
+    token_sampler *sampler; /* worker only */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     pthread_t worker;
@@ -288,29 +299,44 @@ static bool lookahead_wanted(const job *j) {
     return true;
 }
 
-/* After the job's last fed token: choose the answer, the answer after a draft branch, or the next lookahead token;
- * then feed what comes next (the draft branch starting with it, else the lookahead). True when the job is done.
- * Draft answers are drawn like the answer (greedy, or from (seed, position)); lookahead is greedy. The walk and the
- * lookahead stop at the end of the session's context. */
-static bool take_logits(scheduler *s, job *j, const float *logits) {
+/* The token the row after the job's last fed token chooses: the answer (with its log-probabilities), the answer
+ * after a draft branch (drawn like the answer: greedy, or from (seed, position)), or the next lookahead token
+ * (greedy). Worker thread with the mutex released: what it reads of the job and its session changes only on the
+ * worker. */
+static void choose(scheduler *s, const job *j, const float *logits, choice *c) {
+    const route_request *r = j->req;
+    const int32_t pos = j->sess->seq->n_past;
+    c->n_top = 0;
+    if (!j->main_done) {
+        c->token = sample_token(s->sampler, logits, r->n_vocab, &r->samp, pos, &c->logprob, c->top, r->top_logprobs);
+        c->n_top = r->top_logprobs < r->n_vocab ? r->top_logprobs : r->n_vocab;
+    } else if (j->walking) {
+        c->token = sample_token(s->sampler, logits, r->n_vocab, &r->samp, pos, NULL, NULL, 0);
+    } else {
+        sampling greedy = r->samp;
+        greedy.temperature = 0;
+        c->token = sample_token(s->sampler, logits, r->n_vocab, &greedy, pos, NULL, NULL, 0);
+    }
+}
+
+/* After the job's last fed token: takes the choice (the answer, a draft answer or a lookahead token; see choose),
+ * then feeds what comes next (the draft branch starting with it, else the lookahead). True when the job is done.
+ * The walk and the lookahead stop at the end of the session's context. */
+static bool take_choice(scheduler *s, job *j, const choice *c) {
     const route_request *r = j->req;
     route_result *res = j->res;
     const int32_t pos = j->sess->seq->n_past;
-    int32_t t;
+    const int32_t t = c->token;
     if (!j->main_done) {
-        res->token = sample_token(logits, r->n_vocab, &r->samp, pos, &res->logprob, res->top, r->top_logprobs);
-        res->n_top = r->top_logprobs < r->n_vocab ? r->top_logprobs : r->n_vocab;
+        res->token = t;
+        res->logprob = c->logprob;
+        memcpy(res->top, c->top, (size_t)c->n_top * sizeof *res->top);
+        res->n_top = c->n_top;
         res->pos = pos;
         j->main_done = true;
-        t = res->token;
     } else if (j->walking) {
-        float lp;
-        t = sample_token(logits, r->n_vocab, &r->samp, pos, &lp, NULL, 0);
         res->verify[res->n_verify++] = t;
     } else {
-        const sampling greedy = {0, 0, 1, 0};
-        float lp;
-        t = sample_token(logits, r->n_vocab, &greedy, pos, &lp, NULL, 0);
         res->lookahead[res->n_lookahead++] = t;
         j->la_left--;
         if (j->answer) pthread_cond_broadcast(&j->cv);
@@ -430,7 +456,8 @@ static tr_status score_chunk(scheduler *s, job *j, int32_t *n_rows) {
             continue;
         }
         route_result *next = &res->next;
-        next->token = sample_token(logits, n_vocab, &r->samp, r->n_tokens, &next->logprob, next->top, r->n_logprobs);
+        next->token = sample_token(s->sampler, logits, n_vocab, &r->samp, r->n_tokens, &next->logprob, next->top,
+                                   r->n_logprobs);
         next->n_top = r->n_logprobs < n_vocab ? r->n_logprobs : n_vocab;
         next->pos = r->n_tokens;
     }
@@ -539,6 +566,9 @@ static void *worker_main(void *arg) {
         double t0 = now_ms();
         const tr_status st = n_seq > 0 ? multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits) : TR_OK;
         const double dt = now_ms() - t0;
+        for (int32_t b = 0; b < n_seq && st == TR_OK; b++) /* the rows that end their job's feed choose now */
+            if (jobs[b]->fed + jobs[b]->chunk >= jobs[b]->n_feed)
+                choose(s, jobs[b], s->logits + (size_t)b * n_vocab, &s->choices[b]);
         int32_t score_rows = 0;
         t0 = now_ms();
         const tr_status score_st = sj ? score_chunk(s, sj, &score_rows) : TR_OK;
@@ -575,7 +605,7 @@ static void *worker_main(void *arg) {
             j->res->eval_ms += dt;
             if (j->main_done && !j->walking) j->res->lookahead_ms += dt; /* it fed a lookahead token */
             if (j->fed < j->n_feed) continue;
-            if (take_logits(s, j, s->logits + (size_t)b * n_vocab)) {
+            if (take_choice(s, j, &s->choices[b])) {
                 j->res->queue_ms = j->t_start_ms - j->t_enqueue_ms;
                 finish(j, 200);
                 unlink_job(s, j);
@@ -725,7 +755,8 @@ tr_status scheduler_create(const tr_model *model, const sched_params *p, server_
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     tr_status st = multi_engine_create(model, p->n_threads, p->max_batch_tokens, p->n_ctx, &s->engine);
-    if (st == TR_OK && !(s->logits = malloc((size_t)MAX_SEQS * model->info.n_vocab * sizeof(float))))
+    if (st == TR_OK && (!(s->logits = malloc((size_t)MAX_SEQS * model->info.n_vocab * sizeof(float))) ||
+                        !(s->sampler = token_sampler_create())))
         st = tr_fail(TR_ERR_NOMEM, "out of memory for logits");
     if (st == TR_OK && pthread_create(&s->worker, NULL, worker_main, s) != 0)
         st = tr_fail(TR_ERR_NOMEM, "cannot start the server's worker thread");
@@ -755,6 +786,7 @@ void scheduler_free(scheduler *s) {
     tr_context_free(s->score_ctx);
     multi_engine_free(s->engine);
     free(s->logits);
+    token_sampler_free(s->sampler);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);

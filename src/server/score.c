@@ -39,9 +39,7 @@ void score_result_free(score_result *res) {
     res->n_rows = 0;
 }
 
-/* The k largest logits (ties: the lower id first), most likely first, by insertion: O(n_vocab) for the usual case
- * where few logits beat the k-th. Returns how many (k, or n_vocab when smaller). */
-static int32_t top_k_of(const float *logits, int32_t n_vocab, int32_t k, top_entry *out) {
+int32_t top_logits(const float *logits, int32_t n_vocab, int32_t k, top_entry *out) {
     int32_t m = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
         if (m == k && !(logits[i] > logits[out[k - 1].id])) continue;
@@ -55,12 +53,16 @@ static int32_t top_k_of(const float *logits, int32_t n_vocab, int32_t k, top_ent
     return m;
 }
 
-void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_row *row) {
+double log_sum_exp(const float *logits, int32_t n_vocab) {
     double mx = -INFINITY, sum = 0;
     for (int32_t i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
     for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
-    const double lse = mx + log(sum);
-    row->n_top = top_k > 0 ? top_k_of(logits, n_vocab, top_k, row->top) : 0;
+    return mx + log(sum);
+}
+
+void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_row *row) {
+    const double lse = log_sum_exp(logits, n_vocab);
+    row->n_top = top_k > 0 ? top_logits(logits, n_vocab, top_k, row->top) : 0;
     for (int32_t i = 0; i < row->n_top; i++) row->top[i].logprob = (float)((double)logits[row->top[i].id] - lse);
     const int32_t t = row->token;
     const float lt = logits[t];

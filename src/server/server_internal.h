@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "model/multi.h"
+#include "route/stop_text.h"
 #include "tokroute.h"
 
 #define SESSION_ID_MAX 64
@@ -28,11 +29,18 @@ typedef struct api_error {
     int32_t pos;
 } api_error;
 
+typedef struct logit_bias {
+    int32_t id;
+    float bias;
+} logit_bias;
+
 typedef struct sampling {
     float temperature;  /* <= 0: greedy */
     int32_t top_k;      /* 0 = off */
     float top_p;        /* 1 = off */
     uint64_t seed;
+    const logit_bias *bias; /* added to the logits before the choice (OpenAI's logit_bias); n_bias 0: none */
+    int32_t n_bias;
 } sampling;
 
 typedef struct route_request {
@@ -77,10 +85,15 @@ typedef struct route_result {
     double lookahead_ms; /* passes that evaluated lookahead tokens */
 } route_result;
 
-/* sample.c: picks a token among ids < n_vocab of logits; the draw depends only on (seed, position). Fills the
- * chosen token's log-probability (of the untempered distribution) and the n_top best alternatives. */
-int32_t sample_token(const float *logits, int32_t n_vocab, const sampling *s, int32_t position, float *logprob,
-                     top_entry *top, int32_t n_top);
+/* sample.c: picks a token among ids < n_vocab of logits with the library's sampler; the draw depends only on
+ * (seed, position). Fills the chosen token's log-probability (of the untempered, unbiased distribution; logprob may
+ * be NULL) and the n_top best alternatives. A token_sampler holds the samplers and scratch (one thread at a time);
+ * NULL from token_sampler_create: out of memory. */
+typedef struct token_sampler token_sampler;
+token_sampler *token_sampler_create(void);
+void token_sampler_free(token_sampler *ts);
+int32_t sample_token(token_sampler *ts, const float *logits, int32_t n_vocab, const sampling *s, int32_t position,
+                     float *logprob, top_entry *top, int32_t n_top);
 
 /* score.c and scheduler_score: a given token sequence scored in one forward pass keeping every row's logits
  * (/v1/completions with prompt_logprobs). Per position p >= 1 of the sequence: the log-probability and rank of the
@@ -118,6 +131,10 @@ bool score_result_alloc(const score_request *req, score_result *res);
 void score_result_free(score_result *res);
 /* Fills row (its token set, top with room for top_k) from one row of logits over n_vocab ids. */
 void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_row *row);
+/* log(sum(exp(logits))) in double; the k largest logits' ids (ties: the lower id first), most likely first, by
+ * insertion (O(n_vocab) when few beat the k-th): returns how many (k, or n_vocab when smaller). */
+double log_sum_exp(const float *logits, int32_t n_vocab);
+int32_t top_logits(const float *logits, int32_t n_vocab, int32_t k, top_entry *out);
 
 /* metrics.c */
 #define LAT_BUCKETS 12
@@ -186,6 +203,8 @@ struct tr_server {
     bool stopped;
 };
 
+#define GENERATION_STOP_MAX 4 /* stop strings, as OpenAI */
+
 /* generation.c: one continuation of a prompt on a private session, what /v1/completions and /v1/chat/completions
  * share. The caller sets ids[0 .. n_prompt) (generation_alloc_ids makes room for the prompt and the context) and
  * n_logprobs; generation_parse_options reads the common options; then generation_step + generation_take per token
@@ -201,8 +220,15 @@ typedef struct generation {
     sampling samp;
     bool stream, include_usage, usage_sent;
     bool finished, session_used;
-    const char *finish_reason; /* "stop" (end of generation) or "length" */
+    const char *finish_reason; /* "stop" (end of generation, a stop string) or "length" */
     tr_detok_stream *detok;
+    char *stop[GENERATION_STOP_MAX]; /* the stop strings (n_stop) and the text they hold back */
+    int32_t n_stop;
+    stop_text stop_text;
+    logit_bias *bias;         /* n_bias entries (samp.bias) */
+    int32_t n_bias;
+    char *tail;               /* generation_flush's text */
+    size_t tail_len;
     double t0_ms;
 } generation;
 
@@ -218,18 +244,24 @@ typedef struct generation_limits {
 bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, api_error *err);
 /* Room for n_prompt_max prompt ids and the context after them. */
 bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err);
-/* Reads temperature, top_p, seed, n (only 1), stream, stream_options and the limit on generated tokens (with
- * n_prompt set: a limit beyond the context is refused, a default is cut to it). False with err filled. */
+/* Refuses (400 naming it) the first field of root not in accepted (NULL-terminated): unsupported_field when it is
+ * in unsupported (OpenAI's fields this server does not implement), else unknown_field; what names the route. */
 struct cJSON;
+bool generation_check_fields(const struct cJSON *root, const char *const *accepted, const char *const *unsupported,
+                             const char *what, api_error *err);
+/* Reads temperature, top_p, top_k, seed (none: a fresh one), n (only 1), stream, stream_options, stop, logit_bias,
+ * the penalties (only 0) and the limit on generated tokens (with n_prompt set: a limit beyond the context is
+ * refused, a default is cut to it). False with err filled. */
 bool generation_parse_options(generation *g, const struct cJSON *root, const generation_limits *lim,
                               api_error *err);
 /* One scheduler job: what the private session does not hold yet (the whole prompt first; then the last generated
  * token). Returns the HTTP status; on 200 res holds the next token. */
 int generation_step(generation *g, route_result *res, api_error *err);
-/* Adds res's token and returns the text it completes (may be empty; valid until the next call); the
+/* Adds res's token and returns the text it completes (may be empty; valid until the next call): text that could
+ * begin a stop string is held back, a completed one finishes with "stop" (its text never returned); the
  * end-of-generation token is not added (false) and finishes with "stop"; max_tokens finishes with "length". */
 bool generation_take(generation *g, const route_result *res, const char **text, size_t *len);
-/* The text still held back by the detokenizer (an incomplete UTF-8 sequence) at the end. */
+/* The text still held back at the end (by the detokenizer: an incomplete UTF-8 sequence; by the stop strings). */
 void generation_flush(generation *g, const char **text, size_t *len);
 void generation_add_usage(const generation *g, struct cJSON *root);
 /* Counts and logs a finished request (how: "" or " (stream)"). */
@@ -240,7 +272,6 @@ void generation_release(generation *g);
 /* "data: JSON\n\n" for root (consumed); NULL when out of memory. */
 char *sse_event(struct cJSON *root);
 char *sse_error_event(const api_error *err);
-double finite_logprob(float lp);
 /* A token's text (malloc'ed; *len its bytes when len is not NULL). */
 char *token_piece(const tr_server *srv, int32_t id, size_t *len);
 

@@ -29,7 +29,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < NV; i++) logits[i] = (float)((i * 7919) % 101) / 10.0f;
     float lp;
     top_entry top[TOP_LOGPROBS_MAX];
-    const int32_t t = sample_token(logits, r.n_vocab, &r.samp, r.pos + r.n_tokens, &lp, top, r.top_logprobs);
+    token_sampler *ts = token_sampler_create();
+    if (!ts) abort();
+    const int32_t t = sample_token(ts, logits, r.n_vocab, &r.samp, r.pos + r.n_tokens, &lp, top, r.top_logprobs);
+    token_sampler_free(ts);
     if (t < 0 || t >= r.n_vocab) abort();
     route_request_free(&r);
     return 0;

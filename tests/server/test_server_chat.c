@@ -337,7 +337,7 @@ static void test_chat_validation(void **state) {
         const char *body, *param, *code;
     } cases[] = {
         {ONE_MESSAGE ", \"bogus_field\": 1}", "bogus_field", "unknown_field"},
-        {ONE_MESSAGE ", \"stop\": [\".\"]}", "stop", "unsupported_field"},
+        {ONE_MESSAGE ", \"frequency_penalty\": 0.5}", "frequency_penalty", "unsupported_field"},
         {ONE_MESSAGE ", \"tools\": []}", "tools", "unsupported_field"},
         {ONE_MESSAGE ", \"n\": 2}", "n", "bad_request"},
         {"{\"model\": \"m\"}", "messages", "bad_request"},

@@ -118,31 +118,34 @@ static void test_hostile(void **state) {
 
 static void test_sampler(void **state) {
     float logits[8] = {0, 3, 1, 3, -2, 2, 0, 0};
-    const sampling greedy = {0, 0, 1, 0};
+    const sampling greedy = {.top_p = 1};
     float lp;
+    token_sampler *ts = token_sampler_create();
+    assert_non_null(ts);
     top_entry top[4];
-    assert_int_equal(sample_token(logits, 8, &greedy, 0, &lp, top, 4), 1);
+    assert_int_equal(sample_token(ts, logits, 8, &greedy, 0, &lp, top, 4), 1);
     assert_int_equal(top[0].id, 1);
     assert_int_equal(top[1].id, 3);
     assert_int_equal(top[2].id, 5);
     assert_true(lp < 0 && top[0].logprob >= top[1].logprob && top[1].logprob > top[2].logprob);
-    assert_int_equal(sample_token(logits, 3, &greedy, 0, &lp, NULL, 0), 1);
-    assert_int_equal(sample_token(logits, 1, &greedy, 0, &lp, NULL, 0), 0); /* n_vocab restricts */
-    const sampling hot = {5.0f, 0, 1, 1234};
+    assert_int_equal(sample_token(ts, logits, 3, &greedy, 0, &lp, NULL, 0), 1);
+    assert_int_equal(sample_token(ts, logits, 1, &greedy, 0, &lp, NULL, 0), 0); /* n_vocab restricts */
+    const sampling hot = {.temperature = 5.0f, .top_p = 1, .seed = 1234};
     int seen[8] = {0};
     for (int pos = 0; pos < 200; pos++) {
-        const int32_t a = sample_token(logits, 8, &hot, pos, &lp, NULL, 0);
-        assert_int_equal(sample_token(logits, 8, &hot, pos, &lp, NULL, 0), a); /* same (seed, position) */
+        const int32_t a = sample_token(ts, logits, 8, &hot, pos, &lp, NULL, 0);
+        assert_int_equal(sample_token(ts, logits, 8, &hot, pos, &lp, NULL, 0), a); /* same (seed, position) */
         seen[a]++;
     }
     int distinct = 0;
     for (int i = 0; i < 8; i++) distinct += seen[i] > 0;
     assert_true(distinct >= 4);
-    const sampling k2 = {5.0f, 2, 1, 1234};
+    const sampling k2 = {.temperature = 5.0f, .top_k = 2, .top_p = 1, .seed = 1234};
     for (int pos = 0; pos < 100; pos++) {
-        const int32_t a = sample_token(logits, 8, &k2, pos, &lp, NULL, 0);
+        const int32_t a = sample_token(ts, logits, 8, &k2, pos, &lp, NULL, 0);
         assert_true(a == 1 || a == 3);
     }
+    token_sampler_free(ts);
 }
 
 int main(void) {
