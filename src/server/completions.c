@@ -459,7 +459,8 @@ static int run_whole(cmpl *c, struct MHD_Connection *conn) {
     if (c->prompt_k >= 0)
         server_log(c->g.srv, "completions 200 %.2f ms prompt=%d generated=%d scored=%d (queue %.2f ms, eval %.2f ms)",
                    ms, c->g.n_prompt, c->g.n_gen, c->score.n_rows, c->score.queue_ms, c->score.eval_ms);
-    else server_log(c->g.srv, "completions 200 %.2f ms prompt=%d generated=%d", ms, c->g.n_prompt, c->g.n_gen);
+    else server_log(c->g.srv, "completions 200 %.2f ms prompt=%d cached=%d generated=%d", ms, c->g.n_prompt,
+                    c->g.n_cached, c->g.n_gen);
     return http_send_json(conn, 200, out);
 }
 

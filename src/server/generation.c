@@ -10,7 +10,11 @@
  * and is not part of it: not in its text, ids, log-probabilities or completion_tokens. A stop string ends it with
  * "stop" too and is never sent, not even in part (src/route/stop_text.c holds back text that could begin one); the
  * tokens that made it stay in token_ids and completion_tokens, as vLLM counts them. Without a seed each request
- * draws a fresh one; with one, the draw at a position depends only on (seed, position). */
+ * draws a fresh one; with one, the draw at a position depends only on (seed, position).
+ *
+ * A finished generation's private session is parked as a cached prefix (scheduler_park), and a new one starts
+ * from the cached prefix it shares most with (reuse_prefix): usage.prompt_tokens_details.cached_tokens says how
+ * many prompt tokens were not evaluated again, as OpenAI reports its prompt cache. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +68,7 @@ bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err) {
 }
 
 void generation_release(generation *g) {
-    if (g->session_used && g->srv->sched) scheduler_delete(g->srv->sched, g->id);
+    if (g->session_used && g->srv->sched) scheduler_park(g->srv->sched, g->id); /* its KV: a cached prefix */
     g->session_used = false;
     free(g->ids);
     g->ids = NULL;
@@ -247,9 +251,12 @@ int generation_step(generation *g, route_result *res, api_error *err) {
     req.top_logprobs = g->n_logprobs;
     req.n_vocab = tr_model_get_info(g->srv->model)->n_vocab;
     req.samp = g->samp;
+    req.reuse_prefix = g->n_held == 0;
     g->session_used = true;
     const int status = scheduler_route(g->srv->sched, &req, res, err);
-    if (status == 200) g->n_held = g->n_prompt + g->n_gen;
+    if (status != 200) return status;
+    if (g->n_held == 0) g->n_cached = res->n_reused;
+    g->n_held = g->n_prompt + g->n_gen;
     return status;
 }
 
@@ -307,12 +314,17 @@ void generation_flush(generation *g, const char **text, size_t *len) {
     *len = g->tail_len;
 }
 
-void generation_add_usage(const generation *g, cJSON *root) { oai_add_usage(root, g->n_prompt, g->n_gen); }
+void generation_add_usage(const generation *g, cJSON *root) {
+    cJSON *u = oai_add_usage(root, g->n_prompt, g->n_gen);
+    cJSON *details = u ? cJSON_AddObjectToObject(u, "prompt_tokens_details") : NULL; /* OpenAI's */
+    if (details) cJSON_AddNumberToObject(details, "cached_tokens", g->n_cached);
+}
 
 void generation_done(const generation *g, const char *how) {
     const double ms = server_now_ms() - g->t0_ms;
     metrics_request(&g->srv->metrics, g->route, 200, ms);
-    server_log(g->srv, "%s 200%s %.2f ms prompt=%d generated=%d", g->route, how, ms, g->n_prompt, g->n_gen);
+    server_log(g->srv, "%s 200%s %.2f ms prompt=%d cached=%d generated=%d", g->route, how, ms, g->n_prompt,
+               g->n_cached, g->n_gen);
 }
 
 void generation_client_gone(const generation *g) {

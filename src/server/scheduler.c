@@ -8,8 +8,14 @@
  *
  * Memory: a session's KV cache starts at 64 positions and doubles on demand up to n_ctx (kv_seq). The sum of the
  * caches' bytes never exceeds kv_budget_bytes: growing or creating a session first evicts least-recently-used idle
- * sessions, and fails with 503 when nothing is left to evict. A long prompt is evaluated over several passes of at
- * most max_batch_tokens rows, sharing them with the others.
+ * sessions (cached prefixes first), and fails with 503 when nothing is left to evict. A long prompt is evaluated
+ * over several passes of at most max_batch_tokens rows, sharing them with the others.
+ *
+ * Prefix reuse (llama.cpp's cache_prompt, vLLM's prefix cache): a finished completion's private session is parked
+ * rather than freed — unnamed, kept with its KV as a cached prefix, evicted like any idle session. A request that
+ * asks for it (reuse_prefix, a new private session at pos 0) takes over the cached session sharing the longest
+ * prefix with its tokens (at least half of what that one holds), truncated to that prefix (at most all tokens but
+ * the last, whose logits are wanted), and evaluates only the rest; the result's n_reused says how many it skipped.
  *
  * Streamed jobs (route_stream): the job lives on the heap, owned by the HTTP response. The worker announces the
  * answer as soon as it and the draft walk are known, then each lookahead token, on the job's condition variable;
@@ -43,10 +49,11 @@ typedef struct session {
     kv_seq *seq;
     double last_used_ms;
     bool busy;             /* a job on it has started and not finished */
+    bool cached;           /* a finished completion kept for its prefix: no request can name it */
     struct session *next;
 } session;
 
-typedef enum job_kind { JOB_ROUTE, JOB_DELETE, JOB_SCORE } job_kind;
+typedef enum job_kind { JOB_ROUTE, JOB_DELETE, JOB_PARK, JOB_SCORE } job_kind;
 
 typedef struct job {
     job_kind kind;
@@ -140,8 +147,28 @@ static void publish_gauges(scheduler *s) {
 
 static session *find_session(scheduler *s, const char *id) {
     for (session *x = s->sessions; x; x = x->next)
-        if (strcmp(x->id, id) == 0) return x;
+        if (!x->cached && strcmp(x->id, id) == 0) return x;
     return NULL;
+}
+
+/* The cached prefix sharing the most tokens with tokens[0..n), at most n - 1 of them (the last token is evaluated
+ * for its logits); NULL when none shares any. One that would keep less than half of what it holds is left for a
+ * request that shares more (a long conversation is not cut down to its first tokens for a small gain). *common:
+ * how many it shares. */
+static session *find_prefix(scheduler *s, const int32_t *tokens, int32_t n, int32_t *common) {
+    session *best = NULL;
+    *common = 0;
+    for (session *x = s->sessions; x; x = x->next) {
+        if (!x->cached) continue;
+        const int32_t max = x->seq->n_past < n - 1 ? x->seq->n_past : n - 1;
+        int32_t k = 0;
+        while (k < max && x->seq->tokens[k] == tokens[k]) k++;
+        if (k > *common && 2 * k >= x->seq->n_past) {
+            *common = k;
+            best = x;
+        }
+    }
+    return best;
 }
 
 static void remove_session(scheduler *s, session *victim) {
@@ -156,11 +183,15 @@ static void remove_session(scheduler *s, session *victim) {
     free(victim);
 }
 
-/* Evicts the least recently used idle session other than keep; false when there is none. */
+/* Evicts the least recently used idle session other than keep, a cached prefix before a client's session (whose
+ * eviction costs its client a resend); false when there is none. */
 static bool evict_lru(scheduler *s, const session *keep) {
     session *lru = NULL;
     for (session *x = s->sessions; x; x = x->next)
-        if (!x->busy && x != keep && (!lru || x->last_used_ms < lru->last_used_ms)) lru = x;
+        if (!x->busy && x != keep &&
+            (!lru || (x->cached && !lru->cached) ||
+             (x->cached == lru->cached && x->last_used_ms < lru->last_used_ms)))
+            lru = x;
     if (!lru) return false;
     remove_session(s, lru);
     pthread_mutex_lock(&s->metrics->mu);
@@ -242,6 +273,7 @@ static void fail(job *j, int status, const char *code, const char *field, const 
 static bool start_job(scheduler *s, job *j) {
     const route_request *r = j->req;
     session *x = find_session(s, r->session);
+    int32_t reused = 0;
     if (!x) {
         if (r->pos > 0) {
             api_error_set(j->err, 409, "pos_mismatch", "pos", "unknown session: the server holds 0 tokens");
@@ -249,7 +281,10 @@ static bool start_job(scheduler *s, job *j) {
             finish(j, 409);
             return false;
         }
-        if (!(x = create_session(s, r->session))) {
+        if (r->reuse_prefix && (x = find_prefix(s, r->tokens, r->n_tokens, &reused))) {
+            snprintf(x->id, sizeof x->id, "%s", r->session); /* taken over: the request's own session now */
+            x->cached = false;
+        } else if (!(x = create_session(s, r->session))) {
             fail(j, 503, "busy", "", "no session slot or KV budget left");
             return false;
         }
@@ -261,7 +296,8 @@ static bool start_job(scheduler *s, job *j) {
         finish(j, 409);
         return false;
     }
-    kv_seq_truncate(x->seq, r->pos);
+    kv_seq_truncate(x->seq, r->pos + reused);
+    j->res->n_reused = reused;
     if (r->n_tokens == 0) {
         /* No new tokens: evaluate the last held token again for its logits. */
         kv_seq_truncate(x->seq, r->pos - 1);
@@ -269,8 +305,8 @@ static bool start_job(scheduler *s, job *j) {
         j->feed = j->own_feed;
         j->n_feed = 1;
     } else {
-        j->feed = r->tokens;
-        j->n_feed = r->n_tokens;
+        j->feed = r->tokens + reused;
+        j->n_feed = r->n_tokens - reused;
     }
     j->la_left = r->lookahead;
     j->node = -1;
@@ -370,6 +406,7 @@ static void unlink_job(scheduler *s, job *j) {
         }
 }
 
+/* Deletes a session, or parks it as a cached prefix (JOB_PARK; one holding no token is deleted). */
 static void run_delete(scheduler *s, job *j) {
     session *x = find_session(s, j->delete_id);
     if (!x) {
@@ -377,7 +414,12 @@ static void run_delete(scheduler *s, job *j) {
         return;
     }
     if (x->busy) return; /* after its running job */
-    remove_session(s, x);
+    if (j->kind == JOB_PARK && x->seq->n_past > 0) {
+        x->cached = true;
+        x->last_used_ms = now_ms();
+    } else {
+        remove_session(s, x);
+    }
     finish(j, 204);
 }
 
@@ -514,7 +556,7 @@ static void *worker_main(void *arg) {
         for (job *j = s->queue, *next; j; j = next) {
             next = j->next;
             if (j->kind == JOB_SCORE) continue; /* after the pass, below */
-            if (j->kind == JOB_DELETE) {
+            if (j->kind == JOB_DELETE || j->kind == JOB_PARK) {
                 run_delete(s, j);
                 if (j->done) unlink_job(s, j);
                 continue;
@@ -739,6 +781,12 @@ void scheduler_stream_close(route_stream *st) {
 int scheduler_delete(scheduler *s, const char *session_id) {
     api_error err;
     job j = {.kind = JOB_DELETE, .delete_id = session_id, .err = &err};
+    return submit(s, &j);
+}
+
+int scheduler_park(scheduler *s, const char *session_id) {
+    api_error err;
+    job j = {.kind = JOB_PARK, .delete_id = session_id, .err = &err};
     return submit(s, &j);
 }
 

@@ -54,6 +54,7 @@ typedef struct route_request {
     sampling samp;
     tr_llm_draft draft; /* n_branches 0: none (see docs/protocol.md, "draft") */
     bool stream;        /* answer first, then the lookahead as it comes (NDJSON; see route_stream.c) */
+    bool reuse_prefix;  /* a new private session may start from a cached prefix (completions; scheduler.c) */
 } route_request;
 
 /* Parses a /v1/route/next body. model_n_vocab bounds ids, n_ctx bounds pos + tokens + lookahead. On failure fills
@@ -81,6 +82,7 @@ typedef struct route_result {
     int32_t verify[TR_DRAFT_BRANCHES_MAX]; /* answers along the draft walk */
     int32_t n_verify;
     int32_t n_evaluated;
+    int32_t n_reused;    /* leading tokens taken from a cached prefix, not evaluated (reuse_prefix) */
     double eval_ms, queue_ms;
     double lookahead_ms; /* passes that evaluated lookahead tokens */
 } route_result;
@@ -184,8 +186,10 @@ void scheduler_stream_close(route_stream *st);
 /* Scores req (allocated res, see score_result_alloc) on the scheduler's scoring context, interleaved with the
  * sessions' passes (blocks). Returns the HTTP status; on 200 res is filled, otherwise err. */
 int scheduler_score(scheduler *s, const score_request *req, score_result *res, api_error *err);
-/* Frees a session: 204 or 404. */
+/* Frees a session: 204 or 404. scheduler_park keeps a finished completion's session as a cached prefix instead
+ * (evicted like an idle session; see reuse_prefix). */
 int scheduler_delete(scheduler *s, const char *session);
+int scheduler_park(scheduler *s, const char *session);
 int32_t scheduler_n_ctx(const scheduler *s);
 
 struct tr_server {
@@ -216,6 +220,7 @@ typedef struct generation {
     int32_t *ids;             /* prompt then generated ids */
     int32_t n_prompt, n_gen, max_tokens;
     int32_t n_held;           /* tokens the private session holds */
+    int32_t n_cached;         /* prompt tokens taken from a cached prefix (usage's cached_tokens) */
     int32_t n_logprobs;       /* alternatives asked per generated token (0 .. TOP_LOGPROBS_MAX) */
     sampling samp;
     bool stream, include_usage, usage_sent;

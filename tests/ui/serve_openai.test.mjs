@@ -1,8 +1,9 @@
 // serve_openai.test.mjs — `tokroute serve` through the official openai SDK (npm openai, pinned in package.json), as
 // an app would use it: models.list() names the model /health names; completions and chat completions, streamed and
 // not, agree with each other (a chat answer is the completion of its messages rendered in ChatML; streamed pieces
-// add up to the whole answer; usage counts match); seeded sampling repeats; chat logprobs come in the SDK's shape;
-// a wrong key is an AuthenticationError, bad fields are BadRequestErrors with err.param naming the field; a stream
+// add up to the whole answer; usage counts match); seeded sampling repeats and unseeded does not; stop strings end
+// the text before them (whole and streamed, completions and chat); logit_bias forces and bans ids; suffix and the
+// penalties are refused by name; chat logprobs come in the SDK's shape; a wrong key is an AuthenticationError, bad fields are BadRequestErrors with err.param naming the field; a stream
 // the client aborts ends without the server failing (the log line is checked by serve_openai.sh).
 // Usage: node serve_openai.test.mjs BASE_URL API_KEY   (serve started with --chat-template chatml)
 import assert from "node:assert/strict";
@@ -94,7 +95,10 @@ for await (const chunk of sstream) {
 assert.equal(role, "assistant");
 assert.equal(content, chat.choices[0].message.content);
 assert.equal(finish, "length");
-assert.deepEqual(usage, chat.usage);
+assert.equal(usage.prompt_tokens, chat.usage.prompt_tokens);
+assert.equal(usage.completion_tokens, chat.usage.completion_tokens);
+// the same messages again: the prompt came from the prefix cache, all but its last token (OpenAI's cached_tokens)
+assert.equal(usage.prompt_tokens_details.cached_tokens, chat.usage.prompt_tokens - 1);
 console.log(`chat ok: ${JSON.stringify(content)}`);
 
 // seeded sampling repeats; logprobs in the chat shape
@@ -114,6 +118,70 @@ for (let i = 0; i < 2; i++) {
   sampled.push(r.choices[0].message.content);
 }
 assert.equal(sampled[0], sampled[1]);
+
+// unseeded sampling draws a fresh seed per request: two temperature-1 answers differ
+const unseeded = [];
+for (let i = 0; i < 2; i++) {
+  const r = await client.completions.create({ model: models[0].id, prompt, max_tokens: 24, temperature: 1 });
+  unseeded.push(r.choices[0].token_ids.join(","));
+}
+assert.notEqual(unseeded[0], unseeded[1]);
+
+// stop: the text ends before the first stop string, which no chunk carries, whole and streamed
+const long = await client.completions.create({ model: models[0].id, prompt, max_tokens: 40, temperature: 0 });
+const text = long.choices[0].text;
+const word = text.slice(text.indexOf(" ", 8), text.indexOf(" ", 8) + 4);
+assert.ok(word.length === 4 && text.indexOf(word) > 0, `a stop string from ${JSON.stringify(text)}`);
+const cut = text.slice(0, text.indexOf(word));
+const stopped = await client.completions.create({
+  model: models[0].id, prompt, max_tokens: 40, temperature: 0, stop: ["zzqx", word],
+});
+assert.equal(stopped.choices[0].text, cut);
+assert.equal(stopped.choices[0].finish_reason, "stop");
+let piecesText = "";
+let stopFinish = null;
+for await (const chunk of await client.completions.create({
+  model: models[0].id, prompt, max_tokens: 40, temperature: 0, stop: word, stream: true,
+})) {
+  piecesText += chunk.choices[0].text;
+  if (chunk.choices[0].finish_reason) stopFinish = chunk.choices[0].finish_reason;
+}
+assert.equal(piecesText, cut); // no chunk carried any of the stop string
+assert.equal(stopFinish, "stop");
+const chatLong = await client.chat.completions.create({ model: models[0].id, messages, max_tokens: 30, temperature: 0 });
+const chatText = chatLong.choices[0].message.content;
+const chatWord = chatText.slice(chatText.indexOf(" ", 4), chatText.indexOf(" ", 4) + 3);
+const chatStopped = await client.chat.completions.create({
+  model: models[0].id, messages, max_tokens: 30, temperature: 0, stop: [chatWord],
+});
+assert.equal(chatStopped.choices[0].message.content, chatText.slice(0, chatText.indexOf(chatWord)));
+assert.equal(chatStopped.choices[0].finish_reason, "stop");
+console.log(`stop ok: ${JSON.stringify(cut)} (stop ${JSON.stringify(word)})`);
+
+// logit_bias: +100 forces an id, -100 bans the greedy one; ids outside the vocabulary are refused
+const forced = await client.completions.create({
+  model: models[0].id, prompt, max_tokens: 4, temperature: 0, logit_bias: { "300": 100 },
+});
+assert.deepEqual(forced.choices[0].token_ids, [300, 300, 300, 300]);
+const banned = await client.chat.completions.create({
+  model: models[0].id, messages, max_tokens: 1, temperature: 0, logit_bias: { [String(chat.choices[0].token_ids[0])]: -100 },
+});
+assert.notEqual(banned.choices[0].token_ids[0], chat.choices[0].token_ids[0]);
+await expectError(OpenAI.BadRequestError,
+  () => client.completions.create({ model: "m", prompt, logit_bias: { "100000": 5 } }), "logit_bias");
+await expectError(OpenAI.BadRequestError,
+  () => client.completions.create({ model: "m", prompt, logit_bias: { "5": 150 } }), "logit_bias");
+console.log("logit_bias ok");
+
+// OpenAI fields not implemented are refused by name, never ignored
+await expectError(OpenAI.BadRequestError, () => client.completions.create({ model: "m", prompt, suffix: "end" }),
+  "suffix");
+await expectError(OpenAI.BadRequestError,
+  () => client.completions.create({ model: "m", prompt, presence_penalty: 0.5 }), "presence_penalty");
+await expectError(OpenAI.BadRequestError,
+  () => client.chat.completions.create({ model: "m", messages, frequency_penalty: 1 }), "frequency_penalty");
+await expectError(OpenAI.BadRequestError,
+  () => client.completions.create({ model: "m", prompt, stop: ["a", "b", "c", "d", "e"] }), "stop");
 
 // errors: the SDK's classes, with err.param naming the field
 const wrong = new OpenAI({ apiKey: "wrong-key", baseURL: `${base}/v1`, maxRetries: 0 });
