@@ -1,0 +1,616 @@
+/* arch_qwen35.c — the qwen35 layout (Qwen3.5 0.8B / 2B ...), following llama.cpp's src/models/qwen35.cpp and
+ * delta-net-base.cpp of 2026-09 and ggml's CPU ops they use.
+ *
+ * Every layer: x += mixer(RMSNorm(x)); x += SwiGLU(RMSNorm_post(x)) (post_attention_norm is the FFN's pre-norm).
+ * The mixer is, at layer il, a full-attention block when (il + 1) % full_attention_interval == 0 (or as
+ * attention.recurrent_layers says), else a Gated DeltaNet block:
+ *
+ *  - full attention: attn_q gives per head [query | gate] (2 × head_dim), queries and keys get per-head RMSNorm,
+ *    NEOX RoPE on the first rope.dimension_count dimensions (llama.cpp's interleaved M-RoPE, which for text tokens,
+ *    whose t/h/w positions are all the token's, is plain RoPE; pairs no section claims take the 4th position, 0,
+ *    and stay unrotated), attention over the KV cache, output × sigmoid(gate), attn_output.
+ *  - Gated DeltaNet: attn_qkv → a causal depthwise convolution of d_conv taps over the last d_conv-1 inputs kept
+ *    per sequence (ggml_ssm_conv) → SiLU → q, k (n_k_heads heads) and v (n_v_heads heads) of d_state each; q and k
+ *    L2-normalised (x / sqrt(sum x² + eps)); decay g = softplus(ssm_alpha·x + ssm_dt.bias) × ssm_a, beta =
+ *    sigmoid(ssm_beta·x); per value head h (key head h % n_k_heads, as ggml broadcasts) the delta rule on the state
+ *    S [d_state (v)][d_state (k)]: S *= exp(g); S[j] += beta (v[j] - S[j]·k) k; o[j] = S[j]·q / sqrt(d_state)
+ *    (ggml_gated_delta_net); then RMSNorm(o) × ssm_norm × SiLU(attn_gate·x) per head, and ssm_out.
+ *
+ * The recurrence runs token by token inside a chunk (the projections are batched), threads splitting the heads
+ * (and the convolution's channels). Before a chunk, a sequence whose recurrent state lags behind its n_past (a
+ * rollback restored an older checkpoint, deltanet.c) first replays the tokens it kept.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/qwen35.h"
+
+/* Per-context buffers for a chunk of up to cap rows. */
+struct qwen35_scratch {
+    int32_t cap;
+    float *qg;            /* [cap][2 q_dim]: attention queries and gates as attn_q writes them */
+    float *qkv;           /* [cap][conv_dim]: DeltaNet input, then (in place) its convolution */
+    float *z;             /* [cap][value_dim] */
+    float *beta, *alpha;  /* [cap][n_v_heads]: raw, then sigmoid(beta) and the decay g */
+    float *o;             /* [cap][value_dim] */
+    float *last_hidden;   /* [cap][n_embd]: the multi pass's normed last rows */
+};
+
+/* A run of rows of one sequence in the pass. */
+typedef struct span {
+    int32_t row, n, n_past;
+    kv_cache *kv;
+    deltanet_state *dn;
+} span;
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float siluf(float x) { return x / (1.0f + expf(-x)); }
+static float softplusf(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+/* ---------------------------------------------------------------- loading */
+
+static tr_status get_int(const tr_model *m, const char *suffix, bool required, int64_t lo, int64_t hi, int64_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    if (!tr_gguf_get_int(m->gguf, key, out)) {
+        if (required) return tr_fail(TR_ERR_FORMAT, "missing %s", key);
+        return TR_OK;
+    }
+    if (*out < lo || *out > hi)
+        return tr_fail(TR_ERR_FORMAT, "%s = %" PRId64 " (%" PRId64 "..%" PRId64 " supported)", key, *out, lo, hi);
+    return TR_OK;
+}
+
+/* Which layers are recurrent: attention.recurrent_layers if present, else all but every full_attention_interval-th. */
+static tr_status read_layer_kinds(tr_model *m, qwen35_model *q) {
+    const int32_t n_layer = m->info.n_layer;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", m->arch_name);
+    const int64_t kv = tr_gguf_find_kv(m->gguf, key);
+    int64_t interval = 4;
+    tr_status st = TR_OK;
+    if (kv < 0 && (st = get_int(m, "full_attention_interval", false, 1, 1 << 20, &interval)) != TR_OK) return st;
+    if (kv >= 0 && (tr_gguf_kv_type(m->gguf, kv) != TR_GGUF_ARRAY || tr_gguf_kv_array_len(m->gguf, kv) != (uint64_t)n_layer))
+        return tr_fail(TR_ERR_UNSUPPORTED, "%s must be an integer array of %d entries", key, n_layer);
+    for (int32_t il = 0; il < n_layer; il++) {
+        int64_t v = (il + 1) % interval != 0;
+        if (kv >= 0 && !tr_gguf_arr_int(m->gguf, kv, (uint64_t)il, &v))
+            return tr_fail(TR_ERR_UNSUPPORTED, "%s must be an integer array of %d entries", key, n_layer);
+        q->no_kv[il] = v != 0;
+        q->rec_index[il] = v ? q->n_recurrent++ : -1;
+    }
+    return TR_OK;
+}
+
+/* rope.dimension_sections (4 integers): with interleaved M-RoPE, pair i of the rotated dimensions takes the t, h or
+ * w position (all the token's) when its sector i % sum claims it for one, else the 4th position (0: no rotation). */
+static tr_status read_rope_sections(tr_model *m, qwen35_model *q) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", m->arch_name);
+    const int64_t kv = tr_gguf_find_kv(m->gguf, key);
+    int64_t sec[4] = {0};
+    if (kv < 0 || tr_gguf_kv_type(m->gguf, kv) != TR_GGUF_ARRAY || tr_gguf_kv_array_len(m->gguf, kv) < 3 ||
+        tr_gguf_kv_array_len(m->gguf, kv) > 4)
+        return tr_fail(TR_ERR_FORMAT, "missing %s (3 or 4 integers)", key);
+    int64_t sum = 0;
+    for (uint64_t i = 0; i < tr_gguf_kv_array_len(m->gguf, kv); i++) {
+        if (!tr_gguf_arr_int(m->gguf, kv, i, &sec[i]) || sec[i] < 0 || sec[i] > 4096)
+            return tr_fail(TR_ERR_FORMAT, "%s[%d] is not a size", key, (int)i);
+        sum += sec[i];
+    }
+    if (sum == 0 || (sec[0] == 0 && sec[1] == 0 && sec[2] == 0))
+        return tr_fail(TR_ERR_FORMAT, "%s has no t/h/w section", key);
+    const int32_t half = m->rope_dim / 2;
+    if (!(q->rope_static = calloc((size_t)half, 1))) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < half; i++) {
+        const int64_t sector = i % sum;
+        const bool t = sector % 3 == 0 && sector < 3 * sec[0], h = sector % 3 == 1 && sector < 3 * sec[1],
+                   w = sector % 3 == 2 && sector < 3 * sec[2];
+        q->rope_static[i] = !(t || h || w);
+    }
+    return TR_OK;
+}
+
+static tr_status bind_recurrent(tr_model *m, qwen35_model *q, int il) {
+    const int64_t dim = m->info.n_embd;
+    deltanet_weights *D = &q->dn[il];
+    char name[96];
+    tr_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    if ((st = bind_matrix(m, NAME("attn_qkv.weight"), dim, q->conv_dim, true, &D->w_qkv)) ||
+        (st = bind_matrix(m, NAME("attn_gate.weight"), dim, q->value_dim, true, &D->w_z)) ||
+        (st = bind_matrix(m, NAME("ssm_beta.weight"), dim, q->n_v_heads, true, &D->w_beta)) ||
+        (st = bind_matrix(m, NAME("ssm_alpha.weight"), dim, q->n_v_heads, true, &D->w_alpha)) ||
+        (st = bind_matrix(m, NAME("ssm_out.weight"), q->value_dim, dim, true, &D->w_out)) ||
+        (st = bind_vector(m, NAME("ssm_dt.bias"), q->n_v_heads, true, &D->dt_bias)) ||
+        (st = bind_vector(m, NAME("ssm_a"), q->n_v_heads, true, &D->a)) ||
+        (st = bind_vector(m, NAME("ssm_norm.weight"), q->d_state, true, &D->norm)))
+        return st;
+    /* the convolution kernel: 2-D [d_conv, conv_dim], read like a vector of all its values */
+    const tr_gguf_tensor *t;
+    if ((st = find_tensor(m, NAME("ssm_conv1d.weight"), true, &t)) != TR_OK) return st;
+    if (t->n_dims != 2 || t->ne[0] != q->d_conv || t->ne[1] != q->conv_dim)
+        return tr_fail(TR_ERR_FORMAT, "tensor '%s' has shape [%" PRId64 ", %" PRId64 "] (%d-D), expected [%d, %d]",
+                       name, t->ne[0], t->ne[1], t->n_dims, q->d_conv, q->conv_dim);
+    const int64_t n = (int64_t)q->d_conv * q->conv_dim;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return tr_fail(TR_ERR_NOMEM, "out of memory for tensor '%s'", name);
+    m->owned_f32[m->n_owned++] = v;
+    if ((st = dequantize_row(t->type, t->data, v, n)) != TR_OK) return tr_fail_prefix(st, "tensor '%s'", name);
+    m->info.n_params += (uint64_t)n;
+    m->info.weight_bytes += t->n_bytes;
+    D->conv = v;
+#undef NAME
+    return TR_OK;
+}
+
+static tr_status bind_attention(tr_model *m, int il) {
+    const tr_model_info *in = &m->info;
+    layer_weights *L = &m->layers[il];
+    char name[96];
+    tr_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    if ((st = bind_matrix(m, NAME("attn_q.weight"), in->n_embd, 2 * (int64_t)m->q_dim, true, &L->wq)) ||
+        (st = bind_matrix(m, NAME("attn_k.weight"), in->n_embd, m->kv_dim, true, &L->wk)) ||
+        (st = bind_matrix(m, NAME("attn_v.weight"), in->n_embd, m->kv_dim, true, &L->wv)) ||
+        (st = bind_matrix(m, NAME("attn_output.weight"), m->q_dim, in->n_embd, true, &L->wo)) ||
+        (st = bind_vector(m, NAME("attn_q_norm.weight"), in->head_dim, true, &L->q_norm)) ||
+        (st = bind_vector(m, NAME("attn_k_norm.weight"), in->head_dim, true, &L->k_norm)))
+        return st;
+#undef NAME
+    return TR_OK;
+}
+
+static tr_status bind_layer(tr_model *m, qwen35_model *q, int il) {
+    const tr_model_info *in = &m->info;
+    layer_weights *L = &m->layers[il];
+    char name[96];
+    tr_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    if ((st = bind_vector(m, NAME("attn_norm.weight"), in->n_embd, true, &L->attn_norm)) ||
+        (st = bind_vector(m, NAME("post_attention_norm.weight"), in->n_embd, true, &L->ffn_norm)) ||
+        (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, in->n_ff, true, &L->w_gate)) ||
+        (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, in->n_ff, true, &L->w_up)) ||
+        (st = bind_matrix(m, NAME("ffn_down.weight"), in->n_ff, in->n_embd, true, &L->w_down)))
+        return st;
+#undef NAME
+    return q->rec_index[il] >= 0 ? bind_recurrent(m, q, il) : bind_attention(m, il);
+}
+
+tr_status qwen35_load(tr_model *m) {
+    const int32_t n_layer = m->info.n_layer;
+    qwen35_model *q = calloc(1, sizeof *q);
+    if (!q) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    m->q35 = q;
+    q->rec_index = malloc((size_t)n_layer * sizeof *q->rec_index);
+    q->no_kv = calloc((size_t)n_layer, sizeof *q->no_kv);
+    q->dn = calloc((size_t)n_layer, sizeof *q->dn);
+    if (!q->rec_index || !q->no_kv || !q->dn) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    int64_t d_conv, d_inner, d_state, n_v, n_k;
+    tr_status st;
+    if ((st = get_int(m, "ssm.conv_kernel", true, 2, 64, &d_conv)) ||
+        (st = get_int(m, "ssm.state_size", true, 1, 1024, &d_state)) ||
+        (st = get_int(m, "ssm.time_step_rank", true, 1, 1024, &n_v)) ||
+        (st = get_int(m, "ssm.group_count", true, 1, 1024, &n_k)) ||
+        (st = get_int(m, "ssm.inner_size", true, 1, 1 << 20, &d_inner)))
+        return st;
+    if (n_v % n_k != 0)
+        return tr_fail(TR_ERR_FORMAT, "ssm.time_step_rank %" PRId64 " (value heads) is not a multiple of "
+                       "ssm.group_count %" PRId64 " (key heads)", n_v, n_k);
+    if (d_inner != d_state * n_v)
+        return tr_fail(TR_ERR_FORMAT, "ssm.inner_size %" PRId64 " differs from state_size × time_step_rank = %" PRId64,
+                       d_inner, d_state * n_v);
+    if (m->rope_dim > m->info.head_dim)
+        return tr_fail(TR_ERR_FORMAT, "rope.dimension_count %d exceeds the head size %d", m->rope_dim, m->info.head_dim);
+    q->d_conv = (int32_t)d_conv;
+    q->d_state = (int32_t)d_state;
+    q->n_v_heads = (int32_t)n_v;
+    q->n_k_heads = (int32_t)n_k;
+    q->key_dim = q->d_state * q->n_k_heads;
+    q->value_dim = q->d_state * q->n_v_heads;
+    q->conv_dim = 2 * q->key_dim + q->value_dim;
+    if ((st = read_layer_kinds(m, q)) != TR_OK || (st = read_rope_sections(m, q)) != TR_OK) return st;
+    for (int il = 0; il < n_layer; il++)
+        if ((st = bind_layer(m, q, il)) != TR_OK) return st;
+    m->no_kv = q->no_kv;
+    return TR_OK;
+}
+
+void qwen35_free(tr_model *m) {
+    qwen35_model *q = m->q35;
+    if (!q) return;
+    free(q->rec_index);
+    free(q->no_kv);
+    free(q->dn);
+    free(q->rope_static);
+    free(q);
+    m->q35 = NULL;
+    m->no_kv = NULL;
+}
+
+size_t qwen35_repack_list(tr_model *m, weight_matrix **todo) {
+    size_t n = 0;
+    for (int il = 0; m->q35 && il < m->info.n_layer; il++) {
+        if (m->q35->rec_index[il] < 0) continue;
+        deltanet_weights *D = &m->q35->dn[il];
+        weight_matrix *ws[] = {&D->w_qkv, &D->w_z, &D->w_beta, &D->w_alpha, &D->w_out};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (weight_repack_wanted(ws[i])) todo[n++] = ws[i];
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- per-context buffers */
+
+tr_status qwen35_context_init(tr_context *ctx, int32_t cap, bool with_state) {
+    const tr_model *m = ctx->model;
+    const qwen35_model *q = m->q35;
+    qwen35_scratch *B = calloc(1, sizeof *B);
+    if (!B) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    ctx->q35_buf = B;
+    const size_t c = (size_t)cap;
+    B->cap = cap;
+    B->qg = malloc(c * 2 * (size_t)m->q_dim * sizeof(float));
+    B->qkv = malloc(c * (size_t)q->conv_dim * sizeof(float));
+    B->z = malloc(c * (size_t)q->value_dim * sizeof(float));
+    B->beta = malloc(c * (size_t)q->n_v_heads * sizeof(float));
+    B->alpha = malloc(c * (size_t)q->n_v_heads * sizeof(float));
+    B->o = malloc(c * (size_t)q->value_dim * sizeof(float));
+    B->last_hidden = malloc(c * (size_t)m->info.n_embd * sizeof(float));
+    if (!B->qg || !B->qkv || !B->z || !B->beta || !B->alpha || !B->o || !B->last_hidden)
+        return tr_fail(TR_ERR_NOMEM, "out of memory for the qwen35 buffers (batch %d)", cap);
+    return with_state ? deltanet_state_create(m, &ctx->dn) : TR_OK;
+}
+
+void qwen35_context_free(tr_context *ctx) {
+    qwen35_scratch *B = ctx->q35_buf;
+    if (B) {
+        float *bufs[] = {B->qg, B->qkv, B->z, B->beta, B->alpha, B->o, B->last_hidden};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+        free(B);
+    }
+    deltanet_state_free(ctx->dn);
+    ctx->q35_buf = NULL;
+    ctx->dn = NULL;
+}
+
+/* ---------------------------------------------------------------- Gated DeltaNet */
+
+typedef struct conv_job {
+    const qwen35_model *q;
+    const deltanet_weights *D;
+    deltanet_state *dn;
+    int32_t r;            /* recurrent layer index */
+    float *qkv;           /* the span's rows [n][conv_dim] */
+    int32_t n;
+} conv_job;
+
+/* Causal convolution, per channel across the span's tokens (ggml_ssm_conv: window = the kept d_conv-1 inputs and
+ * the new one, summed in order), SiLU in place; the window slides; planned checkpoints copy it first. */
+static void conv_task(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    const qwen35_model *q = j->q;
+    const int32_t K = q->d_conv, C = q->conv_dim;
+    const int32_t per = (C + nth - 1) / nth, lo = ith * per, hi = lo + per < C ? lo + per : C;
+    float *state = deltanet_conv(j->dn, j->dn->live, j->r);
+    for (int32_t c = lo; c < hi; c++) {
+        float *w = state + (size_t)c * (K - 1);
+        const float *k = j->D->conv + (size_t)c * K;
+        for (int32_t t = 0; t < j->n; t++) {
+            const int slot = t < j->dn->plan_n ? j->dn->plan[t] : -1;
+            if (slot >= 0)
+                memcpy(deltanet_conv(j->dn, j->dn->ckpt[slot], j->r) + (size_t)c * (K - 1), w,
+                       (size_t)(K - 1) * sizeof *w);
+            float *x = j->qkv + (size_t)t * C + c;
+            float sum = 0.0f;
+            for (int32_t i = 0; i < K - 1; i++) sum += w[i] * k[i];
+            sum += *x * k[K - 1];
+            for (int32_t i = 0; i + 1 < K - 1; i++) w[i] = w[i + 1];
+            w[K - 2] = *x;
+            *x = siluf(sum);
+        }
+    }
+}
+
+typedef struct delta_job {
+    const qwen35_model *q;
+    deltanet_state *dn;
+    int32_t r;
+    const float *qkv;     /* the span's rows [n][conv_dim] (after conv, q and k normalised) */
+    const float *g, *beta; /* [n][n_v_heads] */
+    float *o;             /* [n][value_dim] */
+    int32_t n;
+} delta_job;
+
+static float dot(const float *a, const float *b, int32_t n) {
+    float s = 0.0f;
+    for (int32_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* The delta rule per value head, token after token; planned checkpoints copy the head's state first. */
+static void delta_task(void *arg, int ith, int nth) {
+    const delta_job *j = arg;
+    const qwen35_model *q = j->q;
+    const int32_t H = q->n_v_heads, S = q->d_state;
+    const int32_t per = (H + nth - 1) / nth, lo = ith * per, hi = lo + per < H ? lo + per : H;
+    const float scale = 1.0f / sqrtf((float)S);
+    for (int32_t h = lo; h < hi; h++) {
+        float *st = deltanet_delta(j->dn, j->dn->live, j->r) + (size_t)h * S * S;
+        const int32_t kh = h % q->n_k_heads;
+        for (int32_t t = 0; t < j->n; t++) {
+            const int slot = t < j->dn->plan_n ? j->dn->plan[t] : -1;
+            if (slot >= 0)
+                memcpy(deltanet_delta(j->dn, j->dn->ckpt[slot], j->r) + (size_t)h * S * S, st,
+                       (size_t)S * S * sizeof *st);
+            const float *row = j->qkv + (size_t)t * q->conv_dim;
+            const float *qv = row + (size_t)kh * S, *kv = row + q->key_dim + (size_t)kh * S,
+                        *vv = row + 2 * (size_t)q->key_dim + (size_t)h * S;
+            const float decay = expf(j->g[(size_t)t * H + h]), b = j->beta[(size_t)t * H + h];
+            float *out = j->o + (size_t)t * q->value_dim + (size_t)h * S;
+            for (int32_t i = 0; i < S * S; i++) st[i] *= decay;
+            for (int32_t r = 0; r < S; r++) {
+                float *sr = st + (size_t)r * S;
+                const float d = (vv[r] - dot(sr, kv, S)) * b;
+                for (int32_t i = 0; i < S; i++) sr[i] += kv[i] * d;
+            }
+            for (int32_t r = 0; r < S; r++) out[r] = dot(st + (size_t)r * S, qv, S) * scale;
+        }
+    }
+}
+
+/* x / sqrt(sum x² + eps), as llama.cpp's build_gdn_l2_norm: RMSNorm with eps/n, scaled by 1/sqrt(n). */
+static void l2_norm(float *x, int32_t n, float eps) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps / (float)n), post = 1.0f / sqrtf((float)n);
+    for (int32_t i = 0; i < n; i++) x[i] = x[i] * scale * post;
+}
+
+static tr_status deltanet_layer(tr_context *view, int il, int32_t n, const span *sp, int32_t n_sp) {
+    const tr_model *m = view->model;
+    const qwen35_model *q = m->q35;
+    const deltanet_weights *D = &q->dn[il];
+    const int32_t r = q->rec_index[il], H = q->n_v_heads, S = q->d_state;
+    activations *A = &view->act;
+    qwen35_scratch *B = view->q35_buf;
+    const float eps = m->info.norm_eps;
+    const weight_matrix *ws[4] = {&D->w_qkv, &D->w_z, &D->w_beta, &D->w_alpha};
+    float *outs[4] = {B->qkv, B->z, B->beta, B->alpha};
+    const int64_t ld[4] = {q->conv_dim, q->value_dim, H, H};
+    tr_status st = matmul_multi(view->pool, ws, 4, A->xb, n, outs, ld, &view->scratch);
+    if (st != TR_OK) return st;
+    for (int32_t s = 0; s < n_sp; s++) {
+        conv_job cj = {q, D, sp[s].dn, r, B->qkv + (size_t)sp[s].row * q->conv_dim, sp[s].n};
+        run_parallel(view, conv_task, &cj, (int64_t)sp[s].n * q->conv_dim * (q->d_conv + 16));
+    }
+    for (int32_t t = 0; t < n; t++) {
+        float *row = B->qkv + (size_t)t * q->conv_dim;
+        for (int32_t h = 0; h < q->n_k_heads; h++) {
+            l2_norm(row + (size_t)h * S, S, eps);
+            l2_norm(row + q->key_dim + (size_t)h * S, S, eps);
+        }
+        for (int32_t h = 0; h < H; h++) {
+            float *a = B->alpha + (size_t)t * H + h, *b = B->beta + (size_t)t * H + h;
+            *a = softplusf(*a + D->dt_bias[h]) * D->a[h];
+            *b = sigmoidf(*b);
+        }
+    }
+    for (int32_t s = 0; s < n_sp; s++) {
+        const size_t row = (size_t)sp[s].row;
+        delta_job dj = {q, sp[s].dn, r, B->qkv + row * q->conv_dim, B->alpha + row * H, B->beta + row * H,
+                        B->o + row * q->value_dim, sp[s].n};
+        run_parallel(view, delta_task, &dj, (int64_t)sp[s].n * H * S * S * 4);
+    }
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t h = 0; h < H; h++) {
+            float *o = B->o + (size_t)t * q->value_dim + (size_t)h * S;
+            const float *z = B->z + (size_t)t * q->value_dim + (size_t)h * S;
+            rms_norm(o, o, D->norm, S, eps);
+            for (int32_t i = 0; i < S; i++) o[i] *= siluf(z[i]);
+        }
+    return matmul(view->pool, &D->w_out, B->o, n, A->xb, m->info.n_embd, &view->scratch);
+}
+
+/* ---------------------------------------------------------------- gated full attention */
+
+static void head_norm(float *rows, const float *w, int32_t n, int32_t n_heads, int32_t hd, float eps) {
+    for (int64_t i = 0; i < (int64_t)n * n_heads; i++) rms_norm(rows + i * hd, rows + i * hd, w, hd, eps);
+}
+
+static tr_status attention_layer(tr_context *view, int il, int32_t n, const span *sp, int32_t n_sp) {
+    const tr_model *m = view->model;
+    const layer_weights *L = &m->layers[il];
+    activations *A = &view->act;
+    qwen35_scratch *B = view->q35_buf;
+    const int32_t hd = m->info.head_dim, n_head = m->info.n_head, half = m->rope_dim / 2;
+    const float eps = m->info.norm_eps;
+    const weight_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *qkv_out[3] = {B->qg, A->k, A->v};
+    const int64_t qkv_ld[3] = {2 * (int64_t)m->q_dim, m->kv_dim, m->kv_dim};
+    tr_status st = matmul_multi(view->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &view->scratch);
+    if (st != TR_OK) return st;
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t h = 0; h < n_head; h++)
+            memcpy(A->q + (size_t)t * m->q_dim + (size_t)h * hd, B->qg + ((size_t)t * 2 * n_head + 2 * h) * hd,
+                   (size_t)hd * sizeof(float));
+    head_norm(A->q, L->q_norm, n, n_head, hd, eps);
+    head_norm(A->k, L->k_norm, n, m->info.n_head_kv, hd, eps);
+    const int32_t saved_past = view->n_past;
+    const kv_cache saved_kv = view->kv;
+    for (int32_t s = 0; s < n_sp && st == TR_OK; s++) {
+        for (int32_t t = sp[s].row; t < sp[s].row + sp[s].n; t++) {
+            const float *c = A->rope_cos + (int64_t)t * half, *sn = A->rope_sin + (int64_t)t * half;
+            rope_apply(m, A->q + (int64_t)t * m->q_dim, n_head, c, sn);
+            rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, sn);
+            kv_store(sp[s].kv, il, sp[s].n_past + t - sp[s].row, A->k + (int64_t)t * m->kv_dim,
+                     A->v + (int64_t)t * m->kv_dim, m->info.n_head_kv, hd);
+        }
+        view->kv = *sp[s].kv;
+        view->n_past = sp[s].n_past;
+        st = attention(view, il, A->q + (int64_t)sp[s].row * m->q_dim, sp[s].n, A->att + (int64_t)sp[s].row * m->q_dim);
+    }
+    view->n_past = saved_past;
+    view->kv = saved_kv;
+    if (st != TR_OK) return st;
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t h = 0; h < n_head; h++) {
+            float *o = A->att + (size_t)t * m->q_dim + (size_t)h * hd;
+            const float *g = B->qg + ((size_t)t * 2 * n_head + 2 * h + 1) * hd;
+            for (int32_t i = 0; i < hd; i++) o[i] *= sigmoidf(g[i]);
+        }
+    return matmul(view->pool, &L->wo, A->att, n, A->xb, m->info.n_embd, &view->scratch);
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+typedef struct silu_job {
+    float *gate;
+    const float *up;
+    int64_t n;
+} silu_job;
+
+static void silu_task(void *arg, int ith, int nth) {
+    const silu_job *job = arg;
+    const int64_t per = (job->n + nth - 1) / nth, lo = ith * per, hi = lo + per < job->n ? lo + per : job->n;
+    if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
+}
+
+static tr_status layer_forward(tr_context *view, int il, int32_t n, const span *sp, int32_t n_sp) {
+    const tr_model *m = view->model;
+    const layer_weights *L = &m->layers[il];
+    activations *A = &view->act;
+    const int32_t dim = m->info.n_embd;
+    const float eps = m->info.norm_eps;
+    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
+    tr_status st = m->q35->rec_index[il] >= 0 ? deltanet_layer(view, il, n, sp, n_sp)
+                                              : attention_layer(view, il, n, sp, n_sp);
+    if (st != TR_OK) return st;
+    add_vec(A->x, A->xb, (int64_t)n * dim);
+    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
+    const weight_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
+    float *gate_up_out[2] = {A->gate, A->up};
+    const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
+    if ((st = matmul_multi(view->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &view->scratch)) != TR_OK)
+        return st;
+    silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
+    run_parallel(view, silu_task, &sj, sj.n * 16);
+    if ((st = matmul(view->pool, &L->w_down, A->gate, n, A->xb, dim, &view->scratch)) != TR_OK) return st;
+    add_vec(A->x, A->xb, (int64_t)n * dim);
+    return TR_OK;
+}
+
+/* Embeddings of rows [row, row + n) and their RoPE tables for positions pos0.. */
+static tr_status embed(tr_context *view, const int32_t *tokens, int32_t row, int32_t n, int32_t pos0) {
+    const tr_model *m = view->model;
+    activations *A = &view->act;
+    const int32_t dim = m->info.n_embd, half = m->rope_dim / 2;
+    for (int32_t t = 0; t < n; t++) {
+        tr_status st = weight_dequantize_row(&m->tok_embd, tokens[t], A->x + (int64_t)(row + t) * dim);
+        if (st != TR_OK) return st;
+    }
+    float *c = A->rope_cos + (int64_t)row * half, *s = A->rope_sin + (int64_t)row * half;
+    rope_tables(m, pos0, n, c, s);
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t i = 0; i < half; i++)
+            if (m->q35->rope_static[i]) c[(int64_t)t * half + i] = 1.0f, s[(int64_t)t * half + i] = 0.0f;
+    return TR_OK;
+}
+
+/* Every layer over the rows of the spans (their states planned), committing or resetting their states. */
+static tr_status run_layers(tr_context *view, int32_t n, const span *sp, int32_t n_sp) {
+    tr_status st = TR_OK;
+    for (int32_t s = 0; s < n_sp; s++) deltanet_plan(sp[s].dn, sp[s].n);
+    for (int il = 0; il < view->model->info.n_layer && st == TR_OK; il++) st = layer_forward(view, il, n, sp, n_sp);
+    for (int32_t s = 0; s < n_sp; s++) {
+        if (st == TR_OK) deltanet_commit(sp[s].dn, sp[s].n);
+        else deltanet_reset(sp[s].dn);
+    }
+    return st;
+}
+
+/* Runs a sequence's kept tokens [dn->pos, n_past) through the model, in chunks the buffers hold. */
+static tr_status replay(tr_context *view, kv_cache *kv, deltanet_state *dn, const int32_t *tokens, int32_t n_past) {
+    const int32_t cap = view->q35_buf->cap < view->act.cap ? view->q35_buf->cap : view->act.cap;
+    while (dn->pos < n_past) {
+        const int32_t len = n_past - dn->pos < cap ? n_past - dn->pos : cap;
+        span sp = {0, len, dn->pos, kv, dn};
+        tr_status st = embed(view, tokens + dn->pos, 0, len, dn->pos);
+        if (st == TR_OK) st = run_layers(view, len, &sp, 1);
+        if (st != TR_OK) return st;
+    }
+    return TR_OK;
+}
+
+tr_status qwen35_replay_context(tr_context *ctx) {
+    return replay(ctx, &ctx->kv, ctx->dn, ctx->tokens, ctx->n_past);
+}
+
+tr_status qwen35_forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float *hidden_out,
+                               int32_t logits_from, float *logits_out) {
+    const tr_model *m = ctx->model;
+    const int32_t dim = m->info.n_embd;
+    tr_status st = qwen35_replay_context(ctx);
+    if (st == TR_OK) st = embed(ctx, tokens, 0, n, ctx->n_past);
+    span sp = {0, n, ctx->n_past, &ctx->kv, ctx->dn};
+    if (st == TR_OK) st = run_layers(ctx, n, &sp, 1);
+    if (st == TR_OK) {
+        for (int32_t t = 0; t < n; t++)
+            rms_norm(hidden_out + (int64_t)t * dim, ctx->act.x + (int64_t)t * dim, m->output_norm, dim,
+                     m->info.norm_eps);
+        if (logits_out && logits_from < n)
+            st = matmul(ctx->pool, &m->output, hidden_out + (int64_t)logits_from * dim, n - logits_from, logits_out,
+                        m->info.n_vocab, &ctx->scratch);
+    }
+    if (st != TR_OK) deltanet_reset(ctx->dn); /* the caller keeps n_past where the eval started */
+    return st;
+}
+
+enum { MAX_SPANS = 256 };
+
+tr_status qwen35_multi_forward(tr_context *view, kv_seq *const *seqs, const int32_t *const *tokens,
+                               const int32_t *n_tokens, int32_t n_seq, float *logits_out) {
+    const tr_model *m = view->model;
+    const int32_t dim = m->info.n_embd, cap = view->q35_buf->cap;
+    if (n_seq > MAX_SPANS) return tr_fail(TR_ERR_RANGE, "multi_forward: %d sequences in one pass (at most %d)", n_seq,
+                                          MAX_SPANS);
+    span sp[MAX_SPANS];
+    int32_t n = 0;
+    for (int32_t s = 0; s < n_seq; s++) {
+        if (n_tokens[s] <= 0 || n_tokens[s] > cap - n || seqs[s]->n_past + n_tokens[s] > seqs[s]->kv.n_ctx ||
+            seqs[s]->kv.n_ctx > view->params.n_ctx || !seqs[s]->dn)
+            return tr_fail(TR_ERR_RANGE, "multi_forward: sequence %d does not fit the pass", s);
+        for (int32_t t = 0; t < n_tokens[s]; t++)
+            if (tokens[s][t] < 0 || tokens[s][t] >= m->info.n_vocab)
+                return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", tokens[s][t]);
+        n += n_tokens[s];
+    }
+    tr_status st = TR_OK;
+    for (int32_t s = 0; s < n_seq && st == TR_OK; s++)
+        st = replay(view, &seqs[s]->kv, seqs[s]->dn, seqs[s]->tokens, seqs[s]->n_past);
+    n = 0;
+    for (int32_t s = 0; s < n_seq && st == TR_OK; s++) {
+        sp[s] = (span){n, n_tokens[s], seqs[s]->n_past, &seqs[s]->kv, seqs[s]->dn};
+        st = embed(view, tokens[s], n, n_tokens[s], seqs[s]->n_past);
+        n += n_tokens[s];
+    }
+    if (st == TR_OK) st = run_layers(view, n, sp, n_seq);
+    float *last = view->q35_buf->last_hidden;
+    for (int32_t s = 0; s < n_seq && st == TR_OK; s++)
+        rms_norm(last + (int64_t)s * dim, view->act.x + (int64_t)(sp[s].row + sp[s].n - 1) * dim, m->output_norm, dim,
+                 m->info.norm_eps);
+    if (st == TR_OK) st = matmul(view->pool, &m->output, last, n_seq, logits_out, m->info.n_vocab, &view->scratch);
+    if (st != TR_OK) { /* no n_past moves: the states restart and replay */
+        for (int32_t s = 0; s < n_seq; s++) deltanet_reset(seqs[s]->dn);
+        return st;
+    }
+    for (int32_t s = 0; s < n_seq; s++) {
+        memcpy(seqs[s]->tokens + seqs[s]->n_past, tokens[s], (size_t)n_tokens[s] * sizeof(int32_t));
+        seqs[s]->n_past += n_tokens[s];
+    }
+    return TR_OK;
+}
