@@ -225,11 +225,11 @@ typedef struct tr_model_params {
                            * name another (default TR_KV_DEFAULT: F16) */
 } tr_model_params;
 
-typedef enum tr_arch { TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3 } tr_arch;
+typedef enum tr_arch { TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35 } tr_arch;
 
 typedef struct tr_model_info {
     tr_arch arch;
-    const char *arch_name;   /* "llama", "qwen2", "qwen3" */
+    const char *arch_name;   /* "llama", "qwen2", "qwen3", "qwen35" */
     const char *name;        /* general.name or "" */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     float rope_theta, norm_eps;

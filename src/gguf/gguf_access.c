@@ -84,7 +84,9 @@ static bool arr_elem(const gguf_kv *kv, uint64_t i, gguf_scalar *v) {
 bool tr_gguf_arr_int(const tr_gguf *g, int64_t kvi, uint64_t i, int64_t *out) {
     const gguf_kv *kv = kv_at(g, kvi);
     gguf_scalar v;
-    if (!kv || !is_int_type(kv->arr_type) || !arr_elem(kv, i, &v) || v.u64_big) return false;
+    /* bool arrays read as 0/1 (qwen35's attention.recurrent_layers) */
+    if (!kv || (!is_int_type(kv->arr_type) && kv->arr_type != TR_GGUF_BOOL) || !arr_elem(kv, i, &v) || v.u64_big)
+        return false;
     *out = v.i;
     return true;
 }

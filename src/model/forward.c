@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "model/model_internal.h"
+#include "model/qwen35.h"
 
 typedef struct silu_job {
     float *gate;
@@ -79,6 +80,7 @@ tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float
     const tr_model *m = ctx->model;
     activations *A = &ctx->act;
     const int32_t dim = m->info.n_embd;
+    if (m->q35) return qwen35_forward_chunk(ctx, tokens, n, hidden_out, logits_from, logits_out);
     tr_status st;
     for (int32_t t = 0; t < n; t++)
         if ((st = weight_dequantize_row(&m->tok_embd, tokens[t], A->x + (int64_t)t * dim)) != TR_OK) return st;

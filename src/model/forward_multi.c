@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "model/multi.h"
+#include "model/qwen35.h"
 
 #define KV_MIN_CAPACITY 64
 
@@ -26,7 +27,7 @@ struct multi_engine {
 size_t kv_seq_bytes_for(const tr_model *m, int32_t n_ctx) {
     kv_cache kv;
     if (kv_cache_layout(m, m->kv_type, n_ctx, &kv) != TR_OK) return 0; /* the model's type was checked at load */
-    return 2 * (size_t)m->info.n_layer * kv.layer_bytes + (size_t)n_ctx * sizeof(int32_t);
+    return 2 * (size_t)n_kv_layers(m) * kv.layer_bytes + (size_t)n_ctx * sizeof(int32_t) + deltanet_state_bytes(m);
 }
 
 size_t kv_seq_bytes(const kv_seq *s) { return s ? kv_seq_bytes_for(s->model, s->kv.n_ctx) : 0; }
@@ -46,7 +47,8 @@ static tr_status alloc_layers(const tr_model *m, int32_t n_ctx, kv_cache *kv) {
     kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) goto fail;
     for (int il = 0; il < m->info.n_layer; il++)
-        if (!(kv->k[il] = malloc(kv->layer_bytes)) || !(kv->v[il] = malloc(kv->layer_bytes))) goto fail;
+        if (layer_has_kv(m, il) && (!(kv->k[il] = malloc(kv->layer_bytes)) || !(kv->v[il] = malloc(kv->layer_bytes))))
+            goto fail;
     return TR_OK;
 fail:
     free_layers(m, kv);
@@ -70,6 +72,7 @@ tr_status kv_seq_create(const tr_model *m, int32_t initial_ctx, int32_t max_ctx,
     tr_status st = alloc_layers(m, cap > 0 ? cap : max_ctx, &s->kv);
     if (st == TR_OK && !(s->tokens = malloc((size_t)s->kv.n_ctx * sizeof *s->tokens)))
         st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (st == TR_OK && m->q35) st = deltanet_state_create(m, &s->dn); /* qwen35: the recurrent state */
     if (st != TR_OK) {
         kv_seq_free(s);
         return st;
@@ -81,6 +84,7 @@ tr_status kv_seq_create(const tr_model *m, int32_t initial_ctx, int32_t max_ctx,
 void kv_seq_free(kv_seq *s) {
     if (!s) return;
     free_layers(s->model, &s->kv);
+    deltanet_state_free(s->dn);
     free(s->tokens);
     free(s);
 }
@@ -101,7 +105,7 @@ tr_status kv_seq_reserve(kv_seq *s, int32_t n) {
     }
     s->tokens = tokens;
     for (int il = 0; il < m->info.n_layer; il++)
-        for (int32_t g = 0; g < n_kv; g++) {
+        for (int32_t g = 0; g < n_kv && layer_has_kv(m, il); g++) {
             memcpy(nk.k[il] + kv_head_offset_k(&nk, g, 0, hd), s->kv.k[il] + kv_head_offset_k(&s->kv, g, 0, hd),
                    (size_t)s->n_past * nk.row_bytes);
             if (nk.type == TR_KV_Q8_0) { /* V by position, like K */
@@ -120,6 +124,7 @@ tr_status kv_seq_reserve(kv_seq *s, int32_t n) {
 
 void kv_seq_truncate(kv_seq *s, int32_t n_past) {
     if (n_past >= 0 && n_past < s->n_past) s->n_past = n_past;
+    if (s->dn && n_past >= 0) deltanet_truncate(s->dn, s->n_past); /* qwen35: a checkpoint, the rest replayed */
 }
 
 /* ---------------------------------------------------------------- engine */
@@ -134,6 +139,7 @@ static void free_acts(activations *A) {
 void multi_engine_free(multi_engine *e) {
     if (!e) return;
     free_acts(&e->view.act);
+    qwen35_context_free(&e->view);
     matmul_scratch_free(&e->view.scratch);
     thread_pool_free(e->view.pool);
     free(e->row_pos);
@@ -175,7 +181,8 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
     e->row_pos = malloc(cap * sizeof *e->row_pos);
     e->last_hidden = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
     v->pool = thread_pool_create(v->params.n_threads);
-    const bool scratch_ok = attention_scratch_alloc(A, v->params.n_threads) == TR_OK;
+    const bool scratch_ok = attention_scratch_alloc(A, v->params.n_threads) == TR_OK &&
+                            (!m->q35 || qwen35_context_init(v, max_rows, false) == TR_OK);
     if (!A->x || !A->xb || !A->q || !A->att || !A->k || !A->v || !A->gate || !A->up || !A->rope_cos ||
         !A->rope_sin || !A->att_q || !scratch_ok || !e->row_pos || !e->last_hidden || !v->pool) {
         multi_engine_free(e);
@@ -265,6 +272,7 @@ tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *con
         return tr_fail(TR_ERR_ARG, "multi_forward: bad arguments");
     tr_context *ctx = &e->view;
     const tr_model *m = ctx->model;
+    if (m->q35) return qwen35_multi_forward(ctx, seqs, tokens, n_tokens, n_seq, logits_out);
     activations *A = &ctx->act;
     const int32_t dim = m->info.n_embd, half = m->rope_dim / 2;
     int32_t n = 0;

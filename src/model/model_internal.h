@@ -36,7 +36,17 @@ struct tr_model {
     int n_owned;
     tr_vocab *vocab;
     tr_kv_type kv_type;       /* contexts' and sessions' cache unless their params name one (never DEFAULT) */
+    struct qwen35_model *q35; /* qwen35 only: its recurrent layers (qwen35.h) */
+    const bool *no_kv;        /* [n_layer] layers without a KV cache (qwen35's recurrent ones), or NULL */
 };
+
+/* Whether layer il keeps a KV cache (every layer but qwen35's recurrent ones), and how many do. */
+static inline bool layer_has_kv(const tr_model *m, int il) { return !m->no_kv || !m->no_kv[il]; }
+static inline int32_t n_kv_layers(const tr_model *m) {
+    int32_t n = 0;
+    for (int il = 0; il < m->info.n_layer; il++) n += layer_has_kv(m, il);
+    return n;
+}
 
 /* KV cache, per layer and KV head: K rows by position; for F16/F32, V transposed (one row per head dimension), so
  * attention is two plain matrix products (see attention.c). A Q8_0 cache keeps V by position too (its blocks run
@@ -92,12 +102,20 @@ struct tr_context {
     size_t logits_cap;     /* floats */
     int32_t logits_first;  /* batch index of logits row 0; rows cover [logits_first, logits_first + n_logits) */
     int32_t n_logits;
+    struct deltanet_state *dn;        /* qwen35: the recurrent state and its checkpoints (deltanet.c) */
+    struct qwen35_scratch *q35_buf;   /* qwen35: the layout's activation buffers (arch_qwen35.c) */
 };
 
 /* forward.c: evaluates tokens[0..n) at positions n_past.. (n <= act.cap), writes the final hidden states (after
  * output_norm) to hidden_out [n][n_embd] and, for rows [logits_from, n), logits to logits_out. */
 tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float *hidden_out, int32_t logits_from,
                         float *logits_out);
+
+/* model_load.c: a tensor by name (NULL when absent and not required); a 2-D weight of ne = [cols, rows] in a type
+ * the kernels multiply; a 1-D tensor of n elements converted to an owned F32 array (layouts' loaders share them). */
+tr_status find_tensor(tr_model *m, const char *name, bool required, const tr_gguf_tensor **out);
+tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_t rows, bool required, weight_matrix *out);
+tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out);
 
 /* Runs fn on the context's pool, or inline on the caller when the job is too small to repay waking workers
  * (work counts multiply-adds, roughly). */

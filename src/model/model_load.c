@@ -18,6 +18,7 @@
 
 #include "common/error.h"
 #include "model/model_internal.h"
+#include "model/qwen35.h"
 
 tr_model_params tr_model_default_params(void) {
     tr_model_params p = {.use_mmap = true, .load_vocab = true, .kv_type = TR_KV_DEFAULT};
@@ -116,7 +117,7 @@ static tr_status read_hparams(tr_model *m) {
 
 /* ---------------------------------------------------------------- tensors */
 
-static tr_status find_tensor(tr_model *m, const char *name, bool required, const tr_gguf_tensor **out) {
+tr_status find_tensor(tr_model *m, const char *name, bool required, const tr_gguf_tensor **out) {
     int64_t i = tr_gguf_find_tensor(m->gguf, name);
     *out = i >= 0 ? tr_gguf_tensor_at(m->gguf, i) : NULL;
     if (!*out && required) return tr_fail(TR_ERR_FORMAT, "missing tensor '%s'", name);
@@ -124,7 +125,7 @@ static tr_status find_tensor(tr_model *m, const char *name, bool required, const
 }
 
 /* A 2-D weight of ne = [cols, rows] in a type we can multiply. */
-static tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_t rows, bool required,
+tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_t rows, bool required,
                              weight_matrix *out) {
     const tr_gguf_tensor *t;
     tr_status st = find_tensor(m, name, required, &t);
@@ -146,7 +147,7 @@ static tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_
 }
 
 /* A 1-D tensor of n elements, converted to an owned F32 array. */
-static tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out) {
+tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out) {
     const tr_gguf_tensor *t;
     tr_status st = find_tensor(m, name, required, &t);
     *out = NULL;
@@ -225,7 +226,8 @@ static tr_status bind_model(tr_model *m) {
     in->tied_output = m->output.data == NULL;
     if (in->tied_output) m->output = m->tok_embd;
     if ((st = bind_vector(m, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs)) != TR_OK) return st;
-    for (int il = 0; il < in->n_layer; il++)
+    if (in->arch == TR_ARCH_QWEN35 && (st = qwen35_load(m)) != TR_OK) return st; /* its own layers (arch_qwen35.c) */
+    for (int il = 0; il < in->n_layer && in->arch != TR_ARCH_QWEN35; il++)
         if ((st = bind_layer(m, il)) != TR_OK) return st;
     in->main_type = most_common_type(m);
     return TR_OK;
@@ -246,7 +248,7 @@ static void release_pages(const void *p, size_t n) {
  * (not asked for huge pages: the kernel's synchronous compaction for them stalled loads for seconds on a busy
  * machine); with use_mmap off the file is our own copy and they are repacked in place. */
 static tr_status repack_weights(tr_model *m) {
-    const size_t n_max = (size_t)m->info.n_layer * 7 + 2;
+    const size_t n_max = (size_t)m->info.n_layer * 12 + 2; /* 7 per layer, qwen35's recurrent ones 5 more */
     weight_matrix **todo = calloc(n_max, sizeof *todo);
     if (!todo) return tr_fail(TR_ERR_NOMEM, "out of memory");
     size_t n = 0, total = 0;
@@ -258,6 +260,7 @@ static tr_status repack_weights(tr_model *m) {
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (weight_repack_wanted(ws[i])) todo[n++] = ws[i];
     }
+    n += qwen35_repack_list(m, todo + n);
     for (size_t i = 0; i < n; i++) total += (weight_bytes(todo[i]) + 63) / 64 * 64;
     tr_status st = TR_OK;
     uint8_t *arena = NULL;
@@ -318,8 +321,12 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         } else if (strcmp(arch, "qwen3") == 0) {
             m->info.arch = TR_ARCH_QWEN3;
             m->rope_neox = true;
+        } else if (strcmp(arch, "qwen35") == 0) {
+            m->info.arch = TR_ARCH_QWEN35;
+            m->rope_neox = true; /* llama.cpp's IMROPE rotates the halves of the rotated dimensions, as NEOX */
         } else {
-            st = tr_fail(TR_ERR_UNSUPPORTED, "architecture '%.40s' is not supported (llama, qwen2, qwen3 are)", arch);
+            st = tr_fail(TR_ERR_UNSUPPORTED,
+                         "architecture '%.40s' is not supported (llama, qwen2, qwen3, qwen35 are)", arch);
         }
         if (st == TR_OK) {
             snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
@@ -357,6 +364,7 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
 void tr_model_free(tr_model *m) {
     if (!m) return;
     tr_vocab_free(m->vocab);
+    qwen35_free(m);
     for (int i = 0; i < m->n_owned; i++) free(m->owned_f32[i]);
     free(m->owned_f32);
     free(m->layers);
