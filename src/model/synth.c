@@ -32,8 +32,34 @@ static const synth_shape shapes[] = {
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1000000.0f, 1e-6f, true, false, true, false},
     {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0f, 1e-5f, true, false, false, true},
     {"tiny", "llama", 64, 2, 4, 2, 16, 128, 512, 512, 10000.0f, 1e-5f, false, false, false, false},
+    /* Qwen3.5 (qwen35; its Gated DeltaNet sizes in qwen35_shapes below) */
+    {"qwen3.5-0.8b", "qwen35", 1024, 24, 8, 2, 256, 3584, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false},
+    {"qwen3.5-2b", "qwen35", 2048, 24, 8, 2, 256, 6144, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false},
+    {"qwen3.5-tiny", "qwen35", 128, 4, 4, 2, 64, 256, 512, 512, 10000000.0f, 1e-6f, true, false, true, false},
+    {"qwen3.5-small", "qwen35", 192, 8, 6, 2, 64, 384, 512, 512, 10000000.0f, 1e-6f, true, false, true, false},
+};
+/* qwen35 shapes' Gated DeltaNet and RoPE. The real ones: Qwen3.5-0.8B / 2B's HF configs (linear_conv_kernel_dim 4,
+ * linear_key_head_dim = linear_value_head_dim 128, 16 key and 16 value heads, full_attention_interval 4,
+ * partial_rotary_factor 0.25 of head_dim 256, mrope_section [11, 11, 10]: llama.cpp's converter default), as far as
+ * they could be checked here (llama.cpp's loader: 24 layers, n_embd 1024 = 0.8B, else 2B); the two small ones
+ * are for tests (value heads twice the key heads; the second leaves a RoPE pair to the unrotated 4th section). */
+static const struct {
+    const char *name;
+    int32_t d_conv, d_state, n_k_heads, n_v_heads, interval, rope_dim, sections[4];
+} qwen35_shapes[] = {
+    {"qwen3.5-0.8b", 4, 128, 16, 16, 4, 64, {11, 11, 10, 0}},
+    {"qwen3.5-2b", 4, 128, 16, 16, 4, 64, {11, 11, 10, 0}},
+    {"qwen3.5-tiny", 4, 32, 4, 8, 4, 16, {3, 3, 2, 0}},
+    {"qwen3.5-small", 4, 32, 4, 4, 4, 16, {1, 2, 2, 0}},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+static int qwen35_shape(const synth_shape *s) {
+    for (int i = 0; i < (int)(sizeof qwen35_shapes / sizeof qwen35_shapes[0]); i++)
+        if (strcmp(s->name, qwen35_shapes[i].name) == 0) return i;
+    return -1;
+}
+
 
 const char *const *tr_synth_shapes(void) {
     static const char *names[N_SHAPES + 1];
@@ -49,7 +75,7 @@ tr_synth_params tr_synth_default_params(void) {
 
 /* ---------------------------------------------------------------- tensor plan */
 
-typedef enum fill_kind { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_ROPE_FREQS } fill_kind;
+typedef enum fill_kind { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_ROPE_FREQS, FILL_SSM_A } fill_kind;
 
 typedef struct synth_job {
     const synth_shape *shape;
@@ -122,6 +148,7 @@ static tr_status fill_tensor(void *user, int64_t ti, void *dst, size_t n_bytes) 
             case FILL_NORM: job->row[i] = 1.0f + 0.1f * rand_sym(&state); break;
             case FILL_BIAS: job->row[i] = 0.1f * rand_sym(&state); break;
             case FILL_ROPE_FREQS: job->row[i] = 1.0f + (float)i / (float)cols * 7.0f; break;
+            case FILL_SSM_A: job->row[i] = -1.0f + 0.45f * rand_sym(&state); break; /* -exp(A_log): decays */
             }
         }
         tr_status st = quantize_row(type, job->row, (uint8_t *)dst + (size_t)r * row_bytes, cols);
@@ -183,7 +210,19 @@ static tr_status write_hparams(tr_gguf_writer *w, const synth_shape *s, const tr
     SET_U32("attention.head_count_kv", s->n_head_kv);
     SET_U32("attention.key_length", s->head_dim);
     SET_U32("attention.value_length", s->head_dim);
-    SET_U32("rope.dimension_count", s->head_dim);
+    const int q35 = qwen35_shape(s);
+    SET_U32("rope.dimension_count", q35 >= 0 ? qwen35_shapes[q35].rope_dim : s->head_dim);
+    if (q35 >= 0) {
+        SET_U32("ssm.conv_kernel", qwen35_shapes[q35].d_conv);
+        SET_U32("ssm.state_size", qwen35_shapes[q35].d_state);
+        SET_U32("ssm.group_count", qwen35_shapes[q35].n_k_heads);
+        SET_U32("ssm.time_step_rank", qwen35_shapes[q35].n_v_heads);
+        SET_U32("ssm.inner_size", qwen35_shapes[q35].d_state * qwen35_shapes[q35].n_v_heads);
+        SET_U32("full_attention_interval", qwen35_shapes[q35].interval);
+        if (st == TR_OK)
+            st = (snprintf(key, sizeof key, "%s.rope.dimension_sections", s->arch),
+                  tr_gguf_writer_set_arr_i32(w, key, qwen35_shapes[q35].sections, 4));
+    }
     SET_F32("rope.freq_base", s->rope_theta);
     SET_F32("attention.layer_norm_rms_epsilon", s->norm_eps);
 #undef SET_U32
@@ -210,6 +249,42 @@ static void add(plan *pl, const char *name, tr_type type, int64_t cols, int64_t 
     pl->job->n_tensors = index + 1;
 }
 
+/* A qwen35 layer: a Gated DeltaNet one, or (every interval-th) gated full attention; post_attention_norm is the
+ * FFN's pre-norm. Names and shapes as llama.cpp's qwen35 loader expects them. */
+static void add_qwen35_layer(plan *pl, const synth_shape *s, const tr_synth_params *p, int q35, int il) {
+    const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
+    const int64_t ds = qwen35_shapes[q35].d_state, n_k = qwen35_shapes[q35].n_k_heads;
+    const int64_t n_v = qwen35_shapes[q35].n_v_heads, conv_dim = 2 * ds * n_k + ds * n_v;
+    char name[96];
+#define T(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
+#define W(role, cols, rows) add(pl, T(role ".weight"), weight_type(p, role, il, s->n_layer, cols), cols, rows, FILL_WEIGHT)
+    add(pl, T("attn_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
+    add(pl, T("post_attention_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
+    if ((il + 1) % qwen35_shapes[q35].interval == 0) {
+        W("attn_q", s->n_embd, 2 * q_dim); /* query and gate per head */
+        W("attn_k", s->n_embd, kv_dim);
+        W("attn_v", s->n_embd, kv_dim);
+        W("attn_output", q_dim, s->n_embd);
+        add(pl, T("attn_q_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
+        add(pl, T("attn_k_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
+    } else {
+        W("attn_qkv", s->n_embd, conv_dim);
+        W("attn_gate", s->n_embd, ds * n_v);
+        add(pl, T("ssm_conv1d.weight"), TR_TYPE_F32, qwen35_shapes[q35].d_conv, conv_dim, FILL_WEIGHT);
+        add(pl, T("ssm_dt.bias"), TR_TYPE_F32, n_v, 0, FILL_BIAS);
+        add(pl, T("ssm_a"), TR_TYPE_F32, n_v, 0, FILL_SSM_A);
+        W("ssm_beta", s->n_embd, n_v);
+        W("ssm_alpha", s->n_embd, n_v);
+        add(pl, T("ssm_norm.weight"), TR_TYPE_F32, ds, 0, FILL_NORM);
+        W("ssm_out", ds * n_v, s->n_embd);
+    }
+    W("ffn_gate", s->n_embd, s->n_ff);
+    W("ffn_up", s->n_embd, s->n_ff);
+    W("ffn_down", s->n_ff, s->n_embd);
+#undef W
+#undef T
+}
+
 static void add_tensors(plan *pl, const synth_shape *s, const tr_synth_params *p) {
     const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
     char name[96];
@@ -221,6 +296,10 @@ static void add_tensors(plan *pl, const synth_shape *s, const tr_synth_params *p
             FILL_WEIGHT);
     if (s->rope_freqs) add(pl, "rope_freqs.weight", TR_TYPE_F32, s->head_dim / 2, 0, FILL_ROPE_FREQS);
     for (int il = 0; il < s->n_layer; il++) {
+        if (qwen35_shape(s) >= 0) {
+            add_qwen35_layer(pl, s, p, qwen35_shape(s), il);
+            continue;
+        }
 #define T(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
 #define W(role, cols, rows) add(pl, T(role ".weight"), weight_type(p, role, il, s->n_layer, cols), cols, rows, FILL_WEIGHT)
         add(pl, T("attn_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
