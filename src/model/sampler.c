@@ -9,7 +9,8 @@
  * lazily, a selected block at a time, only as far as the top-p walk and the draw actually reach. With top-k the
  * draws are bit-identical to sorting everything first (tests/support/sampler_ref.h keeps that implementation);
  * without it the normalizing sum is taken in id order, which changes it only in its last bits, and top_p = 1 keeps
- * every candidate (the full sort's walk could stop a few negligible tokens early by rounding).
+ * every candidate (the full sort's walk could stop a few negligible tokens early by rounding) and draws among them
+ * in id order: the same distribution as the reference, not the same draws.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -216,12 +217,15 @@ int32_t tr_sampler_sample(tr_sampler *s, const float *logits, int32_t n_vocab) {
     } else {
         for (int32_t i = 0; i < keep; i++) total += c[i].p;
     }
+    /* Nothing cut (no top-k, top_p = 1): the draw walks the candidates in id order, as they are. The distribution is
+     * the same; drawing in logit order would sort most of a flat row (a random-weight model's), a full sort's cost. */
+    const bool id_order = keep == n && !top_k;
     double r = next_uniform(s) * total;
     for (int32_t i = 0; i < keep; i++) {
-        ordered_reach(&o, i);
+        if (!id_order) ordered_reach(&o, i);
         r -= c[i].p;
         if (r <= 0) return c[i].id;
     }
-    ordered_reach(&o, keep - 1);
+    if (!id_order) ordered_reach(&o, keep - 1);
     return c[keep - 1].id;
 }
