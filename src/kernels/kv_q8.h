@@ -46,7 +46,8 @@ typedef struct kvq8_causal {
 /* scores[r * ld + p] = q[r * hd ..] · K[p] for the positions row r sees (others are left alone); q in float, K
  * dequantized on the fly. */
 void kvq8_scores(const kvq8_rows *K, const float *q, kvq8_causal c, float *scores, size_t ld);
-/* out[r * hd ..] = sum over the positions p row r sees of P[r * ldp + p] * V[p]. */
+/* out[r * hd ..] = sum over the positions p row r sees of P[r * ldp + p] * V[p]. P must hold zeros from a row's
+ * last position up to the longest row's (the SIMD versions read them instead of testing each row's length). */
 void kvq8_mix(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out);
 
 /* Per-instruction-set versions (block 32 only; the scalar ones take any block). */

@@ -1,8 +1,9 @@
 /* kv_q8_avx2.c — the Q8_0 KV kernels of kv_q8.h for 32-value blocks on AVX2 + FMA + F16C.
  *
  * Scores: a tile of up to 4 query rows walks the positions; each K block is widened to floats (times its scale)
- * once and multiplied into every row of the tile. Mix: a tile of 2 rows keeps one block's 32 output values per row
- * in 8 accumulators while the positions stream past, so each V block is widened once per tile. */
+ * once and multiplied into every row of the tile. Mix: a tile of up to 6 rows keeps 16 output values per row in
+ * 2 accumulators while the positions stream past, so each half block of V is widened once per tile and a row's
+ * weight costs one broadcast load. */
 #include <immintrin.h>
 
 #include "kernels/avx2_inline.h"
@@ -58,34 +59,45 @@ static void scores_avx2(const kvq8_rows *K, const float *q, kvq8_causal c, float
     }
 }
 
+/* 16 output values (half a block) for NR rows: 2 accumulators per row; V widened and scaled once per position for
+ * all NR rows, whose weights are broadcast straight from P. */
 INLINE void mix_tile(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out, int32_t r0,
                      const int NR) {
-    const int64_t nb = V->hd / QK;
-    int32_t valid[2];
-    for (int rr = 0; rr < NR; rr++) valid[rr] = kvq8_row_valid(c, r0 + rr);
-    for (int64_t j = 0; j < nb; j++) {
-        __m256 acc[2][4];
-        for (int rr = 0; rr < NR; rr++)
-            for (int k = 0; k < 4; k++) acc[rr][k] = _mm256_setzero_ps();
-        const uint8_t *b = V->data + j * BLOCK_BYTES;
-        for (int32_t p = 0; p < valid[NR - 1]; p++, b += V->stride) {
-            __m256 v[4];
-            widen(b, v);
-            const float d = scale_of(b);
+    const int32_t n = kvq8_row_valid(c, r0 + NR - 1); /* the tile's longest row; P is zero past shorter ones */
+    for (int64_t h = 0; h < V->hd / 16; h++) {
+        __m256 acc[6][2];
+        for (int rr = 0; rr < NR; rr++) acc[rr][0] = acc[rr][1] = _mm256_setzero_ps();
+        const uint8_t *b = V->data + (h / 2) * BLOCK_BYTES;
+        const int off = 2 + 16 * (int)(h % 2);
+        for (int32_t p = 0; p < n; p++, b += V->stride) {
+            const __m256 d = _mm256_set1_ps(scale_of(b));
+            const __m256 v0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + off)))));
+            const __m256 v1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + off + 8)))));
             for (int rr = 0; rr < NR; rr++) {
-                const __m256 w = _mm256_set1_ps(p < valid[rr] ? P[(size_t)(r0 + rr) * ldp + p] * d : 0.0f);
-                for (int k = 0; k < 4; k++) acc[rr][k] = _mm256_fmadd_ps(w, v[k], acc[rr][k]);
+                const __m256 w = _mm256_broadcast_ss(P + (size_t)(r0 + rr) * ldp + p);
+                acc[rr][0] = _mm256_fmadd_ps(w, v0, acc[rr][0]);
+                acc[rr][1] = _mm256_fmadd_ps(w, v1, acc[rr][1]);
             }
         }
-        for (int rr = 0; rr < NR; rr++)
-            for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + (size_t)(r0 + rr) * V->hd + j * QK + 8 * k, acc[rr][k]);
+        for (int rr = 0; rr < NR; rr++) {
+            float *o = out + (size_t)(r0 + rr) * V->hd + h * 16;
+            _mm256_storeu_ps(o, acc[rr][0]);
+            _mm256_storeu_ps(o + 8, acc[rr][1]);
+        }
     }
 }
 
 static void mix_avx2(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out) {
     int32_t r = 0;
-    for (; r + 2 <= c.rows; r += 2) mix_tile(V, P, ldp, c, out, r, 2);
-    if (r < c.rows) mix_tile(V, P, ldp, c, out, r, 1);
+    for (; r + 6 <= c.rows; r += 6) mix_tile(V, P, ldp, c, out, r, 6);
+    switch (c.rows - r) {
+    case 5: mix_tile(V, P, ldp, c, out, r, 5); break;
+    case 4: mix_tile(V, P, ldp, c, out, r, 4); break;
+    case 3: mix_tile(V, P, ldp, c, out, r, 3); break;
+    case 2: mix_tile(V, P, ldp, c, out, r, 2); break;
+    case 1: mix_tile(V, P, ldp, c, out, r, 1); break;
+    default: break;
+    }
 }
 
 const kvq8_kernels kvq8_avx2 = {scores_avx2, mix_avx2};

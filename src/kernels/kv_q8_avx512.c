@@ -1,5 +1,5 @@
 /* kv_q8_avx512.c — the Q8_0 KV kernels of kv_q8.h for 32-value blocks on AVX-512: as kv_q8_avx2.c with 16-lane
- * vectors (a block is two), so the tiles are wider: 8 query rows for scores, 4 rows for the mix. */
+ * vectors (a block is two), so the tiles are wider: 8 query rows for scores, 8 rows over a whole block for the mix. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -53,21 +53,21 @@ static void scores_avx512(const kvq8_rows *K, const float *q, kvq8_causal c, flo
 
 INLINE void mix_tile(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out, int32_t r0,
                      const int NR) {
-    const int64_t nb = V->hd / QK;
-    int32_t valid[4];
-    for (int rr = 0; rr < NR; rr++) valid[rr] = kvq8_row_valid(c, r0 + rr);
-    for (int64_t j = 0; j < nb; j++) {
-        __m512 acc[4][2];
-        for (int rr = 0; rr < NR; rr++)
-            for (int k = 0; k < 2; k++) acc[rr][k] = _mm512_setzero_ps();
+    const int32_t n = kvq8_row_valid(c, r0 + NR - 1); /* the tile's longest row; P is zero past shorter ones */
+    for (int64_t j = 0; j < V->hd / QK; j++) {
+        __m512 acc[8][2];
+        for (int rr = 0; rr < NR; rr++) acc[rr][0] = acc[rr][1] = _mm512_setzero_ps();
         const uint8_t *b = V->data + j * BLOCK_BYTES;
-        for (int32_t p = 0; p < valid[NR - 1]; p++, b += V->stride) {
+        for (int32_t p = 0; p < n; p++, b += V->stride) {
             __m512 v[2];
             widen(b, v);
-            const float d = scale_of(b);
+            const __m512 d = _mm512_set1_ps(scale_of(b));
+            v[0] = _mm512_mul_ps(v[0], d);
+            v[1] = _mm512_mul_ps(v[1], d);
             for (int rr = 0; rr < NR; rr++) {
-                const __m512 w = _mm512_set1_ps(p < valid[rr] ? P[(size_t)(r0 + rr) * ldp + p] * d : 0.0f);
-                for (int k = 0; k < 2; k++) acc[rr][k] = _mm512_fmadd_ps(w, v[k], acc[rr][k]);
+                const __m512 w = _mm512_set1_ps(P[(size_t)(r0 + rr) * ldp + p]);
+                acc[rr][0] = _mm512_fmadd_ps(w, v[0], acc[rr][0]);
+                acc[rr][1] = _mm512_fmadd_ps(w, v[1], acc[rr][1]);
             }
         }
         for (int rr = 0; rr < NR; rr++)
@@ -78,9 +78,17 @@ INLINE void mix_tile(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal
 
 static void mix_avx512(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out) {
     int32_t r = 0;
-    for (; r + 4 <= c.rows; r += 4) mix_tile(V, P, ldp, c, out, r, 4);
-    for (; r + 2 <= c.rows; r += 2) mix_tile(V, P, ldp, c, out, r, 2);
-    for (; r < c.rows; r++) mix_tile(V, P, ldp, c, out, r, 1);
+    for (; r + 8 <= c.rows; r += 8) mix_tile(V, P, ldp, c, out, r, 8);
+    switch (c.rows - r) {
+    case 7: mix_tile(V, P, ldp, c, out, r, 7); break;
+    case 6: mix_tile(V, P, ldp, c, out, r, 6); break;
+    case 5: mix_tile(V, P, ldp, c, out, r, 5); break;
+    case 4: mix_tile(V, P, ldp, c, out, r, 4); break;
+    case 3: mix_tile(V, P, ldp, c, out, r, 3); break;
+    case 2: mix_tile(V, P, ldp, c, out, r, 2); break;
+    case 1: mix_tile(V, P, ldp, c, out, r, 1); break;
+    default: break;
+    }
 }
 
 const kvq8_kernels kvq8_avx512 = {scores_avx512, mix_avx512};

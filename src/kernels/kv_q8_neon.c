@@ -1,5 +1,5 @@
 /* kv_q8_neon.c — the Q8_0 KV kernels of kv_q8.h for 32-value blocks on baseline ARMv8 NEON: as kv_q8_avx2.c with
- * 4-lane vectors (a block is eight): 4 query rows per scores tile, 2 rows per mix tile. */
+ * 4-lane vectors (a block is eight): 4 query rows per scores tile, 4 rows over half a block per mix tile. */
 #include <arm_neon.h>
 #include <string.h>
 
@@ -57,34 +57,43 @@ static void scores_neon(const kvq8_rows *K, const float *q, kvq8_causal c, float
     for (; r < c.rows; r++) scores_tile(K, q, c, scores, ld, r, 1);
 }
 
+/* 16 output values (half a block) for NR rows: 4 accumulators per row. */
 INLINE void mix_tile(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out, int32_t r0,
                      const int NR) {
-    const int64_t nb = V->hd / QK;
-    int32_t valid[2];
-    for (int rr = 0; rr < NR; rr++) valid[rr] = kvq8_row_valid(c, r0 + rr);
-    for (int64_t j = 0; j < nb; j++) {
-        float32x4_t acc[2][8];
+    const int32_t n = kvq8_row_valid(c, r0 + NR - 1); /* the tile's longest row; P is zero past shorter ones */
+    for (int64_t h = 0; h < V->hd / 16; h++) {
+        float32x4_t acc[4][4];
         for (int rr = 0; rr < NR; rr++)
-            for (int k = 0; k < 8; k++) acc[rr][k] = vdupq_n_f32(0.0f);
-        const uint8_t *b = V->data + j * BLOCK_BYTES;
-        for (int32_t p = 0; p < valid[NR - 1]; p++, b += V->stride) {
-            float32x4_t v[8];
-            widen(b, v);
+            for (int k = 0; k < 4; k++) acc[rr][k] = vdupq_n_f32(0.0f);
+        const uint8_t *b = V->data + (h / 2) * BLOCK_BYTES;
+        const int off = 2 + 16 * (int)(h % 2);
+        for (int32_t p = 0; p < n; p++, b += V->stride) {
+            const int8x16_t q = vld1q_s8((const int8_t *)(b + off));
+            const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_s8(vget_high_s8(q));
             const float d = scale_of(b);
+            const float32x4_t v[4] = {vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d),
+                                      vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), d),
+                                      vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d),
+                                      vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), d)};
             for (int rr = 0; rr < NR; rr++) {
-                const float w = p < valid[rr] ? P[(size_t)(r0 + rr) * ldp + p] * d : 0.0f;
-                for (int k = 0; k < 8; k++) acc[rr][k] = vfmaq_n_f32(acc[rr][k], v[k], w);
+                const float w = P[(size_t)(r0 + rr) * ldp + p];
+                for (int k = 0; k < 4; k++) acc[rr][k] = vfmaq_n_f32(acc[rr][k], v[k], w);
             }
         }
         for (int rr = 0; rr < NR; rr++)
-            for (int k = 0; k < 8; k++) vst1q_f32(out + (size_t)(r0 + rr) * V->hd + j * QK + 4 * k, acc[rr][k]);
+            for (int k = 0; k < 4; k++) vst1q_f32(out + (size_t)(r0 + rr) * V->hd + h * 16 + 4 * k, acc[rr][k]);
     }
 }
 
 static void mix_neon(const kvq8_rows *V, const float *P, size_t ldp, kvq8_causal c, float *out) {
     int32_t r = 0;
-    for (; r + 2 <= c.rows; r += 2) mix_tile(V, P, ldp, c, out, r, 2);
-    if (r < c.rows) mix_tile(V, P, ldp, c, out, r, 1);
+    for (; r + 4 <= c.rows; r += 4) mix_tile(V, P, ldp, c, out, r, 4);
+    switch (c.rows - r) {
+    case 3: mix_tile(V, P, ldp, c, out, r, 3); break;
+    case 2: mix_tile(V, P, ldp, c, out, r, 2); break;
+    case 1: mix_tile(V, P, ldp, c, out, r, 1); break;
+    default: break;
+    }
 }
 
 const kvq8_kernels kvq8_neon = {scores_neon, mix_neon};

@@ -154,7 +154,8 @@ static void kernels_agree_with_float64(void **state) {
             kvq8_dequantize_row(V + p * stride, vf + p * hd, hd, block);
         }
         for (int64_t i = 0; i < c.rows * hd; i++) q[i] = frand();
-        for (int64_t i = 0; i < c.rows * N_POS; i++) P[i] = (frand() + 1.0f) / N_POS;
+        for (int32_t r = 0; r < c.rows; r++) /* zero past each row's positions, as kvq8_mix asks */
+            for (int32_t p = 0; p < N_POS; p++) P[r * N_POS + p] = p < kvq8_row_valid(c, r) ? (frand() + 1.0f) / N_POS : 0;
         const kvq8_rows Kr = {K, stride, hd, block}, Vr = {V, stride, hd, block};
         for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
             if (!kernels_isa_available(isas[k])) continue;
@@ -348,8 +349,9 @@ static float f16_gap_after(const tr_model *m, const int32_t *seq, int32_t n) {
     float second = -INFINITY;
     for (int32_t v = 0; v < V; v++)
         if (v != top && l[v] > second) second = l[v];
+    const float gap = (l[top] - second) / fabsf(l[top]);
     tr_context_free(ctx);
-    return (l[top] - second) / fabsf(l[top]);
+    return gap;
 }
 
 /* Greedy decoding with both caches in step (each fed F16's token): the first position whose argmax differs, or -1. */

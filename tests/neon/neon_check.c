@@ -101,7 +101,8 @@ static int check_kv_q8(int64_t hd) {
         kvq8_quantize_row(row, V + p * rb, hd, 32);
     }
     for (int64_t i = 0; i < ROWS * hd; i++) q[i] = frand();
-    for (int64_t i = 0; i < ROWS * N_POS; i++) P[i] = (frand() + 1.0f) / N_POS;
+    for (int r = 0; r < ROWS; r++) /* zero past each row's positions, as kvq8_mix asks */
+        for (int p = 0; p < N_POS; p++) P[r * N_POS + p] = p < kvq8_row_valid(c, r) ? (frand() + 1.0f) / N_POS : 0;
     const kvq8_rows Kr = {K, rb, hd, 32}, Vr = {V, rb, hd, 32};
     const char *isas[2] = {"scalar", "neon"};
     for (int k = 0; k < 2; k++) {
