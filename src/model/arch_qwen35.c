@@ -74,12 +74,13 @@ static tr_status read_layer_kinds(tr_model *m, qwen35_model *q) {
     int64_t interval = 4;
     tr_status st = TR_OK;
     if (kv < 0 && (st = get_int(m, "full_attention_interval", false, 1, 1 << 20, &interval)) != TR_OK) return st;
-    if (kv >= 0 && (tr_gguf_kv_type(m->gguf, kv) != TR_GGUF_ARRAY || tr_gguf_kv_array_len(m->gguf, kv) != (uint64_t)n_layer))
-        return tr_fail(TR_ERR_UNSUPPORTED, "%s must be an integer array of %d entries", key, n_layer);
+    if (kv >= 0 &&
+        (tr_gguf_kv_type(m->gguf, kv) != TR_GGUF_ARRAY || tr_gguf_kv_array_len(m->gguf, kv) < (uint64_t)n_layer))
+        return tr_fail(TR_ERR_UNSUPPORTED, "%s must be an array of at least %d flags", key, n_layer);
     for (int32_t il = 0; il < n_layer; il++) {
         int64_t v = (il + 1) % interval != 0;
         if (kv >= 0 && !tr_gguf_arr_int(m->gguf, kv, (uint64_t)il, &v))
-            return tr_fail(TR_ERR_UNSUPPORTED, "%s must be an integer array of %d entries", key, n_layer);
+            return tr_fail(TR_ERR_UNSUPPORTED, "%s must be an array of at least %d flags", key, n_layer);
         q->no_kv[il] = v != 0;
         q->rec_index[il] = v ? q->n_recurrent++ : -1;
     }
@@ -182,6 +183,12 @@ static tr_status bind_layer(tr_model *m, qwen35_model *q, int il) {
 }
 
 tr_status qwen35_load(tr_model *m) {
+    /* llama.cpp's converter appends the multi-token-prediction block(s) to block_count (nextn_predict_layers); the
+     * trunk is the layers before them, and the MTP tensors stay unused as in llama.cpp's main pass */
+    int64_t nextn = 0;
+    tr_status st = get_int(m, "nextn_predict_layers", false, 0, m->info.n_layer - 1, &nextn);
+    if (st != TR_OK) return st;
+    m->info.n_layer -= (int32_t)nextn;
     const int32_t n_layer = m->info.n_layer;
     qwen35_model *q = calloc(1, sizeof *q);
     if (!q) return tr_fail(TR_ERR_NOMEM, "out of memory");
@@ -191,7 +198,6 @@ tr_status qwen35_load(tr_model *m) {
     q->dn = calloc((size_t)n_layer, sizeof *q->dn);
     if (!q->rec_index || !q->no_kv || !q->dn) return tr_fail(TR_ERR_NOMEM, "out of memory");
     int64_t d_conv, d_inner, d_state, n_v, n_k;
-    tr_status st;
     if ((st = get_int(m, "ssm.conv_kernel", true, 2, 64, &d_conv)) ||
         (st = get_int(m, "ssm.state_size", true, 1, 1024, &d_state)) ||
         (st = get_int(m, "ssm.time_step_rank", true, 1, 1024, &n_v)) ||

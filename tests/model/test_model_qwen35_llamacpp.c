@@ -78,7 +78,8 @@ static void check_shape(const char *shape, tr_type type, double tol, int32_t n_b
         sp.shape = shape;
         sp.type = type;
         assert_int_equal(tr_synth_write(&sp, model), TR_OK);
-        for (int i = 0; i < N_PROMPT; i++) snprintf(csv + strlen(csv), sizeof csv - strlen(csv), "%s%d", i ? "," : "", PROMPT[i]);
+        for (int i = 0; i < N_PROMPT; i++)
+            snprintf(csv + strlen(csv), sizeof csv - strlen(csv), "%s%d", i ? "," : "", PROMPT[i]);
         snprintf(cmd, sizeof cmd, "%s %s %s %d %s", ref_exe, model, csv, N_GREEDY, prefix);
         assert_int_equal(run(cmd), 0);
     }
