@@ -111,15 +111,9 @@ static int port;
 
 static int setup(void **state) {
     (void)state;
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &model) != TR_OK) return -1;
     tr_server_params p = tr_server_default_params();
-    p.port = 0;
-    p.n_threads = 1;
     p.n_ctx = 128;
-    if (tr_server_start(model, &p, &srv) != TR_OK) return -1;
-    port = tr_server_port(srv);
-    return 0;
+    return http_test_serve("models/stories260K.gguf", p, &model, &srv, &port);
 }
 
 static int teardown(void **state) {
