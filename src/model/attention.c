@@ -8,6 +8,9 @@
  * Decode (a few tokens) shares the KV heads out among the threads in one hand-off; prefill splits each head's
  * products across the threads instead.
  *
+ * A sliding-window layer (gemma3) reads only the positions its block's first token still sees, and each row masks
+ * the ones its own window hides (zero weights, as llama.cpp's -inf mask gives); the cache itself keeps everything.
+ *
  * With an F16 cache we round the query and the attention weights to F16 precision before their products, as
  * llama.cpp does (it converts the other operand of an F16 product to F16); sums stay in float.
  *
@@ -57,26 +60,46 @@ void attention_scratch_free(activations *A) {
 
 static float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
-/* Scaled softmax of one row's first `valid` scores; the rest are zeroed (the products read every column). */
-static void softmax_row(float *s, int32_t valid, int32_t n_pos, float scale, bool f16) {
-    for (int32_t i = 0; i < valid; i++) s[i] *= scale;
-    softmax_inplace(s, valid);
+/* The cached positions a block of tokens reads, as columns: column 0 is position `first`; the block's first token
+ * is at column pos0 and the last column is n_pos - 1. A sliding-window layer starts where its first token's window
+ * does; causal layers at 0. */
+typedef struct att_span {
+    int32_t first, pos0, n_pos, window; /* window: 0 for a layer that sees every earlier position */
+} att_span;
+
+static att_span block_span(const tr_context *ctx, int layer, int32_t t0, int32_t nt) {
+    const int32_t window = ctx->model->layers[layer].window, pos = ctx->n_past + t0;
+    const int32_t first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    return (att_span){first, pos - first, pos + nt - first, window};
+}
+
+/* The first column a row that sees columns [0, valid) keeps under the window (the same in absolute positions: the
+ * span starts at most `window` behind any row's token). */
+static int32_t row_lo(int32_t valid, int32_t window) { return window > 0 && valid > window ? valid - window : 0; }
+
+/* Scaled softmax of one row's scores [lo, valid); the rest are zeroed (the products read every column). */
+static void softmax_row(float *s, int32_t lo, int32_t valid, int32_t n_pos, float scale, bool f16) {
+    for (int32_t i = lo; i < valid; i++) s[i] *= scale;
+    softmax_inplace(s + lo, valid - lo);
     if (f16)
-        for (int32_t i = 0; i < valid; i++) s[i] = round_f16(s[i]);
+        for (int32_t i = lo; i < valid; i++) s[i] = round_f16(s[i]);
+    memset(s, 0, (size_t)lo * sizeof *s);
     memset(s + valid, 0, (size_t)(n_pos - valid) * sizeof *s);
 }
 
 typedef struct softmax_job {
     float *scores;          /* [rows][n_pos] */
-    int32_t rows, n_pos, group, pos0;
+    int32_t rows, n_pos, group, pos0, window;
     float scale;
     bool f16;
 } softmax_job;
 
 static void softmax_task(void *arg, int ith, int nth) {
     const softmax_job *j = arg;
-    for (int32_t r = ith; r < j->rows; r += nth) /* causal: positions 0..p of this row's token */
-        softmax_row(j->scores + (size_t)r * j->n_pos, j->pos0 + r / j->group + 1, j->n_pos, j->scale, j->f16);
+    for (int32_t r = ith; r < j->rows; r += nth) { /* causal: positions 0..p of this row's token */
+        const int32_t valid = j->pos0 + r / j->group + 1;
+        softmax_row(j->scores + (size_t)r * j->n_pos, row_lo(valid, j->window), valid, j->n_pos, j->scale, j->f16);
+    }
 }
 
 /* Where one block's queries, scores and outputs go, and the scratch its quantized queries use. */
@@ -92,7 +115,7 @@ typedef struct q8_job {
     kvq8_rows K, V;
     const float *q;
     float *scores, *o;
-    int32_t n_tokens, group, pos0, n_pos;
+    int32_t n_tokens, group, pos0, n_pos, window;
     float scale;
     int rot_v;
     bool have_scores;
@@ -106,22 +129,24 @@ static void q8_task(void *arg, int ith, int nth) {
     const kvq8_causal c = {(t1 - t0) * j->group, j->pos0 + t0 + 1, j->group};
     float *scores = j->scores + r0 * j->n_pos;
     if (!j->have_scores) kvq8_scores(&j->K, j->q + r0 * hd, c, scores, (size_t)j->n_pos);
-    for (int32_t r = 0; r < c.rows; r++)
-        softmax_row(scores + (size_t)r * j->n_pos, kvq8_row_valid(c, r), j->n_pos, j->scale, false);
+    for (int32_t r = 0; r < c.rows; r++) {
+        const int32_t valid = kvq8_row_valid(c, r);
+        softmax_row(scores + (size_t)r * j->n_pos, row_lo(valid, j->window), valid, j->n_pos, j->scale, false);
+    }
     kvq8_mix(&j->V, scores, (size_t)j->n_pos, c, j->o + r0 * hd);
     if (j->rot_v) kvq8_rotate(j->o + r0 * hd, (int64_t)c.rows * j->K.hd, j->rot_v);
 }
 
-static tr_status attend_q8(tr_context *ctx, thread_pool *tp, att_bufs buf, int layer, int32_t g, int32_t t0,
+static tr_status attend_q8(tr_context *ctx, thread_pool *tp, att_bufs buf, int layer, int32_t g, att_span sp,
                            int32_t nt) {
     const tr_model *m = ctx->model;
     const kv_cache *kv = &ctx->kv;
     const int32_t hd = m->info.head_dim, group = m->info.n_head / m->info.n_head_kv;
-    const int32_t rows = nt * group, n_pos = ctx->n_past + t0 + nt;
-    q8_job job = {.K = {kv->k[layer] + kv_head_offset_k(kv, g, 0, hd), kv->row_bytes, hd, kv->q8_block},
-                  .V = {kv->v[layer] + kv_head_offset_v(kv, g, 0, 0, hd), kv->row_bytes, hd, kv->q8_block},
+    const int32_t rows = nt * group, n_pos = sp.n_pos;
+    q8_job job = {.K = {kv->k[layer] + kv_head_offset_k(kv, g, sp.first, hd), kv->row_bytes, hd, kv->q8_block},
+                  .V = {kv->v[layer] + kv_head_offset_v(kv, g, 0, sp.first, hd), kv->row_bytes, hd, kv->q8_block},
                   .q = buf.q, .scores = buf.scores, .o = buf.o, .n_tokens = nt, .group = group,
-                  .pos0 = ctx->n_past + t0, .n_pos = n_pos, .scale = 1.0f / sqrtf((float)hd), .rot_v = kv->rot_v};
+                  .pos0 = sp.pos0, .n_pos = n_pos, .window = sp.window, .scale = m->kq_scale, .rot_v = kv->rot_v};
     if (kv->rot_k) kvq8_rotate(buf.q, (int64_t)rows * hd, kv->rot_k);
     if (kv->q8_block == 32) { /* the rows are Q8_0 blocks: llama.cpp's integer product, all positions at once */
         const weight_matrix K = {TR_TYPE_Q8_0, job.K.data, n_pos, hd, kv->row_bytes, WEIGHT_PLAIN};
@@ -135,24 +160,24 @@ static tr_status attend_q8(tr_context *ctx, thread_pool *tp, att_bufs buf, int l
 }
 
 /* F16 or F32 cache: the two float products, with the softmax between them. */
-static tr_status attend_float(tr_context *ctx, thread_pool *tp, att_bufs buf, int layer, int32_t g, int32_t t0,
+static tr_status attend_float(tr_context *ctx, thread_pool *tp, att_bufs buf, int layer, int32_t g, att_span sp,
                               int32_t nt) {
     const tr_model *m = ctx->model;
     const kv_cache *kv = &ctx->kv;
     const int32_t hd = m->info.head_dim, group = m->info.n_head / m->info.n_head_kv;
-    const int32_t rows = nt * group, n_pos = ctx->n_past + t0 + nt;
+    const int32_t rows = nt * group, n_pos = sp.n_pos;
     const tr_type kv_type = kv->type == TR_KV_F32 ? TR_TYPE_F32 : TR_TYPE_F16;
     matmul_scratch none = {0}; /* float products quantize nothing: the scratch stays empty */
-    const weight_matrix K = {kv_type, kv->k[layer] + kv_head_offset_k(kv, g, 0, hd), n_pos, hd, 0, WEIGHT_PLAIN};
+    const weight_matrix K = {kv_type, kv->k[layer] + kv_head_offset_k(kv, g, sp.first, hd), n_pos, hd, 0,
+                             WEIGHT_PLAIN};
     tr_status st = matmul(tp, &K, buf.q, rows, buf.scores, n_pos, &none);
     if (st != TR_OK) return st;
 
-    softmax_job sj = {buf.scores, rows, n_pos, group, ctx->n_past + t0, 1.0f / sqrtf((float)hd),
-                      kv->type == TR_KV_F16};
+    softmax_job sj = {buf.scores, rows, n_pos, group, sp.pos0, sp.window, m->kq_scale, kv->type == TR_KV_F16};
     if (tp) run_parallel(ctx, softmax_task, &sj, (int64_t)rows * n_pos * 8);
     else softmax_task(&sj, 0, 1);
 
-    const weight_matrix Vt = {kv_type, kv->v[layer] + kv_head_offset_v(kv, g, 0, 0, hd), hd, n_pos,
+    const weight_matrix Vt = {kv_type, kv->v[layer] + kv_head_offset_v(kv, g, 0, sp.first, hd), hd, n_pos,
                               (size_t)kv->n_ctx * kv->elt, WEIGHT_PLAIN};
     return matmul(tp, &Vt, buf.scores, rows, buf.o, hd, &none);
 }
@@ -170,8 +195,9 @@ static tr_status attend_block(tr_context *ctx, thread_pool *tp, att_bufs buf, in
             float *dst = buf.q + ((size_t)t * group + j) * hd;
             for (int32_t d = 0; d < hd; d++) dst[d] = f16 ? round_f16(src[d]) : src[d];
         }
-    const tr_status st = ctx->kv.type == TR_KV_Q8_0 ? attend_q8(ctx, tp, buf, layer, g, t0, nt)
-                                                     : attend_float(ctx, tp, buf, layer, g, t0, nt);
+    const att_span sp = block_span(ctx, layer, t0, nt);
+    const tr_status st = ctx->kv.type == TR_KV_Q8_0 ? attend_q8(ctx, tp, buf, layer, g, sp, nt)
+                                                     : attend_float(ctx, tp, buf, layer, g, sp, nt);
     if (st != TR_OK) return st;
     for (int32_t t = 0; t < nt; t++)
         for (int32_t j = 0; j < group; j++)

@@ -118,8 +118,8 @@ static tr_status alloc_activations(tr_context *ctx) {
     A->v = malloc(cap * (size_t)m->kv_dim * sizeof(float));
     A->gate = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
     A->up = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
-    A->rope_cos = malloc(cap * (size_t)(m->rope_dim / 2) * sizeof(float));
-    A->rope_sin = malloc(cap * (size_t)(m->rope_dim / 2) * sizeof(float));
+    A->rope_cos = malloc(rope_table_floats(m, A->cap) * sizeof(float));
+    A->rope_sin = malloc(rope_table_floats(m, A->cap) * sizeof(float));
     /* One allocation for attention's query, score and output blocks (see attention_blocks). */
     A->att_q = malloc(attention_scratch_floats(m, ctx->kv.n_ctx) * sizeof(float));
     if (A->att_q) attention_blocks(m, ctx->kv.n_ctx, A->att_q, &A->att_scores, &A->att_o);

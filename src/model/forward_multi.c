@@ -174,8 +174,8 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
     A->v = malloc(cap * (size_t)m->kv_dim * sizeof(float));
     A->gate = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
     A->up = malloc(cap * (size_t)m->info.n_ff * sizeof(float));
-    A->rope_cos = malloc(cap * (size_t)(m->rope_dim / 2 + 1) * sizeof(float));
-    A->rope_sin = malloc(cap * (size_t)(m->rope_dim / 2 + 1) * sizeof(float));
+    A->rope_cos = malloc((rope_table_floats(m, max_rows) + cap) * sizeof(float));
+    A->rope_sin = malloc((rope_table_floats(m, max_rows) + cap) * sizeof(float));
     A->att_q = malloc(attention_scratch_floats(m, max_ctx) * sizeof(float));
     if (A->att_q) attention_blocks(m, max_ctx, A->att_q, &A->att_scores, &A->att_o);
     e->row_pos = malloc(cap * sizeof *e->row_pos);
@@ -237,11 +237,14 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     add_bias(A->v, L->bv, n, m->kv_dim);
     head_norm(A->q, L->q_norm, n, m->info.n_head, hd, eps);
     head_norm(A->k, L->k_norm, n, m->info.n_head_kv, hd, eps);
+    const int64_t rope_off = L->window ? (int64_t)A->cap * half : 0; /* gemma3: sliding-window layers' table */
     for (int32_t s = 0, row = 0; s < n_seq; row += n_tokens[s], s++) {
         for (int32_t t = row; t < row + n_tokens[s]; t++) {
-            const float *c = A->rope_cos + (int64_t)t * half, *sn = A->rope_sin + (int64_t)t * half;
+            const float *c = A->rope_cos + rope_off + (int64_t)t * half, *sn = A->rope_sin + rope_off + (int64_t)t * half;
             rope_apply(m, A->q + (int64_t)t * m->q_dim, m->info.n_head, c, sn);
             rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, sn);
+            if (m->q_scale != 1.0f)
+                for (int32_t i = 0; i < m->q_dim; i++) A->q[(int64_t)t * m->q_dim + i] *= m->q_scale;
             kv_store(&seqs[s]->kv, il, e->row_pos[t], A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
                      m->info.n_head_kv, hd);
         }
@@ -251,6 +254,7 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
         if (st != TR_OK) return st;
     }
     if ((st = matmul(ctx->pool, &L->wo, A->att, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
+    if (L->attn_post_norm) gemma3_post_norm(m, A->xb, L->attn_post_norm, n);
     add_vec(A->x, A->xb, (int64_t)n * dim);
 
     for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
@@ -259,9 +263,14 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
     if ((st = matmul_multi(ctx->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &ctx->scratch)) != TR_OK)
         return st;
-    silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
-    run_parallel(ctx, silu_task, &sj, sj.n * 16);
+    if (m->gelu) {
+        gemma3_geglu(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
+    } else {
+        silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
+        run_parallel(ctx, silu_task, &sj, sj.n * 16);
+    }
     if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
+    if (L->ffn_post_norm) gemma3_post_norm(m, A->xb, L->ffn_post_norm, n);
     add_vec(A->x, A->xb, (int64_t)n * dim);
     return TR_OK;
 }
@@ -285,9 +294,14 @@ tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *con
             if (id < 0 || id >= m->info.n_vocab) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", id);
             tr_status st = weight_dequantize_row(&m->tok_embd, id, A->x + (int64_t)(n + t) * dim);
             if (st != TR_OK) return st;
+            if (m->embd_scale != 1.0f)
+                for (int32_t i = 0; i < dim; i++) A->x[(int64_t)(n + t) * dim + i] *= m->embd_scale;
             e->row_pos[n + t] = seqs[s]->n_past + t;
         }
         rope_tables(m, seqs[s]->n_past, n_tokens[s], A->rope_cos + (int64_t)n * half, A->rope_sin + (int64_t)n * half);
+        if (m->rope_swa)
+            gemma3_rope_tables_swa(m, seqs[s]->n_past, n_tokens[s], A->rope_cos + (int64_t)(A->cap + n) * half,
+                                   A->rope_sin + (int64_t)(A->cap + n) * half);
         n += n_tokens[s];
     }
     tr_status st = TR_OK;
@@ -299,6 +313,7 @@ tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *con
     }
     st = matmul(ctx->pool, &m->output, e->last_hidden, n_seq, logits_out, m->info.n_vocab, &ctx->scratch);
     if (st != TR_OK) return st;
+    gemma3_softcap(m, logits_out, n_seq);
     for (int32_t s = 0; s < n_seq; s++) {
         memcpy(seqs[s]->tokens + seqs[s]->n_past, tokens[s], (size_t)n_tokens[s] * sizeof(int32_t));
         seqs[s]->n_past += n_tokens[s];

@@ -13,6 +13,10 @@ typedef struct layer_weights {
     const float *q_norm, *k_norm;           /* per-head RMSNorm weights [head_dim] (qwen3) */
     const float *ffn_norm;                  /* [n_embd] */
     weight_matrix w_gate, w_up, w_down;
+    const float *attn_post_norm, *ffn_post_norm; /* gemma3: RMSNorm of the attention / FFN output before the
+                                                  * residual add [n_embd]; NULL elsewhere */
+    int32_t window;                         /* gemma3 sliding-window layer: a query at position p sees positions
+                                             * p - window + 1 .. p (llama.cpp's LLAMA_SWA_TYPE_STANDARD); 0: all */
 } layer_weights;
 
 struct tr_model {
@@ -36,6 +40,14 @@ struct tr_model {
     int n_owned;
     tr_vocab *vocab;
     tr_kv_type kv_type;       /* contexts' and sessions' cache unless their params name one (never DEFAULT) */
+    float kq_scale;           /* attention scores' scale: 1/sqrt(head_dim); 1 for gemma3, whose Q carries it */
+    /* gemma3 (arch_gemma3.c); neutral for the other layouts */
+    float embd_scale;         /* token embeddings times sqrt(n_embd) (1 elsewhere) */
+    float q_scale;            /* queries times gemma3's f_attention_scale after RoPE (1 elsewhere) */
+    float rope_theta_swa;     /* RoPE base of the sliding-window layers (scale 1, no rope_freqs) */
+    bool rope_swa;            /* sliding-window layers use that second base: activations hold two RoPE tables */
+    bool gelu;                /* GeGLU feed-forward (gelu(gate) * up) instead of SwiGLU */
+    float logit_softcap;      /* final logits = c * tanh(logits / c) when c > 0 */
     struct qwen35_model *q35; /* qwen35 only: its recurrent layers (qwen35.h) */
     const bool *no_kv;        /* [n_layer] layers without a KV cache (qwen35's recurrent ones), or NULL */
 };
@@ -78,7 +90,7 @@ void kv_store(const kv_cache *kv, int layer, int32_t pos, float *k, float *v, in
 typedef struct activations {
     int32_t cap;                 /* tokens */
     float *x, *xb, *q, *k, *v, *att, *gate, *up;
-    float *rope_cos, *rope_sin;  /* [cap][rope_dim/2] */
+    float *rope_cos, *rope_sin;  /* [cap][rope_dim/2]; gemma3's sliding-window table after it (rope_table_floats) */
     float *att_q, *att_scores, *att_o; /* attention blocks (attention_scratch_floats in all) */
     matmul_scratch *att_scratch;       /* [n_threads] quantized queries of a Q8_0 cache's products, per thread */
     int n_att_scratch;
@@ -128,6 +140,25 @@ void add_vec(float *acc, const float *x, int64_t n);
 void softmax_inplace(float *x, int64_t n);
 void rope_tables(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out);
 void rope_apply(const tr_model *m, float *vec, int32_t n_heads, const float *cos_row, const float *sin_row);
+/* Floats of one of rope_cos / rope_sin for cap tokens: a table per RoPE base (two when m->rope_swa). */
+static inline size_t rope_table_floats(const tr_model *m, int32_t cap) {
+    return (size_t)cap * (size_t)(m->rope_dim / 2) * (m->rope_swa ? 2 : 1);
+}
+
+/* arch_gemma3.c: the gemma3 layout's hyperparameters (after read_hparams: sliding window and its layer pattern,
+ * the two RoPE bases, attention and embedding scales, final logit softcapping) and its extra per-layer tensors
+ * (post-attention and post-FFN norms; Q/K norms are required). */
+tr_status gemma3_read_hparams(tr_model *m);
+/* Sets layer il's sliding window (0 for a global layer). */
+tr_status gemma3_bind_layer(tr_model *m, int il);
+/* The sliding-window layers' RoPE table for tokens at pos0.. (stored after the cap tokens of the global one). */
+void gemma3_rope_tables_swa(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out);
+/* gate[i] = gelu(gate[i]) * up[i] as ggml computes it (tanh approximation read from an F16 table), over the pool. */
+void gemma3_geglu(tr_context *ctx, float *gate, const float *up, int64_t n);
+/* rows[t] = RMSNorm(rows[t]) * w for n rows of n_embd (the post-attention / post-FFN norms). */
+void gemma3_post_norm(const tr_model *m, float *rows, const float *w, int32_t n);
+/* Multiplies n rows of logits by the final softcapping (when the model has one). */
+void gemma3_softcap(const tr_model *m, float *logits, int32_t n);
 
 /* attention.c: for each token t of the chunk (position n_past + t), every query head attends over cached positions
  * 0..n_past+t. q: [n][q_dim], out: [n][q_dim]. */

@@ -1,4 +1,4 @@
-/* model_load.c — binds a GGUF file's tensors to the llama / qwen2 / qwen3 layouts, checking every shape and type
+/* model_load.c — binds a GGUF file's tensors to the llama / qwen2 / qwen3 / gemma3 layouts, checking every shape and type
  * before the forward pass may touch it.
  *
  * Weights stay in the file's mapping unless the kernels stream them faster interleaved (repack.c): those matrices
@@ -7,9 +7,11 @@
  * are converted to owned F32 arrays, since they are tiny and read on every token. The
  * three layouts differ only in: Q/K/V biases (qwen2, optional elsewhere), per-head Q/K RMSNorm (qwen3), RoPE style
  * (llama rotates adjacent pairs because its converter permutes Q/K rows; qwen rotates the two halves of a head),
- * and head size (qwen3 takes it from attention.key_length).
+ * and head size (qwen3 takes it from attention.key_length). gemma3's own hyperparameters and norms are read in
+ * arch_gemma3.c.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -112,6 +114,8 @@ static tr_status read_hparams(tr_model *m) {
     }
     m->q_dim = in->n_head * in->head_dim;
     m->kv_dim = in->n_head_kv * in->head_dim;
+    m->kq_scale = 1.0f / sqrtf((float)in->head_dim);
+    m->embd_scale = m->q_scale = 1.0f;
     return TR_OK;
 }
 
@@ -171,7 +175,7 @@ static tr_status bind_layer(tr_model *m, int il) {
     char name[96];
     tr_status st = TR_OK;
 #define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
-    const bool qwen2 = in->arch == TR_ARCH_QWEN2, qwen3 = in->arch == TR_ARCH_QWEN3;
+    const bool qwen2 = in->arch == TR_ARCH_QWEN2, qwen3 = in->arch == TR_ARCH_QWEN3, gemma3 = in->arch == TR_ARCH_GEMMA3;
     if ((st = bind_vector(m, NAME("attn_norm.weight"), in->n_embd, true, &L->attn_norm)) ||
         (st = bind_matrix(m, NAME("attn_q.weight"), in->n_embd, m->q_dim, true, &L->wq)) ||
         (st = bind_matrix(m, NAME("attn_k.weight"), in->n_embd, m->kv_dim, true, &L->wk)) ||
@@ -180,8 +184,10 @@ static tr_status bind_layer(tr_model *m, int il) {
         (st = bind_vector(m, NAME("attn_q.bias"), m->q_dim, qwen2, &L->bq)) ||
         (st = bind_vector(m, NAME("attn_k.bias"), m->kv_dim, qwen2, &L->bk)) ||
         (st = bind_vector(m, NAME("attn_v.bias"), m->kv_dim, qwen2, &L->bv)) ||
-        (st = bind_vector(m, NAME("attn_q_norm.weight"), in->head_dim, qwen3, &L->q_norm)) ||
-        (st = bind_vector(m, NAME("attn_k_norm.weight"), in->head_dim, qwen3, &L->k_norm)) ||
+        (st = bind_vector(m, NAME("attn_q_norm.weight"), in->head_dim, qwen3 || gemma3, &L->q_norm)) ||
+        (st = bind_vector(m, NAME("attn_k_norm.weight"), in->head_dim, qwen3 || gemma3, &L->k_norm)) ||
+        (gemma3 && (st = bind_vector(m, NAME("post_attention_norm.weight"), in->n_embd, true, &L->attn_post_norm))) ||
+        (gemma3 && (st = bind_vector(m, NAME("post_ffw_norm.weight"), in->n_embd, true, &L->ffn_post_norm))) ||
         (st = bind_vector(m, NAME("ffn_norm.weight"), in->n_embd, true, &L->ffn_norm)) ||
         (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, in->n_ff, true, &L->w_gate)) ||
         (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, in->n_ff, true, &L->w_up)) ||
@@ -190,7 +196,7 @@ static tr_status bind_layer(tr_model *m, int il) {
 #undef NAME
     if ((L->q_norm == NULL) != (L->k_norm == NULL))
         return tr_fail(TR_ERR_FORMAT, "layer %d has only one of attn_q_norm / attn_k_norm", il);
-    return TR_OK;
+    return gemma3 ? gemma3_bind_layer(m, il) : TR_OK;
 }
 
 static tr_type most_common_type(const tr_model *m) {
@@ -209,8 +215,8 @@ static tr_type most_common_type(const tr_model *m) {
 
 static tr_status bind_model(tr_model *m) {
     tr_model_info *in = &m->info;
-    /* Upper bound of owned vectors: per layer 9, plus output_norm and rope_freqs. */
-    m->owned_f32 = calloc((size_t)in->n_layer * 9 + 2, sizeof *m->owned_f32);
+    /* Upper bound of owned vectors: per layer 11, plus output_norm and rope_freqs. */
+    m->owned_f32 = calloc((size_t)in->n_layer * 11 + 2, sizeof *m->owned_f32);
     m->layers = calloc((size_t)in->n_layer, sizeof *m->layers);
     if (!m->owned_f32 || !m->layers) return tr_fail(TR_ERR_NOMEM, "out of memory");
     const tr_gguf_tensor *te;
@@ -225,7 +231,9 @@ static tr_status bind_model(tr_model *m) {
     if ((st = bind_matrix(m, "output.weight", in->n_embd, in->n_vocab, false, &m->output)) != TR_OK) return st;
     in->tied_output = m->output.data == NULL;
     if (in->tied_output) m->output = m->tok_embd;
-    if ((st = bind_vector(m, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs)) != TR_OK) return st;
+    if (in->arch != TR_ARCH_GEMMA3 && /* llama.cpp's gemma3 graph passes no frequency factors */
+        (st = bind_vector(m, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs)) != TR_OK)
+        return st;
     if (in->arch == TR_ARCH_QWEN35 && (st = qwen35_load(m)) != TR_OK) return st; /* its own layers (arch_qwen35.c) */
     for (int il = 0; il < in->n_layer && in->arch != TR_ARCH_QWEN35; il++)
         if ((st = bind_layer(m, il)) != TR_OK) return st;
@@ -324,9 +332,12 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         } else if (strcmp(arch, "qwen35") == 0) {
             m->info.arch = TR_ARCH_QWEN35;
             m->rope_neox = true; /* llama.cpp's IMROPE rotates the halves of the rotated dimensions, as NEOX */
+        } else if (strcmp(arch, "gemma3") == 0) {
+            m->info.arch = TR_ARCH_GEMMA3;
+            m->rope_neox = true;
         } else {
             st = tr_fail(TR_ERR_UNSUPPORTED,
-                         "architecture '%.40s' is not supported (llama, qwen2, qwen3, qwen35 are)", arch);
+                         "architecture '%.40s' is not supported (llama, qwen2, qwen3, qwen35, gemma3 are)", arch);
         }
         if (st == TR_OK) {
             snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
@@ -337,6 +348,7 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         }
     }
     if (st == TR_OK) st = read_hparams(m);
+    if (st == TR_OK && m->info.arch == TR_ARCH_GEMMA3) st = gemma3_read_hparams(m);
     if (st == TR_OK) { /* a KV type the model cannot hold fails here, not at its first context */
         kv_cache probe;
         m->kv_type = p.kv_type == TR_KV_DEFAULT ? TR_KV_F16 : p.kv_type;

@@ -37,7 +37,19 @@ static const synth_shape shapes[] = {
     {"qwen3.5-2b", "qwen35", 2048, 24, 8, 2, 256, 6144, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false},
     {"qwen3.5-tiny", "qwen35", 128, 4, 4, 2, 64, 256, 512, 512, 10000000.0f, 1e-6f, true, false, true, false},
     {"qwen3.5-small", "qwen35", 192, 8, 6, 2, 64, 384, 512, 512, 10000000.0f, 1e-6f, true, false, true, false},
+    /* Gemma 3 (the HF configs: query_pre_attn_scalar = head_dim, rope_local_base_freq 10000 = llama.cpp's
+     * default for freq_base_swa); the two small ones keep head_dim 256 and the 5:1 local/global rule for tests,
+     * with windows short prompts cross */
+    {"gemma3-270m", "gemma3", 640, 18, 4, 1, 256, 2048, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false},
+    {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 256, 6912, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false},
+    {"gemma3-tiny", "gemma3", 256, 7, 4, 1, 256, 512, 512, 512, 1000000.0f, 1e-6f, true, false, true, false},
+    {"gemma3-small", "gemma3", 384, 8, 6, 2, 256, 1024, 512, 512, 1000000.0f, 1e-6f, true, false, true, false},
 };
+/* gemma3 shapes' attention.sliding_window (HF config sliding_window) */
+static const struct {
+    const char *name;
+    int32_t window;
+} gemma3_windows[] = {{"gemma3-270m", 512}, {"gemma3-1b", 512}, {"gemma3-tiny", 32}, {"gemma3-small", 48}};
 /* qwen35 shapes' Gated DeltaNet and RoPE. The real ones: Qwen3.5-0.8B / 2B's HF configs (linear_conv_kernel_dim 4,
  * linear_key_head_dim = linear_value_head_dim 128, 16 key and 16 value heads, full_attention_interval 4,
  * partial_rotary_factor 0.25 of head_dim 256, mrope_section [11, 11, 10]: llama.cpp's converter default), as far as
@@ -225,6 +237,8 @@ static tr_status write_hparams(tr_gguf_writer *w, const synth_shape *s, const tr
     }
     SET_F32("rope.freq_base", s->rope_theta);
     SET_F32("attention.layer_norm_rms_epsilon", s->norm_eps);
+    for (size_t i = 0; i < sizeof gemma3_windows / sizeof gemma3_windows[0]; i++)
+        if (strcmp(s->name, gemma3_windows[i].name) == 0) SET_U32("attention.sliding_window", gemma3_windows[i].window);
 #undef SET_U32
 #undef SET_F32
     return st;
@@ -316,10 +330,13 @@ static void add_tensors(plan *pl, const synth_shape *s, const tr_synth_params *p
             add(pl, T("attn_q_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
             add(pl, T("attn_k_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
         }
+        if (strcmp(s->arch, "gemma3") == 0) /* norms stored with Gemma's +1 added, as llama.cpp's converter does */
+            add(pl, T("post_attention_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
         add(pl, T("ffn_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
         W("ffn_gate", s->n_embd, s->n_ff);
         W("ffn_up", s->n_embd, s->n_ff);
         W("ffn_down", s->n_ff, s->n_embd);
+        if (strcmp(s->arch, "gemma3") == 0) add(pl, T("post_ffw_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
 #undef W
 #undef T
     }

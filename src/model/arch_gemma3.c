@@ -1,0 +1,175 @@
+/* arch_gemma3.c — what the gemma3 layout adds to the llama-style decoder, as llama.cpp of 2026-09 builds it
+ * (src/models/gemma3.cpp):
+ *   embeddings × sqrt(n_embd); per layer RMSNorm → Q/K/V → per-head Q/K RMSNorm → RoPE (NEOX) → Q × the attention
+ *   scale → attention (scores unscaled) → output projection → post-attention RMSNorm → residual → RMSNorm →
+ *   GeGLU FFN → post-FFN RMSNorm → residual; output norm; tied output; optional final logit softcapping.
+ * The norm weights are used as stored: llama.cpp's converter already adds Gemma's +1 (Gemma3RMSNorm's x·(1+w)).
+ *
+ * Sliding-window attention: when gemma3.attention.sliding_window is present and > 0, a layer is local when
+ * il % n_pattern < n_pattern - 1 (n_pattern from attention.sliding_window_pattern, default 6: layers 5, 11, ...
+ * are global), or as a per-layer integer array under that key says. A local query at position p sees p - window + 1
+ * .. p; local layers use RoPE base rope.freq_base_swa (default 10000) at scale 1, global ones rope.freq_base with
+ * the file's linear scaling. The KV cache keeps every position (rollback stays a matter of n_past); attention.c
+ * skips what a window hides. The attention scale is 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head) for the 62-layer
+ * 27B (llama.cpp's rule, after gemma_pytorch's query_pre_attn_scalar).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "common/error.h"
+#include "kernels/fp16.h"
+#include "model/model_internal.h"
+
+/* ---------------------------------------------------------------- hyperparameters */
+
+static bool get_key(const tr_model *m, const char *suffix, char *key, size_t cap) {
+    snprintf(key, cap, "%s.%s", m->arch_name, suffix);
+    return tr_gguf_find_kv(m->gguf, key) >= 0;
+}
+
+/* The sliding window (0: none), after checking the key's type and range. */
+static tr_status read_window(const tr_model *m, int32_t *window) {
+    char key[128];
+    *window = 0;
+    if (!get_key(m, "attention.sliding_window", key, sizeof key)) return TR_OK;
+    int64_t v;
+    if (!tr_gguf_get_int(m->gguf, key, &v)) return tr_fail(TR_ERR_FORMAT, "metadata %s is not an integer", key);
+    if (v < 0 || v > (1 << 24))
+        return tr_fail(TR_ERR_FORMAT, "metadata %s = %" PRId64 " is outside 0..%d", key, v, 1 << 24);
+    *window = (int32_t)v; /* 0: llama.cpp turns sliding windows off */
+    return TR_OK;
+}
+
+/* Whether layer il is a sliding-window layer (window > 0), by llama.cpp's load_swa_pattern. */
+static tr_status layer_is_swa(const tr_model *m, int il, bool *swa) {
+    char key[128];
+    if (!get_key(m, "attention.sliding_window_pattern", key, sizeof key)) {
+        *swa = il % 6 < 5;
+        return TR_OK;
+    }
+    const int64_t kv = tr_gguf_find_kv(m->gguf, key);
+    int64_t v;
+    if (tr_gguf_kv_type(m->gguf, kv) == TR_GGUF_ARRAY) {
+        if (tr_gguf_kv_array_len(m->gguf, kv) != (uint64_t)m->info.n_layer)
+            return tr_fail(TR_ERR_FORMAT, "metadata %s has %" PRIu64 " entries for %d layers", key,
+                           tr_gguf_kv_array_len(m->gguf, kv), m->info.n_layer);
+        if (!tr_gguf_arr_int(m->gguf, kv, (uint64_t)il, &v))
+            return tr_fail(TR_ERR_UNSUPPORTED, "metadata %s: only integer per-layer flags are supported", key);
+        *swa = v != 0;
+        return TR_OK;
+    }
+    if (!tr_gguf_get_int(m->gguf, key, &v) || v < 0 || v > (1 << 20))
+        return tr_fail(TR_ERR_FORMAT, "metadata %s must be a layer period (0..%d) or a per-layer array", key, 1 << 20);
+    *swa = v == 0 || il % v < v - 1;
+    return TR_OK;
+}
+
+tr_status gemma3_read_hparams(tr_model *m) {
+    tr_model_info *in = &m->info;
+    char key[128];
+    double f;
+    /* llama.cpp requires the epsilon for gemma3 (the generic default would silently differ) */
+    if (!get_key(m, "attention.layer_norm_rms_epsilon", key, sizeof key))
+        return tr_fail(TR_ERR_FORMAT, "missing metadata %s", key);
+    int32_t window;
+    tr_status st = read_window(m, &window);
+    if (st != TR_OK) return st;
+    m->rope_swa = false;
+    for (int il = 0; window > 0 && il < in->n_layer; il++) {
+        bool swa;
+        if ((st = layer_is_swa(m, il, &swa)) != TR_OK) return st;
+        m->rope_swa |= swa;
+    }
+    m->rope_theta_swa = 10000.0f;
+    if (get_key(m, "rope.freq_base_swa", key, sizeof key)) {
+        if (!tr_gguf_get_float(m->gguf, key, &f) || !(f > 0 && f < 1e30))
+            return tr_fail(TR_ERR_FORMAT, "metadata %s must be a positive number", key);
+        m->rope_theta_swa = (float)f;
+    }
+    m->logit_softcap = 0.0f;
+    if (get_key(m, "final_logit_softcapping", key, sizeof key)) {
+        if (!tr_gguf_get_float(m->gguf, key, &f) || !(f >= 0 && f < 1e30))
+            return tr_fail(TR_ERR_FORMAT, "metadata %s must be a number >= 0", key);
+        m->logit_softcap = (float)f;
+    }
+    m->embd_scale = sqrtf((float)in->n_embd);
+    m->q_scale = in->n_layer == 62 ? 1.0f / sqrtf((float)(in->n_embd / in->n_head))
+                                   : 1.0f / sqrtf((float)in->head_dim);
+    m->kq_scale = 1.0f;
+    m->gelu = true;
+    return TR_OK;
+}
+
+tr_status gemma3_bind_layer(tr_model *m, int il) {
+    int32_t window;
+    bool swa = false;
+    tr_status st = read_window(m, &window);
+    if (st == TR_OK && window > 0) st = layer_is_swa(m, il, &swa);
+    m->layers[il].window = swa ? window : 0;
+    return st;
+}
+
+/* ---------------------------------------------------------------- forward-pass steps */
+
+/* As rope_tables (ops.c) with the sliding-window base and scale 1 (llama.cpp's rope_freq_scale_train_swa). */
+void gemma3_rope_tables_swa(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out) {
+    const int32_t half = m->rope_dim / 2;
+    const float theta_scale = powf(m->rope_theta_swa, -2.0f / (float)m->rope_dim);
+    for (int32_t t = 0; t < n; t++) {
+        float theta = (float)(pos0 + t);
+        for (int32_t i = 0; i < half; i++) {
+            cos_out[(int64_t)t * half + i] = cosf(theta);
+            sin_out[(int64_t)t * half + i] = sinf(theta);
+            theta *= theta_scale;
+        }
+    }
+}
+
+/* ggml's GELU reads a table indexed by the input rounded to F16 (GGML_GELU_FP16), whose entries are the tanh
+ * approximation rounded to F16; inputs beyond ±10 bypass it. Built once, 256 KiB. */
+static float gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+        const float x = fp16_to_fp32((uint16_t)i);
+        const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+        gelu_table[i] = fp16_to_fp32(fp32_to_fp16(g));
+    }
+}
+
+typedef struct geglu_job {
+    float *gate;
+    const float *up;
+    int64_t n;
+} geglu_job;
+
+static void geglu_task(void *arg, int ith, int nth) {
+    const geglu_job *j = arg;
+    const int64_t per = (j->n + nth - 1) / nth, lo = ith * per, hi = lo + per < j->n ? lo + per : j->n;
+    for (int64_t i = lo; i < hi; i++) {
+        const float x = j->gate[i];
+        const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : gelu_table[fp32_to_fp16(x)];
+        j->gate[i] = g * j->up[i];
+    }
+}
+
+void gemma3_geglu(tr_context *ctx, float *gate, const float *up, int64_t n) {
+    pthread_once(&gelu_once, gelu_table_init);
+    geglu_job job = {gate, up, n};
+    run_parallel(ctx, geglu_task, &job, n * 4);
+}
+
+void gemma3_post_norm(const tr_model *m, float *rows, const float *w, int32_t n) {
+    const int32_t dim = m->info.n_embd;
+    for (int32_t t = 0; t < n; t++) rms_norm(rows + (int64_t)t * dim, rows + (int64_t)t * dim, w, dim, m->info.norm_eps);
+}
+
+void gemma3_softcap(const tr_model *m, float *logits, int32_t n) {
+    const float c = m->logit_softcap;
+    if (!(c > 0)) return;
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < (int64_t)n * m->info.n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * c;
+}
