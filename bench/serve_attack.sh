@@ -3,10 +3,10 @@
 # session-protocol clients (serve_load, one keep-alive connection each, tokens checked against the model) first
 # alone, then while attackers from other loopback addresses (127.0.0.2-127.0.0.41: per-address limits apply to
 # them, not to the honest 127.0.0.1) hold ~1,100 idle connections, keep 64 connections sending half a header a
-# byte at a time (slowloris), and 32 clients post 1 MiB token arrays to /v1/route/next in a loop, half of them
-# with the API key. Prints honest success %, p50/p99, the server's peak RSS during each phase and its RSS 5 s after
+# byte at a time (slowloris), and 32 clients post 1 MiB token arrays in a loop (to /v1/route/next and as a
+# /v1/completions prompt), half of them with the API key. Prints honest success %, p50/p99, the server's peak RSS during each phase and its RSS 5 s after
 # the attack, and how many /health probes (one every 0.5 s, 2 s timeout, from 127.0.0.1) were answered.
-# Loopback only; bounded: every phase stops by itself (about a minute in all with the defaults).
+# ATTACK=idle,slow,post (the default) picks the parts of the attack. Loopback only; bounded: every phase stops by itself (about a minute in all with the defaults).
 # usage: bench/serve_attack.sh BUILD_DIR [MODEL] [CALLS] [EXTRA SERVE FLAGS...]
 #   e.g. bench/serve_attack.sh build ../shared/models/stories260K.gguf 480
 set -euo pipefail
@@ -67,7 +67,9 @@ port, key, stop_file, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv
 stats = {"idle_opened": 0, "idle_refused": 0, "big_posts": 0, "big_status": {}, "slow_opened": 0,
          "health_sent": 0, "health_ok": 0, "idle_held_max": 0}
 held = 0
-body = b'{"session":"attack","pos":0,"tokens":[' + b"1," * 524200 + b'1]}'
+ids = b"1," * 524200 + b"1"
+bodies = [(b"/v1/route/next", b'{"session":"attack","pos":0,"tokens":[' + ids + b"]}"),
+          (b"/v1/completions", b'{"max_tokens":4,"prompt":[' + ids + b"]}")]
 
 def addr(i):
     return f"127.0.0.{2 + i % 40}"
@@ -123,11 +125,12 @@ async def slowloris(i):
         w.close()
 
 async def big_post(i):
-    auth = f"Authorization: Bearer {key}\r\n".encode() if i % 2 == 0 else b""
+    auth = f"Authorization: Bearer {key}\r\n".encode() if i // 2 % 2 == 0 else b""
+    path, body = bodies[i % 2]
     while not stopping():
         try:
             r, w = await asyncio.open_connection("127.0.0.1", port, local_addr=(addr(i + 13), 0))
-            w.write(b"POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth +
+            w.write(b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth +
                     b"Content-Length: %d\r\n\r\n" % len(body))
             w.write(body)
             await w.drain()
@@ -147,7 +150,8 @@ async def health():
         stats["health_sent"] += 1
         try:
             r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
-            w.write(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            w.write(b"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+                    % key.encode())
             line = await asyncio.wait_for(r.readline(), 2)
             if b" 200 " in line:
                 stats["health_ok"] += 1
@@ -157,10 +161,11 @@ async def health():
         await asyncio.sleep(0.5)
 
 async def main():
-    tasks = [asyncio.create_task(idle(i)) for i in range(1100)]
-    tasks += [asyncio.create_task(slowloris(i)) for i in range(64)]
-    tasks += [asyncio.create_task(big_post(i)) for i in range(32)]
-    tasks += [asyncio.create_task(health())]
+    parts = os.environ.get("ATTACK", "idle,slow,post").split(",")
+    tasks = [asyncio.create_task(health())]
+    tasks += [asyncio.create_task(idle(i)) for i in range(1100 if "idle" in parts else 0)]
+    tasks += [asyncio.create_task(slowloris(i)) for i in range(64 if "slow" in parts else 0)]
+    tasks += [asyncio.create_task(big_post(i)) for i in range(32 if "post" in parts else 0)]
     await asyncio.gather(*tasks, return_exceptions=True)
 
 asyncio.run(main())

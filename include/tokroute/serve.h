@@ -25,13 +25,26 @@ typedef struct tr_server_params {
     const char *host;           /* address to bind (default "127.0.0.1") */
     int port;                   /* 0 = any free port (tr_server_port says which) (default 8080) */
     const char *api_key;        /* Bearer key every request must carry; NULL or "" = none */
+    const char *const *api_keys; /* more keys, each as good as api_key (copied at start). With several keys each
+                                  * request's key owns the sessions it creates: another key's requests can neither
+                                  * see nor end them (they get what an unknown session gets) */
+    int32_t n_api_keys;
+    const char *metrics_key;    /* GET /metrics takes only this key (not an API key); NULL: any API key */
     int32_t n_threads;          /* threads of the one pool for forward passes; 0 = physical cores */
     int32_t max_sessions;       /* live sessions at most; the least recently used is evicted (default 256) */
     int64_t kv_budget_bytes;    /* KV memory of all sessions together (default 1 GiB) */
     int32_t session_idle_s;     /* a session unused this long is freed (default 600) */
     int32_t n_ctx;              /* longest session in tokens; 0 = min(training context, 4096) */
     int32_t max_batch_tokens;   /* most tokens in one forward pass over all sessions (default 512) */
-    size_t max_body_bytes;      /* larger request bodies get 413 (default 1 MiB) */
+    size_t max_body_bytes;      /* larger request bodies get 413 (default 1 MiB; a /v1/route/next body may hold
+                                 * at most the context's ids: 64 KiB + 16 bytes per id) */
+    int32_t max_connections;    /* requests on connections opened beyond this many get 503 + Retry-After, except
+                                 * GET /health (default 4096) */
+    int32_t max_connections_per_ip; /* the same per client address (default 64) */
+    int32_t request_timeout_s;  /* a connection must send a complete request within this of opening or of its
+                                 * previous reply, and is closed after this long silent (default 10) */
+    int32_t http_threads;       /* event threads reading and writing connections (default 2; requests that wait
+                                 * on the model run on worker threads) */
     const char *tls_cert_path;  /* PEM certificate and key: both or neither; with them the server speaks HTTPS */
     const char *tls_key_path;
     bool batch;                 /* evaluate waiting sessions together (default true; false = one per pass) */

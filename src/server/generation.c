@@ -243,6 +243,10 @@ bool generation_parse_options(generation *g, const cJSON *root, const generation
 }
 
 int generation_step(generation *g, route_result *res, api_error *err) {
+    if (defer_client_gone()) { /* a non-streamed request's client hung up (a stream's sees it in http_defer.c) */
+        api_error_set(err, 499, "client_gone", "", "the client went away");
+        return 499;
+    }
     route_request req = {0};
     snprintf(req.session, sizeof req.session, "%s", g->id);
     req.pos = g->n_held;

@@ -1,8 +1,18 @@
-/* http.c — tr_server: the libmicrohttpd daemon (one thread per connection, optionally TLS with GnuTLS), request
- * bodies (size-limited: 413), the API key check (Bearer token, constant-time compare: 401), routing, and the JSON
+/* http.c — tr_server: the libmicrohttpd daemon (optionally TLS with GnuTLS), request bodies, routing, and the JSON
  * bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /v1/models, /health and /metrics. Completions live in
  * completions.c and chat_completions.c, the streamed /v1/route/next reply in route_stream.c, CORS in cors.c, the
  * sessions and forward passes in scheduler.c.
+ *
+ * Clients are not trusted until they have shown a key and a well-formed request, so everything before that costs
+ * little and is bounded: libmicrohttpd runs a few event threads over epoll (http_threads), so an idle or half-sent
+ * connection costs no thread; a request is judged on its headers before any body is read (503 with Retry-After for
+ * a connection opened beyond max_connections or max_connections_per_ip, 401 without a key, 413 for a
+ * Content-Length beyond what the route may hold: a session-protocol body holds at most the context's ids); a body
+ * is buffered up to that size (large ones in their own mapping, returned to the system when the request ends) and
+ * read without a tree for its token arrays (request.c, json_scan.c); a request must be complete within
+ * request_timeout_s (http_conn.c). Requests that wait on the scheduler run on worker threads (http_defer.c);
+ * /health, /metrics and /v1/models are answered on the event threads at once, so /health answers however busy the
+ * workers are. Keys, session owners and the metrics key: access.c.
  *
  * Logging: one line per request with method, route, status and milliseconds; bodies (token ids, text) only with
  * log_requests. A client that hangs up mid-stream leaves one line from the stream's owner; libmicrohttpd's own
@@ -15,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -22,14 +34,28 @@
 #include <microhttpd.h>
 
 #include "common/error.h"
-#include "server/server_internal.h"
+#include "server/http_internal.h"
+#include "server/json_scan.h"
 
+#define HTTP_THREADS_DEFAULT 2
+#define DEFER_THREADS 128    /* requests waiting on the scheduler at once */
+#define DEFER_QUEUED 1024    /* more waiting for a worker get 503 */
+#define CONN_MEMORY_BYTES (64u << 10)
+#define BODY_MAP_BYTES (128u << 10) /* bodies this large get their own mapping (freed to the system at once) */
+
+typedef enum route_kind { ROUTE_NONE, ROUTE_NEXT, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_DELETE } route_kind;
+
+/* One request (libmicrohttpd's con_cls). */
 typedef struct conn_state {
+    tr_server *srv;
     char *body;
-    size_t len, cap;
-    bool too_large;
+    size_t len, cap, limit;  /* limit: the most this route's body may hold */
+    bool too_large, mapped, complete;
     double t0_ms;
     const char *route;  /* metrics label */
+    route_kind kind;    /* what a worker runs */
+    int32_t owner;      /* the key presented (access.c) */
+    char delete_id[SESSION_ID_MAX + 1];
 } conn_state;
 
 static const char *route_label(const char *url, const char *method) {
@@ -68,74 +94,25 @@ tr_server_params tr_server_default_params(void) {
     p.max_batch_tokens = 512;
     p.max_body_bytes = (size_t)1 << 20;
     p.batch = true;
+    p.max_connections = 4096;
+    p.max_connections_per_ip = 64;
+    p.request_timeout_s = 10;
+    p.http_threads = HTTP_THREADS_DEFAULT;
     return p;
 }
 
-/* A streamed body: the piece being handed to MHD and where its producer stands. */
-typedef struct stream_body {
-    char *(*next)(void *cls, bool *last);
-    void (*done)(void *cls, bool client_gone);
-    void *cls;
-    char *piece;
-    size_t len, off;
-    bool last;
-    bool ended;  /* the whole body was handed to MHD */
-    bool cut;    /* ended early by us (out of memory) */
-} stream_body;
-
-static ssize_t read_stream(void *p, uint64_t pos, char *buf, size_t max) {
-    stream_body *s = p;
-    while (s->off >= s->len) {
-        if (s->last) {
-            s->ended = true;
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        free(s->piece);
-        s->piece = s->next(s->cls, &s->last);
-        if (!s->piece) { /* out of memory: the client sees a cut stream */
-            s->cut = true;
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        s->len = strlen(s->piece);
-        s->off = 0;
-    }
-    size_t n = s->len - s->off;
-    if (n > max) n = max;
-    memcpy(buf, s->piece + s->off, n);
-    s->off += n;
-    return (ssize_t)n;
-}
-
-/* MHD is done with the response (sent, or the client went away). */
-static void free_stream(void *p) {
-    stream_body *s = p;
-    s->done(s->cls, !s->ended && !s->cut);
-    free(s->piece);
-    free(s);
-}
-
+/* Streams are made on worker threads (http_defer.c); every route that streams runs there. */
 int http_send_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
                      void *cls, void (*done)(void *cls, bool client_gone)) {
-    stream_body *s = calloc(1, sizeof *s);
-    struct MHD_Response *r = s ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream)
-                               : NULL;
-    if (!r) {
-        free(s);
-        done(cls, false);
-        return http_send_json(conn, 500, NULL);
-    }
-    *s = (stream_body){.next = next, .done = done, .cls = cls};
-    MHD_add_response_header(r, "Content-Type", content_type);
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    const int ret = http_queue_response(conn, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    if (defer_capturing(conn)) return defer_capture_stream(conn, content_type, next, cls, done);
+    done(cls, false);
+    return http_send_json(conn, 500, NULL);
 }
 
-/* The server a connection belongs to (set when it was accepted: on_connection). */
+/* The server a connection belongs to (its conn_info, made when it was accepted). */
 static const tr_server *server_of(struct MHD_Connection *conn) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return ci ? ci->socket_context : NULL;
+    const conn_info *ci = conn_info_of(conn);
+    return ci ? ci->srv : NULL;
 }
 
 int http_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *r) {
@@ -143,25 +120,30 @@ int http_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD
     return MHD_queue_response(conn, status, r);
 }
 
-int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
-    if (!json_owned) {
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
-                                  "\"param\":null,\"code\":\"internal\"}}";
-        struct MHD_Response *r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
-        MHD_add_response_header(r, "Content-Type", "application/json");
-        const int ret = http_queue_response(conn, 500, r);
-        MHD_destroy_response(r);
-        return ret;
-    }
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json_owned), json_owned, MHD_RESPMEM_MUST_FREE);
+int http_queue_buffer(struct MHD_Connection *conn, unsigned status, const char *content_type, char *body_owned,
+                      size_t len, const char *const *headers) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                              "\"param\":null,\"code\":\"internal\"}}";
+    struct MHD_Response *r =
+        body_owned ? MHD_create_response_from_buffer(len, body_owned, MHD_RESPMEM_MUST_FREE)
+                   : MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
     if (!r) {
-        free(json_owned);
+        free(body_owned);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    const int ret = http_queue_response(conn, (unsigned)status, r);
+    if (!body_owned) status = 500, content_type = "application/json";
+    if (content_type) MHD_add_response_header(r, "Content-Type", content_type);
+    for (int i = 0; headers && headers[i] && headers[i + 1]; i += 2) MHD_add_response_header(r, headers[i], headers[i + 1]);
+    const int ret = http_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
+    const size_t len = json_owned ? strlen(json_owned) : 0;
+    if (defer_capturing(conn))
+        return defer_capture_buffer(conn, (unsigned)status, "application/json", json_owned, len, NULL, NULL);
+    return http_queue_buffer(conn, (unsigned)status, "application/json", json_owned, len, NULL);
 }
 
 /* OpenAI's error type for a status (what its SDKs map to their exception classes). */
@@ -200,20 +182,21 @@ int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *rou
     metrics_request(&srv->metrics, route, err->status, ms);
     server_log(srv, "%s %d %.2f ms %s%s%s", route, err->status, ms, err->code, err->field[0] ? " field=" : "",
                err->field);
-    if (err->status == 204) {
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-        const int ret = http_queue_response(conn, 204, r);
-        MHD_destroy_response(r);
-        return ret;
-    }
-    return http_send_json(conn, err->status, error_json(err));
+    char *body = err->status == 204 ? strdup("") : error_json(err);
+    const char *type = err->status == 204 ? NULL : "application/json";
+    /* Busy (503) and rate-limited (429) replies say when to come back. */
+    const char *retry = err->status == 503 || err->status == 429 ? "Retry-After" : NULL;
+    const size_t len = body ? strlen(body) : 0;
+    if (defer_capturing(conn)) return defer_capture_buffer(conn, (unsigned)err->status, type, body, len, retry, "1");
+    const char *headers[] = {retry, "1", NULL};
+    return http_queue_buffer(conn, (unsigned)err->status, type, body, len, retry ? headers : NULL);
 }
 
 /* ---------------------------------------------------------------- routes */
 
 char *route_result_json(const char *session, bool with_verify, const route_result *res) {
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "session", session);
+    cJSON_AddStringToObject(root, "session", access_client_id(session));
     cJSON_AddNumberToObject(root, "token", res->token);
     cJSON_AddNumberToObject(root, "logprob", res->logprob);
     cJSON *tops = cJSON_AddArrayToObject(root, "top_logprobs");
@@ -248,6 +231,9 @@ static int handle_route_next(tr_server *srv, struct MHD_Connection *conn, const 
     if (!route_request_parse(cs->body ? cs->body : "", cs->len, srv->model->info.n_vocab,
                              scheduler_n_ctx(srv->sched), &req, &err))
         return http_send_error(srv, conn, "route_next", &err, cs->t0_ms);
+    char id[SESSION_ID_MAX + 1];
+    snprintf(id, sizeof id, "%s", req.session);
+    access_session_name(srv->access, cs->owner, id, req.session, sizeof req.session);
     if (req.stream) return route_stream_respond(srv, conn, &req, cs->t0_ms);
     route_result res;
     const int status = scheduler_route(srv->sched, &req, &res, &err);
@@ -259,13 +245,16 @@ static int handle_route_next(tr_server *srv, struct MHD_Connection *conn, const 
     return http_send_json(conn, 200, route_result_json(req.session, req.draft.n_branches > 0, &res));
 }
 
-static int handle_delete(tr_server *srv, struct MHD_Connection *conn, const char *id, double t0) {
+/* Only ids a client may name (a completion's private session is not one), and only its own key's sessions. */
+static int handle_delete(tr_server *srv, struct MHD_Connection *conn, const conn_state *cs) {
     api_error err = {0};
-    const int status = scheduler_delete(srv->sched, id);
+    char name[SESSION_NAME_MAX + 2];
+    access_session_name(srv->access, cs->owner, cs->delete_id, name, sizeof name);
+    const int status = session_id_valid(cs->delete_id) ? scheduler_delete(srv->sched, name) : 404;
     if (status == 204) api_error_set(&err, 204, "ok", "", "deleted");
     else if (status == 404) api_error_set(&err, 404, "not_found", "session", "no such session");
     else api_error_set(&err, status, "busy", "", "the server is shutting down");
-    return http_send_error(srv, conn, "route_delete", &err, t0);
+    return http_send_error(srv, conn, "route_delete", &err, cs->t0_ms);
 }
 
 static int handle_health(tr_server *srv, struct MHD_Connection *conn, double t0) {
@@ -349,16 +338,162 @@ static int handle_metrics(tr_server *srv, struct MHD_Connection *conn, double t0
     return ret;
 }
 
-/* Constant-time comparison of the presented header with "Bearer KEY": the time depends only on the key's length. */
-static bool authorized(const tr_server *srv, struct MHD_Connection *conn) {
-    if (!srv->api_key) return true;
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
-    const char *got = h + 7;
-    const size_t n_key = strlen(srv->api_key), n_got = strlen(got);
-    unsigned diff = (unsigned)(n_key != n_got);
-    for (size_t i = 0; i < n_key; i++) diff |= (unsigned char)srv->api_key[i] ^ (unsigned char)(n_got ? got[i % n_got] : 0);
-    return diff == 0;
+/* ---------------------------------------------------------------- requests */
+
+/* The most a route's body may hold: a session-protocol body at most the context's ids and a draft (16 bytes an
+ * id leaves room for any spacing a client uses), others max_body_bytes; GET and DELETE carry none worth keeping. */
+static size_t body_limit(const tr_server *srv, const char *url, const char *method) {
+    if (strcmp(method, "POST") != 0) return 4096;
+    if (strcmp(url, "/v1/route/next") == 0) {
+        const size_t cap = (64u << 10) + 16 * (size_t)(scheduler_n_ctx(srv->sched) + TR_DRAFT_TOKENS_MAX);
+        return cap < srv->params.max_body_bytes ? cap : srv->params.max_body_bytes;
+    }
+    return srv->params.max_body_bytes;
+}
+
+static void body_free(conn_state *cs) {
+    if (cs->mapped) munmap(cs->body, cs->cap);
+    else free(cs->body);
+    cs->body = NULL;
+    cs->cap = cs->len = 0;
+    cs->mapped = false;
+}
+
+/* Room for need bytes: small bodies on the heap, large ones in a mapping of their own, so that the memory of
+ * large bodies goes back to the system when their request ends, whatever the allocator would keep. */
+static bool body_reserve(conn_state *cs, size_t need) {
+    if (need <= cs->cap) return true;
+    size_t cap = cs->cap * 2 > need ? cs->cap * 2 : need;
+    if (cap > cs->limit + 1) cap = cs->limit + 1;
+    if (cap < need) return false;
+    if (cap < BODY_MAP_BYTES && !cs->mapped) {
+        char *p = realloc(cs->body, cap);
+        if (!p) return false;
+        cs->body = p;
+        cs->cap = cap;
+        return true;
+    }
+    void *m = cs->mapped ? mremap(cs->body, cs->cap, cap, MREMAP_MAYMOVE)
+                         : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return false;
+    if (!cs->mapped) {
+        if (cs->len) memcpy(m, cs->body, cs->len);
+        free(cs->body);
+    }
+    cs->body = m;
+    cs->cap = cap;
+    cs->mapped = true;
+    return true;
+}
+
+/* A reply before the body is read (or instead of it): it ends the connection, since the body is not drained. */
+static int refuse(tr_server *srv, struct MHD_Connection *conn, conn_state *cs, int status, const char *code,
+                  const char *message) {
+    api_error err = {0};
+    api_error_set(&err, status, code, "", "%s", message);
+    const double ms = server_now_ms() - cs->t0_ms;
+    metrics_request(&srv->metrics, cs->route, status, ms);
+    server_log(srv, "%s %d %.2f ms %s", cs->route, status, ms, code);
+    char *body = error_json(&err);
+    const char *headers[] = {"Connection", "close", status == 503 ? "Retry-After" : NULL, "1", NULL};
+    return http_queue_buffer(conn, (unsigned)status, "application/json", body, body ? strlen(body) : 0, headers);
+}
+
+/* The first call for a request: its headers are here, its body is not. Judged now, so that nothing is read from
+ * a client that may not use the server. */
+static int judge_headers(tr_server *srv, struct MHD_Connection *conn, conn_info *ci, conn_state *cs, const char *url,
+                         const char *method) {
+    const bool health = strcmp(url, "/health") == 0;
+    if (!health && (!ci || ci->over_limit || ci->over_ip_limit)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "too many connections%s: retry later", ci && !ci->over_limit ? " from your address"
+                                                                                                : "");
+        return refuse(srv, conn, cs, 503, "busy", msg);
+    }
+    /* A CORS preflight comes without the API key: answered before the key is checked. */
+    const char *allow = srv->n_cors_origins > 0 && strcmp(method, "OPTIONS") == 0 ? allowed_methods(url) : NULL;
+    if (allow) return cors_preflight(srv, conn, cs->route, allow, cs->t0_ms);
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const bool metrics = strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0;
+    cs->owner = access_key_of(srv->access, auth);
+    if (metrics ? !access_metrics_allowed(srv->access, auth) : cs->owner < 0)
+        return refuse(srv, conn, cs, 401, "unauthorized", metrics ? "missing or wrong metrics key"
+                                                                   : "missing or wrong API key");
+    cs->limit = body_limit(srv, url, method);
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (declared > cs->limit) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the body exceeds %zu bytes", cs->limit);
+        return refuse(srv, conn, cs, 413, "too_large", msg);
+    }
+    if (declared > 0 && !body_reserve(cs, (size_t)declared + 1)) return refuse(srv, conn, cs, 503, "busy", "out of memory");
+    return MHD_YES;
+}
+
+/* An OpenAI body is parsed into a cJSON tree by its route: refused first when it holds more values than a request
+ * may (a prompt of ids longer than the context, say), so the tree stays small. */
+static bool values_fit(tr_server *srv, const conn_state *cs, api_error *err) {
+    json_survey sv;
+    json_survey_text(cs->body ? cs->body : "", cs->len, NULL, &sv);
+    if (sv.n_values <= request_values_max(scheduler_n_ctx(srv->sched))) return true;
+    api_error_set(err, 400, "bad_request", sv.biggest, "'%s' holds %lld JSON values: more than a request may (the "
+                  "context is %d tokens)", sv.biggest, (long long)sv.biggest_values, scheduler_n_ctx(srv->sched));
+    return false;
+}
+
+static int run_route(struct MHD_Connection *conn, void *arg) {
+    conn_state *cs = arg;
+    tr_server *srv = cs->srv;
+    const char *body = cs->body ? cs->body : "";
+    api_error err = {0};
+    if ((cs->kind == ROUTE_COMPLETIONS || cs->kind == ROUTE_CHAT) && !values_fit(srv, cs, &err))
+        return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    switch (cs->kind) {
+    case ROUTE_NEXT: return handle_route_next(srv, conn, cs);
+    case ROUTE_COMPLETIONS: return completions_handle(srv, conn, body, cs->len);
+    case ROUTE_CHAT: return chat_completions_handle(srv, conn, body, cs->len);
+    case ROUTE_DELETE: return handle_delete(srv, conn, cs);
+    case ROUTE_NONE: break;
+    }
+    return MHD_NO;
+}
+
+/* The request is complete: answered here when that is quick, else handed to a worker thread. */
+static int dispatch(tr_server *srv, struct MHD_Connection *conn, conn_info *ci, conn_state *cs, const char *url,
+                    const char *method) {
+    api_error err = {0};
+    if (cs->too_large) {
+        api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", cs->limit);
+        return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    }
+    const bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    static const char del_prefix[] = "/v1/route/sessions/";
+    if (strcmp(url, "/health") == 0 && get) return handle_health(srv, conn, cs->t0_ms);
+    if (strcmp(url, "/metrics") == 0 && get) return handle_metrics(srv, conn, cs->t0_ms);
+    if (strcmp(url, "/v1/models") == 0 && get) return handle_models(srv, conn, cs->t0_ms);
+    if (post && strcmp(url, "/v1/route/next") == 0) cs->kind = ROUTE_NEXT;
+    else if (post && strcmp(url, "/v1/completions") == 0) cs->kind = ROUTE_COMPLETIONS;
+    else if (post && strcmp(url, "/v1/chat/completions") == 0) cs->kind = ROUTE_CHAT;
+    else if (strncmp(url, del_prefix, sizeof del_prefix - 1) == 0 && url[sizeof del_prefix - 1] &&
+             strcmp(method, "DELETE") == 0) {
+        const char *id = url + sizeof del_prefix - 1;
+        if (!session_id_valid(id)) { /* a completion's private session ("!cmpl-…") is no client's to end */
+            api_error_set(&err, 404, "not_found", "session", "no such session");
+            return http_send_error(srv, conn, "route_delete", &err, cs->t0_ms);
+        }
+        snprintf(cs->delete_id, sizeof cs->delete_id, "%s", id);
+        cs->kind = ROUTE_DELETE;
+    }
+    if (cs->kind != ROUTE_NONE) {
+        if (defer_run(srv->defer, conn, ci, run_route, cs, NULL)) return MHD_YES;
+        api_error_set(&err, 503, "busy", "", "too many requests in progress: retry later");
+        return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    }
+    const char *allow = allowed_methods(url);
+    if (allow) return send_method_not_allowed(srv, conn, cs->route, method, allow, cs->t0_ms);
+    api_error_set(&err, 404, "not_found", "", "no route %s %s", method, url);
+    return http_send_error(srv, conn, "other", &err, cs->t0_ms);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -366,37 +501,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls) {
     tr_server *srv = cls;
     conn_state *cs = *con_cls;
+    conn_info *ci = conn_info_of(conn);
     if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        cs->srv = srv;
         cs->t0_ms = server_now_ms();
         cs->route = route_label(url, method);
         *con_cls = cs;
-        api_error err = {0};
-        /* A CORS preflight comes without the API key: answered before the key is checked. */
-        const char *allow = srv->n_cors_origins > 0 && strcmp(method, "OPTIONS") == 0 ? allowed_methods(url) : NULL;
-        if (allow) return (enum MHD_Result)cors_preflight(srv, conn, cs->route, allow, cs->t0_ms);
-        if (!authorized(srv, conn)) {
-            api_error_set(&err, 401, "unauthorized", "", "missing or wrong API key");
-            return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
-        }
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > srv->params.max_body_bytes) {
-            api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", srv->params.max_body_bytes);
-            return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
-        }
-        return MHD_YES;
+        return (enum MHD_Result)judge_headers(srv, conn, ci, cs, url, method);
     }
     if (*upload_data_size > 0) {
-        if (!cs->too_large && cs->len + *upload_data_size > srv->params.max_body_bytes) cs->too_large = true;
+        if (!cs->too_large && cs->len + *upload_data_size > cs->limit) {
+            cs->too_large = true;
+            body_free(cs);
+        }
         if (!cs->too_large) {
-            if (cs->len + *upload_data_size + 1 > cs->cap) {
-                size_t cap = (cs->len + *upload_data_size + 1) * 2;
-                if (cap > srv->params.max_body_bytes + 1) cap = srv->params.max_body_bytes + 1;
-                char *p = realloc(cs->body, cap);
-                if (!p) return MHD_NO;
-                cs->body = p;
-                cs->cap = cap;
-            }
+            if (!body_reserve(cs, cs->len + *upload_data_size + 1)) return MHD_NO;
             memcpy(cs->body + cs->len, upload_data, *upload_data_size);
             cs->len += *upload_data_size;
             cs->body[cs->len] = 0;
@@ -404,48 +524,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    api_error err = {0};
-    if (cs->too_large) {
-        api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", srv->params.max_body_bytes);
-        return (enum MHD_Result)http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    bool deferred = false;
+    const int ret = defer_reply(conn, ci, &deferred); /* called again after a worker made the reply */
+    if (deferred) return (enum MHD_Result)ret;
+    if (!cs->complete) {
+        cs->complete = true;
+        conn_request_complete(ci);
     }
-    const bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-    static const char del_prefix[] = "/v1/route/sessions/";
-    if (strcmp(url, "/v1/route/next") == 0 && post) return (enum MHD_Result)handle_route_next(srv, conn, cs);
-    if (strcmp(url, "/v1/completions") == 0 && post)
-        return (enum MHD_Result)completions_handle(srv, conn, cs->body ? cs->body : "", cs->len);
-    if (strcmp(url, "/v1/chat/completions") == 0 && post)
-        return (enum MHD_Result)chat_completions_handle(srv, conn, cs->body ? cs->body : "", cs->len);
-    if (strcmp(url, "/health") == 0 && get) return (enum MHD_Result)handle_health(srv, conn, cs->t0_ms);
-    if (strcmp(url, "/metrics") == 0 && get) return (enum MHD_Result)handle_metrics(srv, conn, cs->t0_ms);
-    if (strcmp(url, "/v1/models") == 0 && get) return (enum MHD_Result)handle_models(srv, conn, cs->t0_ms);
-    if (strncmp(url, del_prefix, sizeof del_prefix - 1) == 0 && strcmp(method, "DELETE") == 0) {
-        const char *id = url + sizeof del_prefix - 1;
-        if (strlen(id) > SESSION_ID_MAX) {
-            api_error_set(&err, 404, "not_found", "session", "no such session");
-            return (enum MHD_Result)http_send_error(srv, conn, "route_delete", &err, cs->t0_ms);
-        }
-        return (enum MHD_Result)handle_delete(srv, conn, id, cs->t0_ms);
-    }
-    const char *allow = allowed_methods(url);
-    if (allow) return (enum MHD_Result)send_method_not_allowed(srv, conn, cs->route, method, allow, cs->t0_ms);
-    api_error_set(&err, 404, "not_found", "", "no route %s %s", method, url);
-    return (enum MHD_Result)http_send_error(srv, conn, "other", &err, cs->t0_ms);
-}
-
-/* Each connection knows its server, so every reply can add the CORS header (http_queue_response). */
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode toe) {
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) *socket_context = cls;
+    return (enum MHD_Result)dispatch(srv, conn, ci, cs, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {
     conn_state *cs = *con_cls;
     if (cs) {
-        free(cs->body);
+        body_free(cs);
         free(cs);
         *con_cls = NULL;
     }
+    conn_request_answered(conn_info_of(conn));
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -496,7 +592,8 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
     const tr_model_info *mi = tr_model_get_info(model);
     if (p.port < 0 || p.port > 65535) return tr_fail(TR_ERR_ARG, "port %d is not in 0..65535", p.port);
     if (p.max_sessions <= 0 || p.kv_budget_bytes <= 0 || p.session_idle_s <= 0 || p.max_batch_tokens <= 0 ||
-        p.n_ctx < 0 || p.n_threads < 0 || p.max_body_bytes == 0)
+        p.n_ctx < 0 || p.n_threads < 0 || p.max_body_bytes == 0 || p.max_connections <= 0 ||
+        p.max_connections_per_ip <= 0 || p.request_timeout_s <= 0 || p.http_threads < 0 || p.http_threads > 64)
         return tr_fail(TR_ERR_ARG, "server parameters must be positive");
     if (!p.tls_cert_path != !p.tls_key_path)
         return tr_fail(TR_ERR_ARG, "TLS needs both a certificate and a key");
@@ -540,7 +637,9 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
     srv->params.n_ctx = n_ctx;
     metrics_init(&srv->metrics);
     tr_status st = TR_OK;
-    if (p.api_key && p.api_key[0] && !(srv->api_key = strdup(p.api_key))) st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    st = access_create(&p, &srv->access);
+    if (st == TR_OK) st = conn_table_create(srv, &srv->conns);
+    if (st == TR_OK) st = defer_pool_create(DEFER_THREADS, DEFER_QUEUED, &srv->defer);
     if (st == TR_OK && p.tls_cert_path) {
         if (!(srv->tls_cert = read_file(p.tls_cert_path)))
             st = tr_fail(TR_ERR_IO, "cannot read the TLS certificate %s", p.tls_cert_path);
@@ -550,7 +649,8 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
     if (st == TR_OK) st = cors_init(srv, p.cors_origins, p.n_cors_origins);
     if (st == TR_OK && p.chat_template != TR_CHAT_NONE && !tr_model_vocab(model))
         st = tr_fail(TR_ERR_ARG, "a chat template needs the model's vocabulary, and this model has none");
-    srv->params.api_key = NULL;
+    srv->params.api_key = srv->params.metrics_key = NULL;
+    srv->params.api_keys = NULL;
     srv->params.tls_cert_path = srv->params.tls_key_path = NULL;
     srv->params.host = NULL;
     srv->params.cors_origins = NULL;
@@ -560,15 +660,30 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
         st = scheduler_create(model, &sp, &srv->metrics, &srv->sched);
     }
     if (st == TR_OK) {
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+        /* Event threads over epoll (MHD_USE_AUTO picks it on Linux); connections suspend while a worker answers. */
+        unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
         if (v6) flags |= MHD_USE_IPv6;
         if (srv->tls_cert) flags |= MHD_USE_TLS;
+        /* Connections beyond the limits are accepted and answered 503; these hard limits (refused at accept)
+         * only bound the descriptors: a margin above them, within the process's descriptor limit. */
+        struct rlimit fds = {0};
+        const int64_t fd_room = getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY
+                                    ? (int64_t)fds.rlim_cur - 64 : (int64_t)1 << 20;
+        int64_t hard = (int64_t)p.max_connections + p.max_connections / 8 + 16;
+        if (hard > fd_room) hard = fd_room > 16 ? fd_room : 16;
+        const unsigned hard_per_ip = (unsigned)p.max_connections_per_ip * 2 + 8;
         struct MHD_OptionItem opts[] = {
             {MHD_OPTION_SOCK_ADDR, 0, &addr},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
-            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, srv},
-            {MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
-            {MHD_OPTION_CONNECTION_LIMIT, 1024, NULL},
+            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_table_notify, srv},
+            {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)p.request_timeout_s, NULL},
+            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)hard, NULL},
+            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)hard_per_ip, NULL},
+            /* Above 32 KiB libmicrohttpd maps each connection's memory on its own (at most this much, for headers
+             * and write buffers) instead of taking it from the heap: what 1,000 idle connections touched goes back
+             * to the system when they close. */
+            {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)CONN_MEMORY_BYTES, NULL},
+            {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)(p.http_threads > 0 ? p.http_threads : HTTP_THREADS_DEFAULT), NULL},
             {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->tls_cert},
             {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, srv->tls_key},
             {MHD_OPTION_END, 0, NULL},
@@ -593,9 +708,11 @@ int tr_server_port(const tr_server *srv) { return srv ? srv->port : 0; }
 void tr_server_stop(tr_server *srv) {
     if (!srv || srv->stopped) return;
     srv->stopped = true;
-    /* Fail queued jobs first so connection threads blocked on them return (later ones get 503), then stop the
-     * daemon, which joins the connection threads; only then is the scheduler freed. */
+    /* Fail queued jobs first so workers blocked on them return (later ones get 503), let the workers finish
+     * (their connections resume), then stop the daemon, which closes the connections; only then is the scheduler
+     * freed. */
     scheduler_shutdown(srv->sched);
+    defer_pool_stop(srv->defer);
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
     scheduler_free(srv->sched);
@@ -606,7 +723,9 @@ void tr_server_free(tr_server *srv) {
     if (!srv) return;
     tr_server_stop(srv);
     scheduler_free(srv->sched);
-    free(srv->api_key);
+    defer_pool_free(srv->defer);
+    conn_table_free(srv->conns);
+    access_free(srv->access);
     free(srv->tls_cert);
     free(srv->tls_key);
     cors_free(srv);

@@ -1,6 +1,10 @@
 /* request.c — parsing and validating a POST /v1/route/next body (docs/protocol.md). Everything from the network is
  * checked here, before it reaches the scheduler: types, ranges, session id characters, ids in the vocabulary and
- * pos + tokens + lookahead within the session context. Errors name the field at fault. */
+ * pos + tokens + lookahead within the session context. Errors name the field at fault.
+ *
+ * Memory is bounded by what a request may hold: the body is surveyed first (json_scan.c) and refused when it holds
+ * more values than a request may; the token array is counted against the context and read straight from the text
+ * into an array of that size, and only the rest of the body (the array left out) becomes a cJSON tree. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "server/json_scan.h"
 #include "server/server_internal.h"
 
 void api_error_set(api_error *err, int status, const char *code, const char *field, const char *fmt, ...) {
@@ -56,7 +61,7 @@ static bool float_field(const cJSON *root, const char *name, double lo, double h
     return true;
 }
 
-static bool session_id_ok(const char *s) {
+bool session_id_valid(const char *s) {
     size_t n = strlen(s);
     if (n < 1 || n > SESSION_ID_MAX) return false;
     for (size_t i = 0; i < n; i++) {
@@ -122,7 +127,38 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
         api_error_set(err, 400, "bad_request", "", "strings must not contain \\u0000");
         return false;
     }
-    cJSON *root = cJSON_ParseWithLength(body, len);
+    json_survey sv;
+    json_survey_text(body, len, "tokens", &sv);
+    if (!sv.is_object) {
+        api_error_set(err, 400, "bad_request", "", "the body is not a JSON object");
+        return false;
+    }
+    if (sv.n_values - sv.want_values > request_values_max(n_ctx)) {
+        api_error_set(err, 400, "bad_request", sv.biggest, "'%s' holds %lld JSON values: more than a request may",
+                      sv.biggest, (long long)sv.biggest_values);
+        return false;
+    }
+    int32_t n = 0;
+    if (sv.want_at && json_count_elements(sv.want_at, sv.want_len, &n) == JSON_IDS_OK && n > n_ctx) {
+        api_error_set(err, 400, "bad_request", "tokens", "%d tokens exceed the session context of %d", n, n_ctx);
+        return false;
+    }
+    /* The rest of the body as a tree: the token array left out ("[]" in its place). */
+    char *rest = NULL;
+    size_t rest_len = len;
+    if (sv.want_at) {
+        const size_t head = (size_t)(sv.want_at - body), tail = len - head - sv.want_len;
+        if (!(rest = malloc(head + 2 + tail))) {
+            api_error_set(err, 503, "busy", "", "out of memory");
+            return false;
+        }
+        memcpy(rest, body, head);
+        memcpy(rest + head, "[]", 2);
+        memcpy(rest + head + 2, sv.want_at + sv.want_len, tail);
+        rest_len = head + 2 + tail;
+    }
+    cJSON *root = cJSON_ParseWithLength(rest ? rest : body, rest_len);
+    free(rest);
     bool ok = false;
     int64_t v;
     if (!root || !cJSON_IsObject(root)) {
@@ -130,7 +166,7 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
         goto done;
     }
     const cJSON *sess = cJSON_GetObjectItemCaseSensitive(root, "session");
-    if (!cJSON_IsString(sess) || !session_id_ok(sess->valuestring)) {
+    if (!cJSON_IsString(sess) || !session_id_valid(sess->valuestring)) {
         api_error_set(err, 400, "bad_request", "session", "'session' must be a string of 1-64 of [A-Za-z0-9_.-]");
         goto done;
     }
@@ -143,12 +179,10 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
     v = 0;
     if (!int_field(root, "pos", 0, n_ctx, &v, err)) goto done;
     req->pos = (int32_t)v;
-    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(root, "tokens");
-    if (!cJSON_IsArray(toks)) {
+    if (!sv.want_at || json_count_elements(sv.want_at, sv.want_len, &n) == JSON_IDS_NOT_ARRAY) {
         api_error_set(err, 400, "bad_request", "tokens", "'tokens' must be an array of token ids");
         goto done;
     }
-    const int n = cJSON_GetArraySize(toks);
     if (n > n_ctx - req->pos) {
         api_error_set(err, 400, "bad_request", "tokens", "pos %d + %d tokens exceed the session context of %d",
                       req->pos, n, n_ctx);
@@ -158,15 +192,10 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
         api_error_set(err, 503, "busy", "", "out of memory");
         goto done;
     }
-    int i = 0;
-    for (const cJSON *t = toks->child; t; t = t->next, i++) {
-        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
-            t->valuedouble >= model_n_vocab) {
-            api_error_set(err, 400, "bad_request", "tokens", "tokens[%d] is not a token id in [0, %d)", i,
-                          model_n_vocab);
-            goto done;
-        }
-        req->tokens[i] = (int32_t)t->valuedouble;
+    int32_t at = 0;
+    if (json_read_ids(sv.want_at, sv.want_len, model_n_vocab, n, req->tokens, &at) != JSON_IDS_OK) {
+        api_error_set(err, 400, "bad_request", "tokens", "tokens[%d] is not a token id in [0, %d)", at, model_n_vocab);
+        goto done;
     }
     req->n_tokens = n;
     if (n == 0 && req->pos == 0) {

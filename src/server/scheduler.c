@@ -45,7 +45,7 @@
 #define SCORE_LOGITS_BYTES ((size_t)64 << 20) /* ... fewer with a large vocabulary: this much logits per chunk */
 
 typedef struct session {
-    char id[SESSION_ID_MAX + 2];
+    char id[SESSION_NAME_MAX + 2];
     kv_seq *seq;
     double last_used_ms;
     bool busy;             /* a job on it has started and not finished */

@@ -17,6 +17,7 @@
 #include "tokroute.h"
 
 #define SESSION_ID_MAX 64
+#define SESSION_NAME_MAX (SESSION_ID_MAX + 8) /* the scheduler's name: "~OWNER~" + the id with several keys */
 #define TOP_LOGPROBS_MAX 20
 #define LOOKAHEAD_MAX 16
 
@@ -44,7 +45,7 @@ typedef struct sampling {
 } sampling;
 
 typedef struct route_request {
-    char session[SESSION_ID_MAX + 2]; /* internal sessions (completions) start with '!' */
+    char session[SESSION_NAME_MAX + 2]; /* internal sessions (completions) start with '!'; see SESSION_NAME_MAX */
     int32_t pos;
     int32_t *tokens;    /* malloc'ed (may be NULL when n_tokens is 0) */
     int32_t n_tokens;
@@ -195,7 +196,9 @@ int32_t scheduler_n_ctx(const scheduler *s);
 struct tr_server {
     const tr_model *model;
     tr_server_params params;
-    char *api_key;
+    struct access_ctl *access;  /* API keys, the metrics key, session owners (access.c) */
+    struct conn_table *conns;   /* open connections: per-address counts, request deadlines (http_conn.c) */
+    struct defer_pool *defer;   /* threads that run requests which wait on the scheduler (http_defer.c) */
     char *tls_cert, *tls_key;   /* PEM contents */
     struct MHD_Daemon *daemon;
     scheduler *sched;
@@ -286,6 +289,9 @@ int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *
 int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
 /* route_stream.c: answers a parsed /v1/route/next request with "stream": true (takes req's tokens). */
 int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_request *req, double t0_ms);
+/* http_defer.c: the client of the non-streamed request the calling thread answers has hung up (generation_step
+ * then stops with 499: a completion nobody waits for is not generated). */
+bool defer_client_gone(void);
 /* http.c helpers shared with completions.c and route_stream.c */
 /* The /v1/route/next reply object (malloc'ed JSON; NULL when out of memory); verify only with a draft. */
 char *route_result_json(const char *session, bool with_verify, const route_result *res);

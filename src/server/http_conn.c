@@ -1,0 +1,192 @@
+/* http_conn.c — tr_server's open connections: one conn_info each (libmicrohttpd's socket context), counted in all
+ * and per client address, so that http.c can answer connections opened beyond max_connections or
+ * max_connections_per_ip with a 503 and Retry-After (never a reset for a well-formed request); and the request
+ * deadline: a connection must deliver a complete request within request_timeout_s of opening or of its previous
+ * reply, however slowly it trickles bytes (libmicrohttpd's own timeout only counts silence). A thread checks the
+ * deadlines twice a second and shuts late connections down; libmicrohttpd then closes them as it does any
+ * connection whose peer went away.
+ *
+ * The table's lock is held from NOTIFY_STARTED to the end of NOTIFY_CLOSED and around every shutdown(), and
+ * libmicrohttpd closes a socket only after NOTIFY_CLOSED, so the deadline thread never touches a closed (or
+ * reused) descriptor. */
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <netinet/in.h>
+
+#include <microhttpd.h>
+
+#include "common/error.h"
+#include "server/http_internal.h"
+
+#define ADDR_BUCKETS 1024
+
+typedef struct addr_count {
+    unsigned char ip[16];
+    int32_t count;
+    struct addr_count *next;
+} addr_count;
+
+struct conn_table {
+    tr_server *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    conn_info *head;
+    int32_t n_open;
+    addr_count *buckets[ADDR_BUCKETS];
+    pthread_t deadline_thread;
+    bool thread_started, stopping;
+};
+
+/* The address as 16 bytes (IPv4 mapped into IPv6), so both families share the counts. */
+static void addr_key(const struct sockaddr_storage *a, unsigned char ip[16]) {
+    memset(ip, 0, 16);
+    if (a->ss_family == AF_INET6) {
+        memcpy(ip, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+    } else if (a->ss_family == AF_INET) {
+        ip[10] = ip[11] = 0xff;
+        memcpy(ip + 12, &((const struct sockaddr_in *)a)->sin_addr, 4);
+    }
+}
+
+static addr_count **addr_slot(conn_table *t, const unsigned char ip[16]) {
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 16; i++) h = (h ^ ip[i]) * 16777619u;
+    addr_count **pp = &t->buckets[h % ADDR_BUCKETS];
+    while (*pp && memcmp((*pp)->ip, ip, 16) != 0) pp = &(*pp)->next;
+    return pp;
+}
+
+static void *deadline_main(void *arg) {
+    conn_table *t = arg;
+    const double timeout_ms = t->srv->params.request_timeout_s * 1e3;
+    pthread_mutex_lock(&t->mu);
+    while (!t->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 500 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&t->wake, &t->mu, &until);
+        const double now = server_now_ms();
+        for (conn_info *ci = t->head; ci; ci = ci->next) {
+            if (ci->waiting_since_ms <= 0 || now - ci->waiting_since_ms < timeout_ms) continue;
+            const union MHD_ConnectionInfo *fd = MHD_get_connection_info(ci->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            if (fd) shutdown(fd->connect_fd, SHUT_RDWR);
+            ci->waiting_since_ms = 0; /* once */
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+tr_status conn_table_create(tr_server *srv, conn_table **out) {
+    conn_table *t = calloc(1, sizeof *t);
+    if (!t) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    t->srv = srv;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->wake, NULL);
+    if (pthread_create(&t->deadline_thread, NULL, deadline_main, t) != 0) {
+        conn_table_free(t);
+        return tr_fail(TR_ERR_NOMEM, "cannot start the server's deadline thread");
+    }
+    t->thread_started = true;
+    *out = t;
+    return TR_OK;
+}
+
+void conn_table_free(conn_table *t) {
+    if (!t) return;
+    if (t->thread_started) {
+        pthread_mutex_lock(&t->mu);
+        t->stopping = true;
+        pthread_cond_signal(&t->wake);
+        pthread_mutex_unlock(&t->mu);
+        pthread_join(t->deadline_thread, NULL);
+    }
+    for (int b = 0; b < ADDR_BUCKETS; b++)
+        for (addr_count *a = t->buckets[b], *next; a; a = next) next = a->next, free(a);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->wake);
+    free(t);
+}
+
+void conn_table_notify(void *cls, struct MHD_Connection *conn, void **socket_context, int code) {
+    tr_server *srv = cls;
+    conn_table *t = srv->conns;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_info *ci = calloc(1, sizeof *ci);
+        *socket_context = ci;
+        if (!ci) return; /* http.c answers a connection without conn_info with 503 */
+        ci->srv = srv;
+        ci->conn = conn;
+        const union MHD_ConnectionInfo *a = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (a && a->client_addr)
+            memcpy(&ci->addr, a->client_addr,
+                   a->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+        unsigned char ip[16];
+        addr_key(&ci->addr, ip);
+        pthread_mutex_lock(&t->mu);
+        addr_count **pp = addr_slot(t, ip);
+        if (!*pp && (*pp = calloc(1, sizeof **pp))) memcpy((*pp)->ip, ip, 16);
+        if (*pp) {
+            ci->over_ip_limit = (*pp)->count >= srv->params.max_connections_per_ip;
+            (*pp)->count++;
+        }
+        ci->over_limit = t->n_open >= srv->params.max_connections;
+        t->n_open++;
+        ci->waiting_since_ms = server_now_ms();
+        ci->next = t->head;
+        if (t->head) t->head->prev = ci;
+        t->head = ci;
+        pthread_mutex_unlock(&t->mu);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_info *ci = *socket_context;
+        *socket_context = NULL;
+        if (!ci) return;
+        unsigned char ip[16];
+        addr_key(&ci->addr, ip);
+        pthread_mutex_lock(&t->mu);
+        addr_count **pp = addr_slot(t, ip);
+        if (*pp && --(*pp)->count == 0) {
+            addr_count *gone = *pp;
+            *pp = gone->next;
+            free(gone);
+        }
+        t->n_open--;
+        if (ci->prev) ci->prev->next = ci->next;
+        else t->head = ci->next;
+        if (ci->next) ci->next->prev = ci->prev;
+        pthread_mutex_unlock(&t->mu);
+        free(ci);
+    }
+}
+
+conn_info *conn_info_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+void conn_request_complete(conn_info *ci) {
+    if (!ci) return;
+    pthread_mutex_lock(&ci->srv->conns->mu);
+    ci->waiting_since_ms = 0;
+    pthread_mutex_unlock(&ci->srv->conns->mu);
+}
+
+void conn_request_answered(conn_info *ci) {
+    if (!ci) return;
+    pthread_mutex_lock(&ci->srv->conns->mu);
+    ci->waiting_since_ms = server_now_ms();
+    pthread_mutex_unlock(&ci->srv->conns->mu);
+}
+
+int32_t conn_table_open(const conn_table *t) { return t->n_open; }
+
+bool conn_client_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!fd) return false;
+    struct pollfd p = {.fd = fd->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
