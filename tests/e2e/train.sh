@@ -62,6 +62,16 @@ PY
 grep -Eq "tokroute-router.features +\[str × 5\]" "$tmp/inspect.txt" || fail "router file does not record its features"
 grep -Eq "tokroute-router.topk +8$" "$tmp/inspect.txt" || fail "router file does not record its top-k"
 
+# scripts/router_bound.py: the oracle and the LLM-expected-gain bound on the same data (the bound never beats the
+# oracle, and both beat routing nothing).
+python3 "$(dirname "$0")/../../scripts/router_bound.py" "$tmp/eval" >"$tmp/bound.txt" || fail "router_bound.py"
+python3 - "$tmp/bound.txt" <<'PY' || fail "router_bound.py output: $(cat "$tmp/bound.txt")"
+import re, sys
+rows = {l[:18].strip(): [float(x) for x in re.findall(r": +(-?[0-9.]+)%", l[18:])] for l in open(sys.argv[1]).read().splitlines()[1:]}
+o, b = rows["oracle"], rows["LLM expected gain"]
+assert len(o) == len(b) == 3 and all(0 < y <= x for x, y in zip(o, b)), rows
+PY
+
 # Calibrate: tau routes the asked share of the evaluation positions.
 "$cli" calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.15 --json >"$tmp/cal.json"
 python3 - "$tmp/cal.json" <<'PY'
