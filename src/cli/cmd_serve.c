@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cli/cli_common.h"
@@ -18,7 +19,14 @@ static const char *usage =
     "  (OpenAI-compatible), GET /health, GET /metrics\n"
     "  --host ADDR            address or name to bind (default 127.0.0.1; localhost works)\n"
     "  --port N               port (default 8080; 0 = a free port)\n"
-    "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY)\n"
+    "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY); repeatable:\n"
+    "                         with several keys each key's sessions are its own (others get 404/409 for them)\n"
+    "  --api-key-file FILE    more keys, one per line ('#' comments and blank lines skipped)\n"
+    "  --metrics-key KEY      GET /metrics takes only this key (default: any API key)\n"
+    "  --max-connections N    requests on connections beyond N get 503 + Retry-After (default 4096)\n"
+    "  --max-connections-per-ip N   the same per client address (default 64)\n"
+    "  --request-timeout-s S  a connection must send a whole request within S of opening or of its last reply\n"
+    "                         (default 10; slow or idle connections are closed)\n"
     "  --chat-template NAME   chatml|llama2|llama3|gemma|none: renders /v1/chat/completions' messages\n"
     "                         (default: the model's own; a model without one answers chat requests with 400)\n"
     "  --cors ORIGIN          let browser pages from ORIGIN (e.g. http://localhost:3000; repeatable; * = any)\n"
@@ -37,6 +45,43 @@ static const char *usage =
     "  --ready-file FILE      write the base URL (e.g. http://127.0.0.1:41234) to FILE once listening\n"
     "  --quiet                no per-request log lines\n";
 
+/* The API keys given (--api-key, --api-key-file), each malloc'ed; cmd_serve frees them. */
+typedef struct key_list {
+    char **keys;
+    int32_t n;
+} key_list;
+
+static bool add_key(key_list *kl, const char *key) {
+    char **grown = realloc(kl->keys, (size_t)(kl->n + 1) * sizeof *grown);
+    if (!grown) return false;
+    kl->keys = grown;
+    if (!(kl->keys[kl->n] = strdup(key))) return false;
+    kl->n++;
+    return true;
+}
+
+/* The keys of an --api-key-file, appended to kl. False with a message when it cannot be read. */
+static bool read_key_file(const char *path, key_list *kl) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "tokroute: cannot read the key file %s\n", path);
+        return false;
+    }
+    char line[1024];
+    bool ok = true;
+    while (ok && fgets(line, sizeof line, f)) {
+        size_t len = strcspn(line, "\r\n");
+        line[len] = 0;
+        while (len && (line[len - 1] == ' ' || line[len - 1] == '\t')) line[--len] = 0;
+        const char *k = line + strspn(line, " \t");
+        if (!k[0] || k[0] == '#') continue;
+        ok = add_key(kl, k);
+    }
+    fclose(f);
+    if (!ok) fprintf(stderr, "tokroute: out of memory reading %s\n", path);
+    return ok;
+}
+
 static void log_line(void *user, const char *line) {
     const time_t t = time(NULL);
     struct tm tm;
@@ -45,12 +90,13 @@ static void log_line(void *user, const char *line) {
             tm.tm_min, tm.tm_sec, line);
 }
 
-int cmd_serve(int argc, char **argv) {
+static int serve(int argc, char **argv, key_list *kl) {
     cli_model_opts mo = {0};
     tr_server_params sp = tr_server_default_params();
     const char *ready = NULL, *chat_template = NULL, *v;
     const char *cors[16];
     int32_t n_cors = 0;
+
     bool quiet = false;
     long x;
     sp.api_key = getenv("TOKROUTE_API_KEY");
@@ -70,7 +116,22 @@ int cmd_serve(int argc, char **argv) {
             sp.port = (int)x;
         } else if (cli_option(argc, argv, &i, NULL, "--api-key", &v)) {
             if (!v || !v[0]) return cli_usage_error(usage, "--api-key needs a value");
-            sp.api_key = v;
+            if (!add_key(kl, v)) return cli_usage_error(usage, "out of memory");
+        } else if (cli_option(argc, argv, &i, NULL, "--api-key-file", &v)) {
+            if (!v) return cli_usage_error(usage, "--api-key-file needs a file");
+            if (!read_key_file(v, kl)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--metrics-key", &v)) {
+            if (!v || !v[0]) return cli_usage_error(usage, "--metrics-key needs a value");
+            sp.metrics_key = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-connections", &v)) {
+            if (!cli_int("--max-connections", v, 1, 1 << 20, &x)) return 2;
+            sp.max_connections = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-connections-per-ip", &v)) {
+            if (!cli_int("--max-connections-per-ip", v, 1, 1 << 20, &x)) return 2;
+            sp.max_connections_per_ip = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--request-timeout-s", &v)) {
+            if (!cli_int("--request-timeout-s", v, 1, 3600, &x)) return 2;
+            sp.request_timeout_s = (int32_t)x;
         } else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) {
             if (!v) return cli_usage_error(usage, "--chat-template needs a name (chatml, llama2, llama3, gemma, none)");
             chat_template = v;
@@ -111,6 +172,11 @@ int cmd_serve(int argc, char **argv) {
     sp.n_ctx = mo.n_ctx;
     sp.cors_origins = n_cors > 0 ? cors : NULL;
     sp.n_cors_origins = n_cors;
+    if (kl->n > 0) { /* keys given here replace TOKROUTE_API_KEY */
+        sp.api_key = NULL;
+        sp.api_keys = (const char *const *)kl->keys;
+        sp.n_api_keys = kl->n;
+    }
     if (!quiet) sp.log = log_line;
     tr_status st = TR_OK;
     if (chat_template && (st = tr_chat_template_from_name(chat_template, &sp.chat_template)) != TR_OK)
@@ -142,9 +208,12 @@ int cmd_serve(int argc, char **argv) {
     const char *host = sp.host ? sp.host : "127.0.0.1";
     snprintf(url, sizeof url, strchr(host, ':') ? "%s://[%s]:%d" : "%s://%s:%d", sp.tls_cert_path ? "https" : "http",
              host, tr_server_port(srv));
-    fprintf(stderr, "tokroute: serving %s on %s (%s, batching %s, chat template %s%s)\n", mo.model, url,
-            sp.api_key && sp.api_key[0] ? "API key required" : "no API key", sp.batch ? "on" : "off",
-            tr_chat_template_name(sp.chat_template), n_cors > 0 ? ", CORS on" : "");
+    char keys_said[48];
+    if (sp.n_api_keys > 1) snprintf(keys_said, sizeof keys_said, "%d API keys, each owning its sessions", sp.n_api_keys);
+    else snprintf(keys_said, sizeof keys_said, "%s", sp.n_api_keys == 1 || (sp.api_key && sp.api_key[0])
+                                                         ? "API key required" : "no API key");
+    fprintf(stderr, "tokroute: serving %s on %s (%s, batching %s, chat template %s%s)\n", mo.model, url, keys_said,
+            sp.batch ? "on" : "off", tr_chat_template_name(sp.chat_template), n_cors > 0 ? ", CORS on" : "");
     int rc = 0;
     if (ready && !cli_write_ready(ready, url)) {
         fprintf(stderr, "tokroute: cannot write the ready file %s\n", ready);
@@ -157,5 +226,19 @@ int cmd_serve(int argc, char **argv) {
     tr_server_free(srv);
     tr_model_free(model);
     if (ready) remove(ready);
+    return rc;
+}
+
+int cmd_serve(int argc, char **argv) {
+    /* Many connections are the point of a server: the descriptor limit as high as this process may set it. */
+    struct rlimit fds;
+    if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
+        fds.rlim_cur = fds.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &fds);
+    }
+    key_list kl = {0};
+    const int rc = serve(argc, argv, &kl);
+    for (int32_t i = 0; i < kl.n; i++) free(kl.keys[i]);
+    free(kl.keys);
     return rc;
 }
