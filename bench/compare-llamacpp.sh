@@ -19,12 +19,12 @@
 #                   searches scales, as llama-quantize does). A type lq-NAME is written by llama.cpp's own
 #                   llama-quantize from the shape's F16 synth file, as the mixes people download are made:
 #                   qwen2.5-0.5b:lq-q3_k_m,qwen2.5-0.5b:lq-q2_k (q2_k / q3_k alone: every matrix in the type)
-# Defaults: 2 threads, pp 64, tg 32, 2 repetitions: about 3-6 minutes for the seven default cases on 2 cores (the
+# Defaults: 2 threads, pp 64, tg 32, 2 repetitions: about 4-8 minutes for the nine default cases on 2 cores (the
 # first run also builds llama-bench, ~10 minutes, and writes the model files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build threads=2 pp=64 tg=32 reps=2 rounds=1 no_amx=1
-cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0,qwen2.5-0.5b:q6_k,qwen2.5-0.5b:q4_k_m,qwen2.5-0.5b:q5_k,llama-3.2-1b:q4_k_m,qwen2.5-1.5b:q4_0"
+cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0,qwen2.5-0.5b:q6_k,qwen2.5-0.5b:q4_k_m,qwen2.5-0.5b:q5_k,llama-3.2-1b:q4_k_m,qwen2.5-1.5b:q4_0,gemma3-270m:q4_0,gemma3-270m:q8_0"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;

@@ -15,8 +15,8 @@
  *
  * Without llama.cpp: the window is in force (the same file with a window longer than the prompt gives the same
  * logits up to position 31 and different ones after); the prompt fed in chunks of 7 gives the one-batch logits (the
- * mask does not depend on how a prompt is cut); a rollback past the window and re-evaluation restores them
- * exactly; the server's batched pass (multi_forward) agrees with the context. */
+ * mask does not depend on how a prompt is cut), with an F16 and a Q8_0 KV cache; a rollback past the window and
+ * re-evaluation restores them exactly; the server's batched pass (multi_forward) agrees with the context. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,14 +101,27 @@ static float *load_f32(const char *path, size_t expect) {
     return p;
 }
 
-static tr_context *context(const tr_model *m, int32_t n_batch) {
+static tr_context *context_kv(const tr_model *m, int32_t n_batch, tr_kv_type kv_type) {
     tr_context_params cp = tr_context_default_params();
     cp.n_ctx = 160;
     cp.n_threads = 2;
     cp.n_batch = n_batch;
+    cp.kv_type = kv_type;
     tr_context *ctx = NULL;
     assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
     return ctx;
+}
+
+static tr_context *context(const tr_model *m, int32_t n_batch) { return context_kv(m, n_batch, TR_KV_DEFAULT); }
+
+/* Worst row of n rows' logits, relative RMS of a against b. */
+static double worst_row(const tr_context *a, const tr_context *b, int32_t n, size_t V) {
+    double worst = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const double e = rel_rms(tr_context_logits(a, i), tr_context_logits(b, i), V);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
 }
 
 static void check_engine(const char *model, const char *prefix, const char *isa, double tol, const int32_t *greedy,
@@ -245,22 +258,30 @@ static void window_exact(void **state) {
     tr_model *mw = load(wide);
     tr_context *cw = context(mw, 256);
     assert_int_equal(tr_context_eval(cw, prompt, N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
+    /* a Q8_0 KV cache too (its attention reads K and V rows in place) */
+    tr_context *whole8 = context_kv(m, 256, TR_KV_Q8_0), *chunked8 = context_kv(m, 7, TR_KV_Q8_0);
+    tr_context *cw8 = context_kv(mw, 256, TR_KV_Q8_0);
+    assert_int_equal(tr_context_eval(whole8, prompt, N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
+    assert_int_equal(tr_context_eval(cw8, prompt, N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
     for (int32_t i = 0; i < N_PROMPT; i++) {
         const double e = rel_rms(tr_context_logits(cw, i), tr_context_logits(whole, i), V);
-        if (i < WINDOW) assert_true(e == 0.0);
-        else if (i > WINDOW + 4) assert_true(e > 1e-3);
+        const double e8 = rel_rms(tr_context_logits(cw8, i), tr_context_logits(whole8, i), V);
+        if (i < WINDOW) assert_true(e == 0.0 && e8 == 0.0);
+        else if (i > WINDOW + 4) assert_true(e > 1e-3 && e8 > 1e-3);
     }
     tr_context_free(cw);
+    tr_context_free(cw8);
     tr_model_free(mw);
 
     assert_int_equal(tr_context_eval(chunked, prompt, N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
-    double worst = 0;
-    for (int32_t i = 0; i < N_PROMPT; i++) {
-        const double e = rel_rms(tr_context_logits(chunked, i), tr_context_logits(whole, i), V);
-        worst = e > worst ? e : worst;
-    }
-    fprintf(stderr, "chunks of 7 vs one batch: worst row rel RMS %.2e\n", worst);
-    assert_true(worst < 1e-5);
+    assert_int_equal(tr_context_eval(chunked8, prompt, N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
+    const double worst = worst_row(chunked, whole, N_PROMPT, V), worst8 = worst_row(chunked8, whole8, N_PROMPT, V);
+    const double q8_vs_f16 = rel_rms(tr_context_logits(whole8, N_PROMPT - 1), tr_context_logits(whole, N_PROMPT - 1), V);
+    fprintf(stderr, "chunks of 7 vs one batch: worst row rel RMS %.2e (F16 cache), %.2e (Q8_0 cache); Q8_0 vs F16 "
+            "cache at the last position %.2e\n", worst, worst8, q8_vs_f16);
+    assert_true(worst < 1e-5 && worst8 < 1e-5 && q8_vs_f16 < 5e-2);
+    tr_context_free(whole8);
+    tr_context_free(chunked8);
 
     /* roll back to before the window of the last rows, re-evaluate: the same logits again */
     float *last = malloc(V * sizeof *last);
