@@ -173,11 +173,17 @@ static void pipe_produce(defer_pool *pool, stream_pipe *p) {
     pthread_mutex_lock(&p->mu);
     p->ended = true;
     if (gone && !p->released) p->cut = true; /* the client left (or the server stops): end the response */
-    bool wake = take_wake(p);
+    /* A reader that suspended after taking the last piece must run again to end the response, and only then is the
+     * response released: wake it before waiting for that, never after (that waited forever). A released response's
+     * connection may be gone, so it is never resumed. */
+    bool wake = take_wake(p) && !p->released;
+    pthread_mutex_unlock(&p->mu);
+    if (wake) MHD_resume_connection(p->conn);
+    pthread_mutex_lock(&p->mu);
     /* The whole body out, or the client gone: then done() can say which. A stop does not wait for slow readers. */
     while (!p->released && !atomic_load(&pool->stopping)) pipe_wait(p);
     const bool client_gone = !p->reader_ended && !(p->cut && !gone);
-    wake = take_wake(p) || wake;
+    wake = take_wake(p) && !p->released;
     pthread_mutex_unlock(&p->mu);
     if (wake) MHD_resume_connection(p->conn);
     p->done(p->cls, client_gone);
