@@ -32,21 +32,14 @@
 #include "kernels/kernels.h"
 #include "model/multi.h"
 #include "support/fixtures.h"
+#include "support/llamacpp_ref.h"
 #include "support/gguf_builder.h"
 #include "tokroute.h"
 
 enum { N_PROMPT = 80, N_GREEDY = 32, WINDOW = 32 };
 
-static char llama_bin[512];
-static char work[64];
-static char ref_exe[128];
+static llamacpp_ref llama; /* llama.cpp's build, this run's files, llamacpp_ref compiled here */
 static int32_t prompt[N_PROMPT];
-
-static int run(const char *cmd) {
-    const int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
 
 static int setup(void **state) {
     (void)state;
@@ -56,26 +49,12 @@ static int setup(void **state) {
         prompt[i] = 259 + (int32_t)((x >> 8) % (512 - 259));
     }
     prompt[0] = 2; /* BOS of a Gemma vocabulary is 2; here just a token */
-    FILE *p = popen(TR_SOURCE_DIR "/scripts/llamacpp.sh llama-quantize", "r");
-    if (!p || !fgets(llama_bin, sizeof llama_bin, p)) return -1;
-    if (pclose(p) != 0) return -1;
-    llama_bin[strcspn(llama_bin, "\n")] = '\0';
-    snprintf(work, sizeof work, "/tmp/tokroute-gemma3-XXXXXX");
-    if (!mkdtemp(work)) return -1;
-    snprintf(ref_exe, sizeof ref_exe, "%s/llamacpp_ref", work);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "cc -O1 -o %s %s/tests/model/llamacpp_ref.c -I%s/../../src/include -I%s/../../src/ggml/include -L%s "
-             "-lllama -lm -Wl,-rpath,%s",
-             ref_exe, TR_SOURCE_DIR, llama_bin, llama_bin, llama_bin, llama_bin);
-    return run(cmd) == 0 ? 0 : -1;
+    return llamacpp_ref_setup(&llama, "gemma3", "llama-quantize", "tests/model/llamacpp_ref.c");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-    return run(cmd) == 0 ? 0 : -1;
+    return llamacpp_ref_teardown(&llama);
 }
 
 static void write_model(const char *shape, tr_type type, const char *path) {
@@ -91,14 +70,6 @@ static tr_model *load(const char *path) {
     tr_model *m = NULL;
     if (tr_model_load(path, &mp, &m) != TR_OK) fail_msg("%s: %s", path, tr_last_error());
     return m;
-}
-
-static float *load_f32(const char *path, size_t expect) {
-    size_t size = 0;
-    float *p = (float *)read_file(path, &size);
-    assert_non_null(p);
-    assert_int_equal(size, expect * sizeof(float));
-    return p;
 }
 
 static tr_context *context_kv(const tr_model *m, int32_t n_batch, tr_kv_type kv_type) {
@@ -134,9 +105,9 @@ static void check_engine(const char *model, const char *prefix, const char *isa,
     assert_true(in->tied_output);
     const size_t V = (size_t)in->n_vocab, E = (size_t)in->n_embd;
     snprintf(path, sizeof path, "%s.logits.f32", prefix);
-    float *ref_logits = load_f32(path, (size_t)N_PROMPT * V);
+    float *ref_logits = read_f32_dump(path, (size_t)N_PROMPT * V);
     snprintf(path, sizeof path, "%s.hidden.f32", prefix);
-    float *ref_hidden = load_f32(path, (size_t)N_PROMPT * E);
+    float *ref_hidden = read_f32_dump(path, (size_t)N_PROMPT * E);
 
     tr_context *ctx = context(m, 256);
     assert_int_equal(tr_context_eval(ctx, prompt, N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
@@ -145,12 +116,8 @@ static void check_engine(const char *model, const char *prefix, const char *isa,
     for (int32_t i = 0; i < N_PROMPT; i++) {
         memcpy(logits + i * V, tr_context_logits(ctx, i), V * sizeof(float));
         memcpy(hidden + i * E, tr_context_hidden(ctx, i), E * sizeof(float));
-        const float *ref = ref_logits + i * V;
-        const int32_t top = tr_argmax(ref, (int32_t)V);
-        float second = -INFINITY;
-        for (size_t j = 0; j < V; j++)
-            if ((int32_t)j != top && ref[j] > second) second = ref[j];
-        if (ref[top] - second > 0.01f * fabsf(ref[top])) {
+        const int32_t top = reference_clear_argmax(ref_logits + i * V, V);
+        if (top >= 0) {
             argmax_checked++;
             if (tr_argmax(logits + i * V, (int32_t)V) != top) fail_msg("argmax differs at %d", i);
         }
@@ -168,7 +135,7 @@ static void check_engine(const char *model, const char *prefix, const char *isa,
         id = tr_argmax(tr_context_logits(ctx, -1), (int32_t)V);
     }
     fprintf(stderr, "%s %-6s logits rel RMS %.2e (past the window %.2e), hidden %.2e, argmax checked at %d/%d, "
-            "greedy %d/%d\n", model + strlen(work) + 1, isa, e_logits, e_late, e_hidden, argmax_checked, N_PROMPT,
+            "greedy %d/%d\n", model + strlen(llama.work) + 1, isa, e_logits, e_late, e_hidden, argmax_checked, N_PROMPT,
             matched, N_GREEDY);
     assert_true(e_logits <= tol && e_hidden <= tol && e_late <= tol);
     assert_true(argmax_checked > N_PROMPT / 2);
@@ -184,13 +151,13 @@ static void check_engine(const char *model, const char *prefix, const char *isa,
 
 static void check_llamacpp(tr_type type, double tol) {
     char model[256], prefix[256], cmd[4096], path[512];
-    snprintf(prefix, sizeof prefix, "%s/gemma3-tiny-%s", work, tr_type_name(type));
+    snprintf(prefix, sizeof prefix, "%s/gemma3-tiny-%s", llama.work, tr_type_name(type));
     snprintf(model, sizeof model, "%s.gguf", prefix);
     write_model("gemma3-tiny", type, model);
-    int len = snprintf(cmd, sizeof cmd, "%s %s ", ref_exe, model);
+    int len = snprintf(cmd, sizeof cmd, "%s %s ", llama.exe, model);
     for (int i = 0; i < N_PROMPT; i++) len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%s%d", i ? "," : "", prompt[i]);
     snprintf(cmd + len, sizeof cmd - (size_t)len, " %d %s", N_GREEDY, prefix);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(run_command(cmd), 0);
 
     snprintf(path, sizeof path, "%s.greedy", prefix);
     char *greedy_text = read_file(path, NULL);
@@ -242,8 +209,8 @@ static tr_status wide_window(tr_gguf_writer *w, void *user) {
 static void window_exact(void **state) {
     (void)state;
     char model[256], wide[256];
-    snprintf(model, sizeof model, "%s/gemma3-tiny-exact.gguf", work);
-    snprintf(wide, sizeof wide, "%s/gemma3-tiny-wide.gguf", work);
+    snprintf(model, sizeof model, "%s/gemma3-tiny-exact.gguf", llama.work);
+    snprintf(wide, sizeof wide, "%s/gemma3-tiny-wide.gguf", llama.work);
     write_model("gemma3-tiny", TR_TYPE_Q8_0, model);
     tr_model *m = load(model);
     const size_t V = (size_t)tr_model_get_info(m)->n_vocab;

@@ -27,43 +27,21 @@
 
 #include "kernels/kernels.h"
 #include "support/fixtures.h"
+#include "support/llamacpp_ref.h"
 #include "tokroute.h"
 
 enum { N_GREEDY = 32 };
 
-static char llama_bin[512]; /* llama.cpp's bin folder (llama-quantize, libllama.so) */
-static char work[64];       /* this run's files */
-static char ref_exe[128];   /* llamacpp_ref, compiled here */
-
-static int run(const char *cmd) {
-    const int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
+static llamacpp_ref llama; /* llama.cpp's build, this run's files, llamacpp_ref compiled here */
 
 static int setup(void **state) {
     (void)state;
-    FILE *p = popen(TR_SOURCE_DIR "/scripts/llamacpp.sh llama-quantize", "r");
-    if (!p || !fgets(llama_bin, sizeof llama_bin, p)) return -1;
-    if (pclose(p) != 0) return -1;
-    llama_bin[strcspn(llama_bin, "\n")] = '\0';
-    snprintf(work, sizeof work, "/tmp/tokroute-quants-XXXXXX");
-    if (!mkdtemp(work)) return -1;
-    snprintf(ref_exe, sizeof ref_exe, "%s/llamacpp_ref", work);
-    /* headers from the source tree next to the build: <cache>/llama.cpp-<v>/{src,build/bin} */
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "cc -O1 -o %s %s/tests/model/llamacpp_ref.c -I%s/../../src/include -I%s/../../src/ggml/include -L%s "
-             "-lllama -lm -Wl,-rpath,%s",
-             ref_exe, TR_SOURCE_DIR, llama_bin, llama_bin, llama_bin, llama_bin);
-    return run(cmd) == 0 ? 0 : -1;
+    return llamacpp_ref_setup(&llama, "quants", "llama-quantize", "tests/model/llamacpp_ref.c");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-    return run(cmd) == 0 ? 0 : -1;
+    return llamacpp_ref_teardown(&llama);
 }
 
 typedef struct quant_case {
@@ -73,14 +51,6 @@ typedef struct quant_case {
     tr_type type;
     int min_tensors; /* 2-D tensors expected in `type` */
 } quant_case;
-
-static float *load_f32(const char *path, size_t expect) {
-    size_t size = 0;
-    float *p = (float *)read_file(path, &size);
-    assert_non_null(p);
-    assert_int_equal(size, expect * sizeof(float));
-    return p;
-}
 
 /* Our quantizer on the F16 source tensor against llama-quantize's blocks: same algorithm, so the same bytes except
  * where float rounding (FMA contraction in llama.cpp's build) flips a near-tie. */
@@ -126,13 +96,13 @@ static void check_case(const quant_case *c) {
     snprintf(rel, sizeof rel, "%s/%s.gguf", strncmp(c->src, "stories", 7) == 0 ? "models" : "conformance", c->src);
     char src_path[512];
     snprintf(src_path, sizeof src_path, "%s", shared_path(rel));
-    snprintf(prefix, sizeof prefix, "%s/%s-%s%s", work, c->src, c->qtype, c->pure ? "-pure" : "");
+    snprintf(prefix, sizeof prefix, "%s/%s-%s%s", llama.work, c->src, c->qtype, c->pure ? "-pure" : "");
     snprintf(model, sizeof model, "%s.gguf", prefix);
-    snprintf(cmd, sizeof cmd, "%s/llama-quantize %s %s %s %s 2 >%s.log 2>&1", llama_bin, c->pure ? "--pure" : "",
+    snprintf(cmd, sizeof cmd, "%s/llama-quantize %s %s %s %s 2 >%s.log 2>&1", llama.bin, c->pure ? "--pure" : "",
              src_path, model, c->qtype, prefix);
-    assert_int_equal(run(cmd), 0);
-    snprintf(cmd, sizeof cmd, "%s %s %s %d %s", ref_exe, model, csv, N_GREEDY, prefix);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(run_command(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s %s %s %d %s", llama.exe, model, csv, N_GREEDY, prefix);
+    assert_int_equal(run_command(cmd), 0);
 
     /* the file holds the type where we expect it */
     tr_gguf *g = NULL;
@@ -172,9 +142,9 @@ static void check_case(const quant_case *c) {
         const tr_model_info *in = tr_model_get_info(m);
         const size_t V = (size_t)in->n_vocab, E = (size_t)in->n_embd;
         snprintf(path, sizeof path, "%s.logits.f32", prefix);
-        float *ref_logits = load_f32(path, (size_t)n * V);
+        float *ref_logits = read_f32_dump(path, (size_t)n * V);
         snprintf(path, sizeof path, "%s.hidden.f32", prefix);
-        float *ref_hidden = load_f32(path, (size_t)n * E);
+        float *ref_hidden = read_f32_dump(path, (size_t)n * E);
 
         tr_context_params cp = tr_context_default_params();
         cp.n_ctx = 128;
@@ -187,12 +157,8 @@ static void check_case(const quant_case *c) {
         for (int32_t i = 0; i < n; i++) {
             memcpy(logits + i * V, tr_context_logits(ctx, i), V * sizeof(float));
             memcpy(hidden + i * E, tr_context_hidden(ctx, i), E * sizeof(float));
-            const float *ref = ref_logits + i * V;
-            const int32_t top = tr_argmax(ref, (int32_t)V);
-            float second = -INFINITY;
-            for (size_t j = 0; j < V; j++)
-                if ((int32_t)j != top && ref[j] > second) second = ref[j];
-            if (ref[top] - second > 0.01f * fabsf(ref[top])) {
+            const int32_t top = reference_clear_argmax(ref_logits + i * V, V);
+            if (top >= 0) {
                 argmax_checked++;
                 if (tr_argmax(logits + i * V, (int32_t)V) != top) fail_msg("%s: argmax differs at %d", isas[s], i);
             }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "support/fixtures.h"
+#include "support/llamacpp_ref.h"
 #include "tokroute.h"
 
 enum { N_GREEDY = 16, N_PROMPT = 24 };
@@ -27,51 +28,21 @@ enum { N_GREEDY = 16, N_PROMPT = 24 };
 static const int32_t PROMPT[N_PROMPT] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315,
                                          421, 395, 317, 426, 338, 401, 396, 267, 5, 300, 42, 17};
 
-static char llama_bin[512];
-static char work[64];
-static char ref_exe[128];
-
-static int run(const char *cmd) {
-    const int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
+static llamacpp_ref llama; /* llama.cpp's build, this run's files, llamacpp_ref compiled here */
 
 static int setup(void **state) {
     (void)state;
-    FILE *p = popen(TR_SOURCE_DIR "/scripts/llamacpp.sh llama-quantize", "r");
-    if (!p || !fgets(llama_bin, sizeof llama_bin, p)) return -1;
-    if (pclose(p) != 0) return -1;
-    llama_bin[strcspn(llama_bin, "\n")] = '\0';
-    snprintf(work, sizeof work, "/tmp/tokroute-qwen35-XXXXXX");
-    if (!mkdtemp(work)) return -1;
-    snprintf(ref_exe, sizeof ref_exe, "%s/llamacpp_ref", work);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "cc -O1 -o %s %s/tests/model/llamacpp_ref.c -I%s/../../src/include -I%s/../../src/ggml/include -L%s "
-             "-lllama -lm -Wl,-rpath,%s",
-             ref_exe, TR_SOURCE_DIR, llama_bin, llama_bin, llama_bin, llama_bin);
-    return run(cmd) == 0 ? 0 : -1;
+    return llamacpp_ref_setup(&llama, "qwen35", "llama-quantize", "tests/model/llamacpp_ref.c");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-    return run(cmd) == 0 ? 0 : -1;
-}
-
-static float *load_f32(const char *path, size_t expect) {
-    size_t size = 0;
-    float *p = (float *)read_file(path, &size);
-    assert_non_null(p);
-    assert_int_equal(size, expect * sizeof(float));
-    return p;
+    return llamacpp_ref_teardown(&llama);
 }
 
 static void check_shape(const char *shape, tr_type type, double tol, int32_t n_batch) {
     char model[256], prefix[256], cmd[2048], csv[1024] = "";
-    snprintf(prefix, sizeof prefix, "%s/%s-%s", work, shape, tr_type_name(type));
+    snprintf(prefix, sizeof prefix, "%s/%s-%s", llama.work, shape, tr_type_name(type));
     snprintf(model, sizeof model, "%s.gguf", prefix);
     if (access(model, R_OK) != 0) {
         tr_synth_params sp = tr_synth_default_params();
@@ -80,8 +51,8 @@ static void check_shape(const char *shape, tr_type type, double tol, int32_t n_b
         assert_int_equal(tr_synth_write(&sp, model), TR_OK);
         for (int i = 0; i < N_PROMPT; i++)
             snprintf(csv + strlen(csv), sizeof csv - strlen(csv), "%s%d", i ? "," : "", PROMPT[i]);
-        snprintf(cmd, sizeof cmd, "%s %s %s %d %s", ref_exe, model, csv, N_GREEDY, prefix);
-        assert_int_equal(run(cmd), 0);
+        snprintf(cmd, sizeof cmd, "%s %s %s %d %s", llama.exe, model, csv, N_GREEDY, prefix);
+        assert_int_equal(run_command(cmd), 0);
     }
     tr_model_params mp = tr_model_default_params();
     mp.load_vocab = false;
@@ -92,9 +63,9 @@ static void check_shape(const char *shape, tr_type type, double tol, int32_t n_b
     const size_t V = (size_t)in->n_vocab, E = (size_t)in->n_embd;
     char path[300];
     snprintf(path, sizeof path, "%s.logits.f32", prefix);
-    float *ref_logits = load_f32(path, N_PROMPT * V);
+    float *ref_logits = read_f32_dump(path, N_PROMPT * V);
     snprintf(path, sizeof path, "%s.hidden.f32", prefix);
-    float *ref_hidden = load_f32(path, N_PROMPT * E);
+    float *ref_hidden = read_f32_dump(path, N_PROMPT * E);
 
     tr_context_params cp = tr_context_default_params();
     cp.n_ctx = 128;
@@ -108,12 +79,8 @@ static void check_shape(const char *shape, tr_type type, double tol, int32_t n_b
     for (int i = 0; i < N_PROMPT; i++) {
         memcpy(logits + i * V, tr_context_logits(ctx, i), V * sizeof *logits);
         memcpy(hidden + i * E, tr_context_hidden(ctx, i), E * sizeof *hidden);
-        const float *ref = ref_logits + i * V;
-        const int32_t top = tr_argmax(ref, (int32_t)V);
-        float second = -INFINITY;
-        for (size_t j = 0; j < V; j++)
-            if ((int32_t)j != top && ref[j] > second) second = ref[j];
-        if (ref[top] - second > 0.01f * fabsf(ref[top])) {
+        const int32_t top = reference_clear_argmax(ref_logits + i * V, V);
+        if (top >= 0) {
             checked++;
             if (tr_argmax(logits + i * V, (int32_t)V) != top) fail_msg("%s: argmax differs at %d", shape, i);
         }

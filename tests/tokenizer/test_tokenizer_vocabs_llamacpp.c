@@ -17,12 +17,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/llamacpp_ref.h"
 #include "tokenizer/tok_fixture.h"
 #include "tokroute.h"
 
 static char fixtures[512]; /* scripts/vocab_fixtures.sh's folder */
-static char work[64];      /* this run's files */
-static char chat_ref[128]; /* llamacpp_chat_ref, compiled here */
+static llamacpp_ref llama; /* llama.cpp's build, this run's files, llamacpp_chat_ref compiled here */
 
 /* First line of a command's stdout, without the newline; false when the command fails. */
 static bool first_line(const char *cmd, char *out, size_t cap) {
@@ -36,25 +36,13 @@ static bool first_line(const char *cmd, char *out, size_t cap) {
 
 static int setup(void **state) {
     (void)state;
-    char llama_bin[512], cmd[2048];
     if (!first_line(TR_SOURCE_DIR "/scripts/vocab_fixtures.sh " TR_SHARED_DIR, fixtures, sizeof fixtures)) return -1;
-    if (!first_line(TR_SOURCE_DIR "/scripts/llamacpp.sh llama-tokenize", llama_bin, sizeof llama_bin)) return -1;
-    snprintf(work, sizeof work, "/tmp/tokroute-vocabs-XXXXXX");
-    if (!mkdtemp(work)) return -1;
-    snprintf(chat_ref, sizeof chat_ref, "%s/llamacpp_chat_ref", work);
-    /* headers from the source tree next to the build: <cache>/llama.cpp-<v>/{src,build/bin} */
-    snprintf(cmd, sizeof cmd,
-             "cc -O1 -o %s %s/tests/tokenizer/llamacpp_chat_ref.c -I%s/../../src/include -I%s/../../src/ggml/include "
-             "-L%s -lllama -Wl,-rpath,%s",
-             chat_ref, TR_SOURCE_DIR, llama_bin, llama_bin, llama_bin, llama_bin);
-    return system(cmd) == 0 ? 0 : -1;
+    return llamacpp_ref_setup(&llama, "vocabs", "llama-tokenize", "tests/tokenizer/llamacpp_chat_ref.c");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-    return system(cmd) == 0 ? 0 : -1;
+    return llamacpp_ref_teardown(&llama);
 }
 
 static const char *fixture(const char *name) {
@@ -224,13 +212,13 @@ static char *llamacpp_render(const char *gguf, const tr_chat_message *m, size_t 
     assert_true(pid >= 0);
     if (pid == 0) {
         char **argv = calloc(n * 2 + 4, sizeof *argv);
-        argv[0] = chat_ref;
+        argv[0] = llama.exe;
         argv[1] = (char *)gguf;
         argv[2] = add_assistant ? "1" : "0";
         for (size_t i = 0; i < n; i++) argv[3 + 2 * i] = (char *)m[i].role, argv[4 + 2 * i] = (char *)m[i].content;
         dup2(fd[1], 1);
         close(fd[0]);
-        execv(chat_ref, argv);
+        execv(llama.exe, argv);
         _exit(127);
     }
     close(fd[1]);

@@ -1,0 +1,28 @@
+/* llamacpp_ref.h — llama.cpp as the reference of a test: scripts/llamacpp.sh's build (once per machine), a fresh work
+ * folder, and a reference program from the source tree compiled there against that build's libllama. */
+#ifndef TR_TEST_LLAMACPP_REF_H
+#define TR_TEST_LLAMACPP_REF_H
+
+#include <stddef.h>
+
+typedef struct llamacpp_ref {
+    char bin[512]; /* llama.cpp's bin folder (llama-quantize, llama-tokenize, libllama.so) */
+    char work[64]; /* this run's files: /tmp/tokroute-<name>-XXXXXX */
+    char exe[128]; /* the reference program, compiled into work */
+} llamacpp_ref;
+
+/* Builds `target` (a llama.cpp tool, e.g. "llama-quantize") if missing, makes the work folder and compiles
+ * `program` (a .c path relative to the source tree) against libllama into <work>/<its base name>. 0, or -1 with a
+ * message on stderr. */
+int llamacpp_ref_setup(llamacpp_ref *ref, const char *name, const char *target, const char *program);
+/* Removes the work folder. 0 or -1. */
+int llamacpp_ref_teardown(const llamacpp_ref *ref);
+/* system(cmd), saying on stderr when it fails; its status. */
+int run_command(const char *cmd);
+/* A reference dump of exactly `expect` floats (fails the test otherwise); the caller frees it. */
+float *read_f32_dump(const char *path, size_t expect);
+/* The reference logits' argmax where its top two differ by more than 1% of the top, else -1 (a near-tie that a
+ * rounding may swap). */
+int reference_clear_argmax(const float *ref, size_t n_vocab);
+
+#endif
