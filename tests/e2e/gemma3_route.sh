@@ -14,32 +14,7 @@ llm=$tmp/llm.gguf
 "$cli" synth --shape gemma3-small --type q8_0 -o "$llm" >/dev/null 2>&1 || fail "synth gemma3-small"
 
 # maxprob 0.2 routes about a third of the tokens of these random-weight models
-common=(--slm "$slm" --policy maxprob --threshold 0.2 --tokens 2,403,407,261,378 -n 96 --ids -t 1)
-spec=(--speculate-depth 6 --draft 8 --lookahead 4)
-run() { # name args...
-  local name=$1
-  shift
-  "$cli" generate "${common[@]}" "$@" >"$tmp/$name.ids" 2>"$tmp/$name.err" || { cat "$tmp/$name.err" >&2; fail "$name"; }
-}
-for samp in greedy sampled; do
-  s=()
-  [ "$samp" = sampled ] && s=(--temp 0.8 --seed 7)
-  run "emb_sync_$samp" --llm "$llm" --sync "${s[@]}"
-  run "emb_spec_$samp" --llm "$llm" "${spec[@]}" --simulate-rtt 20 "${s[@]}"
-  cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/emb_spec_$samp.ids" || fail "embedded $samp: speculation differs from --sync"
-  grep -Eq 'routed to the LLM +[1-9]' "$tmp/emb_sync_$samp.err" || fail "embedded $samp: nothing was routed"
-  grep -Eq 'discarded [1-9]' "$tmp/emb_spec_$samp.err" || fail "embedded $samp: no speculative token was rolled back"
-done
-
-start_serve "$(free_port)" --quiet
-for samp in greedy sampled; do
-  s=()
-  [ "$samp" = sampled ] && s=(--temp 0.8 --seed 7)
-  run "srv_sync_$samp" --server "$url" --sync "${s[@]}"
-  run "srv_spec_$samp" --server "$url" "${spec[@]}" "${s[@]}"
-  cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/srv_sync_$samp.ids" || fail "serve $samp --sync differs from embedded"
-  cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/srv_spec_$samp.ids" || fail "serve $samp: speculation differs from --sync"
-done
+check_routed_pair "$slm" 2,403,407,261,378 96 0.2
 
 python3 - "$url" <<'PY'
 import http.client, json, sys, urllib.parse

@@ -47,3 +47,34 @@ crash_pid() {
   for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
   wait "$1" 2>/dev/null || true
 }
+
+# A routed pair's generation, from the prompt TOKENS (comma-separated ids) for N tokens with maxprob THRESHOLD:
+# speculation, drafts and lookahead give --sync's tokens, embedded and through `tokroute serve` on $llm (started
+# here and left running: $url), greedy and sampled; something is routed and the speculative runs do roll back.
+check_routed_pair() { # slm tokens n threshold
+  local common=(--slm "$1" --policy maxprob --threshold "$4" --tokens "$2" -n "$3" --ids -t 1)
+  local spec=(--speculate-depth 6 --draft 8 --lookahead 4) samp s
+  routed_run() { # name args...
+    local name=$1
+    shift
+    "$cli" generate "${common[@]}" "$@" >"$tmp/$name.ids" 2>"$tmp/$name.err" || { cat "$tmp/$name.err" >&2; fail "$name"; }
+  }
+  for samp in greedy sampled; do
+    s=()
+    [ "$samp" = sampled ] && s=(--temp 0.8 --seed 7)
+    routed_run "emb_sync_$samp" --llm "$llm" --sync "${s[@]}"
+    routed_run "emb_spec_$samp" --llm "$llm" "${spec[@]}" --simulate-rtt 20 "${s[@]}"
+    cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/emb_spec_$samp.ids" || fail "embedded $samp: speculation differs from --sync"
+    grep -Eq 'routed to the LLM +[1-9]' "$tmp/emb_sync_$samp.err" || fail "embedded $samp: nothing was routed"
+    grep -Eq 'discarded [1-9]' "$tmp/emb_spec_$samp.err" || fail "embedded $samp: no speculative token was rolled back"
+  done
+  start_serve "$(free_port)" --quiet
+  for samp in greedy sampled; do
+    s=()
+    [ "$samp" = sampled ] && s=(--temp 0.8 --seed 7)
+    routed_run "srv_sync_$samp" --server "$url" --sync "${s[@]}"
+    routed_run "srv_spec_$samp" --server "$url" "${spec[@]}" "${s[@]}"
+    cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/srv_sync_$samp.ids" || fail "serve $samp --sync differs from embedded"
+    cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/srv_spec_$samp.ids" || fail "serve $samp: speculation differs from --sync"
+  done
+}
