@@ -137,14 +137,9 @@ static tr_status bind_recurrent(tr_model *m, qwen35_model *q, int il) {
     if (t->n_dims != 2 || t->ne[0] != q->d_conv || t->ne[1] != q->conv_dim)
         return tr_fail(TR_ERR_FORMAT, "tensor '%s' has shape [%" PRId64 ", %" PRId64 "] (%d-D), expected [%d, %d]",
                        name, t->ne[0], t->ne[1], t->n_dims, q->d_conv, q->conv_dim);
-    const int64_t n = (int64_t)q->d_conv * q->conv_dim;
-    float *v = malloc((size_t)n * sizeof *v);
-    if (!v) return tr_fail(TR_ERR_NOMEM, "out of memory for tensor '%s'", name);
-    m->owned_f32[m->n_owned++] = v;
-    if ((st = dequantize_row(t->type, t->data, v, n)) != TR_OK) return tr_fail_prefix(st, "tensor '%s'", name);
-    m->info.n_params += (uint64_t)n;
-    m->info.weight_bytes += t->n_bytes;
-    D->conv = v;
+    float *conv;
+    if ((st = own_f32_copy(m, name, t, (int64_t)q->d_conv * q->conv_dim, &conv)) != TR_OK) return st;
+    D->conv = conv;
 #undef NAME
     return TR_OK;
 }
@@ -474,18 +469,6 @@ static tr_status attention_layer(tr_context *view, int il, int32_t n, const span
 
 /* ---------------------------------------------------------------- the pass */
 
-typedef struct silu_job {
-    float *gate;
-    const float *up;
-    int64_t n;
-} silu_job;
-
-static void silu_task(void *arg, int ith, int nth) {
-    const silu_job *job = arg;
-    const int64_t per = (job->n + nth - 1) / nth, lo = ith * per, hi = lo + per < job->n ? lo + per : job->n;
-    if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
-}
-
 static tr_status layer_forward(tr_context *view, int il, int32_t n, const span *sp, int32_t n_sp) {
     const tr_model *m = view->model;
     const layer_weights *L = &m->layers[il];
@@ -503,8 +486,7 @@ static tr_status layer_forward(tr_context *view, int il, int32_t n, const span *
     const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
     if ((st = matmul_multi(view->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &view->scratch)) != TR_OK)
         return st;
-    silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
-    run_parallel(view, silu_task, &sj, sj.n * 16);
+    silu_mul_parallel(view, A->gate, A->up, (int64_t)n * m->info.n_ff);
     if ((st = matmul(view->pool, &L->w_down, A->gate, n, A->xb, dim, &view->scratch)) != TR_OK) return st;
     add_vec(A->x, A->xb, (int64_t)n * dim);
     return TR_OK;

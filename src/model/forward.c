@@ -24,7 +24,12 @@ static void silu_task(void *arg, int ith, int nth) {
     if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
 }
 
-static void add_bias(float *rows, const float *bias, int32_t n, int32_t width) {
+void silu_mul_parallel(tr_context *ctx, float *gate, const float *up, int64_t n) {
+    silu_job job = {gate, up, n};
+    run_parallel(ctx, silu_task, &job, n * 16); /* an expf is worth ~16 multiply-adds */
+}
+
+void add_bias_rows(float *rows, const float *bias, int32_t n, int32_t width) {
     if (!bias) return;
     for (int32_t t = 0; t < n; t++) add_vec(rows + (int64_t)t * width, bias, width);
 }
@@ -48,9 +53,9 @@ static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
     float *qkv_out[3] = {A->q, A->k, A->v};
     const int64_t qkv_ld[3] = {m->q_dim, m->kv_dim, m->kv_dim};
     if ((st = matmul_multi(ctx->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &ctx->scratch)) != TR_OK) return st;
-    add_bias(A->q, L->bq, n, m->q_dim);
-    add_bias(A->k, L->bk, n, m->kv_dim);
-    add_bias(A->v, L->bv, n, m->kv_dim);
+    add_bias_rows(A->q, L->bq, n, m->q_dim);
+    add_bias_rows(A->k, L->bk, n, m->kv_dim);
+    add_bias_rows(A->v, L->bv, n, m->kv_dim);
     head_norm(A->q, L->q_norm, n, m->info.n_head, hd, eps);
     head_norm(A->k, L->k_norm, n, m->info.n_head_kv, hd, eps);
     const int64_t rope_off = L->window ? (int64_t)A->cap * half : 0; /* gemma3: sliding-window layers' table */
@@ -77,8 +82,7 @@ static tr_status layer_forward(tr_context *ctx, int il, int32_t n) {
     if (m->gelu) {
         gemma3_geglu(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
     } else {
-        silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
-        run_parallel(ctx, silu_task, &sj, sj.n * 16); /* an expf is worth ~16 multiply-adds */
+        silu_mul_parallel(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
     }
     if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
     if (L->ffn_post_norm) gemma3_post_norm(m, A->xb, L->ffn_post_norm, n);

@@ -194,23 +194,6 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
 
 /* ---------------------------------------------------------------- the pass */
 
-typedef struct silu_job {
-    float *gate;
-    const float *up;
-    int64_t n;
-} silu_job;
-
-static void silu_task(void *arg, int ith, int nth) {
-    const silu_job *job = arg;
-    const int64_t per = (job->n + nth - 1) / nth, lo = ith * per, hi = lo + per < job->n ? lo + per : job->n;
-    if (lo < hi) silu_mul(job->gate + lo, job->up + lo, hi - lo);
-}
-
-static void add_bias(float *rows, const float *bias, int32_t n, int32_t width) {
-    if (!bias) return;
-    for (int32_t t = 0; t < n; t++) add_vec(rows + (int64_t)t * width, bias, width);
-}
-
 static void head_norm(float *rows, const float *w, int32_t n, int32_t n_heads, int32_t hd, float eps) {
     if (!w) return;
     for (int64_t i = 0; i < (int64_t)n * n_heads; i++) rms_norm(rows + i * hd, rows + i * hd, w, hd, eps);
@@ -232,9 +215,9 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     float *qkv_out[3] = {A->q, A->k, A->v};
     const int64_t qkv_ld[3] = {m->q_dim, m->kv_dim, m->kv_dim};
     if ((st = matmul_multi(ctx->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &ctx->scratch)) != TR_OK) return st;
-    add_bias(A->q, L->bq, n, m->q_dim);
-    add_bias(A->k, L->bk, n, m->kv_dim);
-    add_bias(A->v, L->bv, n, m->kv_dim);
+    add_bias_rows(A->q, L->bq, n, m->q_dim);
+    add_bias_rows(A->k, L->bk, n, m->kv_dim);
+    add_bias_rows(A->v, L->bv, n, m->kv_dim);
     head_norm(A->q, L->q_norm, n, m->info.n_head, hd, eps);
     head_norm(A->k, L->k_norm, n, m->info.n_head_kv, hd, eps);
     const int64_t rope_off = L->window ? (int64_t)A->cap * half : 0; /* gemma3: sliding-window layers' table */
@@ -266,8 +249,7 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     if (m->gelu) {
         gemma3_geglu(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
     } else {
-        silu_job sj = {A->gate, A->up, (int64_t)n * m->info.n_ff};
-        run_parallel(ctx, silu_task, &sj, sj.n * 16);
+        silu_mul_parallel(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
     }
     if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
     if (L->ffn_post_norm) gemma3_post_norm(m, A->xb, L->ffn_post_norm, n);

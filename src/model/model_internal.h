@@ -124,14 +124,20 @@ tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float
                         float *logits_out);
 
 /* model_load.c: a tensor by name (NULL when absent and not required); a 2-D weight of ne = [cols, rows] in a type
- * the kernels multiply; a 1-D tensor of n elements converted to an owned F32 array (layouts' loaders share them). */
+ * the kernels multiply; a 1-D tensor of n elements converted to an owned F32 array; the first n values of a tensor
+ * already checked, converted the same way (layouts' loaders share them). */
 tr_status find_tensor(tr_model *m, const char *name, bool required, const tr_gguf_tensor **out);
 tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_t rows, bool required, weight_matrix *out);
 tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out);
+tr_status own_f32_copy(tr_model *m, const char *name, const tr_gguf_tensor *t, int64_t n, float **out);
 
 /* Runs fn on the context's pool, or inline on the caller when the job is too small to repay waking workers
  * (work counts multiply-adds, roughly). */
 void run_parallel(tr_context *ctx, pool_task fn, void *arg, int64_t work);
+/* gate[i] = silu(gate[i]) * up[i] over the context's threads (forward.c). */
+void silu_mul_parallel(tr_context *ctx, float *gate, const float *up, int64_t n);
+/* rows[t] += bias for each of n rows of `width`; nothing when bias is NULL. */
+void add_bias_rows(float *rows, const float *bias, int32_t n, int32_t width);
 
 /* ops.c */
 void rms_norm(float *out, const float *x, const float *w, int64_t n, float eps);

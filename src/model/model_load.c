@@ -150,6 +150,19 @@ tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_t rows,
     return TR_OK;
 }
 
+/* The first n values of tensor t (checked by the caller) as an F32 array the model owns, counted in its size. */
+tr_status own_f32_copy(tr_model *m, const char *name, const tr_gguf_tensor *t, int64_t n, float **out) {
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return tr_fail(TR_ERR_NOMEM, "out of memory for tensor '%s'", name);
+    m->owned_f32[m->n_owned++] = v;
+    tr_status st = dequantize_row(t->type, t->data, v, n);
+    if (st != TR_OK) return tr_fail_prefix(st, "tensor '%s'", name);
+    m->info.n_params += (uint64_t)n;
+    m->info.weight_bytes += t->n_bytes;
+    *out = v;
+    return TR_OK;
+}
+
 /* A 1-D tensor of n elements, converted to an owned F32 array. */
 tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out) {
     const tr_gguf_tensor *t;
@@ -159,12 +172,8 @@ tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, c
     if (t->n_dims != 1 || t->ne[0] != n)
         return tr_fail(TR_ERR_FORMAT, "tensor '%s' has %" PRId64 " elements (%d-D), expected %" PRId64, name,
                        t->ne[0], t->n_dims, n);
-    float *v = malloc((size_t)n * sizeof *v);
-    if (!v) return tr_fail(TR_ERR_NOMEM, "out of memory for tensor '%s'", name);
-    m->owned_f32[m->n_owned++] = v;
-    if ((st = dequantize_row(t->type, t->data, v, n)) != TR_OK) return tr_fail_prefix(st, "tensor '%s'", name);
-    m->info.n_params += (uint64_t)n;
-    m->info.weight_bytes += t->n_bytes;
+    float *v;
+    if ((st = own_f32_copy(m, name, t, n, &v)) != TR_OK) return st;
     *out = v;
     return TR_OK;
 }
