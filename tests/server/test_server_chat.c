@@ -24,6 +24,7 @@
 
 #include "support/fixtures.h"
 #include "support/gguf_builder.h"
+#include "support/http_call.h"
 #include "tokroute.h"
 
 #define KEY "sesame"
@@ -47,72 +48,12 @@ static tr_server *start(const tr_model *m, int32_t n_ctx, tr_chat_template t, co
     return tr_server_start(m, &p, &s) == TR_OK ? s : NULL;
 }
 
-typedef struct reply {
-    long status;
-    char headers[4096];
-    char body[1 << 16];
-    size_t len, hlen;
-} reply;
-
-static size_t collect(char *d, size_t sz, size_t n, void *u) {
-    reply *r = u;
-    const size_t k = sz * n;
-    if (r->len + k >= sizeof r->body) return 0;
-    memcpy(r->body + r->len, d, k);
-    r->len += k;
-    r->body[r->len] = 0;
-    return k;
-}
-
-static size_t collect_header(char *d, size_t sz, size_t n, void *u) {
-    reply *r = u;
-    const size_t k = sz * n;
-    if (r->hlen + k < sizeof r->headers) {
-        memcpy(r->headers + r->hlen, d, k);
-        r->hlen += k;
-        r->headers[r->hlen] = 0;
-    }
-    return k;
-}
-
-/* A reply header's value (static buffer), or NULL when absent. */
-static const char *header(const reply *r, const char *name) {
-    static char value[512];
-    const size_t n = strlen(name);
-    for (const char *line = r->headers; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        if (strncasecmp(line, name, n) != 0 || line[n] != ':') continue;
-        const char *a = line + n + 1, *b = a;
-        while (*a == ' ') a++;
-        b = a;
-        while (*b && *b != '\r' && *b != '\n') b++;
-        snprintf(value, sizeof value, "%.*s", (int)(b - a), a);
-        return value;
-    }
-    return NULL;
-}
+typedef http_reply reply;
 
 /* method path [body] against srv, with extra headers (NULL-terminated list, may be NULL). */
 static long call(tr_server *srv, const char *method, const char *path, const char *body, const char *const *extra,
                  reply *r) {
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", tr_server_port(srv), path);
-    memset(r, 0, sizeof *r);
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    for (int i = 0; extra && extra[i]; i++) h = curl_slist_append(h, extra[i]);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return r->status;
+    return http_fetch(NULL, tr_server_port(srv), method, path, body, extra, r);
 }
 
 static const char *const with_key[] = {"Authorization: Bearer " KEY, NULL};
@@ -422,10 +363,10 @@ static void test_no_cors(void **state) {
     const char *const origin[] = {"Origin: http://app.test", "Access-Control-Request-Method: POST", NULL};
     call(plain, "OPTIONS", "/v1/chat/completions", NULL, origin, &r);
     expect_error(&r, 405, NULL, "method_not_allowed");
-    assert_string_equal(header(&r, "Allow"), "POST");
-    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    assert_string_equal(http_reply_header(&r, "Allow"), "POST");
+    assert_null(http_reply_header(&r, "Access-Control-Allow-Origin"));
     assert_int_equal(call(plain, "GET", "/v1/models", NULL, origin, &r), 200);
-    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    assert_null(http_reply_header(&r, "Access-Control-Allow-Origin"));
 }
 
 static void test_cors_preflight(void **state) {
@@ -434,32 +375,32 @@ static void test_cors_preflight(void **state) {
                                "Access-Control-Request-Headers: authorization, content-type, x-stainless-os", NULL};
     /* no key on a preflight: answered anyway */
     assert_int_equal(call(chat, "OPTIONS", "/v1/chat/completions", NULL, pre, &r), 204);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "http://app.test");
-    assert_string_equal(header(&r, "Vary"), "Origin");
-    assert_string_equal(header(&r, "Access-Control-Allow-Methods"), "POST, OPTIONS");
-    const char *allowed = header(&r, "Access-Control-Allow-Headers");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Origin"), "http://app.test");
+    assert_string_equal(http_reply_header(&r, "Vary"), "Origin");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Methods"), "POST, OPTIONS");
+    const char *allowed = http_reply_header(&r, "Access-Control-Allow-Headers");
     assert_non_null(allowed);
     assert_non_null(strstr(allowed, "Authorization"));
     assert_non_null(strstr(allowed, "Content-Type"));
     assert_non_null(strstr(allowed, "x-stainless-os"));
-    assert_non_null(header(&r, "Access-Control-Max-Age"));
+    assert_non_null(http_reply_header(&r, "Access-Control-Max-Age"));
     assert_int_equal(call(chat, "OPTIONS", "/v1/models", NULL, pre, &r), 204);
-    assert_string_equal(header(&r, "Access-Control-Allow-Methods"), "GET, OPTIONS");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Methods"), "GET, OPTIONS");
     /* the second origin, and one not allowed */
     const char *const other[] = {"Origin: https://other.test:8443", NULL};
     const char *const evil[] = {"Origin: http://evil.test", NULL};
     assert_int_equal(call(chat, "OPTIONS", "/v1/completions", NULL, other, &r), 204);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "https://other.test:8443");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Origin"), "https://other.test:8443");
     call(chat, "OPTIONS", "/v1/completions", NULL, evil, &r);
     expect_error(&r, 403, NULL, "cors_origin");
-    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    assert_null(http_reply_header(&r, "Access-Control-Allow-Origin"));
     /* an unknown path is no preflight: the key first, then 404 */
     assert_int_equal(call(chat, "OPTIONS", "/v1/nothing", NULL, pre, &r), 401);
     assert_int_equal(call(chat, "OPTIONS", "/v1/nothing", NULL, with_key, &r), 404);
     /* asked-for headers are kept to header-name characters */
     const char *const odd[] = {"Origin: http://app.test", "Access-Control-Request-Headers: x-a;\"b\"", NULL};
     assert_int_equal(call(chat, "OPTIONS", "/health", NULL, odd, &r), 204);
-    assert_string_equal(header(&r, "Access-Control-Allow-Headers"), "Authorization, Content-Type, x-ab");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Headers"), "Authorization, Content-Type, x-ab");
 }
 
 static void test_cors_replies(void **state) {
@@ -468,26 +409,26 @@ static void test_cors_replies(void **state) {
     const char *const evil[] = {"Origin: http://evil.test", "Authorization: Bearer " KEY, NULL};
     const char *const no_key[] = {"Origin: http://app.test", NULL};
     assert_int_equal(call(chat, "POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": 1}", allowed, &r), 200);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "http://app.test");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Origin"), "http://app.test");
     assert_int_equal(call(chat, "POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": "
                                                                "\"x\"}], \"max_tokens\": 2, \"stream\": true}",
                           allowed, &r), 200);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "http://app.test");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Origin"), "http://app.test");
     assert_int_equal(call(chat, "POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": 1}", evil, &r), 200);
-    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    assert_null(http_reply_header(&r, "Access-Control-Allow-Origin"));
     /* errors too, so the page can read them */
     assert_int_equal(call(chat, "GET", "/v1/models", NULL, no_key, &r), 401);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "http://app.test");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Origin"), "http://app.test");
     /* OPTIONS with an API key configured but no Origin: the methods */
     assert_int_equal(call(chat, "OPTIONS", "/v1/models", NULL, NULL, &r), 204);
-    assert_string_equal(header(&r, "Allow"), "GET, OPTIONS");
+    assert_string_equal(http_reply_header(&r, "Allow"), "GET, OPTIONS");
     /* "*" */
     const char *const any[] = {"Origin: http://anything.test:1234", NULL};
     assert_int_equal(call(any_origin, "GET", "/v1/models", NULL, any, &r), 200);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "*");
-    assert_null(header(&r, "Vary"));
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Origin"), "*");
+    assert_null(http_reply_header(&r, "Vary"));
     assert_int_equal(call(any_origin, "OPTIONS", "/v1/chat/completions", NULL, any, &r), 204);
-    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "*");
+    assert_string_equal(http_reply_header(&r, "Access-Control-Allow-Origin"), "*");
     /* origins are checked at start */
     const char *const bad[][1] = {{"localhost:3000"}, {"http://a.test, http://b.test"}, {""}};
     for (int i = 0; i < 3; i++) {

@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 
 #include "support/fixtures.h"
+#include "support/http_call.h"
 #include "tokroute.h"
 
 #define MAX_LINES 40
@@ -45,40 +46,16 @@ static int teardown(void **state) {
 
 /* ---------------------------------------------------------------- plain requests */
 
-typedef struct reply {
-    long status;
-    char content_type[64];
-    char body[16384];
-    size_t len;
-} reply;
-
-static size_t collect(char *d, size_t sz, size_t n, void *u) {
-    reply *r = u;
-    const size_t k = sz * n;
-    if (r->len + k >= sizeof r->body) return 0;
-    memcpy(r->body + r->len, d, k);
-    r->len += k;
-    r->body[r->len] = 0;
-    return k;
-}
+typedef http_reply reply;
 
 /* POSTs body to /v1/route/next on handle c (kept alive between calls); returns the status. */
 static long post(CURL *c, const char *body, reply *r) {
-    char url[96];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/route/next", port);
-    memset(r, 0, sizeof *r);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-    if (curl_easy_perform(c) == CURLE_OK) {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-        const char *ct = NULL;
-        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
-        snprintf(r->content_type, sizeof r->content_type, "%s", ct ? ct : "");
-    }
-    return r->status;
+    return http_fetch(c, port, "POST", "/v1/route/next", body, NULL, r);
+}
+
+static const char *content_type_of(const reply *r) {
+    const char *v = http_reply_header(r, "Content-Type");
+    return v ? v : "";
 }
 
 static long post_once(const char *body, reply *r) {
@@ -260,7 +237,7 @@ static void test_stream_matches_plain(void **state) {
     reply plain;
     snprintf(body, sizeof body, fmt, "plain", "");
     assert_int_equal(post_once(body, &plain), 200);
-    assert_string_equal(plain.content_type, "application/json");
+    assert_string_equal(content_type_of(&plain), "application/json");
     cJSON *p = cJSON_Parse(plain.body);
     assert_non_null(p);
     int32_t plain_la[16];
@@ -314,14 +291,14 @@ static void test_stream_errors(void **state) {
     /* "stream": false is the plain reply. */
     assert_int_equal(post_once("{\"session\":\"e\",\"pos\":0,\"tokens\":[1,403],\"lookahead\":2,\"stream\":false}", &r),
                      200);
-    assert_string_equal(r.content_type, "application/json");
+    assert_string_equal(content_type_of(&r), "application/json");
     cJSON *j = cJSON_Parse(r.body);
     int32_t la[4];
     assert_int_equal(ids_of(j, "lookahead", la, 4), 2);
     cJSON_Delete(j);
     /* An error before the answer is an ordinary reply: 409 with the server's pos, as JSON. */
     assert_int_equal(post_once("{\"session\":\"e\",\"pos\":9,\"tokens\":[5],\"lookahead\":2,\"stream\":true}", &r), 409);
-    assert_string_equal(r.content_type, "application/json");
+    assert_string_equal(content_type_of(&r), "application/json");
     j = cJSON_Parse(r.body);
     assert_int_equal(int_of(j, "pos"), 4); /* 2 tokens, the answer and the first lookahead token */
     cJSON_Delete(j);
