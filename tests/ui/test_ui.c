@@ -14,43 +14,8 @@
 #include <string.h>
 
 #include "support/fixtures.h"
+#include "support/ui_fixture.h"
 #include "tokroute.h"
-
-static tr_model *slm, *llm;
-
-static int setup(void **state) {
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &slm) != TR_OK) return -1;
-    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &llm) != TR_OK) return -1;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return 0;
-}
-
-static int teardown(void **state) {
-    tr_model_free(slm);
-    tr_model_free(llm);
-    curl_global_cleanup();
-    return 0;
-}
-
-/* Every routed token waits rtt_ms, so a long generation lasts long enough to stop it. */
-static double rtt_ms;
-static tr_status open_embedded(void *user, tr_llm_backend **out) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_threads = 1;
-    tr_status st = tr_llm_backend_embedded(llm, &cp, NULL, out);
-    if (st == TR_OK) tr_llm_backend_set_rtt(*out, rtt_ms);
-    return st;
-}
-
-static tr_ui_params params(void) {
-    tr_ui_params p = tr_ui_default_params();
-    p.slm = slm;
-    p.port = 0;
-    p.context.n_threads = 1;
-    p.open_backend = open_embedded;
-    return p;
-}
 
 typedef struct body {
     char *data;
@@ -96,24 +61,24 @@ static int count(const char *s, const char *needle) {
 
 static void test_bad_params(void **state) {
     tr_ui *ui = (tr_ui *)1;
-    tr_ui_params p = params();
+    tr_ui_params p = ui_fixture_params();
     p.slm = NULL;
     assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
     assert_null(ui);
-    p = params();
+    p = ui_fixture_params();
     p.max_generations = 0;
     assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
-    p = params();
+    p = ui_fixture_params();
     p.port = 70000;
     assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
-    p = params();
+    p = ui_fixture_params();
     p.lookahead = TR_LOOKAHEAD_MAX + 1;
     assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
     assert_non_null(strstr(tr_last_error(), "lookahead"));
-    p = params();
+    p = ui_fixture_params();
     p.draft_width = 9;
     assert_int_equal(tr_ui_start(&p, &ui), TR_ERR_ARG);
-    p = params();
+    p = ui_fixture_params();
     p.router_path = "/nonexistent/router.gguf";
     assert_int_not_equal(tr_ui_start(&p, &ui), TR_OK);
     assert_non_null(strstr(tr_last_error(), "nonexistent"));
@@ -121,7 +86,7 @@ static void test_bad_params(void **state) {
 }
 
 static void test_busy_port(void **state) {
-    tr_ui_params p = params();
+    tr_ui_params p = ui_fixture_params();
     tr_ui *a, *b;
     assert_int_equal(tr_ui_start(&p, &a), TR_OK);
     assert_true(tr_ui_port(a) > 0);
@@ -132,7 +97,7 @@ static void test_busy_port(void **state) {
 }
 
 static void test_page_embedded(void **state) {
-    tr_ui_params p = params();
+    tr_ui_params p = ui_fixture_params();
     tr_ui *ui;
     assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
     const char *files[][2] = {{"/", "index.html"}, {"/app.js", "app.js"}, {"/app.css", "app.css"}};
@@ -163,7 +128,7 @@ static int token_ids(const char *events, int *ids, int cap) {
 }
 
 static void test_generate(void **state) {
-    tr_ui_params p = params();
+    tr_ui_params p = ui_fixture_params();
     tr_ui *ui;
     assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
     body b;
@@ -217,8 +182,8 @@ static void *run_client(void *arg) {
 }
 
 static void test_stop_while_generating(void **state) {
-    rtt_ms = 20;
-    tr_ui_params p = params();
+    ui_rtt_ms = 20;
+    tr_ui_params p = ui_fixture_params();
     tr_ui *ui;
     assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
     client c = {ui, {0}, 0};
@@ -233,7 +198,7 @@ static void test_stop_while_generating(void **state) {
     nanosleep(&ts, NULL);
     tr_ui_stop(ui); /* cancels, waits for the worker, lets the stream finish */
     pthread_join(t, NULL);
-    rtt_ms = 0;
+    ui_rtt_ms = 0;
     assert_int_equal(c.status, 200);
     assert_non_null(c.b.data);
     assert_non_null(strstr(c.b.data, "\"stop\":\"cancelled\""));
@@ -249,5 +214,5 @@ int main(void) {
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_stop_while_generating),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ui_fixture_setup, ui_fixture_teardown);
 }

@@ -19,40 +19,12 @@
 #include <time.h>
 
 #include "support/fixtures.h"
+#include "support/ui_fixture.h"
 #include "tokroute.h"
 
-static tr_model *slm, *llm;
-static double rtt_ms;
-
-static int setup(void **state) {
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &slm) != TR_OK) return -1;
-    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &llm) != TR_OK) return -1;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return 0;
-}
-
-static int teardown(void **state) {
-    tr_model_free(slm);
-    tr_model_free(llm);
-    curl_global_cleanup();
-    return 0;
-}
-
-static tr_status open_embedded(void *user, tr_llm_backend **out) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_threads = 1;
-    tr_status st = tr_llm_backend_embedded(llm, &cp, NULL, out);
-    if (st == TR_OK) tr_llm_backend_set_rtt(*out, rtt_ms);
-    return st;
-}
-
+/* The fixture's UI with ChatML, 256 tokens at most and a model name. */
 static tr_ui_params params(void) {
-    tr_ui_params p = tr_ui_default_params();
-    p.slm = slm;
-    p.port = 0;
-    p.context.n_threads = 1;
-    p.open_backend = open_embedded;
+    tr_ui_params p = ui_fixture_params();
     p.chat_template = TR_CHAT_CHATML;
     p.max_tokens = 256;
     p.slm_name = "device-slm";
@@ -352,7 +324,7 @@ static bool wait_for(const tr_ui *ui, const char *name, int value) {
 }
 
 static void test_queue(void **state) {
-    rtt_ms = 20; /* every token routed (mode llm) waits 20 ms: 400 tokens take 8 s */
+    ui_rtt_ms = 20; /* every token routed (mode llm) waits 20 ms: 400 tokens take 8 s */
     tr_ui_params p = params();
     p.max_queued = 1;
     p.max_tokens = 400;
@@ -405,7 +377,7 @@ static void test_queue(void **state) {
         reply_free(&d.r);
     }
     tr_ui_stop(ui);
-    rtt_ms = 0;
+    ui_rtt_ms = 0;
 }
 
 /* ---------------------------------------------------------------- replies */
@@ -480,5 +452,5 @@ int main(void) {
         cmocka_unit_test(test_fields_refused), cmocka_unit_test(test_methods_and_paths), cmocka_unit_test(test_key),
         cmocka_unit_test(test_queue),          cmocka_unit_test(test_replies),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ui_fixture_setup, ui_fixture_teardown);
 }
