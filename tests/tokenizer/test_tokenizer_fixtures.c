@@ -13,41 +13,6 @@
 static const char *const vocab_names[] = {"llama-spm", "phi-3", "gpt-2", "deepseek-coder", "falcon", "starcoder",
                                           "smollm2"};
 
-/* Tokenizes every text of inp and compares with out; returns the number of texts that match. */
-static long check_pair(const tr_vocab *v, const char *name, const char *inp, const char *outp, long *total) {
-    fx_text *texts = NULL;
-    fx_ids *want = NULL;
-    long nt = fx_read_inp(inp, &texts);
-    long nw = fx_read_out(outp, &want);
-    if (nt < 0) fail_msg("cannot read %s", inp);
-    if (nw < 0) fail_msg("cannot read %s", outp);
-    assert_int_equal(nt, nw);
-    tr_tokenize_params p = tr_tokenize_default_params();
-    p.add_special = false;
-    p.parse_special = false;
-    long ok = 0, shown = 0;
-    for (long i = 0; i < nt; i++) {
-        int32_t cap = (int32_t)texts[i].len * 2 + 16, n = 0;
-        int32_t *ids = malloc((size_t)cap * sizeof *ids);
-        tr_status st = tr_tokenize(v, texts[i].s, texts[i].len, &p, ids, cap, &n);
-        assert_int_equal(st, TR_OK);
-        bool same = (size_t)n == want[i].n && memcmp(ids, want[i].ids, (size_t)n * sizeof *ids) == 0;
-        ok += same;
-        if (!same && shown++ < 3) {
-            fprintf(stderr, "[%s] text %ld mismatch: '%.60s'\n  got :", name, i, texts[i].s);
-            for (int32_t k = 0; k < n && k < 24; k++) fprintf(stderr, " %d", ids[k]);
-            fprintf(stderr, "\n  want:");
-            for (size_t k = 0; k < want[i].n && k < 24; k++) fprintf(stderr, " %d", want[i].ids[k]);
-            fprintf(stderr, "\n");
-        }
-        free(ids);
-    }
-    *total = nt;
-    fx_free_texts(texts, nt);
-    fx_free_ids(want, nw);
-    return ok;
-}
-
 static void test_fixtures(void **state) {
     (void)state;
     bool all = true;
@@ -59,10 +24,10 @@ static void test_fixtures(void **state) {
         long te, tc;
         snprintf(inp, sizeof inp, "%s/tokenizer/ggml-vocab-%s.edge.inp", TR_SHARED_DIR, vocab_names[k]);
         snprintf(out, sizeof out, "%s/tokenizer/ggml-vocab-%s.edge.out", TR_SHARED_DIR, vocab_names[k]);
-        long oe = check_pair(v, vocab_names[k], inp, out, &te);
+        long oe = fx_check_pair(v, vocab_names[k], inp, out, false, &te);
         snprintf(inp, sizeof inp, "%s/tokenizer/corpus.inp", TR_SHARED_DIR);
         snprintf(out, sizeof out, "%s/tokenizer/ggml-vocab-%s.corpus.out", TR_SHARED_DIR, vocab_names[k]);
-        long oc = check_pair(v, vocab_names[k], inp, out, &tc);
+        long oc = fx_check_pair(v, vocab_names[k], inp, out, false, &tc);
         printf("%-15s edge %ld/%ld  corpus %ld/%ld\n", vocab_names[k], oe, te, oc, tc);
         all &= oe == te && oc == tc && te > 0 && tc > 0;
         tr_vocab_free(v);

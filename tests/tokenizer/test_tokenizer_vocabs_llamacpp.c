@@ -68,35 +68,6 @@ static int32_t *tokenize(const tr_vocab *v, const char *text, size_t len, bool a
     return ids;
 }
 
-/* Texts of inp tokenized without BOS against llama-tokenize's ids in out; returns how many match (of *total). */
-static long check_pair(const tr_vocab *v, const char *label, const char *inp, const char *outp, bool parse_special,
-                       long *total) {
-    fx_text *texts = NULL;
-    fx_ids *want = NULL;
-    long nt = fx_read_inp(inp, &texts), nw = fx_read_out(outp, &want);
-    if (nt <= 0 || nw < 0) fail_msg("cannot read %s or %s", inp, outp);
-    assert_int_equal(nt, nw);
-    long ok = 0, shown = 0;
-    for (long i = 0; i < nt; i++) {
-        int32_t n = 0;
-        int32_t *ids = tokenize(v, texts[i].s, texts[i].len, false, parse_special, &n);
-        bool same = (size_t)n == want[i].n && memcmp(ids, want[i].ids, (size_t)n * sizeof *ids) == 0;
-        ok += same;
-        if (!same && shown++ < 3) {
-            fprintf(stderr, "[%s] text %ld mismatch: '%.60s'\n  got :", label, i, texts[i].s);
-            for (int32_t k = 0; k < n && k < 24; k++) fprintf(stderr, " %d", ids[k]);
-            fprintf(stderr, "\n  want:");
-            for (size_t k = 0; k < want[i].n && k < 24; k++) fprintf(stderr, " %d", want[i].ids[k]);
-            fprintf(stderr, "\n");
-        }
-        free(ids);
-    }
-    *total = nt;
-    fx_free_texts(texts, nt);
-    fx_free_ids(want, nw);
-    return ok;
-}
-
 /* The corpus and the edge texts (parse_special off and on) of one fixture vocabulary, all ids as llama.cpp's. */
 static void check_vocab(const char *name) {
     tr_vocab *v = load(name);
@@ -104,12 +75,12 @@ static void check_vocab(const char *name) {
     long tc, te, ts;
     snprintf(inp, sizeof inp, "%s/tokenizer/corpus.inp", TR_SHARED_DIR);
     snprintf(out, sizeof out, "%s.corpus.out", name);
-    long oc = check_pair(v, name, inp, fixture(out), false, &tc);
+    long oc = fx_check_pair(v, name, inp, fixture(out), false, &tc);
     snprintf(inp, sizeof inp, "%s", fixture("edge.inp"));
     snprintf(out, sizeof out, "%s.edge.out", name);
-    long oe = check_pair(v, name, inp, fixture(out), false, &te);
+    long oe = fx_check_pair(v, name, inp, fixture(out), false, &te);
     snprintf(out, sizeof out, "%s.edge-special.out", name);
-    long os = check_pair(v, name, inp, fixture(out), true, &ts);
+    long os = fx_check_pair(v, name, inp, fixture(out), true, &ts);
     printf("%-8s corpus %ld/%ld  edge %ld/%ld  edge with special tokens %ld/%ld\n", name, oc, tc, oe, te, os, ts);
     assert_true(tc >= 180 && te >= 80);
     assert_int_equal(oc, tc);

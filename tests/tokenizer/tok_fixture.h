@@ -1,12 +1,15 @@
 /* tok_fixture.h — reading the tokenizer fixtures of ../shared/tokenizer for the tokenizer tests: an .inp file holds
  * texts each followed by "\n__ggml_vocab_test__\n"; an .out file one line per text, each id preceded by a space.
- * Header-only (static functions) so that each test executable stays a single source file. */
+ * fx_check_pair tokenizes an .inp file's texts and compares them with an .out file's ids. Header-only (static
+ * functions) so that each test executable stays a single source file. */
 #ifndef TR_TOK_FIXTURE_H
 #define TR_TOK_FIXTURE_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "tokroute.h"
 
 typedef struct fx_text {
     char *s;
@@ -99,6 +102,46 @@ static inline void fx_free_texts(fx_text *t, long n) {
 static inline void fx_free_ids(fx_ids *r, long n) {
     for (long i = 0; i < n; i++) free(r[i].ids);
     free(r);
+}
+
+/* Tokenizes every text of inp without BOS/EOS (special-token text parsed when parse_special) and compares with the
+ * ids of outp, showing the first three mismatches on stderr under `label`: the number of texts that match, *total
+ * the number of texts; -1 (*total 0) when a file cannot be read, their counts differ or tr_tokenize fails. */
+static inline long fx_check_pair(const tr_vocab *v, const char *label, const char *inp, const char *outp,
+                                 bool parse_special, long *total) {
+    fx_text *texts = NULL;
+    fx_ids *want = NULL;
+    const long nt = fx_read_inp(inp, &texts), nw = fx_read_out(outp, &want);
+    long ok = 0, shown = 0;
+    *total = 0;
+    if (nt < 0 || nw != nt) {
+        fprintf(stderr, "[%s] cannot read %s or %s, or their counts differ (%ld, %ld)\n", label, inp, outp, nt, nw);
+        ok = -1;
+    }
+    tr_tokenize_params p = tr_tokenize_default_params();
+    p.add_special = false;
+    p.parse_special = parse_special;
+    for (long i = 0; ok >= 0 && i < nt; i++) {
+        int32_t cap = (int32_t)texts[i].len * 2 + 16, n = 0;
+        int32_t *ids = malloc((size_t)cap * sizeof *ids);
+        if (tr_tokenize(v, texts[i].s, texts[i].len, &p, ids, cap, &n) != TR_OK) {
+            fprintf(stderr, "[%s] text %ld: %s\n", label, i, tr_last_error());
+            ok = -1;
+        } else if ((size_t)n == want[i].n && memcmp(ids, want[i].ids, (size_t)n * sizeof *ids) == 0) {
+            ok++;
+        } else if (shown++ < 3) {
+            fprintf(stderr, "[%s] text %ld mismatch: '%.60s'\n  got :", label, i, texts[i].s);
+            for (int32_t k = 0; k < n && k < 24; k++) fprintf(stderr, " %d", ids[k]);
+            fprintf(stderr, "\n  want:");
+            for (size_t k = 0; k < want[i].n && k < 24; k++) fprintf(stderr, " %d", want[i].ids[k]);
+            fprintf(stderr, "\n");
+        }
+        free(ids);
+    }
+    if (ok >= 0) *total = nt;
+    if (nt > 0) fx_free_texts(texts, nt);
+    if (nw > 0) fx_free_ids(want, nw);
+    return ok;
 }
 
 #endif /* TR_TOK_FIXTURE_H */
