@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Rotation before quantizing (as llama.cpp does for a quantized cache since its PR 21038): for head_dim a multiple
  * of 64, queries and keys are turned by an orthonormal Walsh-Hadamard matrix over runs of kvq8_rot_k values (the
@@ -66,5 +67,15 @@ extern const kvq8_kernels kvq8_neon;
 #endif
 
 static inline int32_t kvq8_row_valid(kvq8_causal c, int32_t r) { return c.valid0 + r / c.group; }
+
+/* The SIMD files' block: an F16 scale, then 32 int8 values (block_q8_0's 34 bytes). */
+#define KVQ8_QK 32
+#define KVQ8_BLOCK_BYTES 34
+/* A block's scale as F16 bits (each file converts them its own way). */
+static inline uint16_t kvq8_scale_bits(const uint8_t *block) {
+    uint16_t d;
+    memcpy(&d, block, sizeof d);
+    return d;
+}
 
 #endif /* TR_KERNELS_KV_Q8_H */

@@ -9,14 +9,10 @@
 #include "kernels/avx2_inline.h"
 #include "kernels/kv_q8.h"
 
-#define QK 32
-#define BLOCK_BYTES 34
+#define QK KVQ8_QK
+#define BLOCK_BYTES KVQ8_BLOCK_BYTES
 
-INLINE float scale_of(const uint8_t *b) {
-    uint16_t d;
-    memcpy(&d, b, sizeof d);
-    return _cvtsh_ss(d);
-}
+INLINE float scale_of(const uint8_t *b) { return _cvtsh_ss(kvq8_scale_bits(b)); }
 
 /* The block's 32 int8 values as 4 × 8 floats. */
 INLINE void widen(const uint8_t *b, __m256 v[4]) {

@@ -1,19 +1,14 @@
 /* kv_q8_avx512.c — the Q8_0 KV kernels of kv_q8.h for 32-value blocks on AVX-512: as kv_q8_avx2.c with 16-lane
  * vectors (a block is two), so the tiles are wider: 8 query rows for scores, 8 rows over a whole block for the mix. */
 #include <immintrin.h>
-#include <string.h>
 
 #include "kernels/kv_q8.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define QK 32
-#define BLOCK_BYTES 34
+#define QK KVQ8_QK
+#define BLOCK_BYTES KVQ8_BLOCK_BYTES
 
-INLINE float scale_of(const uint8_t *b) {
-    uint16_t d;
-    memcpy(&d, b, sizeof d);
-    return _cvtsh_ss(d);
-}
+INLINE float scale_of(const uint8_t *b) { return _cvtsh_ss(kvq8_scale_bits(b)); }
 
 INLINE void widen(const uint8_t *b, __m512 v[2]) {
     for (int k = 0; k < 2; k++)

@@ -1,20 +1,15 @@
 /* kv_q8_neon.c — the Q8_0 KV kernels of kv_q8.h for 32-value blocks on baseline ARMv8 NEON: as kv_q8_avx2.c with
  * 4-lane vectors (a block is eight): 4 query rows per scores tile, 4 rows over half a block per mix tile. */
 #include <arm_neon.h>
-#include <string.h>
 
 #include "kernels/fp16.h"
 #include "kernels/kv_q8.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define QK 32
-#define BLOCK_BYTES 34
+#define QK KVQ8_QK
+#define BLOCK_BYTES KVQ8_BLOCK_BYTES
 
-INLINE float scale_of(const uint8_t *b) {
-    uint16_t d;
-    memcpy(&d, b, sizeof d);
-    return fp16_to_fp32(d);
-}
+INLINE float scale_of(const uint8_t *b) { return fp16_to_fp32(kvq8_scale_bits(b)); }
 
 INLINE void widen(const uint8_t *b, float32x4_t v[8]) {
     for (int h = 0; h < 2; h++) {
