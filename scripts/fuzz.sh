@@ -8,11 +8,11 @@ shared=$(cd ../shared && pwd)
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_SANITIZE=ON -DTR_FUZZ=ON \
   -DTR_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenize fuzz_request fuzz_session_reply \
-  fuzz_llamacpp_stream fuzz_score_reply fuzz_sglang_reply fuzz_dataset fuzz_train_data \
+  fuzz_llamacpp_stream fuzz_score_reply fuzz_sglang_reply fuzz_dataset fuzz_train_data fuzz_json_scan \
   >/dev/null
 mkdir -p build-fuzz/findings build-fuzz/corpus-gguf build-fuzz/corpus-tok build-fuzz/corpus-req build-fuzz/corpus-reply \
   build-fuzz/corpus-sse build-fuzz/corpus-score build-fuzz/corpus-sglang build-fuzz/corpus-data \
-  build-fuzz/corpus-train
+  build-fuzz/corpus-train build-fuzz/corpus-json
 # Small seeds: a tiny synthetic model, a router file is made by the tests; the real student model.
 [ -f build-fuzz/corpus-gguf/tiny.gguf ] || build/tokroute synth --shape tiny --type q8_0 -o build-fuzz/corpus-gguf/tiny.gguf 2>/dev/null || true
 cp -n "$shared/models/stories-student.gguf" build-fuzz/corpus-gguf/ 2>/dev/null || true
@@ -20,6 +20,7 @@ awk 'BEGIN{RS="\n__ggml_vocab_test__\n"} {f=sprintf("build-fuzz/corpus-tok/t%03d
   "$shared/tokenizer/ggml-vocab-gpt-2.edge.inp"
 # Request bodies and server replies: the seeds in the repository (CTest replays them in every build).
 cp -n tests/fuzz/seeds/request/* build-fuzz/corpus-req/
+cp -n tests/fuzz/seeds/json_scan/* build-fuzz/corpus-json/
 cp -n tests/fuzz/seeds/session_reply/* build-fuzz/corpus-reply/
 cp -n tests/fuzz/seeds/llamacpp_stream/* build-fuzz/corpus-sse/
 cp -n tests/fuzz/seeds/score_reply/* build-fuzz/corpus-score/
@@ -50,6 +51,7 @@ export TOKROUTE_SHARED=$shared
   ../fuzz_gguf -max_total_time="$seconds" -max_len=300000 -rss_limit_mb=4096 ../corpus-gguf 2>&1 | tail -3 &&
   ../fuzz_tokenize -max_total_time="$seconds" -max_len=4096 ../corpus-tok 2>&1 | tail -3 &&
   ../fuzz_request -max_total_time="$seconds" -max_len=8192 ../corpus-req 2>&1 | tail -3 &&
+  ../fuzz_json_scan -max_total_time="$seconds" -max_len=8192 ../corpus-json 2>&1 | tail -3 &&
   ../fuzz_session_reply -max_total_time="$seconds" -max_len=8192 ../corpus-reply 2>&1 | tail -3 &&
   ../fuzz_llamacpp_stream -max_total_time="$seconds" -max_len=8192 ../corpus-sse 2>&1 | tail -3 &&
   ../fuzz_score_reply -max_total_time="$seconds" -max_len=8192 ../corpus-score 2>&1 | tail -3 &&

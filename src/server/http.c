@@ -447,6 +447,11 @@ static int run_route(struct MHD_Connection *conn, void *arg) {
     tr_server *srv = cs->srv;
     const char *body = cs->body ? cs->body : "";
     api_error err = {0};
+    /* A raw NUL (not valid JSON) would end a string early in cJSON's tree, as \u0000 would. */
+    if (cs->len && memchr(body, 0, cs->len)) {
+        api_error_set(&err, 400, "bad_request", "", "the body holds a NUL byte");
+        return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    }
     if ((cs->kind == ROUTE_COMPLETIONS || cs->kind == ROUTE_CHAT) && !values_fit(srv, cs, &err))
         return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
     switch (cs->kind) {

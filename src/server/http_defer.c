@@ -149,7 +149,7 @@ static void pipe_produce(defer_pool *pool, stream_pipe *p) {
         const size_t n = piece ? strlen(piece) : 0;
         pthread_mutex_lock(&p->mu);
         if (piece && p->len + n > p->cap) {
-            memmove(p->buf, p->buf + p->off, p->len - p->off);
+            if (p->off > 0) memmove(p->buf, p->buf + p->off, p->len - p->off);
             p->len -= p->off;
             p->off = 0;
             size_t cap = p->cap ? p->cap : 4096;

@@ -9,8 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* JSON's whitespace, what the id reader allows. */
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-static bool is_delim(char c) { return is_ws(c) || c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == '"'; }
+/* What cJSON skips as whitespace (every byte up to ' ', NUL included): the survey counts as cJSON parses. */
+static bool is_skipped(char c) { return (unsigned char)c <= ' '; }
+static bool is_delim(char c) {
+    return is_skipped(c) || c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == '"';
+}
 
 /* Skips the string starting at text[i] == '"': the index after its closing quote (len when it never closes). */
 static size_t skip_string(const char *text, size_t len, size_t i) {
@@ -26,7 +31,7 @@ static size_t skip_string(const char *text, size_t len, size_t i) {
 void json_survey_text(const char *text, size_t len, const char *want, json_survey *out) {
     memset(out, 0, sizeof *out);
     size_t i = 0;
-    while (i < len && is_ws(text[i])) i++;
+    while (i < len && is_skipped(text[i])) i++;
     out->is_object = i < len && text[i] == '{';
     uint64_t is_obj[DEPTH_BITS / 64] = {0}; /* bit d: the container at depth d is an object */
     int32_t depth = 0;
@@ -56,7 +61,7 @@ void json_survey_text(const char *text, size_t len, const char *want, json_surve
             member = NULL;
         }
         if (i == len) break;
-        if (is_ws(c) || c == ':') continue;
+        if (is_skipped(c) || c == ':') continue;
         if (member && value_pending) {
             value_pending = false;
             value_at = i;

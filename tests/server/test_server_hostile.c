@@ -172,6 +172,14 @@ static void test_huge_arrays(void **state) {
     assert_int_equal(request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Once\\u0000 upon\",\"max_tokens\":1}",
                              reply, sizeof reply), 400);
     assert_non_null(strstr(reply, "\"param\":\"prompt\""));
+    /* A raw NUL byte (not JSON; cJSON would end the name there: session "a") is refused too. */
+    const char nul[] = "POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Length: 38\r\n\r\n"
+                       "{\"session\":\"a\0b\",\"pos\":0,\"tokens\":[1]}";
+    const int fd = connect_to(port);
+    send_all(fd, nul, sizeof nul - 1);
+    assert_int_equal(read_reply(fd, reply, sizeof reply, 5000), 400);
+    assert_non_null(strstr(reply, "NUL byte"));
+    close(fd);
     tr_server_free(srv);
 }
 
