@@ -150,7 +150,7 @@ static void check_engine(const char *model, const char *prefix, const char *isa,
 }
 
 static void check_llamacpp(tr_type type, double tol) {
-    char model[256], prefix[256], cmd[4096], path[512];
+    char model[256], prefix[256], cmd[4096];
     snprintf(prefix, sizeof prefix, "%s/gemma3-tiny-%s", llama.work, tr_type_name(type));
     snprintf(model, sizeof model, "%s.gguf", prefix);
     write_model("gemma3-tiny", type, model);
@@ -159,17 +159,9 @@ static void check_llamacpp(tr_type type, double tol) {
     snprintf(cmd + len, sizeof cmd - (size_t)len, " %d %s", N_GREEDY, prefix);
     assert_int_equal(run_command(cmd), 0);
 
-    snprintf(path, sizeof path, "%s.greedy", prefix);
-    char *greedy_text = read_file(path, NULL);
-    assert_non_null(greedy_text);
     int32_t greedy[N_GREEDY], runner_up[N_GREEDY];
     double gap[N_GREEDY];
-    char *p = greedy_text;
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = (int32_t)strtol(p, &p, 10);
-        runner_up[i] = (int32_t)strtol(p, &p, 10);
-        gap[i] = strtod(p, &p);
-    }
+    read_greedy_dump(prefix, N_GREEDY, greedy, runner_up, gap);
 
     static const char *const isas[] = {"scalar", "avx2", "avx512", "neon"};
     const char *best = kernels_isa();
@@ -179,7 +171,6 @@ static void check_llamacpp(tr_type type, double tol) {
         check_engine(model, prefix, isas[k], tol, greedy, runner_up, gap);
     }
     assert_int_equal(kernels_force_isa(best), TR_OK);
-    free(greedy_text);
 }
 
 static void llamacpp_f32(void **state) {

@@ -118,17 +118,9 @@ static void check_case(const quant_case *c) {
     if (c->pure) check_quantizer(src_path, model, c->type);
 
     char path[512];
-    snprintf(path, sizeof path, "%s.greedy", prefix);
-    char *greedy_text = read_file(path, NULL);
-    assert_non_null(greedy_text);
     int32_t greedy[N_GREEDY], runner_up[N_GREEDY];
     double gap[N_GREEDY];
-    char *p = greedy_text;
-    for (int i = 0; i < N_GREEDY; i++) {
-        greedy[i] = (int32_t)strtol(p, &p, 10);
-        runner_up[i] = (int32_t)strtol(p, &p, 10);
-        gap[i] = strtod(p, &p);
-    }
+    read_greedy_dump(prefix, N_GREEDY, greedy, runner_up, gap);
 
     static const char *const isas[] = {"scalar", "avx2", "avx512", "neon"};
     const char *best = kernels_isa();
@@ -199,7 +191,6 @@ static void check_case(const quant_case *c) {
         tr_model_free(m);
     }
     assert_int_equal(kernels_force_isa(best), TR_OK);
-    free(greedy_text);
     free(prompt);
     free(json);
 }

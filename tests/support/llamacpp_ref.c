@@ -55,6 +55,20 @@ float *read_f32_dump(const char *path, size_t expect) {
     return p;
 }
 
+void read_greedy_dump(const char *prefix, int n, int32_t *token, int32_t *runner_up, double *gap) {
+    char path[512];
+    snprintf(path, sizeof path, "%s.greedy", prefix);
+    char *text = read_file(path, NULL);
+    assert_non_null(text);
+    char *p = text;
+    for (int i = 0; i < n; i++) {
+        token[i] = (int32_t)strtol(p, &p, 10);
+        runner_up[i] = (int32_t)strtol(p, &p, 10);
+        gap[i] = strtod(p, &p);
+    }
+    free(text);
+}
+
 int reference_clear_argmax(const float *ref, size_t n_vocab) {
     const int32_t top = tr_argmax(ref, (int32_t)n_vocab);
     float second = -INFINITY;

@@ -4,6 +4,7 @@
 #define TR_TEST_LLAMACPP_REF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct llamacpp_ref {
     char bin[512]; /* llama.cpp's bin folder (llama-quantize, llama-tokenize, libllama.so) */
@@ -21,6 +22,9 @@ int llamacpp_ref_teardown(const llamacpp_ref *ref);
 int run_command(const char *cmd);
 /* A reference dump of exactly `expect` floats (fails the test otherwise); the caller frees it. */
 float *read_f32_dump(const char *path, size_t expect);
+/* llamacpp_ref's "<prefix>.greedy": for each of n greedy tokens, the token, its runner-up and how far behind it is
+ * (relative); fails the test when the file cannot be read. */
+void read_greedy_dump(const char *prefix, int n, int32_t *token, int32_t *runner_up, double *gap);
 /* The reference logits' argmax where its top two differ by more than 1% of the top, else -1 (a near-tie that a
  * rounding may swap). */
 int reference_clear_argmax(const float *ref, size_t n_vocab);
