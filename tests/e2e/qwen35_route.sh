@@ -15,25 +15,6 @@ llm=$tmp/llm.gguf
 # maxprob 0.02 routes about a third of the tokens of these random-weight models
 check_routed_pair "$slm" 1,403,407,261,378 64 0.02
 
-python3 - "$url" <<'PY'
-import http.client, json, sys, urllib.parse
-url = urllib.parse.urlparse(sys.argv[1])
-conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
-def nxt(b):
-    conn.request("POST", "/v1/route/next", json.dumps(b))
-    r = conn.getresponse()
-    return r.status, json.loads(r.read())
-prompt = [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315]
-s, r = nxt({"session": "a", "pos": 0, "tokens": prompt})
-assert s == 200 and r["pos"] == len(prompt), r
-for back in (10, 3):  # a recent position, then one inside the first batch (checkpoint + replay)
-    s, r = nxt({"session": "a", "pos": back, "tokens": [17, 500, 261]})
-    assert s == 200 and r["pos"] == back + 3, r
-    s, ref = nxt({"session": "fresh%d" % back, "pos": 0, "tokens": prompt[:back] + [17, 500, 261]})
-    assert s == 200 and ref["token"] == r["token"], (back, r, ref)
-s, j = nxt({"session": "c", "pos": 5, "tokens": [5]})
-assert s == 409 and j["pos"] == 0, (s, j)
-s, r = nxt({"session": "c", "pos": 0, "tokens": prompt[:3] + [17, 500, 261]})
-assert s == 200 and r["token"] == ref["token"], (r, ref)
-PY
+# rolled back to a recent position, then to one inside the first batch (checkpoint + replay)
+check_session_rollback 1,403,407,261,378,432,383,286,261,376,298,315 10,3 0
 echo "qwen35_route: ok"

@@ -1,6 +1,7 @@
 # e2e.sh — what the end-to-end scripts (tests/e2e/*.sh, bench/*.sh) share, sourced after they set $cli (and $llm
 # for start_serve): a temporary folder $tmp and the processes in $pids, both cleaned up on exit; fail; a free
-# loopback port; waiting for a server; starting `tokroute serve`; stopping or crashing a process.
+# loopback port; waiting for a server; starting `tokroute serve`; stopping or crashing a process; a routed pair's
+# generation checks and the session protocol's rollback checks (the layout e2e scripts: gemma3_route, qwen35_route).
 tmp=$(mktemp -d)
 pids=()
 e2e_cleanup() {
@@ -77,4 +78,38 @@ check_routed_pair() { # slm tokens n threshold
     cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/srv_sync_$samp.ids" || fail "serve $samp --sync differs from embedded"
     cmp -s "$tmp/emb_sync_$samp.ids" "$tmp/srv_spec_$samp.ids" || fail "serve $samp: speculation differs from --sync"
   done
+}
+
+# The session protocol of the server at $url: a session fed PROMPT, rolled back to each pos of BACKS and fed
+# [17, 500, 261], answers what a fresh session fed the same ids answers (its TOP top logprobs too; 0: none asked); a
+# session asked for a pos it does not hold gets 409 with pos 0 and, resynced from the last of BACKS, the same token.
+check_session_rollback() { # prompt(comma-separated ids) backs(comma-separated) top
+  python3 - "$url" "$1" "$2" "$3" <<'PY'
+import http.client, json, sys, urllib.parse
+url = urllib.parse.urlparse(sys.argv[1])
+prompt = [int(t) for t in sys.argv[2].split(",")]
+backs = [int(b) for b in sys.argv[3].split(",")]
+top = int(sys.argv[4])
+conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+def nxt(b):
+    if top:
+        b["top_logprobs"] = top
+    conn.request("POST", "/v1/route/next", json.dumps(b))
+    r = conn.getresponse()
+    return r.status, json.loads(r.read())
+s, r = nxt({"session": "a", "pos": 0, "tokens": prompt})
+assert s == 200 and r["pos"] == len(prompt), r
+for back in backs:
+    s, r = nxt({"session": "a", "pos": back, "tokens": [17, 500, 261]})
+    assert s == 200 and r["pos"] == back + 3, r
+    s, ref = nxt({"session": "fresh%d" % back, "pos": 0, "tokens": prompt[:back] + [17, 500, 261]})
+    assert s == 200 and ref["token"] == r["token"], (back, r, ref)
+    if top:
+        assert [t["id"] for t in ref["top_logprobs"]] == [t["id"] for t in r["top_logprobs"]], (r, ref)
+        assert all(abs(a["logprob"] - b["logprob"]) < 1e-4 for a, b in zip(r["top_logprobs"], ref["top_logprobs"])), (r, ref)
+s, j = nxt({"session": "c", "pos": 5, "tokens": [5]})
+assert s == 409 and j["pos"] == 0, (s, j)
+s, r = nxt({"session": "c", "pos": 0, "tokens": prompt[:backs[-1]] + [17, 500, 261]})
+assert s == 200 and r["token"] == ref["token"], (r, ref)
+PY
 }
