@@ -50,6 +50,7 @@ typedef struct session {
     double last_used_ms;
     bool busy;             /* a job on it has started and not finished */
     bool cached;           /* a finished completion kept for its prefix: no request can name it */
+    int64_t last_pass;     /* the pass that last evaluated a job of it */
     struct session *next;
 } session;
 
@@ -114,19 +115,23 @@ struct scheduler {
     int32_t n_sessions;
     int64_t kv_bytes;
     int32_t last_pass_seqs;   /* sessions in the last pass: their clients are likely to send the next token soon */
+    int64_t n_passes;         /* passes run so far; the last one's number marks its sessions (session.last_pass) */
     tr_context *score_ctx;    /* the scoring context (worker only; NULL until the first score job) */
     int64_t score_kv_bytes;   /* its KV cache's bytes, counted in kv_bytes */
     int32_t score_rows;       /* rows per scoring chunk */
     double last_pass_ms, last_pass_end_ms;
 };
 
-/* The gather window: when fewer jobs wait than the last pass served, the worker waits up to this fraction of the
- * last pass's duration (at most GATHER_MAX_MS) for the others' next requests, instead of starting a small pass that
- * makes them wait a whole pass. Each routed token costs its client a network round trip, so without the window
- * batches fragment: the first request back runs alone while the rest arrive. The wait is bounded by 20% of a pass,
- * so a slow client costs the others little, and with a tiny model (sub-millisecond passes) it is nearly zero. */
+/* The gather window: until every session of the last pass has its next request waiting, the worker waits up to
+ * this fraction of the last pass's duration (at most GATHER_MAX_MS) for them, instead of starting a pass without
+ * them: a request that misses a pass waits for all of it and then its own, twice the others' latency (the p99 of
+ * a loaded server). Each routed token costs its client a network round trip, so without the window batches
+ * fragment: the first requests back run while the rest arrive. Only the last pass's own sessions are counted
+ * (requests that waited through it do not stand in for them), and the wait ends as soon as they are all back, so
+ * it costs nothing when every client answers; a client that does not come back costs the others at most 20% of a
+ * pass, and with a tiny model (sub-millisecond passes) nearly nothing. */
 #define GATHER_FRACTION 0.2
-#define GATHER_MAX_MS 50.0
+#define GATHER_MAX_MS 250.0
 
 static double now_ms(void) {
     struct timespec ts;
@@ -508,9 +513,14 @@ static tr_status score_chunk(scheduler *s, job *j, int32_t *n_rows) {
     return TR_OK;
 }
 
-static int32_t count_waiting(const scheduler *s) {
+/* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */
+static int32_t count_returned(scheduler *s) {
     int32_t n = 0;
-    for (const job *j = s->queue; j; j = j->next) n += j->kind == JOB_ROUTE;
+    for (const job *j = s->queue; j; j = j->next) {
+        if (j->kind != JOB_ROUTE) continue;
+        const session *x = j->sess ? j->sess : find_session(s, j->req->session);
+        n += x && x->last_pass == s->n_passes;
+    }
     return n;
 }
 
@@ -540,7 +550,7 @@ static void *worker_main(void *arg) {
             double window = GATHER_FRACTION * s->last_pass_ms;
             if (window > GATHER_MAX_MS) window = GATHER_MAX_MS;
             const double deadline = s->last_pass_end_ms + window;
-            while (!s->stop && count_waiting(s) < s->last_pass_seqs && now_ms() < deadline) {
+            while (!s->stop && count_returned(s) < s->last_pass_seqs && now_ms() < deadline) {
                 const double left_ms = deadline - now_ms();
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
@@ -628,6 +638,8 @@ static void *worker_main(void *arg) {
             }
         }
         if (n_seq > 0) {
+            s->n_passes++;
+            for (int32_t b = 0; b < n_seq; b++) jobs[b]->sess->last_pass = s->n_passes;
             s->last_pass_seqs = n_seq;
             s->last_pass_ms = dt;
             s->last_pass_end_ms = now_ms();
