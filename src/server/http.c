@@ -34,6 +34,7 @@
 #include <microhttpd.h>
 
 #include "common/error.h"
+#include "common/openai_api.h"
 #include "server/http_internal.h"
 #include "server/json_scan.h"
 
@@ -146,24 +147,13 @@ int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
     return http_queue_buffer(conn, (unsigned)status, "application/json", json_owned, len, NULL);
 }
 
-/* OpenAI's error type for a status (what its SDKs map to their exception classes). */
-const char *api_error_type(int status) {
-    if (status == 401) return "authentication_error";
-    if (status == 403) return "permission_error";
-    if (status == 404) return "not_found_error";
-    if (status == 429) return "rate_limit_error";
-    if (status >= 500) return "server_error";
-    return "invalid_request_error";
-}
-
+/* OpenAI's error object (common/openai_api.c, as the device's server writes it), plus "field": the name tokroute's
+ * clients read. Every api_error field fits an oai_error's. */
 cJSON *api_error_object(const api_error *err) {
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "message", err->message);
-    cJSON_AddStringToObject(e, "type", api_error_type(err->status));
-    if (err->field[0]) cJSON_AddStringToObject(e, "param", err->field);
-    else cJSON_AddNullToObject(e, "param");
-    cJSON_AddStringToObject(e, "code", err->code);
-    if (err->field[0]) cJSON_AddStringToObject(e, "field", err->field); /* the name tokroute's clients read */
+    oai_error o;
+    oai_error_set(&o, err->status, err->code, err->field, "%s", err->message);
+    cJSON *e = oai_error_object(&o);
+    if (e && err->field[0]) cJSON_AddStringToObject(e, "field", err->field);
     return e;
 }
 

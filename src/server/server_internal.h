@@ -313,7 +313,6 @@ int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *rou
  * code), and field (param again, under the name tokroute's clients read). */
 struct cJSON;
 struct cJSON *api_error_object(const api_error *err);
-const char *api_error_type(int status);
 /* cors.c: copies the allowed origins into srv (checked: one origin each, with its scheme, or "*"); cors_free
  * frees them. cors_add_headers adds Access-Control-Allow-Origin (and Vary) when the request's Origin is allowed;
  * cors_preflight answers OPTIONS on a known path (allow: its methods) while origins are configured: 204 with the
