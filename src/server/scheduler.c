@@ -37,90 +37,11 @@
 #include <time.h>
 
 #include "common/error.h"
-#include "server/server_internal.h"
+#include "server/scheduler_internal.h"
 #include "transport/backend.h" /* draft_child */
 
-#define MAX_SEQS 64
 #define SCORE_CHUNK_ROWS 256                  /* rows per scoring chunk (as the embedded backend's scoring) ... */
 #define SCORE_LOGITS_BYTES ((size_t)64 << 20) /* ... fewer with a large vocabulary: this much logits per chunk */
-
-typedef struct session {
-    char id[SESSION_NAME_MAX + 2];
-    kv_seq *seq;
-    double last_used_ms;
-    bool busy;             /* a job on it has started and not finished */
-    bool cached;           /* a finished completion kept for its prefix: no request can name it */
-    int64_t last_pass;     /* the pass that last evaluated a job of it */
-    struct session *next;
-} session;
-
-typedef enum job_kind { JOB_ROUTE, JOB_DELETE, JOB_PARK, JOB_SCORE } job_kind;
-
-typedef struct job {
-    job_kind kind;
-    const route_request *req;
-    const char *delete_id;
-    const score_request *sreq; /* JOB_SCORE: the sequence; fed / n_feed count its rows */
-    score_result *sres;
-    route_result *res;
-    api_error *err;
-    int status;
-    bool started, done, main_done;
-    session *sess;
-    const int32_t *feed;   /* tokens to evaluate: the request's, or own_feed */
-    int32_t n_feed, fed, chunk;
-    int32_t own_feed[1];
-    int32_t la_left;
-    int32_t node;          /* the draft branch last entered (-1: the requested position) */
-    bool walking;          /* still walking the draft */
-    double t_enqueue_ms, t_start_ms;
-    route_result *answer;  /* streamed: the result as it was when the answer became known (NULL: not streamed) */
-    bool answered;         /* streamed: answer holds the answer and the draft walk */
-    bool cancelled;        /* streamed: the client is gone; no more lookahead */
-    pthread_cond_t cv;
-    struct job *next;
-} job;
-
-struct route_stream {
-    scheduler *s;
-    job j;
-    route_request req;     /* owned: the job reads it until done */
-    route_result res, answer;
-    api_error err;
-    int32_t n_taken;       /* lookahead tokens handed out by scheduler_stream_next */
-};
-
-/* The token a pass's row chose for its job, drawn with the mutex released (choose) and taken under it. */
-typedef struct choice {
-    int32_t token;
-    float logprob;
-    top_entry top[TOP_LOGPROBS_MAX];
-    int32_t n_top;
-} choice;
-
-struct scheduler {
-    const tr_model *model;
-    sched_params p;
-    server_metrics *metrics;
-    multi_engine *engine;
-    float *logits;          /* [MAX_SEQS][n_vocab] */
-    choice choices[MAX_SEQS];
-    token_sampler *sampler; /* worker only */
-    pthread_mutex_t mu;
-    pthread_cond_t wake;
-    pthread_t worker;
-    bool worker_started, stop;
-    job *queue;
-    session *sessions;
-    int32_t n_sessions;
-    int64_t kv_bytes;
-    int32_t last_pass_seqs;   /* sessions in the last pass: their clients are likely to send the next token soon */
-    int64_t n_passes;         /* passes run so far; the last one's number marks its sessions (session.last_pass) */
-    tr_context *score_ctx;    /* the scoring context (worker only; NULL until the first score job) */
-    int64_t score_kv_bytes;   /* its KV cache's bytes, counted in kv_bytes */
-    int32_t score_rows;       /* rows per scoring chunk */
-    double last_pass_ms, last_pass_end_ms;
-};
 
 /* The gather window: until every session of the last pass has its next request waiting, the worker waits up to
  * this fraction of the last pass's duration (at most GATHER_MAX_MS) for them, instead of starting a pass without
@@ -133,129 +54,8 @@ struct scheduler {
 #define GATHER_FRACTION 0.2
 #define GATHER_MAX_MS 250.0
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 int32_t scheduler_n_ctx(const scheduler *s) { return s->p.n_ctx; }
-
-/* ---------------------------------------------------------------- sessions (worker thread, mutex held) */
-
-static void publish_gauges(scheduler *s) {
-    pthread_mutex_lock(&s->metrics->mu);
-    s->metrics->active_sessions = s->n_sessions;
-    s->metrics->kv_bytes = s->kv_bytes;
-    pthread_mutex_unlock(&s->metrics->mu);
-}
-
-static session *find_session(scheduler *s, const char *id) {
-    for (session *x = s->sessions; x; x = x->next)
-        if (!x->cached && strcmp(x->id, id) == 0) return x;
-    return NULL;
-}
-
-/* The cached prefix sharing the most tokens with tokens[0..n), at most n - 1 of them (the last token is evaluated
- * for its logits); NULL when none shares any. One that would keep less than half of what it holds is left for a
- * request that shares more (a long conversation is not cut down to its first tokens for a small gain). *common:
- * how many it shares. */
-static session *find_prefix(scheduler *s, const int32_t *tokens, int32_t n, int32_t *common) {
-    session *best = NULL;
-    *common = 0;
-    for (session *x = s->sessions; x; x = x->next) {
-        if (!x->cached) continue;
-        const int32_t max = x->seq->n_past < n - 1 ? x->seq->n_past : n - 1;
-        int32_t k = 0;
-        while (k < max && x->seq->tokens[k] == tokens[k]) k++;
-        if (k > *common && 2 * k >= x->seq->n_past) {
-            *common = k;
-            best = x;
-        }
-    }
-    return best;
-}
-
-static void remove_session(scheduler *s, session *victim) {
-    for (session **pp = &s->sessions; *pp; pp = &(*pp)->next)
-        if (*pp == victim) {
-            *pp = victim->next;
-            break;
-        }
-    s->kv_bytes -= (int64_t)kv_seq_bytes(victim->seq);
-    s->n_sessions--;
-    kv_seq_free(victim->seq);
-    free(victim);
-}
-
-/* Evicts the least recently used idle session other than keep, a cached prefix before a client's session (whose
- * eviction costs its client a resend); false when there is none. */
-static bool evict_lru(scheduler *s, const session *keep) {
-    session *lru = NULL;
-    for (session *x = s->sessions; x; x = x->next)
-        if (!x->busy && x != keep &&
-            (!lru || (x->cached && !lru->cached) ||
-             (x->cached == lru->cached && x->last_used_ms < lru->last_used_ms)))
-            lru = x;
-    if (!lru) return false;
-    remove_session(s, lru);
-    pthread_mutex_lock(&s->metrics->mu);
-    s->metrics->evictions++;
-    pthread_mutex_unlock(&s->metrics->mu);
-    return true;
-}
-
-static void expire_idle(scheduler *s) {
-    const double cutoff = now_ms() - s->p.session_idle_s * 1e3;
-    for (session *x = s->sessions, *next; x; x = next) {
-        next = x->next;
-        if (!x->busy && x->last_used_ms < cutoff) {
-            remove_session(s, x);
-            pthread_mutex_lock(&s->metrics->mu);
-            s->metrics->expirations++;
-            pthread_mutex_unlock(&s->metrics->mu);
-        }
-    }
-}
-
-/* Makes room for extra bytes of KV within the budget by evicting idle sessions. */
-static bool make_room(scheduler *s, int64_t extra, const session *keep) {
-    while (s->kv_bytes + extra > s->p.kv_budget_bytes)
-        if (!evict_lru(s, keep)) return false;
-    return true;
-}
-
-static bool ensure_capacity(scheduler *s, session *x, int32_t n_positions) {
-    if (n_positions <= x->seq->kv.n_ctx) return true;
-    const int32_t cap = kv_seq_capacity_for(x->seq, n_positions);
-    if (cap == 0) return false;
-    const int64_t extra = (int64_t)kv_seq_bytes_for(s->model, cap) - (int64_t)kv_seq_bytes(x->seq);
-    if (!make_room(s, extra, x) || kv_seq_reserve(x->seq, n_positions) != TR_OK) return false;
-    s->kv_bytes += extra;
-    return true;
-}
-
-static session *create_session(scheduler *s, const char *id) {
-    if (s->n_sessions >= s->p.max_sessions && !evict_lru(s, NULL)) return NULL;
-    const int32_t initial = s->p.n_ctx < 64 ? s->p.n_ctx : 64;
-    if (!make_room(s, (int64_t)kv_seq_bytes_for(s->model, initial), NULL)) return NULL;
-    session *x = calloc(1, sizeof *x);
-    if (!x) return NULL;
-    if (kv_seq_create(s->model, initial, s->p.n_ctx, &x->seq) != TR_OK) {
-        free(x);
-        return NULL;
-    }
-    snprintf(x->id, sizeof x->id, "%s", id);
-    x->last_used_ms = now_ms();
-    x->next = s->sessions;
-    s->sessions = x;
-    s->n_sessions++;
-    s->kv_bytes += (int64_t)kv_seq_bytes(x->seq);
-    pthread_mutex_lock(&s->metrics->mu);
-    s->metrics->sessions_created++;
-    pthread_mutex_unlock(&s->metrics->mu);
-    return x;
-}
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -264,7 +64,7 @@ static void finish(job *j, int status) {
     j->done = true;
     if (j->sess) {
         j->sess->busy = false;
-        j->sess->last_used_ms = now_ms();
+        j->sess->last_used_ms = sched_now_ms();
     }
     pthread_cond_broadcast(&j->cv);
 }
@@ -277,7 +77,7 @@ static void fail(job *j, int status, const char *code, const char *field, const 
 /* Resolves the session and the tokens to evaluate. Returns false when the job finished (with an error). */
 static bool start_job(scheduler *s, job *j) {
     const route_request *r = j->req;
-    session *x = find_session(s, r->session);
+    session *x = sched_find_session(s, r->session);
     int32_t reused = 0;
     if (!x) {
         if (r->pos > 0) {
@@ -286,10 +86,10 @@ static bool start_job(scheduler *s, job *j) {
             finish(j, 409);
             return false;
         }
-        if (r->reuse_prefix && (x = find_prefix(s, r->tokens, r->n_tokens, &reused))) {
+        if (r->reuse_prefix && (x = sched_find_prefix(s, r->tokens, r->n_tokens, &reused))) {
             snprintf(x->id, sizeof x->id, "%s", r->session); /* taken over: the request's own session now */
             x->cached = false;
-        } else if (!(x = create_session(s, r->session))) {
+        } else if (!(x = sched_create_session(s, r->session))) {
             fail(j, 503, "busy", "", "no session slot or KV budget left");
             return false;
         }
@@ -413,7 +213,7 @@ static void unlink_job(scheduler *s, job *j) {
 
 /* Deletes a session, or parks it as a cached prefix (JOB_PARK; one holding no token is deleted). */
 static void run_delete(scheduler *s, job *j) {
-    session *x = find_session(s, j->delete_id);
+    session *x = sched_find_session(s, j->delete_id);
     if (!x) {
         finish(j, 404);
         return;
@@ -421,9 +221,9 @@ static void run_delete(scheduler *s, job *j) {
     if (x->busy) return; /* after its running job */
     if (j->kind == JOB_PARK && x->seq->n_past > 0) {
         x->cached = true;
-        x->last_used_ms = now_ms();
+        x->last_used_ms = sched_now_ms();
     } else {
-        remove_session(s, x);
+        sched_remove_session(s, x);
     }
     finish(j, 204);
 }
@@ -442,7 +242,7 @@ static bool score_ctx_reserve(scheduler *s, int32_t n) {
     s->kv_bytes -= s->score_kv_bytes;
     s->score_kv_bytes = 0;
     const int64_t bytes = (int64_t)kv_seq_bytes_for(s->model, cap);
-    if (!make_room(s, bytes, NULL)) return false;
+    if (!sched_make_room(s, bytes, NULL)) return false;
     tr_context_params cp = tr_context_default_params();
     cp.n_ctx = cap;
     cp.n_threads = s->p.n_threads;
@@ -458,7 +258,7 @@ static bool score_ctx_reserve(scheduler *s, int32_t n) {
 static bool start_score(scheduler *s, job *j) {
     const score_request *r = j->sreq;
     j->started = true;
-    j->t_start_ms = now_ms();
+    j->t_start_ms = sched_now_ms();
     j->sres->queue_ms = j->t_start_ms - j->t_enqueue_ms;
     j->n_feed = r->next ? r->n_tokens : r->n_tokens - 1;
     j->fed = 0;
@@ -518,7 +318,7 @@ static int32_t count_returned(scheduler *s) {
     int32_t n = 0;
     for (const job *j = s->queue; j; j = j->next) {
         if (j->kind != JOB_ROUTE) continue;
-        const session *x = j->sess ? j->sess : find_session(s, j->req->session);
+        const session *x = j->sess ? j->sess : sched_find_session(s, j->req->session);
         n += x && x->last_pass == s->n_passes;
     }
     return n;
@@ -531,13 +331,13 @@ static void *worker_main(void *arg) {
     const int32_t *toks[MAX_SEQS];
     int32_t ntok[MAX_SEQS];
     job *jobs[MAX_SEQS];
-    double last_expiry = now_ms();
+    double last_expiry = sched_now_ms();
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        if (now_ms() - last_expiry > 1000) {
-            expire_idle(s);
-            last_expiry = now_ms();
-            publish_gauges(s);
+        if (sched_now_ms() - last_expiry > 1000) {
+            sched_expire_idle(s);
+            last_expiry = sched_now_ms();
+            sched_publish_gauges(s);
         }
         if (!s->queue) {
             struct timespec ts;
@@ -550,8 +350,8 @@ static void *worker_main(void *arg) {
             double window = GATHER_FRACTION * s->last_pass_ms;
             if (window > GATHER_MAX_MS) window = GATHER_MAX_MS;
             const double deadline = s->last_pass_end_ms + window;
-            while (!s->stop && count_returned(s) < s->last_pass_seqs && now_ms() < deadline) {
-                const double left_ms = deadline - now_ms();
+            while (!s->stop && count_returned(s) < s->last_pass_seqs && sched_now_ms() < deadline) {
+                const double left_ms = deadline - sched_now_ms();
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 const long ns = ts.tv_nsec + (long)(left_ms * 1e6);
@@ -572,7 +372,7 @@ static void *worker_main(void *arg) {
                 continue;
             }
             if (!j->started) {
-                session *x = find_session(s, j->req->session);
+                session *x = sched_find_session(s, j->req->session);
                 if (x && x->busy) continue; /* one request per session at a time, in arrival order */
                 if (n_seq == max_seqs || rows == s->p.max_batch_tokens) break;
                 if (!start_job(s, j)) {
@@ -589,12 +389,12 @@ static void *worker_main(void *arg) {
             if (n_seq == max_seqs || rows == s->p.max_batch_tokens) break;
             int32_t chunk = j->n_feed - j->fed;
             if (chunk > s->p.max_batch_tokens - rows) chunk = s->p.max_batch_tokens - rows;
-            if (!ensure_capacity(s, j->sess, j->sess->seq->n_past + chunk)) {
+            if (!sched_ensure_capacity(s, j->sess, j->sess->seq->n_past + chunk)) {
                 fail(j, 503, "busy", "", "no KV budget left for this session");
                 unlink_job(s, j);
                 continue;
             }
-            if (j->t_start_ms == 0) j->t_start_ms = now_ms();
+            if (j->t_start_ms == 0) j->t_start_ms = sched_now_ms();
             j->chunk = chunk;
             seqs[n_seq] = j->sess->seq;
             toks[n_seq] = j->feed + j->fed;
@@ -604,7 +404,7 @@ static void *worker_main(void *arg) {
         }
         job *sj = next_score(s);
         if (n_seq == 0 && !sj) {
-            publish_gauges(s);
+            sched_publish_gauges(s);
             if (s->queue) { /* only deletes of busy sessions can wait here; they cannot, as busy jobs run */
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
@@ -615,16 +415,16 @@ static void *worker_main(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        double t0 = now_ms();
+        double t0 = sched_now_ms();
         const tr_status st = n_seq > 0 ? multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits) : TR_OK;
-        const double dt = now_ms() - t0;
+        const double dt = sched_now_ms() - t0;
         for (int32_t b = 0; b < n_seq && st == TR_OK; b++) /* the rows that end their job's feed choose now */
             if (jobs[b]->fed + jobs[b]->chunk >= jobs[b]->n_feed)
                 choose(s, jobs[b], s->logits + (size_t)b * n_vocab, &s->choices[b]);
         int32_t score_rows = 0;
-        t0 = now_ms();
+        t0 = sched_now_ms();
         const tr_status score_st = sj ? score_chunk(s, sj, &score_rows) : TR_OK;
-        const double score_dt = now_ms() - t0;
+        const double score_dt = sched_now_ms() - t0;
         pthread_mutex_lock(&s->mu);
         if (sj) {
             metrics_pass(s->metrics, 1, score_rows);
@@ -642,7 +442,7 @@ static void *worker_main(void *arg) {
             for (int32_t b = 0; b < n_seq; b++) jobs[b]->sess->last_pass = s->n_passes;
             s->last_pass_seqs = n_seq;
             s->last_pass_ms = dt;
-            s->last_pass_end_ms = now_ms();
+            s->last_pass_end_ms = sched_now_ms();
             metrics_pass(s->metrics, n_seq, rows);
         }
         for (int32_t b = 0; b < n_seq; b++) {
@@ -665,7 +465,7 @@ static void *worker_main(void *arg) {
                 unlink_job(s, j);
             }
         }
-        publish_gauges(s);
+        sched_publish_gauges(s);
     }
     /* Shutting down: nothing more runs. */
     for (job *j = s->queue; j; j = j->next) fail(j, 503, "busy", "", "the server is shutting down");
@@ -683,7 +483,7 @@ static bool enqueue_locked(scheduler *s, job *j) {
         j->status = 503;
         return false;
     }
-    j->t_enqueue_ms = now_ms();
+    j->t_enqueue_ms = sched_now_ms();
     job **pp = &s->queue;
     while (*pp) pp = &(*pp)->next;
     *pp = j;
@@ -842,7 +642,7 @@ void scheduler_shutdown(scheduler *s) {
 void scheduler_free(scheduler *s) {
     if (!s) return;
     scheduler_shutdown(s);
-    while (s->sessions) remove_session(s, s->sessions);
+    while (s->sessions) sched_remove_session(s, s->sessions);
     tr_context_free(s->score_ctx);
     multi_engine_free(s->engine);
     free(s->logits);

@@ -1,0 +1,115 @@
+/* scheduler_internal.h — what scheduler.c (the queue, the worker and its passes) and scheduler_sessions.c (the
+ * session table under the KV budget) share: the scheduler's, its sessions' and its jobs' structures. Only the
+ * worker thread touches sessions; the mutex guards the queue. */
+#ifndef TR_SERVER_SCHEDULER_INTERNAL_H
+#define TR_SERVER_SCHEDULER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/server_internal.h"
+
+#define MAX_SEQS 64
+
+typedef struct session {
+    char id[SESSION_NAME_MAX + 2];
+    kv_seq *seq;
+    double last_used_ms;
+    bool busy;             /* a job on it has started and not finished */
+    bool cached;           /* a finished completion kept for its prefix: no request can name it */
+    int64_t last_pass;     /* the pass that last evaluated a job of it */
+    struct session *next;
+} session;
+
+typedef enum job_kind { JOB_ROUTE, JOB_DELETE, JOB_PARK, JOB_SCORE } job_kind;
+
+typedef struct job {
+    job_kind kind;
+    const route_request *req;
+    const char *delete_id;
+    const score_request *sreq; /* JOB_SCORE: the sequence; fed / n_feed count its rows */
+    score_result *sres;
+    route_result *res;
+    api_error *err;
+    int status;
+    bool started, done, main_done;
+    session *sess;
+    const int32_t *feed;   /* tokens to evaluate: the request's, or own_feed */
+    int32_t n_feed, fed, chunk;
+    int32_t own_feed[1];
+    int32_t la_left;
+    int32_t node;          /* the draft branch last entered (-1: the requested position) */
+    bool walking;          /* still walking the draft */
+    double t_enqueue_ms, t_start_ms;
+    route_result *answer;  /* streamed: the result as it was when the answer became known (NULL: not streamed) */
+    bool answered;         /* streamed: answer holds the answer and the draft walk */
+    bool cancelled;        /* streamed: the client is gone; no more lookahead */
+    pthread_cond_t cv;
+    struct job *next;
+} job;
+
+struct route_stream {
+    scheduler *s;
+    job j;
+    route_request req;     /* owned: the job reads it until done */
+    route_result res, answer;
+    api_error err;
+    int32_t n_taken;       /* lookahead tokens handed out by scheduler_stream_next */
+};
+
+/* The token a pass's row chose for its job, drawn with the mutex released (choose) and taken under it. */
+typedef struct choice {
+    int32_t token;
+    float logprob;
+    top_entry top[TOP_LOGPROBS_MAX];
+    int32_t n_top;
+} choice;
+
+struct scheduler {
+    const tr_model *model;
+    sched_params p;
+    server_metrics *metrics;
+    multi_engine *engine;
+    float *logits;          /* [MAX_SEQS][n_vocab] */
+    choice choices[MAX_SEQS];
+    token_sampler *sampler; /* worker only */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    pthread_t worker;
+    bool worker_started, stop;
+    job *queue;
+    session *sessions;
+    int32_t n_sessions;
+    int64_t kv_bytes;
+    int32_t last_pass_seqs;   /* sessions in the last pass: their clients are likely to send the next token soon */
+    int64_t n_passes;         /* passes run so far; the last one's number marks its sessions (session.last_pass) */
+    tr_context *score_ctx;    /* the scoring context (worker only; NULL until the first score job) */
+    int64_t score_kv_bytes;   /* its KV cache's bytes, counted in kv_bytes */
+    int32_t score_rows;       /* rows per scoring chunk */
+    double last_pass_ms, last_pass_end_ms;
+};
+
+double sched_now_ms(void); /* monotonic milliseconds */
+
+/* ---------------------------------------------------------------- the session table (scheduler_sessions.c;
+ * worker thread, mutex held) */
+
+void sched_publish_gauges(scheduler *s);
+session *sched_find_session(scheduler *s, const char *id);
+/* The cached prefix sharing the most tokens with tokens[0..n), at most n - 1 of them (the last token is evaluated
+ * for its logits); NULL when none shares any. One that would keep less than half of what it holds is left for a
+ * request that shares more. *common: how many it shares. */
+session *sched_find_prefix(scheduler *s, const int32_t *tokens, int32_t n, int32_t *common);
+void sched_remove_session(scheduler *s, session *victim);
+/* Evicts the least recently used idle session other than keep (a cached prefix first); false when there is none. */
+bool sched_evict_lru(scheduler *s, const session *keep);
+void sched_expire_idle(scheduler *s);
+/* Makes room for extra bytes of KV within the budget by evicting idle sessions. */
+bool sched_make_room(scheduler *s, int64_t extra, const session *keep);
+/* Grows x's KV cache to hold n_positions (evicting others within the budget); false when it cannot. */
+bool sched_ensure_capacity(scheduler *s, session *x, int32_t n_positions);
+/* A new session named id (evicting the LRU one at max_sessions); NULL when there is no room. */
+session *sched_create_session(scheduler *s, const char *id);
+
+#endif /* TR_SERVER_SCHEDULER_INTERNAL_H */
