@@ -11,38 +11,7 @@ cli=$1
 shared=$2
 slm=$shared/models/stories-student.gguf
 llm=$shared/models/stories260K.gguf
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-start_serve() {
-  local port=$1
-  shift
-  rm -f "$tmp/ready"
-  timeout 300 "$cli" serve -m "$llm" --host 127.0.0.1 --port "$port" --ready-file "$tmp/ready" "$@" \
-    >>"$tmp/serve.log" 2>&1 &
-  server_pid=$!
-  pids+=("$server_pid")
-  for _ in $(seq 1 200); do
-    [ -s "$tmp/ready" ] && { url=$(head -1 "$tmp/ready"); return 0; }
-    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; fail "tokroute serve exited"; }
-    sleep 0.05
-  done
-  fail "tokroute serve did not come up"
-}
-# The server is the child of its `timeout` wrapper: kill -9 it (a crash: the kernel closes its connections).
-crash_pid() {
-  local c
-  for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
-  wait "$1" 2>/dev/null || true
-}
+source "$(dirname "$0")/../support/e2e.sh" # tmp, pids, fail, free_port, start_serve, crash_pid, stop_pid
 gen() { timeout 120 "$cli" generate --slm "$slm" -n 48 --ids "$@"; }
 
 port=$(free_port)

@@ -81,7 +81,6 @@ s, r = nxt({"session": "c", "pos": 0, "tokens": prompt[:3] + [17, 500, 261]})
 assert s == 200 and r["token"] == ref["token"], (r, ref)
 print(kv, "session bytes", kv_bytes)
 PY
-  kill "$server_pid"
-  wait "$server_pid" 2>/dev/null || true
+  stop_pid "$server_pid"
 done
 echo "kv_q8: ok"

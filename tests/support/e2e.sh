@@ -4,8 +4,21 @@
 # generation checks and the session protocol's rollback checks (the layout e2e scripts: gemma3_route, qwen35_route).
 tmp=$(mktemp -d)
 pids=()
+# Signals a process, or, when it is a `timeout` wrapper, the command it runs — never the wrapper itself: GNU timeout
+# follows a forwarded signal with SIGCONT to its child, and a SIGCONT that lands while LeakSanitizer's tracer attaches
+# at the child's exit discards the tracer's SIGSTOP; the tracer then waits forever (the ASan suite hung so, 1 run in
+# ~100 on a loaded machine: tracer in waitpid, server spinning in sched_yield with SIGTERM pending).
+signal_pid() { # signal pid
+  local c kids=""
+  [ "$(ps -o comm= -p "$2" 2>/dev/null)" = timeout ] && kids=$(pgrep -P "$2" || true)
+  if [ -n "$kids" ]; then
+    for c in $kids; do kill -"$1" "$c" 2>/dev/null || true; done
+  else
+    kill -"$1" "$2" 2>/dev/null || true
+  fi
+}
 e2e_cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do signal_pid TERM "$p"; done
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -40,7 +53,20 @@ start_serve() { # port [args...]
   done
   fail "tokroute serve did not come up"
 }
-stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# Stops a server (SIGTERM, through signal_pid) and waits for it: one that is still there 60 s later fails the test,
+# its state shown, rather than hanging the suite.
+stop_pid() {
+  signal_pid TERM "$1"
+  for _ in $(seq 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$1" 2>/dev/null; then
+    local c
+    for c in "$1" $(pgrep -P "$1"); do grep -E '^(Name|State|TracerPid|ShdPnd|SigBlk)' "/proc/$c/status" >&2 || true; done
+    for c in $(pgrep -P "$1"); do kill -9 "$c" 2>/dev/null || true; done
+    kill -9 "$1" 2>/dev/null || true
+    fail "process $1 did not stop within 60 s of SIGTERM"
+  fi
+  wait "$1" 2>/dev/null || true
+}
 # A crash: the process dies at once and the kernel closes its connections (a graceful SIGTERM may hold an in-flight
 # request open until the client's timeout). $1 is a `timeout` wrapper: the server is its child.
 crash_pid() {
