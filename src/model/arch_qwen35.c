@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "kernels/delta_rule.h"
 #include "model/qwen35.h"
 
 /* Per-context buffers for a chunk of up to cap rows. */
@@ -327,12 +328,6 @@ typedef struct delta_job {
     int32_t n;
 } delta_job;
 
-static float dot(const float *a, const float *b, int32_t n) {
-    float s = 0.0f;
-    for (int32_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 /* The delta rule per value head, token after token; planned checkpoints copy the head's state first. */
 static void delta_task(void *arg, int ith, int nth) {
     const delta_job *j = arg;
@@ -353,13 +348,7 @@ static void delta_task(void *arg, int ith, int nth) {
                         *vv = row + 2 * (size_t)q->key_dim + (size_t)h * S;
             const float decay = expf(j->g[(size_t)t * H + h]), b = j->beta[(size_t)t * H + h];
             float *out = j->o + (size_t)t * q->value_dim + (size_t)h * S;
-            for (int32_t i = 0; i < S * S; i++) st[i] *= decay;
-            for (int32_t r = 0; r < S; r++) {
-                float *sr = st + (size_t)r * S;
-                const float d = (vv[r] - dot(sr, kv, S)) * b;
-                for (int32_t i = 0; i < S; i++) sr[i] += kv[i] * d;
-            }
-            for (int32_t r = 0; r < S; r++) out[r] = dot(st + (size_t)r * S, qv, S) * scale;
+            delta_rule_step(st, S, qv, kv, vv, decay, b, scale, out);
         }
     }
 }
