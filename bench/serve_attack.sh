@@ -6,7 +6,9 @@
 # byte at a time (slowloris), and 32 clients post 1 MiB token arrays in a loop (to /v1/route/next and as a
 # /v1/completions prompt), half of them with the API key. Prints honest success %, p50/p99, the server's peak RSS during each phase and its RSS 5 s after
 # the attack, and how many /health probes (one every 0.5 s, 2 s timeout, from 127.0.0.1) were answered.
-# ATTACK=idle,slow,post (the default) picks the parts of the attack. Loopback only; bounded: every phase stops by itself (about a minute in all with the defaults).
+# ATTACK=idle,slow,post (the default) picks the parts of the attack. ATTACK_NICE=N runs the attacking process at
+# nice N (default 0): on a real server the attackers' own CPU is on other machines, while here it shares the 2
+# cores; at 19 what the server spends on them (accepting, reading, refusing) still counts, generating them does not. Loopback only; bounded: every phase stops by itself (about a minute in all with the defaults).
 # usage: bench/serve_attack.sh BUILD_DIR [MODEL] [CALLS] [EXTRA SERVE FLAGS...]
 #   e.g. bench/serve_attack.sh build ../shared/models/stories260K.gguf 480
 set -euo pipefail
@@ -19,6 +21,7 @@ pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 key=attack-bench-key
+attack_nice=${ATTACK_NICE:-0}
 
 "$build/tokroute" serve -m "$model" --port 0 --ready-file "$tmp/ready" -t 2 -c 512 --quiet --api-key "$key" "$@" \
   2>"$tmp/log" &
@@ -52,7 +55,7 @@ print(f'{100.0 * ok / (8 * int(sys.argv[2])):.1f} {r["p50_ms"]:.1f} {r["p99_ms"]
 PY
 }
 
-echo "model: $model, $(nproc) CPUs, server flags: -t 2 -c 512 $*"
+echo "model: $model, $(nproc) CPUs, server flags: -t 2 -c 512 $*, attackers at nice $attack_nice"
 sample_rss "$tmp/rss_base" "$tmp/stop_base" &
 sampler=$!
 read -r base_ok base_p50 base_p99 base_bad < <(honest)
@@ -61,7 +64,7 @@ wait $sampler
 [ -s "$tmp/honest.err" ] && head -3 "$tmp/honest.err"
 
 # The attackers and the /health prober (asyncio, one process), running until $tmp/stop_attack exists.
-python3 - "$port" "$key" "$tmp/stop_attack" "$tmp/attack.json" <<'PY' &
+nice -n "$attack_nice" python3 - "$port" "$key" "$tmp/stop_attack" "$tmp/attack.json" <<'PY' &
 import asyncio, json, os, sys, time
 port, key, stop_file, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 stats = {"idle_opened": 0, "idle_refused": 0, "big_posts": 0, "big_status": {}, "slow_opened": 0,
