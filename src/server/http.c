@@ -247,13 +247,18 @@ static int handle_delete(tr_server *srv, struct MHD_Connection *conn, const conn
     return http_send_error(srv, conn, "route_delete", &err, cs->t0_ms);
 }
 
-static int handle_health(tr_server *srv, struct MHD_Connection *conn, double t0) {
+/* GET /health: public (load balancers and uptime probes hold no key), so without a valid key it says only that
+ * the server is up; the model, its vocabulary and context (what /v1/models tells a key holder) need the key. */
+static int handle_health(tr_server *srv, struct MHD_Connection *conn, const conn_state *cs) {
+    const double t0 = cs->t0_ms;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "status", "ok");
-    const tr_model_info *mi = tr_model_get_info(srv->model);
-    cJSON_AddStringToObject(root, "model", server_model_name(srv));
-    cJSON_AddNumberToObject(root, "n_vocab", mi->n_vocab);
-    cJSON_AddNumberToObject(root, "n_ctx", scheduler_n_ctx(srv->sched));
+    if (cs->owner >= 0) {
+        const tr_model_info *mi = tr_model_get_info(srv->model);
+        cJSON_AddStringToObject(root, "model", server_model_name(srv));
+        cJSON_AddNumberToObject(root, "n_vocab", mi->n_vocab);
+        cJSON_AddNumberToObject(root, "n_ctx", scheduler_n_ctx(srv->sched));
+    }
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     metrics_request(&srv->metrics, "health", 200, server_now_ms() - t0);
@@ -406,7 +411,8 @@ static int judge_headers(tr_server *srv, struct MHD_Connection *conn, conn_info 
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     const bool metrics = strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0;
     cs->owner = access_key_of(srv->access, auth);
-    if (metrics ? !access_metrics_allowed(srv->access, auth) : cs->owner < 0)
+    const bool public_health = health && strcmp(method, "GET") == 0; /* handle_health leaves out what keys protect */
+    if (!public_health && (metrics ? !access_metrics_allowed(srv->access, auth) : cs->owner < 0))
         return refuse(srv, conn, cs, 401, "unauthorized", metrics ? "missing or wrong metrics key"
                                                                    : "missing or wrong API key");
     cs->limit = body_limit(srv, url, method);
@@ -464,7 +470,7 @@ static int dispatch(tr_server *srv, struct MHD_Connection *conn, conn_info *ci, 
     }
     const bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     static const char del_prefix[] = "/v1/route/sessions/";
-    if (strcmp(url, "/health") == 0 && get) return handle_health(srv, conn, cs->t0_ms);
+    if (strcmp(url, "/health") == 0 && get) return handle_health(srv, conn, cs);
     if (strcmp(url, "/metrics") == 0 && get) return handle_metrics(srv, conn, cs->t0_ms);
     if (strcmp(url, "/v1/models") == 0 && get) return handle_models(srv, conn, cs->t0_ms);
     if (post && strcmp(url, "/v1/route/next") == 0) cs->kind = ROUTE_NEXT;

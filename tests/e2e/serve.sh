@@ -55,12 +55,16 @@ set -e
 start main --api-key s3cret --max-body-kib 4 -c 256 --session-idle-s 4
 case $url in http://127.0.0.1:*) ;; *) fail "ready file holds '$url'";; esac
 main_pid=$pid
-code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$url/health")
-[ "$code" = 401 ] || fail "no key: $code"
-code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cre' "$url/health")
-[ "$code" = 401 ] || fail "wrong key: $code"
-code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cret' "$url/health")
-[ "$code" = 200 ] || fail "right key: $code"
+# /health is public (probes hold no key) but without the key says only that the server is up
+[ "$(curl -s -m 10 "$url/health")" = '{"status":"ok"}' ] || fail "no key: /health must answer {\"status\":\"ok\"} alone"
+[ "$(curl -s -m 10 -H 'Authorization: Bearer s3cre' "$url/health")" = '{"status":"ok"}' ] || fail "wrong key: /health"
+curl -s -m 10 -H 'Authorization: Bearer s3cret' "$url/health" | grep -q '"n_ctx":256' || fail "right key: /health"
+code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$url/v1/models")
+[ "$code" = 401 ] || fail "no key: /v1/models $code"
+code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cre' "$url/metrics")
+[ "$code" = 401 ] || fail "wrong key: /metrics $code"
+code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST "$url/health")
+[ "$code" = 401 ] || fail "no key: POST /health $code"
 
 python3 - "$url" "$model" <<'PY'
 import http.client, json, sys, time, urllib.parse
