@@ -29,6 +29,7 @@
 #include "common/error.h"
 #include "kernels/fp16.h"
 #include "kernels/kv_q8.h"
+#include "kernels/vexp.h"
 #include "model/model_internal.h"
 
 /* Tokens per block: bounds the scores buffer to ATT_TOKENS × group × n_ctx floats. */
@@ -81,8 +82,7 @@ static int32_t row_lo(int32_t valid, int32_t window) { return window > 0 && vali
 static void softmax_row(float *s, int32_t lo, int32_t valid, int32_t n_pos, float scale, bool f16) {
     for (int32_t i = lo; i < valid; i++) s[i] *= scale;
     softmax_inplace(s + lo, valid - lo);
-    if (f16)
-        for (int32_t i = lo; i < valid; i++) s[i] = round_f16(s[i]);
+    if (f16) vexp_round_f16(s + lo, valid - lo);
     memset(s, 0, (size_t)lo * sizeof *s);
     memset(s + valid, 0, (size_t)(n_pos - valid) * sizeof *s);
 }

@@ -1,4 +1,5 @@
-/* ops.c — the element-wise steps of the forward pass: RMSNorm, SwiGLU, residual add, softmax and RoPE.
+/* ops.c — the element-wise steps of the forward pass: RMSNorm, SwiGLU, residual add, softmax and RoPE
+ * (SwiGLU and softmax by kernels/vexp: vectorized, bit for bit the scalar loops).
  *
  * They follow llama.cpp's arithmetic where it matters for agreement: RMSNorm and softmax sums accumulate in
  * double; RoPE angles are built as theta_base * theta_scale^i in float, with theta_scale = base^(-2/rope_dim),
@@ -6,6 +7,7 @@
  */
 #include <math.h>
 
+#include "kernels/vexp.h"
 #include "model/model_internal.h"
 
 void rms_norm(float *out, const float *x, const float *w, int64_t n, float eps) {
@@ -15,29 +17,13 @@ void rms_norm(float *out, const float *x, const float *w, int64_t n, float eps) 
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-void silu_mul(float *gate, const float *up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        const float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
-    }
-}
+void silu_mul(float *gate, const float *up, int64_t n) { vexp_silu_mul(gate, up, n); }
 
 void add_vec(float *acc, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) acc[i] += x[i];
 }
 
-void softmax_inplace(float *x, int64_t n) {
-    float max = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        if (x[i] > max) max = x[i];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += (double)x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++) x[i] *= inv;
-}
+void softmax_inplace(float *x, int64_t n) { vexp_softmax(x, n); }
 
 void rope_tables(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out) {
     const int32_t half = m->rope_dim / 2;
