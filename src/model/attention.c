@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "kernels/fp16.h"
 #include "kernels/kv_q8.h"
 #include "kernels/vexp.h"
 #include "model/model_internal.h"
@@ -58,8 +57,6 @@ void attention_scratch_free(activations *A) {
     A->att_scratch = NULL;
     A->n_att_scratch = 0;
 }
-
-static float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
 /* The cached positions a block of tokens reads, as columns: column 0 is position `first`; the block's first token
  * is at column pos0 and the last column is n_pos - 1. A sliding-window layer starts where its first token's window
@@ -193,7 +190,8 @@ static tr_status attend_block(tr_context *ctx, thread_pool *tp, att_bufs buf, in
         for (int32_t j = 0; j < group; j++) {
             const float *src = q + (size_t)(t0 + t) * m->q_dim + (size_t)(g * group + j) * hd;
             float *dst = buf.q + ((size_t)t * group + j) * hd;
-            for (int32_t d = 0; d < hd; d++) dst[d] = f16 ? round_f16(src[d]) : src[d];
+            memcpy(dst, src, (size_t)hd * sizeof *dst);
+            if (f16) vexp_round_f16(dst, hd);
         }
     const att_span sp = block_span(ctx, layer, t0, nt);
     const tr_status st = ctx->kv.type == TR_KV_Q8_0 ? attend_q8(ctx, tp, buf, layer, g, sp, nt)

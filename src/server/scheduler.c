@@ -4,7 +4,8 @@
  * to max_batch_tokens rows and MAX_SEQS sessions, or one session with batching off) and evaluates them together
  * with multi_forward, so the weights are read once for all of them. Only the worker touches sessions, so the table
  * needs no finer locking; the mutex guards the queue and is released during the pass and while the pass's rows
- * choose their tokens (sample.c), so a sampled token never holds up an HTTP thread queueing a job.
+ * choose their tokens (sample.c; shared among n_threads chooser threads), so a sampled token never holds up an
+ * HTTP thread queueing a job.
  *
  * Memory: a session's KV cache starts at 64 positions and doubles on demand up to n_ctx (kv_seq). The sum of the
  * caches' bytes never exceeds kv_budget_bytes: growing or creating a session first evicts least-recently-used idle
@@ -31,6 +32,7 @@
  * against kv_budget_bytes like a session's (grown by doubling to the longest sequence scored, evicting idle
  * sessions to make room), and its rows of logits are bounded to SCORE_LOGITS_BYTES per chunk.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,22 +144,54 @@ static bool lookahead_wanted(const job *j) {
 
 /* The token the row after the job's last fed token chooses: the answer (with its log-probabilities), the answer
  * after a draft branch (drawn like the answer: greedy, or from (seed, position)), or the next lookahead token
- * (greedy). Worker thread with the mutex released: what it reads of the job and its session changes only on the
- * worker. */
-static void choose(scheduler *s, const job *j, const float *logits, choice *c) {
+ * (greedy). A chooser thread (choose_all) with the mutex released: what it reads of the job and its session changes
+ * only on the worker, which waits for the choosers. */
+static void choose(token_sampler *ts, const job *j, const float *logits, choice *c) {
     const route_request *r = j->req;
     const int32_t pos = j->sess->seq->n_past;
     c->n_top = 0;
     if (!j->main_done) {
-        c->token = sample_token(s->sampler, logits, r->n_vocab, &r->samp, pos, &c->logprob, c->top, r->top_logprobs);
+        c->token = sample_token(ts, logits, r->n_vocab, &r->samp, pos, &c->logprob, c->top, r->top_logprobs);
         c->n_top = r->top_logprobs < r->n_vocab ? r->top_logprobs : r->n_vocab;
     } else if (j->walking) {
-        c->token = sample_token(s->sampler, logits, r->n_vocab, &r->samp, pos, NULL, NULL, 0);
+        c->token = sample_token(ts, logits, r->n_vocab, &r->samp, pos, NULL, NULL, 0);
     } else {
         sampling greedy = r->samp;
         greedy.temperature = 0;
-        c->token = sample_token(s->sampler, logits, r->n_vocab, &greedy, pos, NULL, NULL, 0);
+        c->token = sample_token(ts, logits, r->n_vocab, &greedy, pos, NULL, NULL, 0);
     }
+}
+
+/* The rows of a pass that end their job's feed choose, shared among the chooser threads (each row's choice is
+ * its own: a log-sum-exp over the vocabulary, 0.5-1 ms at 151,936 entries, so 16 rows on one thread held up
+ * every client for ~10 ms a pass). Each thread has its own sampler; a row's token does not depend on which. */
+typedef struct choose_job {
+    scheduler *s;
+    job *const *jobs;
+    int32_t n_seq;
+    atomic_int next;
+} choose_job;
+
+static void choose_task(void *arg, int ith, int nth) {
+    (void)nth;
+    choose_job *cj = arg;
+    scheduler *s = cj->s;
+    const int32_t n_vocab = s->model->info.n_vocab;
+    for (;;) {
+        const int32_t b = atomic_fetch_add_explicit(&cj->next, 1, memory_order_relaxed);
+        if (b >= cj->n_seq) break;
+        const job *j = cj->jobs[b];
+        if (j->fed + j->chunk >= j->n_feed)
+            choose(s->samplers[ith], j, s->logits + (size_t)b * n_vocab, &s->choices[b]);
+    }
+}
+
+static void choose_all(scheduler *s, job *const *jobs, int32_t n_seq) {
+    choose_job cj = {.s = s, .jobs = jobs, .n_seq = n_seq};
+    atomic_init(&cj.next, 0);
+    /* A small vocabulary's rows cost less than waking a thread. */
+    if (n_seq > 1 && (int64_t)n_seq * s->model->info.n_vocab >= 65536) thread_pool_run(s->choose_pool, choose_task, &cj);
+    else choose_task(&cj, 0, 1);
 }
 
 /* After the job's last fed token: takes the choice (the answer, a draft answer or a lookahead token; see choose),
@@ -303,7 +337,7 @@ static tr_status score_chunk(scheduler *s, job *j, int32_t *n_rows) {
             continue;
         }
         route_result *next = &res->next;
-        next->token = sample_token(s->sampler, logits, n_vocab, &r->samp, r->n_tokens, &next->logprob, next->top,
+        next->token = sample_token(s->samplers[0], logits, n_vocab, &r->samp, r->n_tokens, &next->logprob, next->top,
                                    r->n_logprobs);
         next->n_top = r->n_logprobs < n_vocab ? r->n_logprobs : n_vocab;
         next->pos = r->n_tokens;
@@ -326,7 +360,6 @@ static int32_t count_returned(scheduler *s) {
 
 static void *worker_main(void *arg) {
     scheduler *s = arg;
-    const int32_t n_vocab = s->model->info.n_vocab;
     kv_seq *seqs[MAX_SEQS];
     const int32_t *toks[MAX_SEQS];
     int32_t ntok[MAX_SEQS];
@@ -418,9 +451,7 @@ static void *worker_main(void *arg) {
         double t0 = sched_now_ms();
         const tr_status st = n_seq > 0 ? multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits) : TR_OK;
         const double dt = sched_now_ms() - t0;
-        for (int32_t b = 0; b < n_seq && st == TR_OK; b++) /* the rows that end their job's feed choose now */
-            if (jobs[b]->fed + jobs[b]->chunk >= jobs[b]->n_feed)
-                choose(s, jobs[b], s->logits + (size_t)b * n_vocab, &s->choices[b]);
+        if (st == TR_OK) choose_all(s, jobs, n_seq); /* the rows that end their job's feed choose now */
         int32_t score_rows = 0;
         t0 = sched_now_ms();
         const tr_status score_st = sj ? score_chunk(s, sj, &score_rows) : TR_OK;
@@ -615,9 +646,15 @@ tr_status scheduler_create(const tr_model *model, const sched_params *p, server_
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     tr_status st = multi_engine_create(model, p->n_threads, p->max_batch_tokens, p->n_ctx, &s->engine);
-    if (st == TR_OK && (!(s->logits = malloc((size_t)MAX_SEQS * model->info.n_vocab * sizeof(float))) ||
-                        !(s->sampler = token_sampler_create())))
+    s->n_choosers = p->n_threads > 0 ? p->n_threads : tr_physical_cores();
+    if (s->n_choosers > CHOOSE_THREADS_MAX) s->n_choosers = CHOOSE_THREADS_MAX;
+    if (s->n_choosers < 1) s->n_choosers = 1;
+    if (st == TR_OK && !(s->logits = malloc((size_t)MAX_SEQS * model->info.n_vocab * sizeof(float))))
         st = tr_fail(TR_ERR_NOMEM, "out of memory for logits");
+    for (int i = 0; st == TR_OK && i < s->n_choosers; i++)
+        if (!(s->samplers[i] = token_sampler_create())) st = tr_fail(TR_ERR_NOMEM, "out of memory for samplers");
+    if (st == TR_OK && !(s->choose_pool = thread_pool_create(s->n_choosers)))
+        st = tr_fail(TR_ERR_NOMEM, "cannot start the server's sampling threads");
     if (st == TR_OK && pthread_create(&s->worker, NULL, worker_main, s) != 0)
         st = tr_fail(TR_ERR_NOMEM, "cannot start the server's worker thread");
     if (st != TR_OK) {
@@ -646,7 +683,8 @@ void scheduler_free(scheduler *s) {
     tr_context_free(s->score_ctx);
     multi_engine_free(s->engine);
     free(s->logits);
-    token_sampler_free(s->sampler);
+    for (int i = 0; i < CHOOSE_THREADS_MAX; i++) token_sampler_free(s->samplers[i]);
+    thread_pool_free(s->choose_pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);

@@ -8,9 +8,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h" /* thread_pool */
 #include "server/server_internal.h"
 
 #define MAX_SEQS 64
+#define CHOOSE_THREADS_MAX 64
 
 typedef struct session {
     char id[SESSION_NAME_MAX + 2];
@@ -73,7 +75,9 @@ struct scheduler {
     multi_engine *engine;
     float *logits;          /* [MAX_SEQS][n_vocab] */
     choice choices[MAX_SEQS];
-    token_sampler *sampler; /* worker only */
+    thread_pool *choose_pool;                   /* the pass's rows choose their tokens in parallel (choose_all) */
+    int n_choosers;                             /* its threads, the worker being the first */
+    token_sampler *samplers[CHOOSE_THREADS_MAX]; /* one per chooser; [0] also the scoring's (worker only) */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     pthread_t worker;
