@@ -199,38 +199,88 @@ static void head_norm(float *rows, const float *w, int32_t n, int32_t n_heads, i
     for (int64_t i = 0; i < (int64_t)n * n_heads; i++) rms_norm(rows + i * hd, rows + i * hd, w, hd, eps);
 }
 
+/* The row-wise steps of a layer, shared among the threads by rows (each row's arithmetic is what one thread would
+ * do, so the result is the same): the norm before attention; each row's bias, head norms, RoPE and KV store; the
+ * residual add with the norm before the FFN; the last residual add. */
+typedef enum { ROWS_ATTN_NORM, ROWS_QKV, ROWS_RESID_FFN_NORM, ROWS_RESID } rows_step;
+
+typedef struct rows_job {
+    multi_engine *e;
+    int il;
+    rows_step step;
+    kv_seq *const *seqs;
+    const int32_t *n_tokens;
+    int32_t n_seq, n;
+} rows_job;
+
+static void qkv_row(multi_engine *e, int il, kv_seq *seq, int32_t t) {
+    const tr_model *m = e->view.model;
+    const layer_weights *L = &m->layers[il];
+    activations *A = &e->view.act;
+    const int32_t hd = m->info.head_dim, half = m->rope_dim / 2;
+    const float eps = m->info.norm_eps;
+    float *q = A->q + (int64_t)t * m->q_dim, *k = A->k + (int64_t)t * m->kv_dim, *v = A->v + (int64_t)t * m->kv_dim;
+    if (L->bq) add_vec(q, L->bq, m->q_dim);
+    if (L->bk) add_vec(k, L->bk, m->kv_dim);
+    if (L->bv) add_vec(v, L->bv, m->kv_dim);
+    head_norm(q, L->q_norm, 1, m->info.n_head, hd, eps);
+    head_norm(k, L->k_norm, 1, m->info.n_head_kv, hd, eps);
+    const int64_t rope_off = L->window ? (int64_t)A->cap * half : 0; /* gemma3: sliding-window layers' table */
+    const float *c = A->rope_cos + rope_off + (int64_t)t * half, *sn = A->rope_sin + rope_off + (int64_t)t * half;
+    rope_apply(m, q, m->info.n_head, c, sn);
+    rope_apply(m, k, m->info.n_head_kv, c, sn);
+    if (m->q_scale != 1.0f)
+        for (int32_t i = 0; i < m->q_dim; i++) q[i] *= m->q_scale;
+    kv_store(&seq->kv, il, e->row_pos[t], k, v, m->info.n_head_kv, hd);
+}
+
+static void rows_task(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    const tr_model *m = j->e->view.model;
+    const layer_weights *L = &m->layers[j->il];
+    activations *A = &j->e->view.act;
+    const int32_t dim = m->info.n_embd;
+    const float eps = m->info.norm_eps;
+    const int32_t t0 = (int32_t)((int64_t)j->n * ith / nth), t1 = (int32_t)((int64_t)j->n * (ith + 1) / nth);
+    int32_t s = 0, seq_end = j->n_tokens[0]; /* the sequence of row t */
+    for (int32_t t = t0; t < t1; t++) {
+        while (t >= seq_end) seq_end += j->n_tokens[++s];
+        float *x = A->x + (int64_t)t * dim, *xb = A->xb + (int64_t)t * dim;
+        switch (j->step) {
+        case ROWS_ATTN_NORM: rms_norm(xb, x, L->attn_norm, dim, eps); break;
+        case ROWS_QKV: qkv_row(j->e, j->il, j->seqs[s], t); break;
+        case ROWS_RESID_FFN_NORM:
+            add_vec(x, xb, dim);
+            rms_norm(xb, x, L->ffn_norm, dim, eps);
+            break;
+        case ROWS_RESID: add_vec(x, xb, dim); break;
+        }
+    }
+}
+
+static void run_rows(multi_engine *e, int il, rows_step step, kv_seq *const *seqs, const int32_t *n_tokens,
+                     int32_t n_seq, int32_t n) {
+    rows_job j = {e, il, step, seqs, n_tokens, n_seq, n};
+    run_parallel(&e->view, rows_task, &j, (int64_t)n * e->view.model->info.n_embd * 4);
+}
+
 static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const int32_t *n_tokens, int32_t n_seq,
                              int32_t n) {
     tr_context *ctx = &e->view;
     const tr_model *m = ctx->model;
     const layer_weights *L = &m->layers[il];
     activations *A = &ctx->act;
-    const int32_t dim = m->info.n_embd, hd = m->info.head_dim, half = m->rope_dim / 2;
-    const float eps = m->info.norm_eps;
+    const int32_t dim = m->info.n_embd;
     tr_status st;
 
-    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
+    run_rows(e, il, ROWS_ATTN_NORM, seqs, n_tokens, n_seq, n);
     /* Q, K and V read the same input: one hand-off to the threads for the three products. */
     const weight_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *qkv_out[3] = {A->q, A->k, A->v};
     const int64_t qkv_ld[3] = {m->q_dim, m->kv_dim, m->kv_dim};
     if ((st = matmul_multi(ctx->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &ctx->scratch)) != TR_OK) return st;
-    add_bias_rows(A->q, L->bq, n, m->q_dim);
-    add_bias_rows(A->k, L->bk, n, m->kv_dim);
-    add_bias_rows(A->v, L->bv, n, m->kv_dim);
-    head_norm(A->q, L->q_norm, n, m->info.n_head, hd, eps);
-    head_norm(A->k, L->k_norm, n, m->info.n_head_kv, hd, eps);
-    const int64_t rope_off = L->window ? (int64_t)A->cap * half : 0; /* gemma3: sliding-window layers' table */
+    run_rows(e, il, ROWS_QKV, seqs, n_tokens, n_seq, n); /* every sequence's rows in its cache before attention */
     for (int32_t s = 0, row = 0; s < n_seq; row += n_tokens[s], s++) {
-        for (int32_t t = row; t < row + n_tokens[s]; t++) {
-            const float *c = A->rope_cos + rope_off + (int64_t)t * half, *sn = A->rope_sin + rope_off + (int64_t)t * half;
-            rope_apply(m, A->q + (int64_t)t * m->q_dim, m->info.n_head, c, sn);
-            rope_apply(m, A->k + (int64_t)t * m->kv_dim, m->info.n_head_kv, c, sn);
-            if (m->q_scale != 1.0f)
-                for (int32_t i = 0; i < m->q_dim; i++) A->q[(int64_t)t * m->q_dim + i] *= m->q_scale;
-            kv_store(&seqs[s]->kv, il, e->row_pos[t], A->k + (int64_t)t * m->kv_dim, A->v + (int64_t)t * m->kv_dim,
-                     m->info.n_head_kv, hd);
-        }
         ctx->kv = seqs[s]->kv;
         ctx->n_past = seqs[s]->n_past;
         st = attention(ctx, il, A->q + (int64_t)row * m->q_dim, n_tokens[s], A->att + (int64_t)row * m->q_dim);
@@ -238,9 +288,7 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     }
     if ((st = matmul(ctx->pool, &L->wo, A->att, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
     if (L->attn_post_norm) gemma3_post_norm(m, A->xb, L->attn_post_norm, n);
-    add_vec(A->x, A->xb, (int64_t)n * dim);
-
-    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
+    run_rows(e, il, ROWS_RESID_FFN_NORM, seqs, n_tokens, n_seq, n);
     const weight_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
     float *gate_up_out[2] = {A->gate, A->up};
     const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
@@ -253,7 +301,7 @@ static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const
     }
     if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
     if (L->ffn_post_norm) gemma3_post_norm(m, A->xb, L->ffn_post_norm, n);
-    add_vec(A->x, A->xb, (int64_t)n * dim);
+    run_rows(e, il, ROWS_RESID, seqs, n_tokens, n_seq, n);
     return TR_OK;
 }
 
