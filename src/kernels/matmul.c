@@ -5,7 +5,9 @@
  * Work is cut into chunks of whole weight rows (a multiple of 16, so a chunk never splits an interleaved group of
  * repack.c) that threads claim from an atomic counter, so a thread slowed by a neighbour on a shared machine simply
  * claims fewer. matmul_multi numbers the chunks of several matrices in one sequence, so Q/K/V or gate/up cost one
- * hand-off to the threads instead of one each. Within a chunk, tokens go in blocks of
+ * hand-off to the threads instead of one each. Decode instead gives each thread one contiguous share of the rows,
+ * which it claims piece by piece from the front while threads that run out take halves from the back of the
+ * largest share left (see claim_decode). Within a chunk, tokens go in blocks of
  * TOKEN_BLOCK so a block of activations stays in L2 while the chunk's rows stream past it; the kernels reuse each
  * unpacked weight block across several tokens. */
 #include "kernels/kernels.h"
@@ -164,16 +166,28 @@ typedef struct mm_part {
     const mm_kernel *k;
     tr_type type;
     int64_t rows, x16_rows, chunk_rows, first_chunk;
+    int64_t first_group, step_groups; /* decode: the part's first 16-row group in the parts' concatenation; claim */
     size_t w_row_bytes;
     const float *X;      /* F32 activations (when the activations need quantizing: source of a) */
     bool quantize;       /* this part owns the quantized copy of X it reads */
 } mm_part;
+
+/* A thread's share of a decode product: groups [lo, hi) of the parts' concatenation, packed lo | hi << 32 so the
+ * owner (taking from lo) and a thief (taking from hi) change it with one compare-and-swap. One cache line each. */
+typedef struct mm_share {
+    _Alignas(64) atomic_ullong range;
+} mm_share;
+
+#define SHARE_MAX_THREADS 64
 
 typedef struct mm_job {
     mm_part parts[MATMUL_MULTI_MAX];
     int n_parts;
     int64_t n, n_chunks;
     atomic_llong next_chunk;
+    bool shared_out; /* decode: shares[] instead of chunks */
+    int64_t n_groups;
+    mm_share shares[SHARE_MAX_THREADS];
     uint8_t *row_bufs; /* per thread, for tile_x16_unpacked (NULL when no part needs it) */
     size_t row_buf_bytes;
 } mm_job;
@@ -216,11 +230,70 @@ static void run_chunk(const mm_part *pt, uint8_t *row_buf, int64_t r0, int64_t r
     }
 }
 
+/* Decode streams each weight once, so what counts is keeping every thread's memory stream long: a stream restarted
+ * at each claimed chunk pays the memory latency again before the prefetchers catch up, and fixed chunks leave
+ * threads idle at the end of each product. So each thread reads its own contiguous share from the front, about
+ * DECODE_STEP_BYTES per claim; a thread whose share is done takes the back half of the largest share left (making
+ * it its own, so it can be split again) until no share has work. */
+#define DECODE_STEP_BYTES 65536
+
+static int part_of_group(const mm_job *job, int p, int64_t g) {
+    while (p + 1 < job->n_parts && g >= job->parts[p + 1].first_group) p++;
+    while (p > 0 && g < job->parts[p].first_group) p--;
+    return p;
+}
+
+static uint64_t pack_range(int64_t lo, int64_t hi) { return (uint64_t)lo | (uint64_t)hi << 32; }
+
+/* Claims the next piece for thread ith: part *p, rows [*r0, *r1). False when no share has work left. */
+static bool claim_decode(mm_job *job, int ith, int nth, int *p, int64_t *r0, int64_t *r1) {
+    atomic_ullong *own = &job->shares[ith].range;
+    for (;;) {
+        unsigned long long v = atomic_load_explicit(own, memory_order_relaxed);
+        int64_t lo = (int64_t)(v & 0xffffffffu), hi = (int64_t)(v >> 32);
+        while (lo < hi) {
+            *p = part_of_group(job, *p, lo);
+            const mm_part *pt = &job->parts[*p];
+            const int64_t part_end = pt->first_group + (pt->rows + 15) / 16;
+            int64_t end = lo + pt->step_groups;
+            if (end > hi) end = hi;
+            if (end > part_end) end = part_end;
+            if (atomic_compare_exchange_weak_explicit(own, &v, pack_range(end, hi), memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                *r0 = (lo - pt->first_group) * 16;
+                *r1 = (end - pt->first_group) * 16 < pt->rows ? (end - pt->first_group) * 16 : pt->rows;
+                return true;
+            }
+            lo = (int64_t)(v & 0xffffffffu), hi = (int64_t)(v >> 32);
+        }
+        /* Own share done: take the back half of the largest one left. */
+        int victim = -1;
+        int64_t most = 0;
+        for (int t = 0; t < nth; t++) {
+            const unsigned long long w = atomic_load_explicit(&job->shares[t].range, memory_order_relaxed);
+            const int64_t left = (int64_t)(w >> 32) - (int64_t)(w & 0xffffffffu);
+            if (t != ith && left > most) most = left, victim = t;
+        }
+        if (victim < 0) return false;
+        unsigned long long w = atomic_load_explicit(&job->shares[victim].range, memory_order_relaxed);
+        const int64_t vlo = (int64_t)(w & 0xffffffffu), vhi = (int64_t)(w >> 32);
+        if (vhi <= vlo) continue;
+        const int64_t cut = vhi - (vhi - vlo + 1) / 2;
+        if (atomic_compare_exchange_strong_explicit(&job->shares[victim].range, &w, pack_range(vlo, cut),
+                                                    memory_order_relaxed, memory_order_relaxed))
+            atomic_store_explicit(own, pack_range(cut, vhi), memory_order_relaxed);
+    }
+}
+
 static void product_task(void *arg, int ith, int nth) {
-    (void)nth;
     mm_job *job = arg;
     uint8_t *row_buf = job->row_bufs ? job->row_bufs + (size_t)ith * job->row_buf_bytes : NULL;
     int p = 0;
+    if (job->shared_out) {
+        int64_t r0, r1;
+        while (claim_decode(job, ith, nth, &p, &r0, &r1)) run_chunk(&job->parts[p], row_buf, r0, r1, job->n);
+        return;
+    }
     for (;;) {
         const int64_t c = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
         if (c >= job->n_chunks) break;
@@ -330,9 +403,19 @@ tr_status matmul_multi(thread_pool *tp, const weight_matrix *const *w, int n_w, 
         pt->chunk_rows = chunk_rows_for(pt->rows, n, nth);
         pt->first_chunk = job.n_chunks;
         job.n_chunks += (pt->rows + pt->chunk_rows - 1) / pt->chunk_rows;
+        pt->first_group = job.n_groups;
+        job.n_groups += (pt->rows + 15) / 16;
+        const size_t group_bytes = 16 * (pt->w_row_bytes ? pt->w_row_bytes : 1);
+        pt->step_groups = DECODE_STEP_BYTES / group_bytes > 1 ? (int64_t)(DECODE_STEP_BYTES / group_bytes) : 1;
     }
     atomic_init(&job.next_chunk, 0);
-    if (job.n_chunks <= 1 || nth == 1) product_task(&job, 0, 1);
+    /* Decode: contiguous shares (the group count fits the 32-bit halves of a share for any real matrix). */
+    const bool on_caller = job.n_chunks <= 1 || nth == 1;
+    job.shared_out = !on_caller && n < 4 && nth <= SHARE_MAX_THREADS && job.n_groups < ((int64_t)1 << 31);
+    if (job.shared_out)
+        for (int t = 0; t < nth; t++)
+            atomic_init(&job.shares[t].range, pack_range(job.n_groups * t / nth, job.n_groups * (t + 1) / nth));
+    if (on_caller) product_task(&job, 0, 1);
     else thread_pool_run(tp, product_task, &job);
     return TR_OK;
 }

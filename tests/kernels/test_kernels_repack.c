@@ -1,7 +1,8 @@
 /* test_kernels_repack.c — the interleaved X16 layout: repacking is lossless (every row comes back byte for byte,
  * in place or into a new buffer), embedding lookups of a repacked matrix decode exactly as the plain rows, and
  * products of a repacked matrix equal the plain ones on every instruction set, for odd shapes (rows past the last
- * group of 16, one-block rows), several token counts and threads; matmul_multi equals separate products. */
+ * group of 16, one-block rows), several token counts and threads; matmul_multi equals separate products; decode's
+ * per-thread shares cover every row once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,12 +193,73 @@ static void test_matmul_multi_equals_separate(void **state) {
     thread_pool_free(tp);
 }
 
+/* Decode splits the rows of all parts into one contiguous share per thread, claimed piece by piece and stolen in
+ * halves by threads that run out: with 2-5 threads (more than the cores, so threads get preempted and steal) every
+ * row of every part is written exactly once and equals the one-thread product bit for bit. Parts of several
+ * interleaved types with a plain tail (rows past the last group of 16) and a plain one; rows long enough that a
+ * share takes many claims. */
+static void test_decode_shares_cover_every_row_once(void **state) {
+    (void)state;
+    enum { N_PARTS = 4 };
+    const tr_type types[N_PARTS] = {TR_TYPE_IQ4_NL, TR_TYPE_Q4_0, TR_TYPE_Q8_0, TR_TYPE_IQ4_NL};
+    const int64_t rows[N_PARTS] = {1000, 37, 250, 16}, cols = 896;
+    const bool repack[N_PARTS] = {true, true, false, true};
+    uint8_t *data[N_PARTS];
+    weight_matrix w[N_PARTS];
+    const weight_matrix *wp[N_PARTS];
+    float *want[N_PARTS], *got[N_PARTS];
+    int64_t ldy[N_PARTS];
+    float *x = malloc(sizeof(float) * 3 * cols);
+    for (int64_t i = 0; i < 3 * cols; i++) x[i] = frand();
+    matmul_scratch sc = {0};
+    for (int m = 0; m < N_PARTS; m++) {
+        data[m] = random_matrix(types[m], rows[m], cols);
+        w[m] = (weight_matrix){types[m], data[m], rows[m], cols, 0, WEIGHT_PLAIN};
+        if (repack[m]) assert_int_equal(weight_repack(&w[m], data[m]), TR_OK);
+        wp[m] = &w[m];
+        ldy[m] = rows[m] + 2;
+        want[m] = malloc(sizeof(float) * 3 * ldy[m]);
+        got[m] = malloc(sizeof(float) * 3 * ldy[m]);
+    }
+    for (int64_t n = 1; n <= 3; n += 2) {
+        for (int m = 0; m < N_PARTS; m++)
+            for (int64_t i = 0; i < n * ldy[m]; i++) want[m][i] = NAN;
+        assert_int_equal(matmul_multi(NULL, wp, N_PARTS, x, n, want, ldy, &sc), TR_OK);
+        for (int nth = 2; nth <= 5; nth++) {
+            thread_pool *tp = thread_pool_create(nth);
+            for (int rep = 0; rep < 20; rep++) {
+                for (int m = 0; m < N_PARTS; m++)
+                    for (int64_t i = 0; i < n * ldy[m]; i++) got[m][i] = NAN;
+                assert_int_equal(matmul_multi(tp, wp, N_PARTS, x, n, got, ldy, &sc), TR_OK);
+                for (int m = 0; m < N_PARTS; m++)
+                    for (int64_t i = 0; i < n; i++) {
+                        for (int64_t r = 0; r < rows[m]; r++)
+                            if (memcmp(&got[m][i * ldy[m] + r], &want[m][i * ldy[m] + r], sizeof(float)) != 0)
+                                fail_msg("threads=%d n=%lld part %d row %lld: %g, one thread %g", nth, (long long)n, m,
+                                         (long long)r, (double)got[m][i * ldy[m] + r], (double)want[m][i * ldy[m] + r]);
+                        if (i + 1 < n) /* the padding between token rows stays untouched */
+                            for (int64_t r = rows[m]; r < ldy[m]; r++) assert_true(isnan(got[m][i * ldy[m] + r]));
+                    }
+            }
+            thread_pool_free(tp);
+        }
+    }
+    for (int m = 0; m < N_PARTS; m++) {
+        free(data[m]);
+        free(want[m]);
+        free(got[m]);
+    }
+    free(x);
+    matmul_scratch_free(&sc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repack_round_trip),
         cmocka_unit_test(test_repack_refuses),
         cmocka_unit_test(test_repacked_products_equal_plain),
         cmocka_unit_test(test_matmul_multi_equals_separate),
+        cmocka_unit_test(test_decode_shares_cover_every_row_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
