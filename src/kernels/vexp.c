@@ -30,6 +30,14 @@ void vexp_softmax_scalar(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
+void vexp_softmax_rows_scalar(float *x, int64_t stride, int k, int64_t n, float scale) {
+    for (int r = 0; r < k; r++) {
+        float *y = x + (size_t)r * (size_t)stride;
+        for (int64_t i = 0; i < n; i++) y[i] *= scale;
+        vexp_softmax_scalar(y, n);
+    }
+}
+
 void vexp_round_f16_scalar(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
 }
@@ -113,6 +121,16 @@ void vexp_softmax(float *x, int64_t n) {
     }
 #endif
     vexp_softmax_scalar(x, n);
+}
+
+void vexp_softmax_rows(float *x, int64_t stride, int k, int64_t n, float scale) {
+#if defined(__x86_64__)
+    if (avx512()) {
+        vexp_softmax_rows_avx512(&consts, x, stride, k, n, scale);
+        return;
+    }
+#endif
+    vexp_softmax_rows_scalar(x, stride, k, n, scale);
 }
 
 void vexp_round_f16(float *x, int64_t n) {

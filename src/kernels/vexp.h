@@ -12,6 +12,8 @@ void vexp_silu_mul(float *gate, const float *up, int64_t n);
 /* x[i] = expf(x[i] - max) for the row's max, then x[i] *= (float)(1 / sum) with the sum taken in double in index
  * order. */
 void vexp_softmax(float *x, int64_t n);
+/* k rows of n, stride apart: each x[i] *= scale, then vexp_softmax of the row. */
+void vexp_softmax_rows(float *x, int64_t stride, int k, int64_t n, float scale);
 /* x[i] rounded to the nearest F16 value (ties to even), as float. */
 void vexp_round_f16(float *x, int64_t n);
 
@@ -29,10 +31,12 @@ typedef struct vexp_consts {
 void vexp_silu_mul_scalar(float *gate, const float *up, int64_t n);
 void vexp_softmax_scalar(float *x, int64_t n);
 void vexp_round_f16_scalar(float *x, int64_t n);
+void vexp_softmax_rows_scalar(float *x, int64_t stride, int k, int64_t n, float scale);
 #if defined(__x86_64__)
 void vexp_silu_mul_avx512(const vexp_consts *c, float *gate, const float *up, int64_t n);
 void vexp_softmax_avx512(const vexp_consts *c, float *x, int64_t n);
 void vexp_round_f16_avx512(float *x, int64_t n);
+void vexp_softmax_rows_avx512(const vexp_consts *c, float *x, int64_t stride, int k, int64_t n, float scale);
 /* expf of x[0..n) into y, n a multiple of 16 (the check against the scalar expf). */
 void vexp_expf_avx512(const vexp_consts *c, const float *x, float *y, int64_t n);
 #endif

@@ -110,6 +110,61 @@ void vexp_softmax_avx512(const vexp_consts *c, float *x, int64_t n) {
     for (; i < n; i++) x[i] *= inv;
 }
 
+/* Rows of one softmax each, eight at a time: each row scaled, its max found and its exps stored as above, then the
+ * eight sums taken together, element by element, each in its own row's index order (eight independent chains
+ * instead of one chain waiting on every add). */
+void vexp_softmax_rows_avx512(const vexp_consts *c, float *x, int64_t stride, int k, int64_t n, float scale) {
+    const regs g = load_regs(c);
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (int r0 = 0; r0 < k; r0 += 8) {
+        const int kk = k - r0 < 8 ? k - r0 : 8;
+        const float *row[8];
+        for (int r = 0; r < kk; r++) {
+            float *y = x + (size_t)(r0 + r) * (size_t)stride;
+            row[r] = y;
+            __m512 m16 = _mm512_set1_ps(-INFINITY);
+            int64_t i = 0;
+            for (; i + 16 <= n; i += 16) {
+                const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(y + i), vscale);
+                _mm512_storeu_ps(y + i, v);
+                m16 = _mm512_max_ps(v, m16);
+            }
+            float lanes[16], max = -INFINITY;
+            _mm512_storeu_ps(lanes, m16);
+            for (int l = 0; l < 16; l++)
+                if (lanes[l] > max) max = lanes[l];
+            for (; i < n; i++) {
+                y[i] *= scale;
+                if (y[i] > max) max = y[i];
+            }
+            const __m256 vmax = _mm256_set1_ps(max);
+            for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, expf8(&g, _mm256_sub_ps(_mm256_loadu_ps(y + i), vmax)));
+            for (; i < n; i++) y[i] = expf(y[i] - max);
+        }
+        for (int r = kk; r < 8; r++) row[r] = row[0]; /* padding: summed, never used */
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+        for (int64_t i = 0; i < n; i++) {
+            s0 += (double)row[0][i];
+            s1 += (double)row[1][i];
+            s2 += (double)row[2][i];
+            s3 += (double)row[3][i];
+            s4 += (double)row[4][i];
+            s5 += (double)row[5][i];
+            s6 += (double)row[6][i];
+            s7 += (double)row[7][i];
+        }
+        const double sums[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+        for (int r = 0; r < kk; r++) {
+            float *y = x + (size_t)(r0 + r) * (size_t)stride;
+            const float inv = (float)(1.0 / sums[r]);
+            const __m512 vinv = _mm512_set1_ps(inv);
+            int64_t i = 0;
+            for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), vinv));
+            for (; i < n; i++) y[i] *= inv;
+        }
+    }
+}
+
 void vexp_round_f16_avx512(float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)

@@ -91,11 +91,20 @@ typedef struct softmax_job {
     bool f16;
 } softmax_job;
 
+/* By token: its rows (the query heads of this KV head) see the same positions, so their softmaxes run together
+ * (vexp_softmax_rows: each row's arithmetic as softmax_row's). */
 static void softmax_task(void *arg, int ith, int nth) {
     const softmax_job *j = arg;
-    for (int32_t r = ith; r < j->rows; r += nth) { /* causal: positions 0..p of this row's token */
-        const int32_t valid = j->pos0 + r / j->group + 1;
-        softmax_row(j->scores + (size_t)r * j->n_pos, row_lo(valid, j->window), valid, j->n_pos, j->scale, j->f16);
+    for (int32_t t = ith; t < j->rows / j->group; t += nth) { /* causal: positions 0..p of this token */
+        const int32_t valid = j->pos0 + t + 1, lo = row_lo(valid, j->window);
+        float *first = j->scores + (size_t)t * j->group * j->n_pos;
+        vexp_softmax_rows(first + lo, j->n_pos, j->group, valid - lo, j->scale);
+        for (int32_t g = 0; g < j->group; g++) {
+            float *s = first + (size_t)g * j->n_pos;
+            if (j->f16) vexp_round_f16(s + lo, valid - lo);
+            memset(s, 0, (size_t)lo * sizeof *s);
+            memset(s + valid, 0, (size_t)(j->n_pos - valid) * sizeof *s);
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-/* test_kernels_vexp.c — kernels/vexp.h's rows (SiLU·up, softmax, F16 rounding) equal the scalar loops bit for bit
+/* test_kernels_vexp.c — kernels/vexp.h's rows (SiLU·up, softmax, a token's softmax rows, F16 rounding) equal the scalar loops bit for bit
  * whatever path this CPU takes: random rows of every length up to 70 (vector bodies and tails), values spanning
  * expf's whole range (underflow, |x| >= 88, infinities, NaN take glibc's special cases), and expf itself on a dense
  * sweep of float bit patterns. An AVX-512 machine must take the vector path (its check against expf passed). */
@@ -70,6 +70,25 @@ static void test_softmax(void **state) {
         }
 }
 
+/* Rows of one token's heads: 1-10 rows (one and two groups of eight), stride beyond the row, scaled first. */
+static void test_softmax_rows(void **state) {
+    (void)state;
+    uint32_t s = 17;
+    enum { STRIDE = 80, ROWS = 10 };
+    static float x[ROWS * STRIDE], want[ROWS * STRIDE];
+    for (int k = 1; k <= ROWS; k++)
+        for (int n = 1; n <= 70; n += 3) {
+            for (int i = 0; i < ROWS * STRIDE; i++) {
+                const float v = value(&s);
+                x[i] = isfinite(v) && fabsf(v) < 80 ? v : -90.0f;
+            }
+            memcpy(want, x, sizeof x);
+            vexp_softmax_rows_scalar(want, STRIDE, k, n, 0.125f);
+            vexp_softmax_rows(x, STRIDE, k, n, 0.125f);
+            assert_same_bits(x, want, ROWS * STRIDE); /* the gaps between rows untouched too */
+        }
+}
+
 static void test_round_f16(void **state) {
     (void)state;
     uint32_t s = 13;
@@ -115,6 +134,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_softmax_rows),
         cmocka_unit_test(test_round_f16),
         cmocka_unit_test(test_expf_sweep),
     };
