@@ -7,10 +7,12 @@
 # alternates between rounds), so a noisy machine's bursts hit both; the table gives the median over rounds and the
 # spread (min-max).
 # usage: bench/serve_fair.sh [--build DIR] [-t THREADS] [--rounds R] [--duration S] [--sessions "1 4 16"]
-#                            [--model FILE]
+#                            [--model FILE] [--baseline DIR] [--no-llama]
 #   default model: the Qwen2.5-0.5B-shaped Q4_0 synth file in ~/.cache/tokroute/synth (written when missing).
+#   --baseline DIR: also DIR/tokroute ("before"), alternating with the others, for a before/after table;
+#   --no-llama: tokroute alone (quick iterations; the table's comparison needs llama-server).
 set -euo pipefail
-build=build threads=2 rounds=3 duration=20 sessions="1 4 16" model=
+build=build threads=2 rounds=3 duration=20 sessions="1 4 16" model= baseline= llama=1
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -19,14 +21,18 @@ while [ $# -gt 0 ]; do
     --duration) duration=$2; shift 2 ;;
     --sessions) sessions=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --baseline) baseline=$2; shift 2 ;;
+    --no-llama) llama=; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "serve_fair: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
 tokroute=$build/tokroute
 [ -x "$tokroute" ] || { echo "serve_fair: build tokroute first ($tokroute missing)" >&2; exit 1; }
-bin=$("$here/../scripts/llamacpp.sh" llama-server)
+[ -z "$baseline" ] || [ -x "$baseline/tokroute" ] || { echo "serve_fair: $baseline/tokroute missing" >&2; exit 1; }
+bin=
+[ -z "$llama" ] || bin=$("$here/../scripts/llamacpp.sh" llama-server)
 if [ -z "$model" ]; then
   model=${TOKROUTE_CACHE:-$HOME/.cache/tokroute}/synth/qwen2.5-0.5b-q4_0.gguf
   if [ ! -s "$model" ]; then
@@ -41,9 +47,11 @@ trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-start_tokroute() { # N
+start_before() { start_tokroute "$1" "$baseline/tokroute"; }
+
+start_tokroute() { # N [BINARY]
   rm -f "$tmp/ready"
-  "$tokroute" serve -m "$model" --port 0 --ready-file "$tmp/ready" -t "$threads" -c $ctx --quiet \
+  "${2:-$tokroute}" serve -m "$model" --port 0 --ready-file "$tmp/ready" -t "$threads" -c $ctx --quiet \
     --max-sessions $((4 * $1 + 8)) 2>"$tmp/log" &
   pid=$!
   for _ in $(seq 600); do [ -s "$tmp/ready" ] && break; sleep 0.1; done
@@ -71,11 +79,15 @@ echo "model: $model, threads: $threads, rounds: $rounds, ${duration}s per run, $
 results=$tmp/results.jsonl
 for r in $(seq "$rounds"); do
   for n in $sessions; do
-    if [ $((r % 2)) = 1 ]; then order="tokroute llama"; else order="llama tokroute"; fi
+    order="tokroute${baseline:+ before}${llama:+ llama}"
+    [ $((r % 2)) = 1 ] || order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
     for kind in $order; do
       "start_$kind" "$n"
-      line=$(python3 "$here/serve_fair_client.py" --kind $kind --port "$port" --sessions "$n" \
+      client=$kind
+      [ "$kind" = before ] && client=tokroute
+      line=$(python3 "$here/serve_fair_client.py" --kind $client --port "$port" --sessions "$n" \
         --duration "$duration" --max-len $ctx --tag "r$r")
+      [ "$kind" = before ] && line=${line/\"kind\": \"tokroute\"/\"kind\": \"before\"}
       stop
       echo "round $r/$rounds: $line" >&2
       echo "$line" >>"$results"
@@ -91,17 +103,23 @@ def stat(kind, n, key):
     return statistics.median(v), min(v), max(v)
 def cell(m, lo, hi, f):
     return f"{m:{f}} ({lo:{f}}–{hi:{f}})"
+names = {"tokroute": "tokroute", "before": "tokroute before", "llama": "llama-server"}
+kinds = [k for k in names if any(r["kind"] == k for r in rows)]
+def ratio(a, b, n):  # median (min–max) of the rounds' paired ratios
+    v = sorted(x["calls_per_s"] / y["calls_per_s"] for x, y in
+               zip([r for r in rows if r["kind"] == a and r["sessions"] == n],
+                   [r for r in rows if r["kind"] == b and r["sessions"] == n]))
+    return f"{cell(statistics.median(v), v[0], v[-1], '.2f')}x"
+pairs = [(a, "llama") for a in ("tokroute", "before") if a in kinds and "llama" in kinds]
 print()
-print("| sessions | tokroute calls/s | llama-server calls/s | ratio | tokroute p50 / p99 ms | llama-server p50 / p99 ms | errors |")
-print("|---|---|---|---|---|---|---|")
+print("| sessions | " + " | ".join(f"{names[k]} calls/s" for k in kinds) + "".join(
+    f" | {names[a]} / llama-server" for a, _ in pairs) + " | " + " | ".join(f"{names[k]} p50 / p99 ms" for k in kinds)
+    + " | errors |")
+print("|---|" + "---|" * (2 * len(kinds) + len(pairs) + 1))
 for n in sorted({r["sessions"] for r in rows}):
-    t, l = stat("tokroute", n, "calls_per_s"), stat("llama", n, "calls_per_s")
-    ratios = sorted(a["calls_per_s"] / b["calls_per_s"] for a, b in
-                    zip([r for r in rows if r["kind"] == "tokroute" and r["sessions"] == n],
-                        [r for r in rows if r["kind"] == "llama" and r["sessions"] == n]))
-    tp50, tp99 = stat("tokroute", n, "p50_ms"), stat("tokroute", n, "p99_ms")
-    lp50, lp99 = stat("llama", n, "p50_ms"), stat("llama", n, "p99_ms")
+    calls = [cell(*stat(k, n, "calls_per_s"), '.2f') for k in kinds]
+    lat = [f"{stat(k, n, 'p50_ms')[0]:.0f} / {cell(*stat(k, n, 'p99_ms'), '.0f')}" for k in kinds]
     err = sum(r["errors"] for r in rows if r["sessions"] == n)
-    print(f"| {n} | {cell(*t, '.2f')} | {cell(*l, '.2f')} | {cell(statistics.median(ratios), ratios[0], ratios[-1], '.2f')}x "
-          f"| {tp50[0]:.0f} / {cell(*tp99, '.0f')} | {lp50[0]:.0f} / {cell(*lp99, '.0f')} | {err} |")
+    print(f"| {n} | " + " | ".join(calls) + "".join(f" | {ratio(a, b, n)}" for a, b in pairs) + " | "
+          + " | ".join(lat) + f" | {err} |")
 EOF
