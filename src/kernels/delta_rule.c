@@ -37,7 +37,7 @@ void delta_rule_scalar(float *state, int32_t d, const float *q, const float *k, 
     }
 }
 
-static delta_rule_fn chosen(int32_t d) {
+delta_rule_fn delta_rule_for(int32_t d) {
 #if defined(__x86_64__)
     const char *isa = kernels_isa();
     if (d % 16 == 0 && strcmp(isa, "avx512") == 0) return delta_rule_avx512;
@@ -45,9 +45,4 @@ static delta_rule_fn chosen(int32_t d) {
 #endif
     (void)d;
     return delta_rule_scalar;
-}
-
-void delta_rule_step(float *state, int32_t d, const float *q, const float *k, const float *v, float decay, float beta,
-                     float scale, float *out) {
-    chosen(d)(state, d, q, k, v, decay, beta, scale, out);
 }

@@ -18,8 +18,8 @@
 typedef void (*delta_rule_fn)(float *state, int32_t d, const float *q, const float *k, const float *v, float decay,
                               float beta, float scale, float *out);
 
-void delta_rule_step(float *state, int32_t d, const float *q, const float *k, const float *v, float decay, float beta,
-                     float scale, float *out);
+/* The step for heads of size d on the instruction set in use: chosen once per layer, called per token and head. */
+delta_rule_fn delta_rule_for(int32_t d);
 
 /* The portable code (every d) and the SIMD ones (d a multiple of 8 / 16; x86-64
  * only). */

@@ -335,6 +335,7 @@ static void delta_task(void *arg, int ith, int nth) {
     const int32_t H = q->n_v_heads, S = q->d_state;
     const int32_t per = (H + nth - 1) / nth, lo = ith * per, hi = lo + per < H ? lo + per : H;
     const float scale = 1.0f / sqrtf((float)S);
+    const delta_rule_fn step = delta_rule_for(S);
     for (int32_t h = lo; h < hi; h++) {
         float *st = deltanet_delta(j->dn, j->dn->live, j->r) + (size_t)h * S * S;
         const int32_t kh = h % q->n_k_heads;
@@ -348,7 +349,7 @@ static void delta_task(void *arg, int ith, int nth) {
                         *vv = row + 2 * (size_t)q->key_dim + (size_t)h * S;
             const float decay = expf(j->g[(size_t)t * H + h]), b = j->beta[(size_t)t * H + h];
             float *out = j->o + (size_t)t * q->value_dim + (size_t)h * S;
-            delta_rule_step(st, S, qv, kv, vv, decay, b, scale, out);
+            step(st, S, qv, kv, vv, decay, b, scale, out);
         }
     }
 }

@@ -108,13 +108,13 @@ static void test_simd_versions_match_the_portable_one(void **unused) {
             assert_close(a, b, d * d);
             free(a), free(b), free(oa), free(ob);
         }
-    /* the dispatching entry point runs one of them: the same outputs as the
+    /* the chosen step (delta_rule_for) is one of them: the same outputs as the
      * portable code up to rounding */
     const int d = 128;
     float *a = calloc((size_t)d * d, sizeof(float)), *b = calloc((size_t)d * d, sizeof(float));
     float *oa = malloc(sizeof(float) * (size_t)d * steps), *ob = malloc(sizeof(float) * (size_t)d * steps);
     run_steps(delta_rule_scalar, d, steps, a, oa);
-    run_steps(delta_rule_step, d, steps, b, ob);
+    run_steps(delta_rule_for(d), d, steps, b, ob);
     assert_close(oa, ob, d * steps);
     free(a), free(b), free(oa), free(ob);
 }
