@@ -149,6 +149,8 @@ void multi_engine_free(multi_engine *e) {
 
 int32_t multi_engine_max_rows(const multi_engine *e) { return e ? e->max_rows : 0; }
 
+thread_pool *multi_engine_pool(multi_engine *e) { return e->view.pool; }
+
 tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_rows, int32_t max_ctx,
                               multi_engine **out) {
     if (!m || !out || max_rows <= 0 || max_ctx <= 0 || n_threads < 0 || n_threads > 512)

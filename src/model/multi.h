@@ -34,6 +34,8 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
                               multi_engine **out);
 void multi_engine_free(multi_engine *e);
 int32_t multi_engine_max_rows(const multi_engine *e);
+/* The engine's threads, idle between passes: the caller of multi_forward may run its own work on them then. */
+thread_pool *multi_engine_pool(multi_engine *e);
 
 /* Appends tokens[i][0..n_tokens[i]) to sequence seqs[i] (each reserved beforehand to hold them) for i < n_seq,
  * all in one pass, and writes the logits of each sequence's last new token to logits_out[i * n_vocab]. Sum of

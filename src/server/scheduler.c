@@ -190,7 +190,8 @@ static void choose_all(scheduler *s, job *const *jobs, int32_t n_seq) {
     choose_job cj = {.s = s, .jobs = jobs, .n_seq = n_seq};
     atomic_init(&cj.next, 0);
     /* A small vocabulary's rows cost less than waking a thread. */
-    if (n_seq > 1 && (int64_t)n_seq * s->model->info.n_vocab >= 65536) thread_pool_run(s->choose_pool, choose_task, &cj);
+    if (n_seq > 1 && (int64_t)n_seq * s->model->info.n_vocab >= 65536)
+        thread_pool_run(multi_engine_pool(s->engine), choose_task, &cj); /* the pass's threads, idle now */
     else choose_task(&cj, 0, 1);
 }
 
@@ -646,15 +647,12 @@ tr_status scheduler_create(const tr_model *model, const sched_params *p, server_
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     tr_status st = multi_engine_create(model, p->n_threads, p->max_batch_tokens, p->n_ctx, &s->engine);
-    s->n_choosers = p->n_threads > 0 ? p->n_threads : tr_physical_cores();
-    if (s->n_choosers > CHOOSE_THREADS_MAX) s->n_choosers = CHOOSE_THREADS_MAX;
-    if (s->n_choosers < 1) s->n_choosers = 1;
     if (st == TR_OK && !(s->logits = malloc((size_t)MAX_SEQS * model->info.n_vocab * sizeof(float))))
         st = tr_fail(TR_ERR_NOMEM, "out of memory for logits");
-    for (int i = 0; st == TR_OK && i < s->n_choosers; i++)
+    const int n_choosers = st == TR_OK ? thread_pool_size(multi_engine_pool(s->engine)) : 0;
+    if (n_choosers > CHOOSE_THREADS_MAX) st = tr_fail(TR_ERR_ARG, "at most %d threads", CHOOSE_THREADS_MAX);
+    for (int i = 0; st == TR_OK && i < n_choosers; i++)
         if (!(s->samplers[i] = token_sampler_create())) st = tr_fail(TR_ERR_NOMEM, "out of memory for samplers");
-    if (st == TR_OK && !(s->choose_pool = thread_pool_create(s->n_choosers)))
-        st = tr_fail(TR_ERR_NOMEM, "cannot start the server's sampling threads");
     if (st == TR_OK && pthread_create(&s->worker, NULL, worker_main, s) != 0)
         st = tr_fail(TR_ERR_NOMEM, "cannot start the server's worker thread");
     if (st != TR_OK) {
@@ -684,7 +682,6 @@ void scheduler_free(scheduler *s) {
     multi_engine_free(s->engine);
     free(s->logits);
     for (int i = 0; i < CHOOSE_THREADS_MAX; i++) token_sampler_free(s->samplers[i]);
-    thread_pool_free(s->choose_pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);

@@ -12,7 +12,7 @@
 #include "server/server_internal.h"
 
 #define MAX_SEQS 64
-#define CHOOSE_THREADS_MAX 64
+#define CHOOSE_THREADS_MAX 512 /* multi_engine_create's most threads */
 
 typedef struct session {
     char id[SESSION_NAME_MAX + 2];
@@ -75,9 +75,8 @@ struct scheduler {
     multi_engine *engine;
     float *logits;          /* [MAX_SEQS][n_vocab] */
     choice choices[MAX_SEQS];
-    thread_pool *choose_pool;                   /* the pass's rows choose their tokens in parallel (choose_all) */
-    int n_choosers;                             /* its threads, the worker being the first */
-    token_sampler *samplers[CHOOSE_THREADS_MAX]; /* one per chooser; [0] also the scoring's (worker only) */
+    token_sampler *samplers[CHOOSE_THREADS_MAX]; /* one per thread of the engine's pool, which chooses the pass's
+                                                  * rows' tokens (choose_all); [0] also the scoring's (worker only) */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     pthread_t worker;
