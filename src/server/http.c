@@ -41,8 +41,9 @@
 #define HTTP_THREADS_DEFAULT 2
 #define DEFER_THREADS 128    /* requests waiting on the scheduler at once */
 #define DEFER_QUEUED 1024    /* more waiting for a worker get 503 */
-#define CONN_MEMORY_BYTES (64u << 10)
+#define CONN_MEMORY_BYTES (32u << 10)
 #define BODY_MAP_BYTES (128u << 10) /* bodies this large get their own mapping (freed to the system at once) */
+#define SURVEY_FIRST_BYTES (16u << 10) /* an OpenAI body's values are first counted when this much has arrived */
 
 typedef enum route_kind { ROUTE_NONE, ROUTE_NEXT, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_DELETE } route_kind;
 
@@ -52,6 +53,10 @@ typedef struct conn_state {
     char *body;
     size_t len, cap, limit;  /* limit: the most this route's body may hold */
     bool too_large, mapped, complete;
+    bool surveyed;           /* an OpenAI body: its values are counted while it arrives (next_survey) */
+    bool too_many;           /* ... and already hold more than a request may: refused, the rest not kept */
+    size_t next_survey;      /* the body length at which the part received is counted next */
+    json_survey survey;      /* the count that refused it */
     double t0_ms;
     const char *route;  /* metrics label */
     route_kind kind;    /* what a worker runs */
@@ -423,19 +428,33 @@ static int judge_headers(tr_server *srv, struct MHD_Connection *conn, conn_info 
         snprintf(msg, sizeof msg, "the body exceeds %zu bytes", cs->limit);
         return refuse(srv, conn, cs, 413, "too_large", msg);
     }
-    if (declared > 0 && !body_reserve(cs, (size_t)declared + 1)) return refuse(srv, conn, cs, 503, "busy", "out of memory");
+    cs->surveyed = strcmp(method, "POST") == 0 && (strcmp(url, "/v1/completions") == 0 ||
+                                                   strcmp(url, "/v1/chat/completions") == 0);
+    cs->next_survey = SURVEY_FIRST_BYTES;
+    /* Room for the declared body at once; a surveyed one grows as it proves itself (a refused one stays small). */
+    size_t reserve = (size_t)declared;
+    if (cs->surveyed && reserve > 2 * SURVEY_FIRST_BYTES) reserve = 2 * SURVEY_FIRST_BYTES;
+    if (reserve > 0 && !body_reserve(cs, reserve + 1)) return refuse(srv, conn, cs, 503, "busy", "out of memory");
     return MHD_YES;
 }
 
 /* An OpenAI body is parsed into a cJSON tree by its route: refused first when it holds more values than a request
- * may (a prompt of ids longer than the context, say), so the tree stays small. */
-static bool values_fit(tr_server *srv, const conn_state *cs, api_error *err) {
-    json_survey sv;
-    json_survey_text(cs->body ? cs->body : "", cs->len, NULL, &sv);
-    if (sv.n_values <= request_values_max(scheduler_n_ctx(srv->sched))) return true;
-    api_error_set(err, 400, "bad_request", sv.biggest, "'%s' holds %lld JSON values: more than a request may (the "
-                  "context is %d tokens)", sv.biggest, (long long)sv.biggest_values, scheduler_n_ctx(srv->sched));
-    return false;
+ * may (a prompt of ids longer than the context, say), so the tree stays small. The values of a part of the body
+ * are values of the whole (the survey counts each where it starts), so a part already over the limit refuses it. */
+static bool values_fit(tr_server *srv, conn_state *cs) {
+    json_survey_text(cs->body ? cs->body : "", cs->len, NULL, &cs->survey);
+    return cs->survey.n_values <= request_values_max(scheduler_n_ctx(srv->sched));
+}
+
+static void values_error(tr_server *srv, const conn_state *cs, api_error *err) {
+    const json_survey *sv = &cs->survey;
+    api_error_set(err, 400, "bad_request", sv->biggest, "'%s' holds %s%lld JSON values: more than a request may "
+                  "(the context is %d tokens)", sv->biggest, cs->too_many ? "at least " : "",
+                  (long long)sv->biggest_values, scheduler_n_ctx(srv->sched));
+    if (!sv->biggest[0]) /* the part received ended inside the top-level member that holds them */
+        api_error_set(err, 400, "bad_request", "", "the body holds %s%lld JSON values: more than a request may (the "
+                      "context is %d tokens)", cs->too_many ? "at least " : "", (long long)sv->n_values,
+                      scheduler_n_ctx(srv->sched));
 }
 
 static int run_route(struct MHD_Connection *conn, void *arg) {
@@ -448,8 +467,10 @@ static int run_route(struct MHD_Connection *conn, void *arg) {
         api_error_set(&err, 400, "bad_request", "", "the body holds a NUL byte");
         return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
     }
-    if ((cs->kind == ROUTE_COMPLETIONS || cs->kind == ROUTE_CHAT) && !values_fit(srv, cs, &err))
+    if ((cs->kind == ROUTE_COMPLETIONS || cs->kind == ROUTE_CHAT) && !values_fit(srv, cs)) {
+        values_error(srv, cs, &err);
         return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    }
     switch (cs->kind) {
     case ROUTE_NEXT: return handle_route_next(srv, conn, cs);
     case ROUTE_COMPLETIONS: return completions_handle(srv, conn, body, cs->len);
@@ -466,6 +487,10 @@ static int dispatch(tr_server *srv, struct MHD_Connection *conn, conn_info *ci, 
     api_error err = {0};
     if (cs->too_large) {
         api_error_set(&err, 413, "too_large", "", "the body exceeds %zu bytes", cs->limit);
+        return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
+    }
+    if (cs->too_many) {
+        values_error(srv, cs, &err);
         return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
     }
     const bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
@@ -516,11 +541,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             cs->too_large = true;
             body_free(cs);
         }
-        if (!cs->too_large) {
+        if (!cs->too_large && !cs->too_many) {
             if (!body_reserve(cs, cs->len + *upload_data_size + 1)) return MHD_NO;
             memcpy(cs->body + cs->len, upload_data, *upload_data_size);
             cs->len += *upload_data_size;
             cs->body[cs->len] = 0;
+            if (cs->surveyed && cs->len >= cs->next_survey) { /* counted at 64 KiB, 128 KiB, ...: linear in all */
+                cs->next_survey = cs->len * 2;
+                if (!values_fit(srv, cs)) {
+                    cs->too_many = true;
+                    body_free(cs); /* libmicrohttpd 0.9.75 answers only once the body is in: the rest is read, not kept */
+                }
+            }
         }
         *upload_data_size = 0;
         return MHD_YES;
@@ -680,9 +712,9 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)p.request_timeout_s, NULL},
             {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)hard, NULL},
             {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)hard_per_ip, NULL},
-            /* Above 32 KiB libmicrohttpd maps each connection's memory on its own (at most this much, for headers
-             * and write buffers) instead of taking it from the heap: what 1,000 idle connections touched goes back
-             * to the system when they close. */
+            /* Up to 32 KiB libmicrohttpd takes each connection's memory (headers, write buffers) from the heap;
+             * above, a mapping of its own per connection, whose unmapping at close costs a TLB shootdown across
+             * the process's threads. http_conn.c returns the heap's free pages after connections close. */
             {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)CONN_MEMORY_BYTES, NULL},
             {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)(p.http_threads > 0 ? p.http_threads : HTTP_THREADS_DEFAULT), NULL},
             {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->tls_cert},

@@ -8,13 +8,20 @@
  *
  * The table's lock is held from NOTIFY_STARTED to the end of NOTIFY_CLOSED and around every shutdown(), and
  * libmicrohttpd closes a socket only after NOTIFY_CLOSED, so the deadline thread never touches a closed (or
- * reused) descriptor. */
+ * reused) descriptor.
+ *
+ * Connection memory (libmicrohttpd's 32 KiB pools, on the heap: mapping each on its own cost a TLB shootdown per
+ * closed connection, 20% of the server's time under a connection flood) goes back to the system from the same
+ * thread: after many connections closed, at most once every TRIM_EVERY_MS, the heap's free pages are released. */
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <netinet/in.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <microhttpd.h>
 
@@ -22,6 +29,8 @@
 #include "server/http_internal.h"
 
 #define ADDR_BUCKETS 1024
+#define TRIM_EVERY_MS 2000.0
+#define TRIM_AFTER_CLOSED 64 /* connections closed since the last release */
 
 typedef struct addr_count {
     unsigned char ip[16];
@@ -35,6 +44,7 @@ struct conn_table {
     pthread_cond_t wake;
     conn_info *head;
     int32_t n_open;
+    int64_t closed_since_trim;
     addr_count *buckets[ADDR_BUCKETS];
     pthread_t deadline_thread;
     bool thread_started, stopping;
@@ -62,6 +72,7 @@ static addr_count **addr_slot(conn_table *t, const unsigned char ip[16]) {
 static void *deadline_main(void *arg) {
     conn_table *t = arg;
     const double timeout_ms = t->srv->params.request_timeout_s * 1e3;
+    double trimmed_ms = server_now_ms();
     pthread_mutex_lock(&t->mu);
     while (!t->stopping) {
         struct timespec until;
@@ -75,6 +86,15 @@ static void *deadline_main(void *arg) {
             const union MHD_ConnectionInfo *fd = MHD_get_connection_info(ci->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
             if (fd) shutdown(fd->connect_fd, SHUT_RDWR);
             ci->waiting_since_ms = 0; /* once */
+        }
+        if (t->closed_since_trim >= TRIM_AFTER_CLOSED && now - trimmed_ms >= TRIM_EVERY_MS) {
+            t->closed_since_trim = 0;
+            trimmed_ms = now;
+#ifdef __GLIBC__
+            pthread_mutex_unlock(&t->mu);
+            malloc_trim(0);
+            pthread_mutex_lock(&t->mu);
+#endif
         }
     }
     pthread_mutex_unlock(&t->mu);
@@ -155,6 +175,7 @@ void conn_table_notify(void *cls, struct MHD_Connection *conn, void **socket_con
             free(gone);
         }
         t->n_open--;
+        t->closed_since_trim++;
         if (ci->prev) ci->prev->next = ci->next;
         else t->head = ci->next;
         if (ci->next) ci->next->prev = ci->prev;

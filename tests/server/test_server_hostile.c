@@ -154,7 +154,17 @@ static void test_huge_arrays(void **state) {
     assert_int_equal(request(port, "POST", "/v1/completions", NULL, body, reply, sizeof reply), 400);
     assert_non_null(strstr(reply, "\"param\":\"prompt\""));
     assert_non_null(strstr(reply, "JSON values"));
+    assert_non_null(strstr(reply, "holds at least")); /* counted in the first part of the body: the rest not kept */
     const double ms = now_ms() - t0;
+    /* A long body of few values grows past the first count and its own mapping: judged whole (a text prompt
+     * longer than the context). */
+    at = (size_t)sprintf(body, "{\"max_tokens\":1,\"prompt\":\"");
+    for (size_t i = 0; i < 60000; i++) at += (size_t)sprintf(body + at, "Once upon ");
+    strcpy(body + at, "\"}");
+    assert_int_equal(request(port, "POST", "/v1/completions", NULL, body, reply, sizeof reply), 400);
+    assert_null(strstr(reply, "JSON values"));
+    assert_non_null(strstr(reply, "\"param\":\"prompt\""));
+    assert_non_null(strstr(reply, "does not fit the context"));
     at = (size_t)sprintf(body, "{\"session\":\"a\",\"pos\":0,\"tokens\":[");
     for (size_t i = 0; i < 600; i++) at += (size_t)sprintf(body + at, "%s1", i ? "," : "");
     strcpy(body + at, "]}");
