@@ -10,11 +10,18 @@
  * libmicrohttpd closes a socket only after NOTIFY_CLOSED, so the deadline thread never touches a closed (or
  * reused) descriptor.
  *
+ * libmicrohttpd 0.9.75 keeps a connection whose peer closed in the middle of a request until its timeout when the
+ * FIN came right behind the bytes (headers or half a body, then close: it then never looks at the socket again): each would hold a connection slot for request_timeout_s, so a client closing
+ * early costs the server as much as one holding on. The same sweep shuts such connections down: the peer's FIN
+ * seen, nothing left unread, on two sweeps in a row (so that a request whose last bytes libmicrohttpd has just
+ * read is never cut: by the second sweep it is complete, and no longer waiting).
+ *
  * Connection memory (libmicrohttpd's 32 KiB pools, on the heap: mapping each on its own cost a TLB shootdown per
  * closed connection, 20% of the server's time under a connection flood) goes back to the system from the same
  * thread: after many connections closed, at most once every TRIM_EVERY_MS, the heap's free pages are released. */
 #include <poll.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,6 +53,9 @@ struct conn_table {
     int32_t n_open;
     int64_t closed_since_trim;
     addr_count *buckets[ADDR_BUCKETS];
+    struct pollfd *polls; /* the deadline thread's: one per connection waiting for its request */
+    conn_info **polled;
+    int32_t n_polls_cap;
     pthread_t deadline_thread;
     bool thread_started, stopping;
 };
@@ -69,6 +79,32 @@ static addr_count **addr_slot(conn_table *t, const unsigned char ip[16]) {
     return pp;
 }
 
+/* Connections polled by the sweep whose peer is gone: shut down on the second sweep that finds nothing unread. */
+static void shut_gone_peers(conn_table *t, int32_t n_polls) {
+    for (int32_t i = 0; i < n_polls; i++) {
+        conn_info *ci = t->polled[i];
+        int unread = 0;
+        const bool gone = (t->polls[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) &&
+                          ioctl(t->polls[i].fd, FIONREAD, &unread) == 0 && unread == 0;
+        ci->eof_sweeps = gone ? (int8_t)(ci->eof_sweeps + 1) : 0;
+        if (ci->eof_sweeps >= 2) {
+            shutdown(t->polls[i].fd, SHUT_RDWR);
+            ci->waiting_since_ms = 0; /* once */
+        }
+    }
+}
+
+/* Room to poll every open connection on the next sweep (called with the lock held; a failed growth polls fewer). */
+static void grow_polls(conn_table *t) {
+    if (t->n_open <= t->n_polls_cap) return;
+    const int32_t cap = t->n_open + t->n_open / 2 + 64;
+    struct pollfd *polls = realloc(t->polls, (size_t)cap * sizeof *polls);
+    if (polls) t->polls = polls;
+    conn_info **polled = realloc(t->polled, (size_t)cap * sizeof *polled);
+    if (polled) t->polled = polled;
+    if (polls && polled) t->n_polls_cap = cap;
+}
+
 static void *deadline_main(void *arg) {
     conn_table *t = arg;
     const double timeout_ms = t->srv->params.request_timeout_s * 1e3;
@@ -81,12 +117,21 @@ static void *deadline_main(void *arg) {
         if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
         pthread_cond_timedwait(&t->wake, &t->mu, &until);
         const double now = server_now_ms();
+        int32_t n_polls = 0;
         for (conn_info *ci = t->head; ci; ci = ci->next) {
-            if (ci->waiting_since_ms <= 0 || now - ci->waiting_since_ms < timeout_ms) continue;
+            if (ci->waiting_since_ms <= 0) continue;
             const union MHD_ConnectionInfo *fd = MHD_get_connection_info(ci->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-            if (fd) shutdown(fd->connect_fd, SHUT_RDWR);
-            ci->waiting_since_ms = 0; /* once */
+            if (!fd) continue;
+            if (now - ci->waiting_since_ms >= timeout_ms) {
+                shutdown(fd->connect_fd, SHUT_RDWR);
+                ci->waiting_since_ms = 0; /* once */
+            } else if (n_polls < t->n_polls_cap) {
+                t->polls[n_polls] = (struct pollfd){.fd = fd->connect_fd, .events = POLLRDHUP};
+                t->polled[n_polls++] = ci;
+            }
         }
+        if (n_polls > 0 && poll(t->polls, (nfds_t)n_polls, 0) > 0) shut_gone_peers(t, n_polls);
+        grow_polls(t);
         if (t->closed_since_trim >= TRIM_AFTER_CLOSED && now - trimmed_ms >= TRIM_EVERY_MS) {
             t->closed_since_trim = 0;
             trimmed_ms = now;
@@ -129,6 +174,8 @@ void conn_table_free(conn_table *t) {
         for (addr_count *a = t->buckets[b], *next; a; a = next) next = a->next, free(a);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->wake);
+    free(t->polls);
+    free(t->polled);
     free(t);
 }
 

@@ -45,6 +45,7 @@ typedef struct conn_info {
                                 * request_timeout_s of this (0: a request is complete and being answered) */
     bool over_ip_limit;        /* it opened while its address already had max_connections_per_ip */
     bool over_limit;           /* it opened while max_connections were open */
+    int8_t eof_sweeps;         /* deadline sweeps in a row that found its peer gone with nothing left to read */
     struct conn_info *prev, *next;
     struct defer_slot *slot;   /* the reply a worker thread is making for it (http_defer.c), or NULL */
 } conn_info;
