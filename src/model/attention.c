@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "kernels/attn_scores.h"
 #include "kernels/kv_q8.h"
 #include "kernels/vexp.h"
 #include "model/model_internal.h"
@@ -176,8 +177,14 @@ static tr_status attend_float(tr_context *ctx, thread_pool *tp, att_bufs buf, in
     matmul_scratch none = {0}; /* float products quantize nothing: the scratch stays empty */
     const weight_matrix K = {kv_type, kv->k[layer] + kv_head_offset_k(kv, g, sp.first, hd), n_pos, hd, 0,
                              WEIGHT_PLAIN};
-    tr_status st = matmul(tp, &K, buf.q, rows, buf.scores, n_pos, &none);
-    if (st != TR_OK) return st;
+    const attn_scores_fn scores = kv_type == TR_TYPE_F16 ? attn_scores_for(hd, group) : NULL;
+    if (scores) {
+        attn_scores_run(tp, scores, (const uint16_t *)K.data, (size_t)hd * sizeof(uint16_t), n_pos, hd, buf.q, rows,
+                        buf.scores, n_pos);
+    } else {
+        const tr_status st = matmul(tp, &K, buf.q, rows, buf.scores, n_pos, &none);
+        if (st != TR_OK) return st;
+    }
 
     softmax_job sj = {buf.scores, rows, n_pos, group, sp.pos0, sp.window, m->kq_scale, kv->type == TR_KV_F16};
     if (tp) run_parallel(ctx, softmax_task, &sj, (int64_t)rows * n_pos * 8);
