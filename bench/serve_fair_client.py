@@ -23,7 +23,7 @@ def worker(a, index, deadline, lat, queue, errors, lock):
     seq, gen = [], 0
     headers = {"Content-Type": "application/json"}
     while time.monotonic() < deadline:
-        if len(seq) + a.append > a.max_len:
+        if len(seq) + a.append >= a.max_len:  # llama-server needs room for the token it generates
             seq, gen = [], gen + 1
         new = [rng.randrange(100, a.vocab) for _ in range(a.append)]
         if a.kind == "tokroute":
