@@ -1,16 +1,18 @@
 # tokroute — top-level entry points. `make` builds into build/ (CLI: build/tokroute); `make demo` runs the main
-# job; `make test` runs the suite, then runs it again built with ASan+UBSan. Each target installs missing Debian
-# packages first (when run as root), so both work on a fresh machine: the build and the demo only what they build
-# with (no npm), the test targets the test tools too. Test targets configure TR_TESTS=ON explicitly
-# (a cache left with it OFF would otherwise run nothing) and ctest fails when no test was found.
+# job; `make test` runs the suite, then runs it again built with ASan+UBSan, then the server's suites under TSan.
+# Each target installs missing Debian packages first (when run as root), so both work on a fresh machine: the build
+# and the demo only what they build with (no npm), the test targets the test tools too. Test targets configure
+# TR_TESTS=ON explicitly (a cache left with it OFF would otherwise run nothing) and ctest fails when no test was
+# found.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SHARED     ?= $(abspath ../shared)
 PREFIX     ?= /usr/local
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build cli demo eval test test-fast test-asan clean llamacpp install uninstall
+.PHONY: all deps deps-test build cli demo eval test test-fast test-asan test-tsan clean llamacpp install uninstall
 
 all: build
 
@@ -51,7 +53,15 @@ test-asan: deps-test llamacpp
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure \
 		--no-tests=error -j$(JOBS)
 
-test: test-fast test-asan
+# The server's suites (its threads: event loop, workers, scheduler, deadline sweep) under ThreadSanitizer.
+test-tsan: deps-test llamacpp
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTR_TSAN=ON -DTR_WERROR=ON -DTR_TESTS=ON >/dev/null
+	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target $$(cd $(TSAN_BUILD) && ctest -N -R '^test_server_' | \
+		sed -n 's/^ *Test *#[0-9]*: //p')
+	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure --no-tests=error -j$(JOBS) \
+		-R '^test_server_'
+
+test: test-fast test-asan test-tsan
 
 # The CLI, libtokroute (.so and .a), the headers, tokroute.pc and the CMake package under PREFIX (DESTDIR=DIR stages
 # it); builds only what is installed. `make uninstall` removes exactly the files $(BUILD)/install_manifest.txt lists
@@ -65,4 +75,4 @@ uninstall:
 	@DESTDIR=$(DESTDIR) cmake -DMANIFEST=$(abspath $(BUILD))/install_manifest.txt -P cmake/uninstall.cmake
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

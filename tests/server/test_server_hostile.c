@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -468,7 +469,7 @@ static void *honest_main(void *arg) {
     return NULL;
 }
 
-static volatile int attacking;
+static atomic_int attacking;
 
 typedef struct poster {
     int port, posts, wrong, busy;
