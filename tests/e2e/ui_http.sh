@@ -251,8 +251,9 @@ grep -q '"i":' "$tmp/drop.sse" || fail "no tokens before the disconnect"
 wait_idle "disconnect"
 pass "a dropped connection cancels its generation"
 
-# Two at once (the limit), a third gets 429 (no queue), both finish with their own ids.
-short='{"prompt":"Once upon a time","mode":"joint","tau":1,"max_tokens":60}'
+# Two at once (the limit), a third gets 429 (no queue), both finish with their own ids. 150 routed tokens at 20 ms
+# each: 3 s for the poll below to see both running, even when the second curl starts late on a busy machine.
+short='{"prompt":"Once upon a time","mode":"joint","tau":1,"max_tokens":150}'
 gen "$short" "$tmp/c1.sse" >"$tmp/c1.code" &
 c1=$!
 gen "$short" "$tmp/c2.sse" >"$tmp/c2.code" &
@@ -267,7 +268,7 @@ import json, sys
 texts, ids = [], []
 for f in sys.argv[1:]:
     ev = [(b.split("\n")[0][7:], json.loads(b.split("\n")[1][6:])) for b in open(f).read().split("\n\n") if b.startswith("event: ")]
-    assert ev[-1][0] == "done" and ev[-1][1]["n_tokens"] == 60 and ev[-1][1]["n_routed"] == 60, ev[-1]
+    assert ev[-1][0] == "done" and ev[-1][1]["n_tokens"] == 150 and ev[-1][1]["n_routed"] == 150, ev[-1]
     ids.append(ev[0][1]["id"])
     texts.append("".join(d["text"] for e, d in ev if e in ("token", "text")))
 assert ids[0] != ids[1] and texts[0] == texts[1], (ids, texts)
