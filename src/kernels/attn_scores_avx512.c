@@ -1,7 +1,7 @@
 /* attn_scores_avx512.c — the attention-score kernel (attn_scores.h) in AVX-512: 16 positions at a time, their K rows
- * converted from F16 and transposed (in registers, 16 × 16 at a time) into head_dim vectors of 16 lanes (one per position), then each query row's
- * scores for those positions are head_dim FMAs with the row's value broadcast, eight rows at once to hide the
- * FMA latency. */
+ * converted from F16 and transposed (in registers, 16 × 16 at a time) into head_dim vectors of 16 lanes (one per
+ * position), then each query row's scores for those positions are head_dim FMAs with the row's value broadcast,
+ * eight rows at once to hide the FMA latency. */
 #include "kernels/attn_scores.h"
 
 #include <immintrin.h>

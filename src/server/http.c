@@ -448,13 +448,14 @@ static bool values_fit(tr_server *srv, conn_state *cs) {
 
 static void values_error(tr_server *srv, const conn_state *cs, api_error *err) {
     const json_survey *sv = &cs->survey;
-    api_error_set(err, 400, "bad_request", sv->biggest, "'%s' holds %s%lld JSON values: more than a request may "
-                  "(the context is %d tokens)", sv->biggest, cs->too_many ? "at least " : "",
-                  (long long)sv->biggest_values, scheduler_n_ctx(srv->sched));
-    if (!sv->biggest[0]) /* the part received ended inside the top-level member that holds them */
-        api_error_set(err, 400, "bad_request", "", "the body holds %s%lld JSON values: more than a request may (the "
-                      "context is %d tokens)", cs->too_many ? "at least " : "", (long long)sv->n_values,
+    const char *at_least = cs->too_many ? "at least " : ""; /* counted in the part received */
+    if (sv->biggest[0])
+        api_error_set(err, 400, "bad_request", sv->biggest, "'%s' holds %s%lld JSON values: more than a request may "
+                      "(the context is %d tokens)", sv->biggest, at_least, (long long)sv->biggest_values,
                       scheduler_n_ctx(srv->sched));
+    else /* no top-level member holds them (the body is not an object) */
+        api_error_set(err, 400, "bad_request", "", "the body holds %s%lld JSON values: more than a request may (the "
+                      "context is %d tokens)", at_least, (long long)sv->n_values, scheduler_n_ctx(srv->sched));
 }
 
 static int run_route(struct MHD_Connection *conn, void *arg) {
@@ -546,11 +547,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             memcpy(cs->body + cs->len, upload_data, *upload_data_size);
             cs->len += *upload_data_size;
             cs->body[cs->len] = 0;
-            if (cs->surveyed && cs->len >= cs->next_survey) { /* counted at 64 KiB, 128 KiB, ...: linear in all */
+            if (cs->surveyed && cs->len >= cs->next_survey) { /* counted at 16 KiB, then each doubling: linear */
                 cs->next_survey = cs->len * 2;
                 if (!values_fit(srv, cs)) {
                     cs->too_many = true;
-                    body_free(cs); /* libmicrohttpd 0.9.75 answers only once the body is in: the rest is read, not kept */
+                    body_free(cs); /* libmicrohttpd 0.9.75 answers once the body is in: the rest read, not kept */
                 }
             }
         }

@@ -11,10 +11,10 @@
  * reused) descriptor.
  *
  * libmicrohttpd 0.9.75 keeps a connection whose peer closed in the middle of a request until its timeout when the
- * FIN came right behind the bytes (headers or half a body, then close: it then never looks at the socket again): each would hold a connection slot for request_timeout_s, so a client closing
- * early costs the server as much as one holding on. The same sweep shuts such connections down: the peer's FIN
- * seen, nothing left unread, on two sweeps in a row (so that a request whose last bytes libmicrohttpd has just
- * read is never cut: by the second sweep it is complete, and no longer waiting).
+ * FIN came right behind the bytes (headers or half a body, then close: it never looks at the socket again), so a
+ * client closing early would hold a connection slot for request_timeout_s, as one holding on does. The same sweep
+ * shuts such connections down: the peer's FIN seen, nothing left unread, on two sweeps in a row (so that a request
+ * whose last bytes libmicrohttpd has just read is never cut: by the second sweep it is complete, not waiting).
  *
  * Connection memory (libmicrohttpd's 32 KiB pools, on the heap: mapping each on its own cost a TLB shootdown per
  * closed connection, 20% of the server's time under a connection flood) goes back to the system from the same

@@ -1,12 +1,13 @@
 /* test_server_hostile.c — tr_server against clients that do not play fair, over raw loopback sockets (stories260K,
  * in-process servers): a Content-Length beyond the route's limit is a 413 and a missing key a 401 before any body
- * byte is sent; a body of a million ids is refused without the tree (400 naming the member); connections beyond
- * the per-address limit get 503 with Retry-After while /health still answers; a connection that trickles a
- * header, or says nothing, is closed after request_timeout_s, one that closes mid-request frees its slot at once; a completion's private session cannot be ended
- * through DELETE (404, and the completion finishes); with two keys neither sees nor ends the other's session;
- * a client that hangs up ends its non-streamed completion early; the metrics key; the Bearer scheme in any case;
- * \u0000 in a text prompt is a 400. And a small load-and-fault run: honest session clients keep every call (and
- * the model's greedy tokens) while others hold idle connections and post oversized bodies. */
+ * byte is sent; a body of a million ids is refused without the tree (400 naming the member); connections beyond the
+ * per-address limit get 503 with Retry-After while /health still answers; a connection that trickles a header, or
+ * says nothing, is closed after request_timeout_s, one that closes mid-request frees its slot within a second; a
+ * completion's private session cannot be ended through DELETE (404, and the completion finishes); with two keys
+ * neither sees nor ends the other's session; a client that hangs up ends its non-streamed completion early; the
+ * metrics key; the Bearer scheme in any case; \u0000 in a text prompt is a 400. And a small load-and-fault run:
+ * honest session clients keep every call (and the model's greedy tokens) while others hold idle connections and post
+ * oversized bodies. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
