@@ -83,6 +83,57 @@ cJSON *oai_add_usage(cJSON *root, int32_t prompt_tokens, int32_t completion_toke
 
 double oai_finite_logprob(float logprob) { return logprob > -9999.0f ? (double)logprob : -9999.0; }
 
+cJSON *oai_reply_head(const char *id, const char *object, double created, const char *model, uint64_t seed) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", id);
+    cJSON_AddStringToObject(root, "object", object);
+    cJSON_AddNumberToObject(root, "created", created);
+    cJSON_AddStringToObject(root, "model", model);
+    cJSON_AddNumberToObject(root, "seed", (double)seed);
+    return root;
+}
+
+static cJSON *logprob_number(float logprob) {
+    return isnan(logprob) ? cJSON_CreateNull() : cJSON_CreateNumber(oai_finite_logprob(logprob));
+}
+
+cJSON *oai_token_logprob(const char *piece, size_t n, float logprob) {
+    cJSON *e = cJSON_CreateObject();
+    char *text = strndup(piece ? piece : "", n);
+    cJSON_AddStringToObject(e, "token", text ? text : "");
+    free(text);
+    cJSON_AddItemToObject(e, "logprob", logprob_number(logprob));
+    cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
+    for (size_t i = 0; piece && i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
+    return e;
+}
+
+void oai_chat_add_logprobs(cJSON *choice, cJSON *entries) {
+    if (!entries) {
+        cJSON_AddNullToObject(choice, "logprobs");
+        return;
+    }
+    cJSON *lp = cJSON_AddObjectToObject(choice, "logprobs");
+    cJSON_AddItemToObject(lp, "content", entries);
+    cJSON_AddNullToObject(lp, "refusal");
+}
+
+cJSON *oai_text_logprobs_new(void) {
+    cJSON *lp = cJSON_CreateObject();
+    cJSON_AddArrayToObject(lp, "tokens");
+    cJSON_AddArrayToObject(lp, "token_logprobs");
+    cJSON_AddArrayToObject(lp, "top_logprobs");
+    cJSON_AddArrayToObject(lp, "text_offset");
+    return lp;
+}
+
+void oai_text_logprobs_add(cJSON *lp, const char *token, float logprob, cJSON *top, size_t text_offset) {
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), cJSON_CreateString(token ? token : ""));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), logprob_number(logprob));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), top ? top : cJSON_CreateNull());
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"), cJSON_CreateNumber((double)text_offset));
+}
+
 const char *oai_unknown_field(const cJSON *root, const char *const *known) {
     for (const cJSON *f = root ? root->child : NULL; f; f = f->next) {
         bool found = false;
@@ -183,7 +234,8 @@ bool oai_chat_parse(const cJSON *messages, oai_chat *out, oai_error *e) {
         oai_error_set(e, 500, "server_error", "messages", "out of memory");
         return false;
     }
-    static const char *const fields[] = {"role", "content", NULL};
+    /* name (a participant's name) is accepted and not rendered: no chat template here has a place for it. */
+    static const char *const fields[] = {"role", "content", "name", NULL};
     size_t i = 0;
     for (const cJSON *m = messages->child; m; m = m->next, i++) {
         out->n = i;
@@ -196,8 +248,20 @@ bool oai_chat_parse(const cJSON *messages, oai_chat *out, oai_error *e) {
         const char *unknown = oai_unknown_field(m, fields);
         if (unknown) {
             snprintf(param, sizeof param, "messages[%zu].%.32s", i, unknown);
-            oai_error_set(e, 400, "bad_request", param, "unknown field '%s' (a message has only role and content)",
-                          param);
+            /* OpenAI's other message members (tool calls, audio, ...) are not implemented; anything else is unknown */
+            static const char *const openai_members[] = {"tool_calls", "tool_call_id", "function_call", "refusal",
+                                                         "audio", NULL};
+            bool known = false;
+            for (const char *const *k = openai_members; *k && !known; k++) known = strcmp(*k, unknown) == 0;
+            oai_error_set(e, 400, known ? "unsupported_field" : "unknown_field", param,
+                          "%s '%s' (a message has role, content and name; tool messages and tool calls are not "
+                          "supported)", known ? "unsupported field" : "unknown field", param);
+            goto fail;
+        }
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+        if (name && !cJSON_IsString(name) && !cJSON_IsNull(name)) {
+            snprintf(param, sizeof param, "messages[%zu].name", i);
+            oai_error_set(e, 400, "bad_request", param, "'%s' must be a string", param);
             goto fail;
         }
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");

@@ -18,8 +18,8 @@ struct cJSON;
 typedef struct oai_error {
     int status;
     char code[32];
-    char param[64];
-    char message[320];
+    char param[96];
+    char message[640]; /* room for the longest message (an unknown field's, listing those accepted) */
 } oai_error;
 
 void oai_error_set(oai_error *e, int status, const char *code, const char *param, const char *fmt, ...)
@@ -42,6 +42,20 @@ struct cJSON *oai_add_usage(struct cJSON *root, int32_t prompt_tokens, int32_t c
 /* JSON has no infinity: -inf becomes -9999.0, as OpenAI and vLLM write it. */
 double oai_finite_logprob(float logprob);
 
+/* Replies, built alike by both servers. The head of every reply and chunk: id, object, created, model and seed
+ * (the seed the draws used, given or drawn: sent back, it replays the run). */
+struct cJSON *oai_reply_head(const char *id, const char *object, double created, const char *model, uint64_t seed);
+/* {token, logprob, bytes} for a token's text (n bytes); a NaN log-probability (not known) is null. A chat
+ * logprobs.content entry is this plus "top_logprobs": [such objects]. */
+struct cJSON *oai_token_logprob(const char *piece, size_t n, float logprob);
+/* choice.logprobs of a chat reply: {content: entries (taken), refusal: null}; entries NULL: "logprobs": null. */
+void oai_chat_add_logprobs(struct cJSON *choice, struct cJSON *entries);
+/* A completion's logprobs object {tokens, token_logprobs, top_logprobs, text_offset}, and one token added to it: its
+ * name, log-probability (NaN: null — the prompt's first token, a remote LLM that does not report it), alternatives
+ * (an object {name: logprob}, taken; NULL: null) and where its text starts in the reply's text. */
+struct cJSON *oai_text_logprobs_new(void);
+void oai_text_logprobs_add(struct cJSON *lp, const char *token, float logprob, struct cJSON *top, size_t text_offset);
+
 /* The first member of the object root whose name is not in known (NULL-terminated), or NULL. */
 const char *oai_unknown_field(const struct cJSON *root, const char *const *known);
 
@@ -51,8 +65,8 @@ bool oai_stop_parse(const struct cJSON *stop, int32_t max, char **out, int32_t *
 void oai_stop_free(char **stop, int32_t n);
 
 /* Chat `messages`: a non-empty array of {"role": system|developer|user|assistant, "content": a string or an array
- * of {"type": "text", "text": ...} parts}; developer is rendered as system. Other roles, other members and other
- * part types are refused by name (400, param "messages[i]...."). */
+ * of {"type": "text", "text": ...} parts, "name": optional, accepted and not rendered}; developer is rendered as
+ * system. Other roles, other members and other part types are refused by name (400, param "messages[i]...."). */
 typedef struct oai_chat {
     tr_chat_message *messages; /* role and content malloc'ed */
     size_t n;

@@ -1,13 +1,14 @@
-/* chat_completions.c — POST /v1/chat/completions, OpenAI's chat subset: `messages` (roles system, developer (as
- * system), user, assistant; content a string or an array of text parts) rendered with the server's chat template
+/* chat_completions.c — POST /v1/chat/completions, read by the OpenAI layer both servers share
+ * (src/common/openai_request.c): `messages` (roles system, developer (as system), user, assistant; content a string
+ * or an array of text parts; name accepted, not rendered) rendered with the server's chat template
  * (tr_server_params.chat_template: the model's own, or `serve --chat-template NAME`) and tokenized so control tokens
  * come only from the template (tr_chat_tokenize: a message holding "<|im_end|>" cannot close its turn);
- * `max_completion_tokens` / `max_tokens` (default: what the context leaves), `temperature`, `top_p`, `top_k`
- * (vLLM's), `seed`, `stop` (up to 4 strings, never part of the content), `logit_bias`, `n` (only 1), `logprobs` +
- * `top_logprobs` (0-20), `stream` + `stream_options.include_usage`, the penalties at 0; `model` and `user` are
- * accepted and ignored. Any other field is a 400 naming it: an unsupported OpenAI field is refused rather than
- * silently ignored, and a misspelt one is never taken for a default. A model without a template is a 400, never a
- * guess.
+ * `max_completion_tokens` / `max_tokens` (one limit; default: what the context leaves), `temperature`, `top_p`,
+ * `top_k` (vLLM's), `seed` (none: a fresh draw, reported as the reply's `seed`), `stop` (up to 4 strings, never part
+ * of the content), `logit_bias`, `n` (only 1), `logprobs` + `top_logprobs` (0-20), `stream` +
+ * `stream_options.include_usage`, the penalties at 0; `model` and `user` are accepted and ignored. Any other field
+ * is a 400 naming it: an unsupported OpenAI field is refused rather than silently ignored, and a misspelt one is
+ * never taken for a default. A model without a template is a 400, never a guess.
  *
  * The reply is OpenAI's chat.completion: choices[0].message {role: "assistant", content}, finish_reason ("stop" at
  * the end-of-generation token — <|im_end|>, <|eot_id|>, EOS — which is not part of the content, "length" at the
@@ -61,117 +62,16 @@ static bool append_content(chat *c, const char *s, size_t n) {
 
 /* ---------------------------------------------------------------- the request */
 
-static const char *const accepted_fields[] = {
-    "messages", "model", "max_completion_tokens", "max_tokens", "temperature", "top_p", "top_k", "seed", "n",
-    "stream", "stream_options", "stop", "logit_bias", "logprobs", "top_logprobs", "user", "presence_penalty",
-    "frequency_penalty", NULL};
-/* OpenAI fields this server does not implement: refused by name, not ignored. */
-static const char *const unsupported_fields[] = {
-    "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "response_format", "modalities",
-    "audio", "prediction", "reasoning_effort", "service_tier", "store", "metadata", "web_search_options",
-    "verbosity", "prompt_cache_key", "safety_identifier", NULL};
-
-/* One message's content: a string, or an array of {"type": "text", "text": ...} parts joined (*owned set when the
- * text was joined and must be freed). */
-static bool message_content(const cJSON *content, int i, const char **text, char **owned, api_error *err) {
-    char field[32];
-    snprintf(field, sizeof field, "messages[%d].content", i);
-    *owned = NULL;
-    if (cJSON_IsString(content)) {
-        *text = content->valuestring;
-        return true;
-    }
-    if (!cJSON_IsArray(content)) {
-        api_error_set(err, 400, "bad_request", field, "%s must be a string or an array of text parts", field);
-        return false;
-    }
-    size_t len = 0;
-    for (const cJSON *part = content->child; part; part = part->next) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type"),
-                    *t = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 ||
-            !cJSON_IsString(t)) {
-            api_error_set(err, 400, "bad_request", field, "%s: only text parts ({\"type\": \"text\", \"text\": "
-                          "\"...\"}) are supported", field);
-            return false;
-        }
-        len += strlen(t->valuestring);
-    }
-    char *joined = malloc(len + 1);
-    if (!joined) {
-        api_error_set(err, 503, "busy", "", "out of memory");
-        return false;
-    }
-    size_t at = 0;
-    for (const cJSON *part = content->child; part; part = part->next) {
-        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-        const size_t n = strlen(t);
-        memcpy(joined + at, t, n);
-        at += n;
-    }
-    joined[at] = 0;
-    *text = *owned = joined;
-    return true;
-}
-
-/* Reads messages into msgs[n] (texts owned by root, or listed in owned[n] when joined from parts). */
-static bool read_messages(const cJSON *root, tr_chat_message **msgs, char ***owned, int *n_out, api_error *err) {
-    const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    const int n = cJSON_GetArraySize(messages);
-    if (!cJSON_IsArray(messages) || n == 0) {
-        api_error_set(err, 400, "bad_request", "messages", "'messages' must be a non-empty array of messages");
-        return false;
-    }
-    *msgs = calloc((size_t)n, sizeof **msgs);
-    *owned = calloc((size_t)n, sizeof **owned);
-    *n_out = n;
-    if (!*msgs || !*owned) {
-        api_error_set(err, 503, "busy", "", "out of memory");
-        return false;
-    }
-    int i = 0;
-    for (const cJSON *m = messages->child; m; m = m->next, i++) {
-        char field[32];
-        snprintf(field, sizeof field, "messages[%d]", i);
-        if (!cJSON_IsObject(m)) {
-            api_error_set(err, 400, "bad_request", field, "%s must be an object {\"role\", \"content\"}", field);
-            return false;
-        }
-        for (const cJSON *f = m->child; f; f = f->next)
-            if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0 && strcmp(f->string, "name") != 0) {
-                snprintf(field, sizeof field, "messages[%d].%s", i, f->string);
-                api_error_set(err, 400, "unsupported_field", field, "%s is not supported (a message has role, "
-                              "content and name)", field);
-                return false;
-            }
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const char *r = cJSON_IsString(role) ? role->valuestring : "";
-        if (strcmp(r, "developer") == 0) r = "system"; /* OpenAI's newer name for the system message */
-        if (strcmp(r, "system") != 0 && strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0) {
-            snprintf(field, sizeof field, "messages[%d].role", i);
-            api_error_set(err, 400, "bad_request", field, "%s must be system, developer, user or assistant (tool "
-                          "messages are not supported)", field);
-            return false;
-        }
-        (*msgs)[i].role = r;
-        if (!message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i, &(*msgs)[i].content, &(*owned)[i],
-                             err))
-            return false;
-    }
-    return true;
-}
-
 /* The messages rendered with the template and tokenized into c->g.ids. */
-static bool tokenize_messages(tr_server *srv, const cJSON *root, chat *c, api_error *err) {
-    tr_chat_message *msgs = NULL;
-    char **owned = NULL;
-    int n = 0;
-    bool ok = read_messages(root, &msgs, &owned, &n, err);
+static bool tokenize_messages(tr_server *srv, const oai_chat *conv, chat *c, api_error *err) {
+    const tr_chat_message *msgs = conv->messages;
+    const size_t n = conv->n;
+    bool ok = true;
     const tr_vocab *vocab = tr_model_vocab(srv->model);
     const int32_t n_ctx = scheduler_n_ctx(srv->sched);
     int32_t n_tokens = 0;
-    if (ok) { /* counted first (the ids do not fit: TR_ERR_RANGE) */
-        const tr_status st = tr_chat_tokenize(vocab, srv->params.chat_template, msgs, (size_t)n, true, true, NULL,
+    { /* counted first (the ids do not fit: TR_ERR_RANGE) */
+        const tr_status st = tr_chat_tokenize(vocab, srv->params.chat_template, msgs, n, true, true, NULL,
                                               0, &n_tokens);
         if (st != TR_OK && st != TR_ERR_RANGE) {
             api_error_set(err, 400, "bad_request", "messages", "the messages cannot be rendered: %s", tr_last_error());
@@ -183,93 +83,46 @@ static bool tokenize_messages(tr_server *srv, const cJSON *root, chat *c, api_er
         }
     }
     ok = ok && generation_alloc_ids(&c->g, n_tokens, err);
-    if (ok && tr_chat_tokenize(vocab, srv->params.chat_template, msgs, (size_t)n, true, true, c->g.ids, n_tokens,
+    if (ok && tr_chat_tokenize(vocab, srv->params.chat_template, msgs, n, true, true, c->g.ids, n_tokens,
                                &c->g.n_prompt) != TR_OK) {
         api_error_set(err, 500, "internal", "", "the messages could not be tokenized: %s", tr_last_error());
         ok = false;
     }
-    for (int i = 0; owned && i < n; i++) free(owned[i]);
-    free(owned);
-    free(msgs);
     return ok;
 }
 
 static bool parse(tr_server *srv, const char *body, size_t len, chat *c, api_error *err) {
     if (srv->params.chat_template == TR_CHAT_NONE) {
-        api_error_set(err, 400, "no_chat_template", "",
-                      "this model has no chat template to render messages with: start tokroute serve with "
-                      "--chat-template chatml|llama2|llama3 (the format the model was trained on), or send the "
-                      "prompt as text to /v1/completions");
+        oai_error oe;
+        oai_no_chat_template(&oe, "tokroute serve", server_model_name(srv));
+        api_error_from_oai(err, &oe);
         return false;
     }
-    /* As in /v1/completions: cJSON would decode \u0000 into a NUL that silently cuts a message short. */
-    if (memmem(body, len, "\\u0000", 6)) {
-        api_error_set(err, 400, "bad_request", "messages", "strings in messages must not contain \\u0000");
-        return false;
-    }
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    bool ok = false;
-    if (!root || !cJSON_IsObject(root)) {
-        api_error_set(err, 400, "bad_request", "", "the body is not a JSON object");
-        goto done;
-    }
-    if (!generation_check_fields(root, accepted_fields, unsupported_fields, "chat completions", err)) goto done;
-    static const char *const string_fields[] = {"model", "user"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, string_fields[k]);
-        if (f && !cJSON_IsString(f) && !cJSON_IsNull(f)) {
-            api_error_set(err, 400, "bad_request", string_fields[k], "'%s' must be a string", string_fields[k]);
-            goto done;
-        }
-    }
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs"),
-                *top = cJSON_GetObjectItemCaseSensitive(root, "top_logprobs");
-    if (lp && !cJSON_IsBool(lp) && !cJSON_IsNull(lp)) {
-        api_error_set(err, 400, "bad_request", "logprobs", "'logprobs' must be true or false");
-        goto done;
-    }
-    c->logprobs = cJSON_IsTrue(lp);
-    if (top && !cJSON_IsNull(top)) {
-        if (!cJSON_IsNumber(top) || top->valuedouble != floor(top->valuedouble) || top->valuedouble < 0 ||
-            top->valuedouble > TOP_LOGPROBS_MAX) {
-            api_error_set(err, 400, "bad_request", "top_logprobs", "'top_logprobs' must be an integer in [0, %d]",
-                          TOP_LOGPROBS_MAX);
-            goto done;
-        }
-        if (!c->logprobs) { /* OpenAI's rule */
-            api_error_set(err, 400, "bad_request", "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
-            goto done;
-        }
-        c->g.n_logprobs = (int32_t)top->valuedouble;
-    }
-    if (!tokenize_messages(srv, root, c, err)) goto done;
-    static const generation_limits limits = {{"max_completion_tokens", "max_tokens"}, -1, 1, "messages"};
-    ok = generation_parse_options(&c->g, root, &limits, err);
-done:
-    cJSON_Delete(root);
+    const oai_endpoint ep = {.chat = true, .server = "tokroute serve", .extra_fields = NULL,
+                             .n_vocab = tr_model_get_info(srv->model)->n_vocab, .min_max_tokens = 1};
+    static const generation_limits limits = {.default_max_tokens = -1, .may_score = false, .prompt_field = "messages"};
+    oai_request r;
+    oai_error oe;
+    bool ok = oai_request_parse(body, len, &ep, &r, &oe);
+    if (!ok) api_error_from_oai(err, &oe);
+    c->logprobs = r.logprobs;
+    c->g.n_logprobs = r.top_logprobs;
+    ok = ok && tokenize_messages(srv, &r.chat, c, err) && generation_apply(&c->g, &r, &limits, err);
+    oai_request_free(&r);
     return ok;
 }
 
 /* ---------------------------------------------------------------- the reply */
 
 static cJSON *reply_head(const chat *c, const char *object) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "id", c->g.id + 1);
-    cJSON_AddStringToObject(root, "object", object);
-    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
-    cJSON_AddStringToObject(root, "model", server_model_name(c->g.srv));
-    return root;
+    return oai_reply_head(c->g.id + 1, object, (double)time(NULL), server_model_name(c->g.srv), c->g.samp.seed);
 }
 
 /* {token, logprob, bytes} for one id. */
 static cJSON *token_logprob(const chat *c, int32_t id, float logprob) {
     size_t n = 0;
     char *piece = token_piece(c->g.srv, id, &n);
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "token", piece ? piece : "");
-    cJSON_AddNumberToObject(e, "logprob", oai_finite_logprob(logprob));
-    cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
-    for (size_t i = 0; piece && i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
+    cJSON *e = oai_token_logprob(piece, n, logprob);
     free(piece);
     return e;
 }
@@ -288,12 +141,10 @@ static void add_logprob_entry(chat *c, const route_result *res) {
  * tokens (as OpenAI's role and finish chunks). */
 static void add_logprobs(chat *c, cJSON *choice) {
     if (!c->logprobs || (c->g.stream && !c->lp_content)) {
-        cJSON_AddNullToObject(choice, "logprobs");
+        oai_chat_add_logprobs(choice, NULL);
         return;
     }
-    cJSON *lp = cJSON_AddObjectToObject(choice, "logprobs");
-    cJSON_AddItemToObject(lp, "content", c->lp_content ? c->lp_content : cJSON_CreateArray());
-    cJSON_AddNullToObject(lp, "refusal");
+    oai_chat_add_logprobs(choice, c->lp_content ? c->lp_content : cJSON_CreateArray());
     c->lp_content = NULL;
 }
 

@@ -1,9 +1,10 @@
-/* completions.c — POST /v1/completions, the OpenAI-compatible subset: `prompt` (text, or an array of token ids, or
- * a one-element array of either), `max_tokens` (default 16, as OpenAI), `temperature`, `top_p`, `top_k` (vLLM's),
- * `seed`, `stop` (up to 4 strings), `logit_bias`, `logprobs` (0-20 alternatives per token), `stream` (server-sent
- * events ending with `data: [DONE]`); `model`, `user`, `n` (only 1) and `return_token_ids` are accepted (the ids
- * always come back). OpenAI's fields not implemented (`suffix`, `best_of`, penalties other than 0) and unknown
- * fields are a 400 naming them. The response follows OpenAI's
+/* completions.c — POST /v1/completions. The body is read by the OpenAI layer both servers share
+ * (src/common/openai_request.c: `prompt` as text, token ids or a one-element array of either, `max_tokens` (default
+ * 16, as OpenAI), `temperature`, `top_p`, `top_k`, `seed` (none: a fresh draw, reported as the reply's `seed`),
+ * `stop`, `logit_bias`, `logprobs` (0-20 alternatives per token), `stream`, `stream_options`, `model`, `user`, `n`
+ * (only 1), penalties (only 0); unknown fields and OpenAI's unimplemented ones refused by name); this server adds
+ * `echo`, `prompt_logprobs`, `return_token_ids` (the ids always come back) and `return_tokens_as_token_ids`.
+ * The response follows OpenAI's
  * text_completion object and adds `choices[0].token_ids` (the generated ids) and `prompt_token_ids`, so clients
  * never re-tokenize text.
  *
@@ -39,6 +40,7 @@ typedef struct cmpl {
     generation g;          /* ids, sampling, the private session, the detokenizer, finish_reason */
     int32_t prompt_k;      /* prompt_logprobs (-1: not asked) */
     bool echo, ids_as_tokens;
+    bool logprobs;         /* "logprobs" given: the logprobs object, with g.n_logprobs alternatives per token */
     char *prompt_text;     /* the prompt as text (echo) */
     score_result score;    /* with prompt_k >= 0 */
     /* accumulated text and logprobs (non-streaming) */
@@ -71,138 +73,104 @@ static void cmpl_free(cmpl *c) {
     free(c);
 }
 
-/* Parses the request into c; false with err filled on bad input. */
-static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_error *err) {
+/* The prompt into c->g.ids: text tokenized, or token ids (checked by the shared layer) copied. */
+static bool prompt_ids(tr_server *srv, const oai_request *r, cmpl *c, api_error *err) {
     const tr_vocab *vocab = tr_model_vocab(srv->model);
-    const int32_t n_vocab = tr_model_get_info(srv->model)->n_vocab, n_ctx = scheduler_n_ctx(srv->sched);
-    /* As in the session protocol: cJSON would decode \u0000 into a NUL that silently cuts the prompt short. */
-    if (memmem(body, len, "\\u0000", 6)) {
-        api_error_set(err, 400, "bad_request", "prompt", "strings must not contain \\u0000");
-        return false;
-    }
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    bool ok = false;
-    if (!root || !cJSON_IsObject(root)) {
-        api_error_set(err, 400, "bad_request", "", "the body is not a JSON object");
-        goto done;
-    }
-    static const char *const accepted[] = {
-        "prompt", "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stream", "stream_options",
-        "stop", "logit_bias", "logprobs", "echo", "prompt_logprobs", "return_token_ids", "return_tokens_as_token_ids",
-        "user", "presence_penalty", "frequency_penalty", NULL};
-    static const char *const unsupported[] = {"suffix", "best_of", NULL};
-    if (!generation_check_fields(root, accepted, unsupported, "completions", err)) goto done;
-    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (cJSON_IsArray(prompt) && prompt->child && (cJSON_IsString(prompt->child) || cJSON_IsArray(prompt->child))) {
-        if (cJSON_GetArraySize(prompt) > 1) {
-            api_error_set(err, 400, "bad_request", "prompt",
-                          "a batch of %d prompts: batches are not supported, send one prompt per request",
-                          cJSON_GetArraySize(prompt));
-            goto done;
-        }
-        prompt = prompt->child; /* a batch of one prompt */
-    }
-    if (cJSON_IsString(prompt)) {
+    const int32_t n_ctx = scheduler_n_ctx(srv->sched);
+    if (r->prompt_text) {
         if (!vocab) {
             api_error_set(err, 400, "bad_request", "prompt", "this model has no vocabulary: send token ids");
-            goto done;
+            return false;
         }
-        const size_t n_text = strlen(prompt->valuestring);
+        const size_t n_text = strlen(r->prompt_text);
         const int32_t cap = (int32_t)(n_text + 8 < (size_t)n_ctx + 8 ? n_text + 8 : (size_t)n_ctx + 8);
-        if (!generation_alloc_ids(&c->g, cap, err)) goto done;
+        if (!generation_alloc_ids(&c->g, cap, err)) return false;
         int32_t n = 0;
         tr_tokenize_params tp = tr_tokenize_default_params();
-        if (tr_tokenize(vocab, prompt->valuestring, n_text, &tp, c->g.ids, cap, &n) != TR_OK) {
+        if (tr_tokenize(vocab, r->prompt_text, n_text, &tp, c->g.ids, cap, &n) != TR_OK) {
             api_error_set(err, 400, "bad_request", "prompt", "the prompt does not fit the context of %d tokens", n_ctx);
-            goto done;
+            return false;
         }
         c->g.n_prompt = n;
-        if (!(c->prompt_text = strdup(prompt->valuestring))) {
+        if (!(c->prompt_text = strdup(r->prompt_text))) {
             api_error_set(err, 503, "busy", "", "out of memory");
-            goto done;
+            return false;
         }
-    } else if (cJSON_IsArray(prompt)) {
-        const int n = cJSON_GetArraySize(prompt);
-        if (n > n_ctx) {
-            api_error_set(err, 400, "bad_request", "prompt", "the prompt's %d tokens exceed the context of %d tokens", n,
-                          n_ctx);
-            goto done;
-        }
-        if (!generation_alloc_ids(&c->g, n, err)) goto done;
-        int i = 0;
-        for (const cJSON *t = prompt->child; t; t = t->next, i++) {
-            if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
-                t->valuedouble >= n_vocab) {
-                api_error_set(err, 400, "bad_request", "prompt", "prompt[%d] is not a token id in [0, %d)", i, n_vocab);
-                goto done;
-            }
-            c->g.ids[i] = (int32_t)t->valuedouble;
-        }
-        c->g.n_prompt = n;
     } else {
-        api_error_set(err, 400, "bad_request", "prompt", "'prompt' must be a string or an array of token ids");
-        goto done;
+        if (r->n_prompt_ids > n_ctx) {
+            api_error_set(err, 400, "bad_request", "prompt", "the prompt's %d tokens exceed the context of %d tokens",
+                          r->n_prompt_ids, n_ctx);
+            return false;
+        }
+        if (!generation_alloc_ids(&c->g, r->n_prompt_ids, err)) return false;
+        memcpy(c->g.ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *c->g.ids);
+        c->g.n_prompt = r->n_prompt_ids;
     }
     if (c->g.n_prompt == 0) {
         api_error_set(err, 400, "bad_request", "prompt", "the prompt is empty");
-        goto done;
+        return false;
     }
     if (c->g.n_prompt > n_ctx) {
         api_error_set(err, 400, "bad_request", "prompt", "the prompt's %d tokens exceed the context of %d tokens",
                       c->g.n_prompt, n_ctx);
-        goto done;
+        return false;
     }
-    double logprobs = 0;
-    const cJSON *lpf = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
-    if (lpf && !cJSON_IsNull(lpf) &&
-        (!cJSON_IsNumber(lpf) || lpf->valuedouble != floor(lpf->valuedouble) || lpf->valuedouble < 0 ||
-         lpf->valuedouble > TOP_LOGPROBS_MAX)) {
-        api_error_set(err, 400, "bad_request", "logprobs", "'logprobs' must be a number in [0, %d] (an integer)",
-                      TOP_LOGPROBS_MAX);
-        goto done;
+    return true;
+}
+
+/* This server's own fields: echo, prompt_logprobs, return_token_ids, return_tokens_as_token_ids. */
+static bool own_fields(const cJSON *root, cmpl *c, api_error *err) {
+    oai_error oe;
+    bool return_ids = true;
+    if (!oai_bool_field(root, "echo", &c->echo, &oe) ||
+        !oai_bool_field(root, "return_tokens_as_token_ids", &c->ids_as_tokens, &oe) ||
+        !oai_bool_field(root, "return_token_ids", &return_ids, &oe)) {
+        api_error_from_oai(err, &oe);
+        return false;
     }
-    if (lpf && cJSON_IsNumber(lpf)) logprobs = lpf->valuedouble;
-    static const generation_limits limits = {{"max_tokens", NULL}, 16, 0, "prompt"};
-    if (!generation_parse_options(&c->g, root, &limits, err)) goto done;
-    const char *flags[] = {"echo", "return_tokens_as_token_ids", "return_token_ids"};
-    for (int k = 0; k < 3; k++) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, flags[k]);
-        if (f && !cJSON_IsBool(f) && !cJSON_IsNull(f)) {
-            api_error_set(err, 400, "bad_request", flags[k], "'%s' must be true or false", flags[k]);
-            goto done;
-        }
-    }
-    c->echo = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "echo"));
-    c->ids_as_tokens = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "return_tokens_as_token_ids"));
     c->prompt_k = -1;
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(root, "prompt_logprobs");
     if (pk && !cJSON_IsNull(pk)) {
         if (!cJSON_IsNumber(pk) || !isfinite(pk->valuedouble) || pk->valuedouble != floor(pk->valuedouble) ||
             pk->valuedouble < 0) {
             api_error_set(err, 400, "bad_request", "prompt_logprobs",
-                          "'prompt_logprobs' must be an integer in [0, %d] (the ids listed per prompt token besides "
+                          "'prompt_logprobs' must be an integer from 0 to %d (the ids listed per prompt token besides "
                           "the token itself)", SCORE_TOP_MAX);
-            goto done;
+            return false;
         }
         if (pk->valuedouble > SCORE_TOP_MAX) { /* vLLM's words for its max_logprobs limit */
             api_error_set(err, 400, "bad_request", "prompt_logprobs",
                           "Requested prompt logprobs of %.0f, which is greater than max allowed: %d",
                           pk->valuedouble, SCORE_TOP_MAX);
-            goto done;
+            return false;
         }
         c->prompt_k = (int32_t)pk->valuedouble;
     }
     if (c->g.stream && (c->echo || c->prompt_k >= 0)) {
         api_error_set(err, 400, "bad_request", c->echo ? "echo" : "prompt_logprobs",
                       "'%s' is not supported with \"stream\": true", c->echo ? "echo" : "prompt_logprobs");
-        goto done;
+        return false;
     }
-    c->g.n_logprobs = (int32_t)logprobs;
+    return true;
+}
+
+/* Parses the request into c; false with err filled on bad input. */
+static bool parse(tr_server *srv, const char *body, size_t len, cmpl *c, api_error *err) {
+    static const char *const own[] = {"echo", "prompt_logprobs", "return_token_ids", "return_tokens_as_token_ids",
+                                      NULL};
+    const oai_endpoint ep = {.chat = false, .server = "tokroute serve", .extra_fields = own,
+                             .n_vocab = tr_model_get_info(srv->model)->n_vocab, .min_max_tokens = 0};
+    static const generation_limits limits = {.default_max_tokens = 16, .may_score = true, .prompt_field = "prompt"};
+    oai_request r;
+    oai_error oe;
+    bool ok = oai_request_parse(body, len, &ep, &r, &oe);
+    if (!ok) api_error_from_oai(err, &oe);
+    ok = ok && prompt_ids(srv, &r, c, err) && generation_apply(&c->g, &r, &limits, err) && own_fields(r.root, c, err);
+    c->logprobs = r.logprobs;
+    c->g.n_logprobs = r.top_logprobs;
     /* vLLM: echo with logprobs lists the prompt's tokens too, so it asks for their log-probabilities */
-    if (c->echo && c->g.n_logprobs > 0 && c->prompt_k < 0) c->prompt_k = c->g.n_logprobs;
-    ok = true;
-done:
-    cJSON_Delete(root);
+    if (ok && c->echo && c->logprobs && c->prompt_k < 0) c->prompt_k = c->g.n_logprobs;
+    oai_request_free(&r);
     return ok;
 }
 
@@ -219,42 +187,25 @@ static char *token_name(const cmpl *c, int32_t id) {
     return token_piece(c->g.srv, id, NULL);
 }
 
-static cJSON *logprobs_object(void) {
-    cJSON *lp = cJSON_CreateObject();
-    cJSON_AddArrayToObject(lp, "tokens");
-    cJSON_AddArrayToObject(lp, "token_logprobs");
-    cJSON_AddArrayToObject(lp, "top_logprobs");
-    cJSON_AddArrayToObject(lp, "text_offset");
-    return lp;
-}
-
 /* Appends one token to a logprobs object: its name, log-probability and the alternatives (the top entries, plus
  * the token itself when it is not among them: up to n_top + 1, as OpenAI and vLLM); no log-probability (the
  * prompt's first token) writes null for both. Names that collide keep the first (top) entry. */
 static void logprobs_add(const cmpl *c, cJSON *lp, int32_t id, bool has_lp, float logprob, const top_entry *top,
                          int32_t n_top, size_t offset) {
-    char *name = token_name(c, id);
-    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), cJSON_CreateString(name ? name : ""));
-    free(name);
-    if (!has_lp) {
-        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNull());
-        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), cJSON_CreateNull());
-    } else {
-        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"), cJSON_CreateNumber(oai_finite_logprob(logprob)));
-        cJSON *alt = cJSON_CreateObject();
-        bool listed = false;
-        for (int32_t i = 0; i <= n_top; i++) {
-            if (i == n_top && listed) break;
-            const int32_t tid = i < n_top ? top[i].id : id;
-            const float tlp = i < n_top ? top[i].logprob : logprob;
-            listed = listed || tid == id;
-            char *q = token_name(c, tid);
-            if (q && !cJSON_GetObjectItemCaseSensitive(alt, q)) cJSON_AddNumberToObject(alt, q, oai_finite_logprob(tlp));
-            free(q);
-        }
-        cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "top_logprobs"), alt);
+    cJSON *alt = has_lp ? cJSON_CreateObject() : NULL;
+    bool listed = false;
+    for (int32_t i = 0; alt && i <= n_top; i++) {
+        if (i == n_top && listed) break;
+        const int32_t tid = i < n_top ? top[i].id : id;
+        const float tlp = i < n_top ? top[i].logprob : logprob;
+        listed = listed || tid == id;
+        char *q = token_name(c, tid);
+        if (q && !cJSON_GetObjectItemCaseSensitive(alt, q)) cJSON_AddNumberToObject(alt, q, oai_finite_logprob(tlp));
+        free(q);
     }
-    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "text_offset"), cJSON_CreateNumber((double)offset));
+    char *name = token_name(c, id);
+    oai_text_logprobs_add(lp, name, has_lp ? logprob : NAN, alt, offset);
+    free(name);
 }
 
 /* The prompt's tokens in the logprobs object (echo). Each offset is where the token's text starts in the echoed
@@ -368,14 +319,9 @@ static cJSON *prompt_logprobs_json(const cmpl *c) {
 }
 
 static cJSON *response_head(cmpl *c) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "id", c->g.id + 1);
-    cJSON_AddStringToObject(root, "object", "text_completion");
-    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
-    cJSON_AddStringToObject(root, "model", server_model_name(c->g.srv));
-    return root;
+    return oai_reply_head(c->g.id + 1, "text_completion", (double)time(NULL), server_model_name(c->g.srv),
+                          c->g.samp.seed);
 }
-
 
 /* ---------------------------------------------------------------- non-streaming */
 
@@ -417,7 +363,7 @@ static int run_whole(cmpl *c, struct MHD_Connection *conn) {
         free(decoded);
         if (!ok) return http_send_json(conn, 500, NULL);
     }
-    if (c->g.n_logprobs > 0) c->lp = logprobs_object();
+    if (c->logprobs) c->lp = oai_text_logprobs_new();
     if (c->g.max_tokens == 0) c->g.finished = true, c->g.finish_reason = "length";
     if (c->prompt_k >= 0) {
         const int status = score_prompt(c, &err);
@@ -523,18 +469,18 @@ static char *next_event(void *cls, bool *last) {
         }
         cJSON_AddStringToObject(ch, "text", piece ? piece : "");
         free(piece);
-        if (c->g.n_logprobs > 0 && generated) {
-            cJSON *lp = logprobs_object();
+        if (c->logprobs && generated) {
+            cJSON *lp = oai_text_logprobs_new();
             logprobs_add(c, lp, res.token, true, res.logprob, res.top, res.n_top, offset);
             cJSON_AddItemToObject(ch, "logprobs", lp);
-        } else if (c->g.n_logprobs > 0) {
+        } else if (c->logprobs) {
             cJSON_AddNullToObject(ch, "logprobs");
         }
         cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
         if (generated) cJSON_AddItemToArray(ids, cJSON_CreateNumber(res.token));
     }
     cJSON_AddNumberToObject(ch, "index", 0);
-    if (c->g.n_logprobs == 0) cJSON_AddNullToObject(ch, "logprobs");
+    if (!c->logprobs) cJSON_AddNullToObject(ch, "logprobs");
     if (c->g.finished) {
         cJSON_AddStringToObject(ch, "finish_reason", c->g.finish_reason);
         if (c->g.include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own chunk */

@@ -1,10 +1,9 @@
 /* generation.c — what /v1/completions (completions.c) and /v1/chat/completions (chat_completions.c) share: one
  * continuation of a tokenized prompt, generated on a private session ("!" + the reply's id, a name no client can
  * send) through the same scheduler as the session protocol, one job per token, so OpenAI requests are batched
- * with routed sessions. Also here: the random reply id, the fields both routes check (unknown ones and OpenAI's
- * unimplemented ones refused by name), the options both take (max_tokens, temperature, top_p, top_k, seed, n,
- * stream, stream_options, stop, logit_bias), the end-of-generation and stop-string rules, server-sent events, and
- * the one line a client that went away mid-stream leaves in the log.
+ * with routed sessions. Also here: the random reply id, the options both take once the shared OpenAI layer
+ * (src/common/openai_request.c) has read them, the end-of-generation and stop-string rules, server-sent events,
+ * and the one line a client that went away mid-stream leaves in the log.
  *
  * The end-of-generation token (EOS, or a template's end of turn such as <|im_end|>) ends a generation with "stop"
  * and is not part of it: not in its text, ids, log-probabilities or completion_tokens. A stop string ends it with
@@ -19,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <cjson/cJSON.h>
 
@@ -40,21 +38,8 @@ bool generation_init(generation *g, tr_server *srv, const char *route, const cha
     return true;
 }
 
-bool generation_check_fields(const cJSON *root, const char *const *accepted, const char *const *unsupported,
-                             const char *what, api_error *err) {
-    const char *name = oai_unknown_field(root, accepted);
-    if (!name) return true;
-    for (const char *const *u = unsupported; *u; u++)
-        if (strcmp(name, *u) == 0) {
-            api_error_set(err, 400, "unsupported_field", name, "'%s' is not supported by tokroute serve's %s", name,
-                          what);
-            return false;
-        }
-    char list[400] = "";
-    for (const char *const *a = accepted; *a; a++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a == accepted ? "" : ", ", *a);
-    api_error_set(err, 400, "unknown_field", name, "unknown field '%.60s' (%s take %s)", name, what, list);
-    return false;
+void api_error_from_oai(api_error *err, const oai_error *e) {
+    api_error_set(err, e->status, e->code, e->param, "%s", e->message);
 }
 
 bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err) {
@@ -83,160 +68,40 @@ void generation_release(generation *g) {
     g->tail = NULL;
 }
 
-/* A number field in [lo, hi] (an integer unless fractional): false with err filled when present and not so. */
-static bool number_field(const cJSON *root, const char *name, double lo, double hi, bool fractional, double *val,
-                         api_error *err) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
-    if (!f || cJSON_IsNull(f)) return true;
-    if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < lo || f->valuedouble > hi ||
-        (!fractional && f->valuedouble != floor(f->valuedouble))) {
-        api_error_set(err, 400, "bad_request", name, "'%s' must be a number in [%g, %g]%s", name, lo, hi,
-                      fractional ? "" : " (an integer)");
-        return false;
-    }
-    *val = f->valuedouble;
-    return true;
-}
-
-/* logit_bias: {"token id": bias in [-100, 100], ...} (OpenAI's and vLLM's), ids in the vocabulary, each once. */
-static bool parse_logit_bias(generation *g, const cJSON *root, api_error *err) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
-    if (!f || cJSON_IsNull(f)) return true;
-    const int32_t n_vocab = tr_model_get_info(g->srv->model)->n_vocab;
-    const int n = cJSON_GetArraySize(f);
-    if (!cJSON_IsObject(f) || n > n_vocab) {
-        api_error_set(err, 400, "bad_request", "logit_bias",
-                      "'logit_bias' must be an object {\"token id\": bias in [-100, 100]} (at most one entry per id)");
-        return false;
-    }
-    if (n == 0) return true;
-    if (!(g->bias = malloc((size_t)n * sizeof *g->bias))) {
-        api_error_set(err, 503, "busy", "", "out of memory");
-        return false;
-    }
-    for (const cJSON *e = f->child; e; e = e->next) {
-        char *end = NULL;
-        const long id = e->string && e->string[0] >= '0' && e->string[0] <= '9' ? strtol(e->string, &end, 10) : -1;
-        if (id < 0 || *end || id >= n_vocab) {
-            api_error_set(err, 400, "bad_request", "logit_bias", "logit_bias: '%.40s' is not a token id in [0, %d)",
-                          e->string ? e->string : "", n_vocab);
-            return false;
-        }
-        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
-            api_error_set(err, 400, "bad_request", "logit_bias", "logit_bias[\"%ld\"] must be a number in [-100, 100]",
-                          id);
-            return false;
-        }
-        for (int32_t i = 0; i < g->n_bias; i++)
-            if (g->bias[i].id == id) {
-                api_error_set(err, 400, "bad_request", "logit_bias", "logit_bias names token %ld twice", id);
-                return false;
-            }
-        g->bias[g->n_bias++] = (logit_bias){(int32_t)id, (float)e->valuedouble};
-    }
+bool generation_apply(generation *g, oai_request *r, const generation_limits *lim, api_error *err) {
+    const int32_t n_ctx = scheduler_n_ctx(g->srv->sched);
+    memcpy(g->stop, r->stop, sizeof g->stop);
+    g->n_stop = r->n_stop;
+    r->n_stop = 0;
+    stop_text_init(&g->stop_text, (const char *const *)g->stop, g->n_stop);
+    g->bias = r->bias;
+    g->n_bias = r->n_bias;
+    r->bias = NULL;
+    r->n_bias = 0;
     g->samp.bias = g->bias;
     g->samp.n_bias = g->n_bias;
-    return true;
-}
-
-/* 64 random bits for a request that names no seed. */
-static bool fresh_seed(uint64_t *seed) {
-    size_t got = 0;
-    while (got < sizeof *seed) {
-        const ssize_t n = getrandom((char *)seed + got, sizeof *seed - got, 0);
-        if (n <= 0) return false;
-        got += (size_t)n;
-    }
-    return true;
-}
-
-bool generation_parse_options(generation *g, const cJSON *root, const generation_limits *lim, api_error *err) {
-    const int32_t n_ctx = scheduler_n_ctx(g->srv->sched);
-    double temperature = 1, top_p = 1, top_k = 0, seed = -1, n = 1;
-    if (!number_field(root, "temperature", 0, 2, true, &temperature, err) ||
-        !number_field(root, "top_p", 0, 1, true, &top_p, err) ||
-        !number_field(root, "top_k", -1, 1 << 30, false, &top_k, err) ||
-        !number_field(root, "seed", 0, 9007199254740992.0, false, &seed, err) ||
-        !number_field(root, "n", 1, 1 << 20, false, &n, err))
-        return false;
-    /* OpenAI's penalties at 0 and an empty suffix are what this server does; anything else is refused by name. */
-    static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, penalties[k]);
-        if (f && !cJSON_IsNull(f) && !(cJSON_IsNumber(f) && f->valuedouble == 0)) {
-            api_error_set(err, 400, "unsupported_field", penalties[k],
-                          "'%s' is not supported by tokroute serve (only 0, no penalty)", penalties[k]);
-            return false;
-        }
-    }
-    oai_error oe;
-    if (!oai_stop_parse(cJSON_GetObjectItemCaseSensitive(root, "stop"), GENERATION_STOP_MAX, g->stop, &g->n_stop,
-                        &oe)) {
-        api_error_set(err, oe.status, oe.status == 400 ? "bad_request" : "busy", "stop", "%s", oe.message);
-        return false;
-    }
-    stop_text_init(&g->stop_text, (const char *const *)g->stop, g->n_stop);
-    if (!parse_logit_bias(g, root, err)) return false;
-    if (n != 1) {
-        api_error_set(err, 400, "bad_request", "n", "'n' must be 1: one choice per request (send %g requests)", n);
-        return false;
-    }
-    /* The limit on generated tokens: the first of the names given (chat: max_completion_tokens, then the older
-     * max_tokens). */
-    const char *limit_field = NULL;
-    double max_tokens = lim->default_max_tokens;
-    for (int k = 0; k < 2 && !limit_field; k++) {
-        const char *name = lim->max_tokens_fields[k];
-        const cJSON *f = name ? cJSON_GetObjectItemCaseSensitive(root, name) : NULL;
-        if (!f || cJSON_IsNull(f)) continue;
-        if (!number_field(root, name, lim->min_max_tokens, 1 << 20, false, &max_tokens, err)) return false;
-        limit_field = name;
-    }
-    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
-    if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) {
-        api_error_set(err, 400, "bad_request", "stream", "'stream' must be true or false");
-        return false;
-    }
-    g->stream = cJSON_IsTrue(stream);
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
-    if (so && !cJSON_IsNull(so)) {
-        const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
-        if (!g->stream) { /* OpenAI's and vLLM's rule */
-            api_error_set(err, 400, "bad_request", "stream_options",
-                          "'stream_options' is only allowed with \"stream\": true");
-            return false;
-        }
-        if (!cJSON_IsObject(so) || (iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu))) {
-            api_error_set(err, 400, "bad_request", "stream_options",
-                          "'stream_options' must be an object {\"include_usage\": true or false}");
-            return false;
-        }
-        g->include_usage = cJSON_IsTrue(iu);
-    }
+    g->stream = r->stream;
+    g->include_usage = r->include_usage;
+    const bool asked = r->max_tokens >= 0;
+    const int64_t max_tokens = asked ? r->max_tokens : lim->default_max_tokens;
     if (max_tokens != 0 && g->n_prompt >= n_ctx) {
         api_error_set(err, 400, "bad_request", lim->prompt_field,
                       "the prompt fills the context of %d tokens: nothing can be generated%s", n_ctx,
-                      lim->min_max_tokens == 0 ? " (max_tokens 0 scores it)" : "");
+                      lim->may_score ? " (max_tokens 0 scores it)" : "");
         return false;
     }
-    g->max_tokens = max_tokens < 0 ? n_ctx - g->n_prompt : (int32_t)max_tokens;
-    if (g->max_tokens > n_ctx - g->n_prompt) {
-        if (limit_field) { /* asked for: refused, as OpenAI and vLLM do; a default is cut to what fits */
-            api_error_set(err, 400, "bad_request", limit_field,
-                          "the prompt's %d tokens + %s %d exceed the context of %d tokens (at most %d can be "
-                          "generated)", g->n_prompt, limit_field, g->max_tokens, n_ctx, n_ctx - g->n_prompt);
-            return false;
-        }
-        g->max_tokens = n_ctx - g->n_prompt;
-    }
-    g->samp.temperature = (float)temperature;
-    g->samp.top_p = top_p > 0 ? (float)top_p : 1.0f;
-    g->samp.top_k = top_k > 0 ? (int32_t)top_k : 0;
-    if (seed >= 0) g->samp.seed = (uint64_t)seed;
-    else if (!fresh_seed(&g->samp.seed)) {
-        api_error_set(err, 503, "busy", "", "no random bytes for a seed");
+    const int32_t room = n_ctx - g->n_prompt;
+    if (asked && max_tokens > room) { /* asked for: refused, as OpenAI and vLLM do; a default is cut to what fits */
+        api_error_set(err, 400, "bad_request", r->max_tokens_field,
+                      "the prompt's %d tokens + %s %lld exceed the context of %d tokens (at most %d can be "
+                      "generated)", g->n_prompt, r->max_tokens_field, (long long)max_tokens, n_ctx, room);
         return false;
     }
+    g->max_tokens = max_tokens < 0 || max_tokens > room ? room : (int32_t)max_tokens;
+    g->samp.temperature = r->temperature;
+    g->samp.top_p = r->top_p;
+    g->samp.top_k = r->top_k;
+    g->samp.seed = r->seed; /* given, or a fresh draw: the replies report it */
     const tr_vocab *vocab = tr_model_vocab(g->srv->model);
     if (vocab && !g->detok && tr_detok_stream_create(vocab, false, &g->detok) != TR_OK) g->detok = NULL;
     return true;

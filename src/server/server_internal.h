@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "common/openai_request.h"
 #include "model/multi.h"
 #include "route/stop_text.h"
 #include "tokroute.h"
@@ -25,15 +26,12 @@
 typedef struct api_error {
     int status;
     char code[24];
-    char message[200];
-    char field[32];
+    char message[sizeof(((oai_error *)0)->message)]; /* room for every message the shared OpenAI layer writes */
+    char field[sizeof(((oai_error *)0)->param)];
     int32_t pos;
 } api_error;
 
-typedef struct logit_bias {
-    int32_t id;
-    float bias;
-} logit_bias;
+typedef oai_logit_bias logit_bias; /* {id, bias} as the OpenAI layer reads it */
 
 typedef struct sampling {
     float temperature;  /* <= 0: greedy */
@@ -210,12 +208,11 @@ struct tr_server {
     bool stopped;
 };
 
-#define GENERATION_STOP_MAX 4 /* stop strings, as OpenAI */
 
 /* generation.c: one continuation of a prompt on a private session, what /v1/completions and /v1/chat/completions
- * share. The caller sets ids[0 .. n_prompt) (generation_alloc_ids makes room for the prompt and the context) and
- * n_logprobs; generation_parse_options reads the common options; then generation_step + generation_take per token
- * until finished. */
+ * share. The caller parses the body (oai_request_parse, src/common/openai_request.c), sets ids[0 .. n_prompt)
+ * (generation_alloc_ids makes room for the prompt and the context) and n_logprobs; generation_apply takes the
+ * request's options; then generation_step + generation_take per token until finished. */
 typedef struct generation {
     tr_server *srv;
     const char *route;        /* metrics and log label: "completions" or "chat_completions" */
@@ -230,7 +227,7 @@ typedef struct generation {
     bool finished, session_used;
     const char *finish_reason; /* "stop" (end of generation, a stop string) or "length" */
     tr_detok_stream *detok;
-    char *stop[GENERATION_STOP_MAX]; /* the stop strings (n_stop) and the text they hold back */
+    char *stop[OAI_STOP_MAX]; /* the stop strings (n_stop) and the text they hold back */
     int32_t n_stop;
     stop_text stop_text;
     logit_bias *bias;         /* n_bias entries (samp.bias) */
@@ -240,11 +237,10 @@ typedef struct generation {
     double t0_ms;
 } generation;
 
-/* How a route names and bounds its limit on generated tokens. */
+/* A route's limit on generated tokens. */
 typedef struct generation_limits {
-    const char *max_tokens_fields[2]; /* the names of the limit, the first given wins (NULL: no second name) */
-    double default_max_tokens;        /* when none is given; < 0: what the context leaves */
-    double min_max_tokens;            /* 0 (completions may only score) or 1 */
+    int32_t default_max_tokens;       /* when none is given; < 0: what the context leaves */
+    bool may_score;                   /* max_tokens 0 only scores the prompt (completions) */
     const char *prompt_field;         /* the field a prompt that fills the context is blamed on */
 } generation_limits;
 
@@ -252,16 +248,12 @@ typedef struct generation_limits {
 bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, api_error *err);
 /* Room for n_prompt_max prompt ids and the context after them. */
 bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err);
-/* Refuses (400 naming it) the first field of root not in accepted (NULL-terminated): unsupported_field when it is
- * in unsupported (OpenAI's fields this server does not implement), else unknown_field; what names the route. */
-struct cJSON;
-bool generation_check_fields(const struct cJSON *root, const char *const *accepted, const char *const *unsupported,
-                             const char *what, api_error *err);
-/* Reads temperature, top_p, top_k, seed (none: a fresh one), n (only 1), stream, stream_options, stop, logit_bias,
- * the penalties (only 0) and the limit on generated tokens (with n_prompt set: a limit beyond the context is
- * refused, a default is cut to it). False with err filled. */
-bool generation_parse_options(generation *g, const struct cJSON *root, const generation_limits *lim,
-                              api_error *err);
+/* The shared layer's error as this server's. */
+void api_error_from_oai(api_error *err, const oai_error *e);
+/* Takes the parsed request's sampling (seed: given or drawn), stream, stop strings and logit_bias (moved out of r)
+ * and its limit on generated tokens (with n_prompt set: a limit beyond the context is refused, a default is cut to
+ * it). False with err filled. */
+bool generation_apply(generation *g, oai_request *r, const generation_limits *lim, api_error *err);
 /* One scheduler job: what the private session does not hold yet (the whole prompt first; then the last generated
  * token). Returns the HTTP status; on 200 res holds the next token. */
 int generation_step(generation *g, route_result *res, api_error *err);

@@ -21,7 +21,7 @@
 struct MHD_Daemon;
 struct cJSON;
 
-#define UI_STOP_MAX 4
+#define UI_STOP_MAX 4 /* OAI_STOP_MAX */
 
 /* One generation context: the SLM's KV cache, an LLM backend and a router file, reused by later generations
  * (the KV cache keeps the prompt prefix they share). */

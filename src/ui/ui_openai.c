@@ -1,13 +1,13 @@
 /* ui_openai.c — the device's OpenAI-compatible API, answered by the routed system (the SLM here, the LLM through
  * the server's backend): POST /v1/chat/completions, POST /v1/completions and GET /v1/models.
  *
- * Requests: OpenAI's fields `model` (any name; replies name the one /v1/models lists), `messages` (rendered with
- * the SLM's chat template, or the server's --chat-template; none is a 400) or `prompt` (text, or token ids; one
- * prompt), `stream`, `stream_options.include_usage`, `max_tokens` / `max_completion_tokens`, `temperature` (0..2;
- * 0 greedy), `top_p`, `seed`, `stop` (up to 4 strings, never part of the text), `logprobs` (chat: true/false;
- * completions: 0) and `top_logprobs` (0), `n` (1); and the routing fields `mode` (joint|slm|llm), `threshold` (τ),
- * `policy` (maxprob|margin|entropy, or router: the server's router file), `target_routed`, `max_routed`, whose
- * defaults are the command line's. Any other field is a 400 naming it: nothing is silently ignored.
+ * Requests are read by the OpenAI layer both servers share (src/common/openai_request.c: the same fields, rules
+ * and error texts as tokroute serve; a request without `seed` draws a fresh one, reported as the reply's `seed`).
+ * This server adds the routing fields `mode` (joint|slm|llm), `threshold` (τ), `policy` (maxprob|margin|entropy,
+ * or router: the server's router file), `target_routed`, `max_routed`, whose defaults are the command line's, and
+ * refuses by name what the routed system cannot do: `logit_bias`, alternatives (`top_logprobs` / completions'
+ * `logprobs` above 0), and serve's own fields (`echo`, `prompt_logprobs`, ...). `max_tokens` is at most the
+ * command line's --max-tokens.
  *
  * Log-probabilities are each token's under the model that chose it (the SLM, or the LLM for a routed token; null
  * when a remote LLM does not report it). The routed loop knows no alternatives, so top_logprobs is 0.
@@ -26,13 +26,16 @@
 
 #include "common/error.h"
 #include "common/openai_api.h"
+#include "common/openai_request.h"
 #include "ui/ui_internal.h"
 
 #define COMPLETIONS_DEFAULT_MAX_TOKENS 16 /* OpenAI's */
+_Static_assert(UI_STOP_MAX == OAI_STOP_MAX, "a request's stop strings move from the OpenAI layer unchanged");
 
 typedef struct oa_state {
     tr_ui *ui;
     bool chat, stream, include_usage, logprobs;
+    uint64_t seed;         /* the draws' seed (given or drawn), reported in every reply */
     char id[48];
     double created;
     char *text;            /* the whole reply's text (not streamed) */
@@ -51,114 +54,43 @@ static void state_free(void *p) {
 
 /* ---------------------------------------------------------------- request */
 
-static const char *const chat_fields[] = {
-    "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-    "seed", "stop", "logprobs", "top_logprobs", "n", "mode", "threshold", "policy", "target_routed", "max_routed", NULL};
-static const char *const completion_fields[] = {
-    "model", "prompt", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed", "stop", "logprobs",
-    "n", "mode", "threshold", "policy", "target_routed", "max_routed", NULL};
-
-/* A number field in [lo, hi] (integer when asked); absent or null leaves *out. */
-static bool number(const cJSON *root, const char *name, double lo, double hi, bool integer, double *out, oai_error *e) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
-    if (!f || cJSON_IsNull(f)) return true;
-    if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < lo || f->valuedouble > hi ||
-        (integer && f->valuedouble != floor(f->valuedouble))) {
-        oai_error_set(e, 400, "bad_request", name, "'%s' must be %s in [%g, %g]", name, integer ? "an integer" : "a number",
-                      lo, hi);
-        return false;
-    }
-    *out = f->valuedouble;
-    return true;
-}
-
-static bool boolean(const cJSON *root, const char *name, bool *out, oai_error *e) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
-    if (!f || cJSON_IsNull(f)) return true;
-    if (!cJSON_IsBool(f)) {
-        oai_error_set(e, 400, "bad_request", name, "'%s' must be true or false", name);
-        return false;
-    }
-    *out = cJSON_IsTrue(f);
-    return true;
-}
-
-/* Tokenizes into r->prompt: the chat's messages through the template, or the completion's prompt. */
-static bool prompt_tokens(tr_ui *ui, const cJSON *root, bool chat, ui_request *r, oai_error *e) {
+/* Tokenizes into r->prompt: the chat's messages through the template, or the completion's prompt (text or ids). */
+static bool prompt_tokens(tr_ui *ui, oai_request *q, bool chat, ui_request *r, oai_error *e) {
     const tr_vocab *vocab = tr_model_vocab(ui->p.slm);
-    const int32_t n_vocab = tr_model_get_info(ui->p.slm)->n_vocab, n_ctx = tr_context_n_ctx(ui->slots[0].ctx);
-    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, chat ? "messages" : "prompt");
-    oai_chat conv = {0};
-    if (chat) {
-        if (ui->p.chat_template == TR_CHAT_NONE) {
-            oai_error_set(e, 400, "no_chat_template", "messages",
-                          "the SLM (%s) has no chat template in its GGUF: start the server with --chat-template NAME "
-                          "(chatml, llama2, llama3, gemma), or use /v1/completions", ui->slm_name);
-            return false;
-        }
-        if (!oai_chat_parse(prompt, &conv, e)) return false;
+    const int32_t n_ctx = tr_context_n_ctx(ui->slots[0].ctx);
+    const char *what = chat ? "messages" : "prompt";
+    if (!chat && !q->prompt_text) { /* token ids, checked by the shared layer */
+        r->prompt = q->prompt_ids;
+        r->n_prompt = q->n_prompt_ids;
+        q->prompt_ids = NULL;
     } else {
-        if (cJSON_IsArray(prompt) && prompt->child && (cJSON_IsString(prompt->child) || cJSON_IsArray(prompt->child))) {
-            if (cJSON_GetArraySize(prompt) > 1) {
-                oai_error_set(e, 400, "bad_request", "prompt",
-                              "a batch of %d prompts: batches are not supported, send one prompt per request",
-                              cJSON_GetArraySize(prompt));
-                return false;
+        int32_t cap = chat ? 256 : (int32_t)strlen(q->prompt_text) + 8, n = 0;
+        tr_status st = TR_ERR_NOMEM;
+        for (int attempt = 0; attempt < 2; attempt++) { /* the second with the exact count */
+            free(r->prompt);
+            if (!(r->prompt = malloc((size_t)cap * sizeof *r->prompt))) break;
+            if (chat) {
+                st = tr_chat_tokenize(vocab, ui->p.chat_template, q->chat.messages, q->chat.n, true, true, r->prompt,
+                                      cap, &n);
+            } else {
+                const tr_tokenize_params tp = tr_tokenize_default_params(); /* as `tokroute generate -p` */
+                st = tr_tokenize(vocab, q->prompt_text, strlen(q->prompt_text), &tp, r->prompt, cap, &n);
             }
-            prompt = prompt->child;
+            if (st != TR_ERR_RANGE || n <= cap) break;
+            cap = n;
         }
-        if (cJSON_IsArray(prompt)) { /* token ids */
-            const int n = cJSON_GetArraySize(prompt);
-            if (n > n_ctx || !(r->prompt = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->prompt))) {
-                oai_error_set(e, 400, "context_length_exceeded", "prompt",
-                              "the prompt's %d tokens exceed the context of %d tokens", n, n_ctx);
-                return false;
-            }
-            int i = 0;
-            for (const cJSON *t = prompt->child; t; t = t->next, i++) {
-                if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
-                    t->valuedouble >= n_vocab) {
-                    oai_error_set(e, 400, "bad_request", "prompt", "prompt[%d] is not a token id in [0, %d)", i, n_vocab);
-                    return false;
-                }
-                r->prompt[i] = (int32_t)t->valuedouble;
-            }
-            r->n_prompt = n;
-            goto check;
-        }
-        if (!cJSON_IsString(prompt)) {
-            oai_error_set(e, 400, "bad_request", "prompt", "'prompt' must be a string or an array of token ids");
+        if (st != TR_OK) {
+            oai_error_set(e, 400, "bad_request", what, "cannot tokenize the %s: %s", what, tr_last_error());
             return false;
         }
+        r->n_prompt = n;
     }
-    int32_t cap = chat ? 256 : (int32_t)strlen(prompt->valuestring) + 8, n = 0;
-    tr_status st = TR_ERR_NOMEM;
-    for (int attempt = 0; attempt < 2; attempt++) { /* the second with the exact count */
-        free(r->prompt);
-        if (!(r->prompt = malloc((size_t)cap * sizeof *r->prompt))) break;
-        if (chat) {
-            st = tr_chat_tokenize(vocab, ui->p.chat_template, conv.messages, conv.n, true, true, r->prompt, cap, &n);
-        } else {
-            const tr_tokenize_params tp = tr_tokenize_default_params(); /* as `tokroute generate -p` */
-            st = tr_tokenize(vocab, prompt->valuestring, strlen(prompt->valuestring), &tp, r->prompt, cap, &n);
-        }
-        if (st != TR_ERR_RANGE || n <= cap) break;
-        cap = n;
-    }
-    oai_chat_free(&conv);
-    if (st != TR_OK) {
-        oai_error_set(e, 400, "bad_request", chat ? "messages" : "prompt", "cannot tokenize the %s: %s",
-                      chat ? "messages" : "prompt", tr_last_error());
-        return false;
-    }
-    r->n_prompt = n;
-check:
     if (r->n_prompt == 0) {
-        oai_error_set(e, 400, "bad_request", chat ? "messages" : "prompt", "the prompt is empty");
+        oai_error_set(e, 400, "bad_request", what, "the prompt is empty");
         return false;
     }
     if (r->n_prompt >= n_ctx) {
-        oai_error_set(e, 400, "context_length_exceeded", chat ? "messages" : "prompt",
+        oai_error_set(e, 400, "context_length_exceeded", what,
                       "the prompt's %d tokens fill the context of %d tokens: nothing can be generated", r->n_prompt,
                       n_ctx);
         return false;
@@ -179,8 +111,9 @@ static bool routing(tr_ui *ui, const cJSON *root, ui_request *r, oai_error *e) {
         return false;
     }
     double tau = ui->p.default_tau, target = ui->p.target_routed, cap = ui->p.max_routed;
-    if (!number(root, "threshold", 0, 1, false, &tau, e) || !number(root, "target_routed", 0, 1, false, &target, e) ||
-        !number(root, "max_routed", 0, 1, false, &cap, e))
+    if (!oai_number_field(root, "threshold", 0, 1, false, &tau, e) ||
+        !oai_number_field(root, "target_routed", 0, 1, false, &target, e) ||
+        !oai_number_field(root, "max_routed", 0, 1, false, &cap, e))
         return false;
     r->tau = (float)tau;
     r->target_routed = target;
@@ -207,90 +140,37 @@ static bool routing(tr_ui *ui, const cJSON *root, ui_request *r, oai_error *e) {
     return true;
 }
 
-/* Sampling, stop strings, log-probabilities, streaming. */
-static bool generation(const cJSON *root, bool chat, ui_request *r, oa_state *s, oai_error *e) {
-    double temperature = 1, top_p = 1, seed = 0, n = 1;
-    if (!number(root, "temperature", 0, 2, false, &temperature, e) || !number(root, "top_p", 0, 1, false, &top_p, e) ||
-        !number(root, "seed", 0, 9007199254740992.0, true, &seed, e) || !number(root, "n", 1, 1, true, &n, e))
+/* What the routed system cannot do, refused by name: logit_bias, and log-probabilities of alternatives. */
+static bool refuse_unsupported(const oai_request *q, bool chat, oai_error *e) {
+    if (oai_has(q->root, "logit_bias")) {
+        oai_refuse(e, "logit_bias", "tokroute ui",
+                   "a routed token is drawn by the SLM or the LLM, and the LLM's backends take no bias");
         return false;
-    r->sampling = tr_sampler_default_params();
-    r->sampling.temperature = (float)temperature;
-    r->sampling.top_k = 0;
-    r->sampling.top_p = top_p > 0 ? (float)top_p : 1.0f;
-    r->sampling.seed = (uint64_t)seed;
-    if (!oai_stop_parse(cJSON_GetObjectItemCaseSensitive(root, "stop"), UI_STOP_MAX, r->stop, &r->n_stop, e))
-        return false;
-    if (chat) {
-        double top = 0;
-        if (!boolean(root, "logprobs", &s->logprobs, e) || !number(root, "top_logprobs", 0, 20, true, &top, e))
-            return false;
-        const cJSON *tl = cJSON_GetObjectItemCaseSensitive(root, "top_logprobs");
-        if (tl && !cJSON_IsNull(tl) && !s->logprobs) {
-            oai_error_set(e, 400, "bad_request", "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
-            return false;
-        }
-        if (top > 0) {
-            oai_error_set(e, 400, "bad_request", "top_logprobs",
-                          "'top_logprobs' must be 0: the routed system knows only the chosen token's log-probability "
-                          "(under the model that chose it), no alternatives");
-            return false;
-        }
-    } else {
-        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
-        double k = 0;
-        if (!number(root, "logprobs", 0, 5, true, &k, e)) return false;
-        if (k > 0) {
-            oai_error_set(e, 400, "bad_request", "logprobs",
-                          "'logprobs' must be 0: the routed system knows only the chosen token's log-probability "
-                          "(under the model that chose it), no alternatives");
-            return false;
-        }
-        s->logprobs = lp && !cJSON_IsNull(lp);
     }
-    if (!boolean(root, "stream", &s->stream, e)) return false;
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
-    if (so && !cJSON_IsNull(so)) {
-        static const char *const so_fields[] = {"include_usage", NULL};
-        if (!s->stream) { /* OpenAI's rule */
-            oai_error_set(e, 400, "bad_request", "stream_options", "'stream_options' is only allowed with \"stream\": true");
-            return false;
-        }
-        const char *unknown = cJSON_IsObject(so) ? oai_unknown_field(so, so_fields) : "";
-        if (unknown) {
-            oai_error_set(e, 400, "bad_request", "stream_options",
-                          "'stream_options' must be an object {\"include_usage\": true or false}%s%s%s",
-                          *unknown ? " (unknown field '" : "", unknown, *unknown ? "')" : "");
-            return false;
-        }
-        if (!boolean(so, "include_usage", &s->include_usage, e)) return false;
+    if (q->top_logprobs > 0) {
+        oai_refuse(e, chat ? "top_logprobs" : "logprobs", "tokroute ui",
+                   "only 0: the routed system knows only the chosen token's log-probability (under the model that "
+                   "chose it), no alternatives");
+        return false;
     }
     return true;
 }
 
 /* max_tokens / max_completion_tokens: at most --max-tokens and what the context leaves; the default is cut to fit,
  * a value asked for that does not fit is a 400 (as OpenAI and vLLM). */
-static bool token_budget(tr_ui *ui, const cJSON *root, bool chat, ui_request *r, oai_error *e) {
+static bool token_budget(tr_ui *ui, const oai_request *q, bool chat, ui_request *r, oai_error *e) {
     const int32_t n_ctx = tr_context_n_ctx(ui->slots[0].ctx), room = n_ctx - r->n_prompt;
-    double a = -1, b = -1;
-    if (!number(root, "max_tokens", 1, 1 << 30, true, &a, e) ||
-        (chat && !number(root, "max_completion_tokens", 1, 1 << 30, true, &b, e)))
-        return false;
-    if (a > 0 && b > 0 && a != b) {
-        oai_error_set(e, 400, "bad_request", "max_completion_tokens",
-                      "'max_tokens' and 'max_completion_tokens' differ: give one");
-        return false;
-    }
-    const char *name = b > 0 ? "max_completion_tokens" : "max_tokens";
-    const double asked = b > 0 ? b : a;
+    const char *name = q->max_tokens_field;
+    const int64_t asked = q->max_tokens;
     if (asked > ui->p.max_tokens) {
-        oai_error_set(e, 400, "bad_request", name, "'%s' must be at most %d (the server's --max-tokens)", name,
-                      (int)ui->p.max_tokens);
+        oai_error_set(e, 400, "bad_request", name, "'%s' must be at most %d (the server's --max-tokens), not %lld",
+                      name, (int)ui->p.max_tokens, (long long)asked);
         return false;
     }
     if (asked > room) {
         oai_error_set(e, 400, "context_length_exceeded", name,
-                      "the prompt's %d tokens + %s %.0f exceed the context of %d tokens (at most %d can be generated)",
-                      r->n_prompt, name, asked, n_ctx, room);
+                      "the prompt's %d tokens + %s %lld exceed the context of %d tokens (at most %d can be generated)",
+                      r->n_prompt, name, (long long)asked, n_ctx, room);
         return false;
     }
     int32_t n = asked > 0 ? (int32_t)asked : chat ? ui->p.max_tokens : COMPLETIONS_DEFAULT_MAX_TOKENS;
@@ -300,46 +180,37 @@ static bool token_budget(tr_ui *ui, const cJSON *root, bool chat, ui_request *r,
 }
 
 static bool parse(tr_ui *ui, bool chat, const char *body, size_t len, ui_request *r, oa_state *s, oai_error *e) {
-    /* cJSON would decode \u0000 into a NUL that silently cuts a string short. */
-    if (memmem(body, len, "\\u0000", 6)) {
-        oai_error_set(e, 400, "bad_request", NULL, "strings must not contain \\u0000");
+    static const char *const routing_fields[] = {"mode", "threshold", "policy", "target_routed", "max_routed", NULL};
+    const oai_endpoint ep = {.chat = chat, .server = "tokroute ui", .extra_fields = routing_fields,
+                             .n_vocab = tr_model_get_info(ui->p.slm)->n_vocab, .min_max_tokens = 1};
+    if (chat && ui->p.chat_template == TR_CHAT_NONE) {
+        oai_no_chat_template(e, "tokroute ui", ui->slm_name);
         return false;
     }
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    bool ok = false;
-    if (!cJSON_IsObject(root)) {
-        oai_error_set(e, 400, "bad_request", NULL, "the body is not a JSON object");
-        goto done;
+    oai_request q;
+    bool ok = oai_request_parse(body, len, &ep, &q, e) && refuse_unsupported(&q, chat, e) &&
+              routing(ui, q.root, r, e) && prompt_tokens(ui, &q, chat, r, e) && token_budget(ui, &q, chat, r, e);
+    if (ok) {
+        r->sampling = tr_sampler_default_params();
+        r->sampling.temperature = q.temperature;
+        r->sampling.top_k = q.top_k;
+        r->sampling.top_p = q.top_p;
+        r->sampling.seed = s->seed = q.seed; /* given, or a fresh draw: the replies report it */
+        memcpy(r->stop, q.stop, sizeof r->stop);
+        r->n_stop = q.n_stop;
+        q.n_stop = 0;
+        s->stream = q.stream;
+        s->include_usage = q.include_usage;
+        s->logprobs = q.logprobs;
     }
-    const char *unknown = oai_unknown_field(root, chat ? chat_fields : completion_fields);
-    if (unknown) {
-        oai_error_set(e, 400, "unknown_field", unknown,
-                      "unknown field '%s': this server takes OpenAI's %s fields it implements and the routing "
-                      "fields mode, threshold, policy, target_routed, max_routed (README \"The device's OpenAI "
-                      "endpoint\")", unknown, chat ? "chat completion" : "completion");
-        goto done;
-    }
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (model && !cJSON_IsString(model)) {
-        oai_error_set(e, 400, "bad_request", "model", "'model' must be a string");
-        goto done;
-    }
-    ok = routing(ui, root, r, e) && generation(root, chat, r, s, e) && prompt_tokens(ui, root, chat, r, e) &&
-         token_budget(ui, root, chat, r, e);
-done:
-    cJSON_Delete(root);
+    oai_request_free(&q);
     return ok;
 }
 
 /* ---------------------------------------------------------------- replies */
 
 static cJSON *reply_head(const oa_state *s, const char *object) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "id", s->id);
-    cJSON_AddStringToObject(root, "object", object);
-    cJSON_AddNumberToObject(root, "created", s->created);
-    cJSON_AddStringToObject(root, "model", ui_model_id(s->ui));
-    return root;
+    return oai_reply_head(s->id, object, s->created, ui_model_id(s->ui), s->seed);
 }
 
 static void append_sse(ui_job *job, cJSON *root) {
@@ -363,28 +234,17 @@ static void send_chunk(ui_job *job, const char *text, size_t len, const char *fi
         cJSON_AddStringToObject(ch, "text", t ? t : "");
     }
     free(t);
-    if (s->lp) {
-        if (s->chat) cJSON_AddItemToObject(cJSON_AddObjectToObject(ch, "logprobs"), "content", s->lp);
-        else cJSON_AddItemToObject(ch, "logprobs", s->lp);
-        s->lp = NULL;
-    } else {
-        cJSON_AddNullToObject(ch, "logprobs");
-    }
+    if (s->lp && s->chat) oai_chat_add_logprobs(ch, s->lp);
+    else if (s->lp) cJSON_AddItemToObject(ch, "logprobs", s->lp);
+    else cJSON_AddNullToObject(ch, "logprobs");
+    s->lp = NULL;
     if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
     else cJSON_AddNullToObject(ch, "finish_reason");
     if (s->include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own last chunk */
     append_sse(job, root);
 }
 
-static cJSON *lp_container(bool chat) {
-    if (chat) return cJSON_CreateArray();
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddArrayToObject(o, "tokens");
-    cJSON_AddArrayToObject(o, "token_logprobs");
-    cJSON_AddArrayToObject(o, "top_logprobs");
-    cJSON_AddArrayToObject(o, "text_offset");
-    return o;
-}
+static cJSON *lp_container(bool chat) { return chat ? cJSON_CreateArray() : oai_text_logprobs_new(); }
 
 static void on_start(ui_job *job) {
     oa_state *s = job->state;
@@ -413,20 +273,12 @@ static void on_token(ui_job *job, const tr_route_token *t) {
     piece[n] = 0;
     if (!s->lp) s->lp = lp_container(s->chat);
     if (!s->lp) return;
-    cJSON *lp = isnan(t->logprob) ? cJSON_CreateNull() : cJSON_CreateNumber(oai_finite_logprob(t->logprob));
     if (s->chat) {
-        cJSON *entry = cJSON_CreateObject();
-        cJSON_AddStringToObject(entry, "token", piece);
-        cJSON_AddItemToObject(entry, "logprob", lp);
-        cJSON *bytes = cJSON_AddArrayToObject(entry, "bytes");
-        for (int32_t i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
+        cJSON *entry = oai_token_logprob(piece, (size_t)n, t->logprob);
         cJSON_AddArrayToObject(entry, "top_logprobs");
         cJSON_AddItemToArray(s->lp, entry);
     } else {
-        cJSON_AddItemToArray(cJSON_GetObjectItem(s->lp, "tokens"), cJSON_CreateString(piece));
-        cJSON_AddItemToArray(cJSON_GetObjectItem(s->lp, "token_logprobs"), lp);
-        cJSON_AddItemToArray(cJSON_GetObjectItem(s->lp, "top_logprobs"), cJSON_CreateNull());
-        cJSON_AddItemToArray(cJSON_GetObjectItem(s->lp, "text_offset"), cJSON_CreateNumber((double)s->shown));
+        oai_text_logprobs_add(s->lp, piece, t->logprob, NULL, s->shown);
     }
 }
 
@@ -507,7 +359,7 @@ static void on_done(ui_job *job, const tr_route_stats *st, const tr_llm_stats *l
     if (s->logprobs) {
         cJSON *lp = s->lp ? s->lp : lp_container(s->chat);
         s->lp = NULL;
-        if (s->chat) cJSON_AddItemToObject(cJSON_AddObjectToObject(ch, "logprobs"), "content", lp);
+        if (s->chat) oai_chat_add_logprobs(ch, lp);
         else cJSON_AddItemToObject(ch, "logprobs", lp);
     } else {
         cJSON_AddNullToObject(ch, "logprobs");

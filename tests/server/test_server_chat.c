@@ -79,7 +79,7 @@ static int int_of(const cJSON *obj, const char *name) {
 
 /* An error reply: status, param (NULL: JSON null) and code; returns the message (static). */
 static const char *expect_error(const reply *r, long status, const char *param, const char *code) {
-    static char message[256];
+    static char message[1024];
     assert_int_equal(r->status, status);
     cJSON *j = cJSON_Parse(r->body);
     const cJSON *e = item(j, "error");
@@ -346,8 +346,12 @@ static void test_chat_without_template(void **state) {
     reply r;
     call(plain, "POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}",
          NULL, &r);
-    const char *msg = expect_error(&r, 400, NULL, "no_chat_template");
+    const char *msg = expect_error(&r, 400, "messages", "no_chat_template");
     assert_non_null(strstr(msg, "--chat-template"));
+    /* the whole message: it was cut mid-word at 200 bytes */
+    const char *tail = "or send the prompt as text to /v1/completions";
+    assert_true(strlen(msg) > strlen(tail));
+    assert_string_equal(msg + strlen(msg) - strlen(tail), tail);
     /* an unknown template value is refused at start */
     tr_server_params p = tr_server_default_params();
     p.port = 0;

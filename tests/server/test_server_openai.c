@@ -208,6 +208,22 @@ static void test_include_usage(void **state) {
     call("POST", "/v1/completions", "{\"prompt\": [1], \"stream\": true, \"stream_options\": {\"include_usage\": 1}}",
          &r);
     expect_error(&r, 400, "invalid_request_error", "stream_options", "bad_request");
+    /* unknown members are refused, as on the device (serve accepted them) */
+    call("POST", "/v1/completions", "{\"prompt\": [1], \"stream\": true, \"stream_options\": {\"include_usage\": true, "
+         "\"continuous_usage_stats\": true}}", &r);
+    assert_non_null(strstr(expect_error(&r, 400, "invalid_request_error", "stream_options", "unknown_field"),
+                           "'continuous_usage_stats'"));
+}
+
+/* Range errors say it plainly, integers as integers (was "in [0, 1.04858e+06] (an integer)"). */
+static void test_plain_range_errors(void **state) {
+    reply r;
+    call("POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": -1}", &r);
+    assert_string_equal(expect_error(&r, 400, "invalid_request_error", "max_tokens", "bad_request"),
+                        "'max_tokens' must be an integer of at least 0, not -1");
+    call("POST", "/v1/completions", "{\"prompt\": [1], \"seed\": 1.5}", &r);
+    assert_string_equal(expect_error(&r, 400, "invalid_request_error", "seed", "bad_request"),
+                        "'seed' must be an integer from 0 to 9007199254740992, not 1.5");
 }
 
 static void test_model_and_ids(void **state) {
@@ -248,7 +264,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_shape),       cmocka_unit_test(test_batch_refused),
         cmocka_unit_test(test_limits),            cmocka_unit_test(test_method_not_allowed),
-        cmocka_unit_test(test_include_usage),     cmocka_unit_test(test_model_and_ids),
+        cmocka_unit_test(test_include_usage),     cmocka_unit_test(test_plain_range_errors),     cmocka_unit_test(test_model_and_ids),
     };
     const int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();

@@ -351,11 +351,11 @@ static void expect_400(const char *body, const char *field, const char *words) {
 static void test_bad_requests(void **state) {
     expect_400("{\"prompt\":[1,2,3],\"max_tokens\":0,\"prompt_logprobs\":65}", "prompt_logprobs",
                "Requested prompt logprobs of 65, which is greater than max allowed: 64");
-    expect_400("{\"prompt\":[1,2,3],\"max_tokens\":0,\"prompt_logprobs\":-1}", "prompt_logprobs", "[0, 64]");
+    expect_400("{\"prompt\":[1,2,3],\"max_tokens\":0,\"prompt_logprobs\":-1}", "prompt_logprobs", "from 0 to 64");
     expect_400("{\"prompt\":[1,2,3],\"max_tokens\":0,\"prompt_logprobs\":2.5}", "prompt_logprobs", "integer");
     expect_400("{\"prompt\":[1,2,3],\"max_tokens\":0,\"prompt_logprobs\":\"3\"}", "prompt_logprobs", "integer");
     expect_400("{\"prompt\":[1,512,3],\"max_tokens\":0,\"prompt_logprobs\":1}", "prompt",
-               "prompt[1] is not a token id in [0, 512)");
+               "prompt[1] is not a token id from 0 to 511");
     expect_400("{\"prompt\":[1,-4],\"max_tokens\":0,\"prompt_logprobs\":1}", "prompt", "prompt[1] is not a token id");
     expect_400("{\"prompt\":[1,2],\"max_tokens\":0,\"prompt_logprobs\":1,\"stream\":true}", "prompt_logprobs",
                "stream");

@@ -132,9 +132,10 @@ static void test_fields_refused(void **state) {
     assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
     const char *C = "/v1/completions", *CH = "/v1/chat/completions";
     bad(ui, C, "{\"prompt\":\"a\",\"foo\":1}", "foo", "unknown_field");
-    bad(ui, C, "{\"prompt\":\"a\",\"frequency_penalty\":0.5}", "frequency_penalty", "unknown_field");
-    bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logit_bias\":{}}", "logit_bias", "unknown_field");
-    bad(ui, C, "{\"prompt\":\"a\",\"echo\":true}", "echo", "unknown_field");
+    bad(ui, C, "{\"prompt\":\"a\",\"frequency_penalty\":0.5}", "frequency_penalty", "unsupported_field");
+    bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logit_bias\":{}}", "logit_bias", "unsupported_field");
+    bad(ui, C, "{\"prompt\":\"a\",\"echo\":true}", "echo", "unsupported_field");
+    bad(ui, C, "{\"prompt\":\"a\",\"best_of\":2}", "best_of", "unsupported_field");
     bad(ui, C, "{\"prompt\":\"a\",\"temperature\":2.5}", "temperature", "bad_request");
     bad(ui, C, "{\"prompt\":\"a\",\"temperature\":-0.1}", "temperature", "bad_request");
     bad(ui, C, "{\"prompt\":\"a\",\"top_p\":1.5}", "top_p", NULL);
@@ -145,7 +146,7 @@ static void test_fields_refused(void **state) {
     bad(ui, C, "{\"prompt\":\"a\",\"stop\":\"\"}", "stop", NULL);
     bad(ui, C, "{\"prompt\":\"a\",\"stop\":[1]}", "stop", NULL);
     bad(ui, C, "{\"prompt\":\"a\",\"logprobs\":true}", "logprobs", NULL);
-    bad(ui, C, "{\"prompt\":\"a\",\"logprobs\":3}", "logprobs", NULL);
+    bad(ui, C, "{\"prompt\":\"a\",\"logprobs\":3}", "logprobs", "unsupported_field");
     bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":1}", "logprobs", NULL);
     bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true,\"top_logprobs\":2}",
         "top_logprobs", NULL);
@@ -169,12 +170,14 @@ static void test_fields_refused(void **state) {
     bad(ui, C, "{\"prompt\":[1,99999]}", "prompt", NULL);
     bad(ui, C, "{\"prompt\":42}", "prompt", NULL);
     bad(ui, C, "{}", "prompt", NULL);
-    bad(ui, C, "{\"prompt\":\"a\\u0000b\"}", NULL, NULL);
+    bad(ui, C, "{\"prompt\":\"a\\u0000b\"}", "prompt", NULL);
     bad(ui, C, "{\"prompt\":", NULL, NULL);
     bad(ui, C, "[1]", NULL, NULL);
     bad(ui, CH, "{\"messages\":[]}", "messages", NULL);
     bad(ui, CH, "{\"messages\":[{\"role\":\"tool\",\"content\":\"a\"}]}", "messages[0].role", NULL);
-    bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":\"x\"}]}", "messages[0].name", NULL);
+    bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":5}]}", "messages[0].name", NULL);
+    bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}", "messages[0].tool_calls",
+        "unsupported_field");
     bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
         "messages[0].content", NULL);
     bad(ui, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"prompt\":\"a\"}", "prompt", "unknown_field");
@@ -189,8 +192,19 @@ static void test_fields_refused(void **state) {
     snprintf(long_prompt + at, 40000 - (size_t)at, "]}");
     bad(ui, C, long_prompt, "max_tokens", "context_length_exceeded");
     free(long_prompt);
+    /* Range errors said "in [1, 1.07374e+09]": now plainly, integers as integers. */
+    reply r = request(ui, NULL, C, "{\"prompt\":\"a\",\"max_tokens\":-1}", NULL, 30);
+    assert_error(&r, 400, "max_tokens", "bad_request");
+    assert_string_equal(str(cJSON_GetObjectItem(r.json, "error"), "message"),
+                        "'max_tokens' must be an integer of at least 1, not -1");
+    reply_free(&r);
+    /* A message's name is accepted (and not rendered), as on tokroute serve (it was refused here). */
+    r = request(ui, NULL, CH, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":\"ann\"}],"
+                "\"max_tokens\":2,\"temperature\":0,\"user\":\"u-1\"}", NULL, 30);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
     /* Still serving. */
-    reply r = request(ui, NULL, C, "{\"prompt\":\"Once\",\"max_tokens\":3,\"temperature\":0}", NULL, 30);
+    r = request(ui, NULL, C, "{\"prompt\":\"Once\",\"max_tokens\":3,\"temperature\":0}", NULL, 30);
     assert_int_equal(r.status, 200);
     reply_free(&r);
     tr_ui_stop(ui);
