@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli/cli_backend.h"
@@ -35,7 +36,9 @@ static const char *usage_rest =
     "  --trace FILE.jsonl     one JSON object per token (index, id, text, source, score, tau, slm_ms, llm_ms, slm_id,\n"
     "                         logprob; llm_unavailable when the LLM failed and the SLM's token was used)\n"
     "  --no-summary           no latency summary on stderr;  --summary-json: the summary as JSON on stderr\n"
-    "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
+    "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy); with --temp > 0 and no --seed a fresh\n"
+    "                         seed is drawn each run and printed on stderr (and as \"seed\" in --summary-json):\n"
+    "                         --seed with that number replays the run\n"
     "  --no-bos               do not add BOS to a text prompt\n"
     "  -t, --threads N        threads per model (default: physical cores);  -c, --ctx N  context length\n";
 
@@ -44,13 +47,13 @@ typedef struct gen_opts {
     cli_backend_opts bo;
     const char *router, *policy, *prompt, *tokens, *trace, *chat_template;
     double tau;
-    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json;
+    bool tau_set, mode_set, chat, echo, ids, no_color, no_bos, no_summary, summary_json, seed_set;
     tr_route_params rp;
     const char **stop;
     int32_t n_stop;
 } gen_opts;
 
-static int parse_sampling(int argc, char **argv, int *i, tr_sampler_params *sp) {
+static int parse_sampling(int argc, char **argv, int *i, tr_sampler_params *sp, bool *seed_set) {
     const char *v;
     double f;
     long x;
@@ -66,12 +69,21 @@ static int parse_sampling(int argc, char **argv, int *i, tr_sampler_params *sp) 
         if (!(f > 0 && f <= 1)) return fprintf(stderr, "tokroute: --top-p must be in (0, 1]\n"), -1;
         sp->top_p = (float)f;
     } else if (cli_option(argc, argv, i, NULL, "--seed", &v)) {
-        if (!cli_int("--seed", v, 0, 0x7fffffffL, &x)) return -1;
+        if (!cli_int("--seed", v, 0, 9007199254740992L, &x)) return -1; /* 2^53, as the HTTP servers take */
         sp->seed = (uint64_t)x;
+        *seed_set = true;
     } else {
         return 0;
     }
     return 1;
+}
+
+/* 53 random bits: a seed --seed takes back, as the HTTP servers' replies report theirs. */
+static bool fresh_seed(uint64_t *seed) {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) return false;
+    *seed = v & ((UINT64_C(1) << 53) - 1);
+    return true;
 }
 
 static int parse(int argc, char **argv, gen_opts *o) {
@@ -79,7 +91,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
     long x;
     for (int i = 1; i < argc; i++) {
         int r = cli_model_option(argc, argv, &i, &o->mo);
-        if (r == 0) r = parse_sampling(argc, argv, &i, &o->rp.sampling);
+        if (r == 0) r = parse_sampling(argc, argv, &i, &o->rp.sampling, &o->seed_set);
         if (r == 0) r = cli_backend_option(argc, argv, &i, &o->bo);
         if (r < 0) return 2;
         if (r > 0) continue;
@@ -142,6 +154,12 @@ static int parse(int argc, char **argv, gen_opts *o) {
     if (o->chat && o->tokens) return cli_usage_error(usage, "--chat applies to a text prompt");
     o->rp.stop = o->stop;
     o->rp.n_stop = o->n_stop;
+    /* Sampling without a seed: a fresh one each run (the library's default seed would repeat the same text). */
+    if (o->rp.sampling.temperature > 0 && !o->seed_set) {
+        if (!fresh_seed(&o->rp.sampling.seed)) return fprintf(stderr, "tokroute: no random bytes for a seed\n"), 1;
+        fprintf(stderr, "tokroute: seed %llu (drawn; --seed %llu replays this run)\n",
+                (unsigned long long)o->rp.sampling.seed, (unsigned long long)o->rp.sampling.seed);
+    }
     return 0;
 }
 
@@ -236,7 +254,7 @@ static bool on_text(void *user, const char *text, size_t len, const tr_route_tok
 static void print_summary(const gen_opts *o, const tr_route_stats *s, const tr_llm_stats *llm) {
     const double pct = s->n_tokens ? 100.0 * s->n_routed / s->n_tokens : 0.0;
     if (o->summary_json) {
-        fprintf(stderr, "{\"mode\":\"%s\",\"tau\":%g,\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"routed_pct\":%.2f,"
+        fprintf(stderr, "{\"mode\":\"%s\",\"seed\":%llu,\"tau\":%g,\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"routed_pct\":%.2f,"
                 "\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,\"slm_ms\":%.3f,\"router_ms\":%.3f,\"llm_ms\":%.3f,"
                 "\"total_ms\":%.3f,\"slm_evaluated\":%lld,\"llm_evaluated\":%lld,\"n_fallback\":%d,"
                 "\"speculate_depth\":%d,\"lookahead\":%d,\"llm_calls\":%lld,\"llm_failed\":%lld,\"llm_refused\":%lld,"
@@ -246,7 +264,7 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s, const tr_l
                 "\"draft\":%d,\"draft_hits\":%d,\"draft_tokens_sent\":%lld,\"draft_tokens_verified\":%lld,"
                 "\"target_routed\":%g,\"max_routed\":%g,\"route_decisions\":%d,\"decided_pct\":%.2f,"
                 "\"tau_mean\":%g,\"tau_last\":%g}\n",
-                tr_route_mode_name(o->rp.mode), o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
+                tr_route_mode_name(o->rp.mode), (unsigned long long)o->rp.sampling.seed, o->rp.tau, s->n_prompt, s->n_tokens, s->n_routed, pct, s->ttft_ms,
                 s->mean_tbt_ms, s->slm_ms, s->router_ms, s->llm_ms, s->total_ms, (long long)s->slm_evaluated,
                 (long long)s->llm_evaluated, s->n_fallback, o->rp.speculate_depth, o->rp.lookahead,
                 (long long)s->llm_calls, (long long)llm->failures, (long long)llm->short_circuited,

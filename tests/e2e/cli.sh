@@ -53,6 +53,24 @@ a=$("$cli" "${one[@]}" --temp 0 --no-summary) && b=$("$cli" "${one[@]}" --no-sum
 "$cli" "${one[@]}" --temp 0.8 --seed 3 --no-summary >/dev/null || fail "--temp 0.8 refused"
 echo "ok: options that cannot apply or would mean something else are refused"
 
+# ---------------------------------------------------------------- sampling without --seed: a fresh draw, reported
+# (it was seed 0x5eed every run, so `--temp 1` gave the same text each time). 64 tokens at temperature 1 on the
+# demo model: two draws agreeing on all of them is negligible.
+samp=(generate -m "$llm" -p "Once upon a time" -n 64 --temp 1 --no-summary)
+a=$("$cli" "${samp[@]}" 2>"$tmp/err_a") && b=$("$cli" "${samp[@]}" 2>"$tmp/err_b") || fail "unseeded sampling"
+[ "$a" != "$b" ] || fail "two unseeded runs at --temp 1 gave the same text: $a"
+seed_a=$(sed -n 's/^tokroute: seed \([0-9]*\) (drawn; --seed [0-9]* replays this run)$/\1/p' "$tmp/err_a")
+seed_b=$(sed -n 's/^tokroute: seed \([0-9]*\) .*/\1/p' "$tmp/err_b")
+[ -n "$seed_a" ] && [ -n "$seed_b" ] && [ "$seed_a" != "$seed_b" ] || fail "no drawn seed reported: $(cat "$tmp/err_a")"
+replay=$("$cli" "${samp[@]}" --seed "$seed_a" 2>"$tmp/err") || fail "--seed $seed_a"
+[ "$replay" = "$a" ] || fail "--seed $seed_a does not replay the run"
+! grep -q "drawn" "$tmp/err" || fail "a seed drawn although --seed was given"
+c=$("$cli" "${samp[@]}" --seed 3) && d=$("$cli" "${samp[@]}" --seed 3) || fail "seeded sampling"
+[ "$c" = "$d" ] || fail "--seed 3 does not repeat"
+"$cli" generate -m "$llm" -p "Once" -n 4 --temp 1 --seed 3 --summary-json 2>&1 >/dev/null | grep -q '"seed":3,' || fail "no seed in --summary-json"
+"$cli" generate --help | grep -q "fresh" || fail "--help does not say an unseeded run draws a fresh seed"
+echo "ok: sampling without --seed draws a fresh seed and reports it; --seed replays"
+
 # ---------------------------------------------------------------- -c beyond the trained context (512 tokens)
 "$cli" generate -m "$slm" -p "Once upon a time" -n 4 -c 2048 --no-summary >/dev/null 2>"$tmp/err" || fail "-c 2048"
 grep -q "warning: -c 2048 is beyond the 512 tokens the model was trained on" "$tmp/err" || fail "no -c warning: $(cat "$tmp/err")"
