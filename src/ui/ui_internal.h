@@ -133,7 +133,8 @@ void ui_request_free(ui_request *req);
 
 extern const ui_sink ui_page_sink;
 void *ui_page_state_new(void); /* the sink's state for one generation (NULL: out of memory) */
-/* Parses a POST /api/generate body into r (the page's fields: prompt, mode, tau, max_tokens, policy, chat), or
+/* Parses a POST /api/generate body into r (the page's fields: prompt, mode, tau, max_tokens, policy, chat,
+ * temperature, seed; any other is refused by name), or
  * returns a message for a 400 (msg_buf holds formatted ones) with *param the field at fault. */
 const char *ui_page_parse(struct tr_ui *ui, const struct cJSON *j, ui_request *r, const char **param, char *msg_buf,
                           size_t msg_cap);

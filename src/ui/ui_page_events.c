@@ -1,7 +1,9 @@
 /* ui_page_events.c — the page's own generation endpoint, POST /api/generate: its request fields (prompt, mode, tau,
- * max_tokens, policy, chat) and the server-sent events it answers with.
+ * max_tokens, policy, chat, temperature, seed; any other is a 400 naming it, as on the OpenAI endpoints) and the
+ * server-sent events it answers with. temperature defaults to 0 (greedy, the page's view of routing); sampling
+ * without a seed draws a fresh one, reported in "start" so a run can be replayed.
  *
- * Events: "start" {id, n_prompt}, "token" {i, id, text, source: slm|llm|fallback, score, tau, slm_ms, llm_ms and,
+ * Events: "start" {id, n_prompt, seed}, "token" {i, id, text, source: slm|llm|fallback, score, tau, slm_ms, llm_ms and,
  * when the LLM overrode the SLM, slm_id and slm_text}, "text" {text} for text held back until the end, "warning"
  * {message} once when the LLM is unavailable (its tokens fall back to the SLM's) or its context is short, "error"
  * {message}, and last "done" with the profiling figures. */
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/openai_request.h"
 #include "ui/ui_internal.h"
 
 /* ---------------------------------------------------------------- request */
@@ -18,6 +21,15 @@ const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char *
                           size_t msg_cap) {
     *param = "";
     if (!cJSON_IsObject(j)) return "the body must be a JSON object";
+    static const char *const fields[] = {"prompt", "mode", "tau", "max_tokens", "policy", "chat", "temperature",
+                                         "seed", NULL};
+    const char *unknown = oai_unknown_field(j, fields);
+    if (unknown) {
+        *param = unknown; /* a name in j */
+        snprintf(msg_buf, msg_cap, "unknown field '%.60s' (/api/generate takes prompt, mode, tau, max_tokens, policy, "
+                 "chat, temperature and seed)", unknown);
+        return msg_buf;
+    }
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt");
     *param = "prompt";
     if (!cJSON_IsString(prompt) || !prompt->valuestring[0]) return "\"prompt\" must be a non-empty string";
@@ -67,7 +79,17 @@ const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char *
     r->target_routed = ui->p.target_routed;
     r->max_routed = ui->p.max_routed;
     r->sampling = tr_sampler_default_params();
-    r->sampling.temperature = 0;
+    double temperature = 0, seed = -1;
+    oai_error e;
+    if (!oai_number_field(j, "temperature", 0, 2, false, &temperature, &e) ||
+        !oai_number_field(j, "seed", 0, OAI_SEED_MAX, true, &seed, &e)) {
+        *param = strcmp(e.param, "temperature") == 0 ? "temperature" : "seed";
+        snprintf(msg_buf, msg_cap, "%s", e.message);
+        return msg_buf;
+    }
+    r->sampling.temperature = (float)temperature;
+    if (seed >= 0) r->sampling.seed = (uint64_t)seed;
+    else if (!oai_fresh_seed(&r->sampling.seed)) return "no random bytes for a seed";
 
     const cJSON *chat = cJSON_GetObjectItemCaseSensitive(j, "chat");
     *param = "chat";
@@ -147,6 +169,7 @@ static void on_start(ui_job *job) {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "id", (double)job->id);
     cJSON_AddNumberToObject(d, "n_prompt", job->req.n_prompt);
+    cJSON_AddNumberToObject(d, "seed", (double)job->req.sampling.seed); /* sent back, it replays the run */
     emit(job, "start", d);
 }
 

@@ -243,11 +243,13 @@ static enum MHD_Result handle_generate(struct MHD_Connection *c, tr_ui *ui, cons
     char msg[512];
     const char *param = "";
     const char *bad = ui_page_parse(ui, j, &r, &param, msg, sizeof msg);
-    cJSON_Delete(j);
-    if (bad) {
+    if (bad) { /* param may name a field of j */
         ui_request_free(&r);
-        return ui_send_error(c, MHD_HTTP_BAD_REQUEST, NULL, param, bad, 0);
+        const enum MHD_Result ret = ui_send_error(c, MHD_HTTP_BAD_REQUEST, NULL, param, bad, 0);
+        cJSON_Delete(j);
+        return ret;
     }
+    cJSON_Delete(j);
     void *state = ui_page_state_new();
     if (!state) {
         ui_request_free(&r);

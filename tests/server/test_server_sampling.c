@@ -123,8 +123,8 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* A completion's token_ids as a string "a,b,c" (status 200 asserted). */
-static void completion_ids(const char *body, char *out, size_t cap) {
+/* A completion's token_ids as a string "a,b,c" (status 200 asserted); its reported seed in *seed (when not NULL). */
+static void completion_ids_seed(const char *body, char *out, size_t cap, double *seed) {
     long status = 0;
     cJSON *j = http_post_json(port, "/v1/completions", body, &status);
     if (status != 200) fprintf(stderr, "%s\n", body);
@@ -133,8 +133,15 @@ static void completion_ids(const char *body, char *out, size_t cap) {
     out[0] = 0;
     for (const cJSON *t = ids ? ids->child : NULL; t; t = t->next)
         snprintf(out + strlen(out), cap - strlen(out), "%s%d", t == ids->child ? "" : ",", (int)t->valuedouble);
+    const cJSON *s = cJSON_GetObjectItem(j, "seed");
+    if (seed) {
+        assert_true(cJSON_IsNumber(s));
+        *seed = s->valuedouble;
+    }
     cJSON_Delete(j);
 }
+
+static void completion_ids(const char *body, char *out, size_t cap) { completion_ids_seed(body, out, cap, NULL); }
 
 static void seeds_over_http(void **state) {
     (void)state;
@@ -147,6 +154,15 @@ static void seeds_over_http(void **state) {
     completion_ids(seeded, a, sizeof a);
     completion_ids(seeded, b, sizeof b);
     assert_string_equal(a, b);
+    /* the seed an unseeded request drew is reported, and sent back it replays the request */
+    double seed = -1, again = -1;
+    completion_ids_seed(unseeded, a, sizeof a, &seed);
+    char replay[256];
+    snprintf(replay, sizeof replay, "{\"prompt\": \"Once upon a time\", \"max_tokens\": 24, \"temperature\": 1, "
+             "\"seed\": %.0f}", seed);
+    completion_ids_seed(replay, b, sizeof b, &again);
+    assert_string_equal(a, b);
+    assert_true(again == seed);
     /* top_k 1 is greedy whatever the seed */
     completion_ids("{\"prompt\": \"Once upon a time\", \"max_tokens\": 12, \"temperature\": 1, \"top_k\": 1}", a,
                    sizeof a);

@@ -461,8 +461,46 @@ static void test_replies(void **state) {
     tr_ui_stop(ui);
 }
 
+/* Sampling without a seed: a fresh draw per request, reported as the reply's "seed" (the device used seed 0, so
+ * every unseeded request gave the same text); the reported seed replays the reply. 64 tokens at temperature 1:
+ * two draws agreeing on all of them is negligible. */
+static void test_unseeded_sampling(void **state) {
+    tr_ui_params p = params();
+    tr_ui *ui;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
+    static const char body[] = "{\"prompt\":\"Once upon a time\",\"max_tokens\":64,\"temperature\":1,\"mode\":\"slm\"}";
+    reply a = request(ui, NULL, "/v1/completions", body, NULL, 60), b = request(ui, NULL, "/v1/completions", body, NULL, 60);
+    assert_int_equal(a.status, 200);
+    assert_int_equal(b.status, 200);
+    const char *text_a = str(cJSON_GetArrayItem(cJSON_GetObjectItem(a.json, "choices"), 0), "text");
+    const char *text_b = str(cJSON_GetArrayItem(cJSON_GetObjectItem(b.json, "choices"), 0), "text");
+    assert_string_not_equal(text_a, text_b);
+    const double seed_a = num(a.json, "seed"), seed_b = num(b.json, "seed");
+    assert_true(seed_a != seed_b);
+    char replay[256];
+    snprintf(replay, sizeof replay, "{\"prompt\":\"Once upon a time\",\"max_tokens\":64,\"temperature\":1,"
+             "\"mode\":\"slm\",\"seed\":%.0f}", seed_a);
+    for (int k = 0; k < 2; k++) { /* the seed replays the run, and a seeded request repeats */
+        reply c = request(ui, NULL, "/v1/completions", replay, NULL, 60);
+        assert_int_equal(c.status, 200);
+        assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(c.json, "choices"), 0), "text"), text_a);
+        assert_true(num(c.json, "seed") == seed_a);
+        reply_free(&c);
+    }
+    reply_free(&a);
+    reply_free(&b);
+    /* the chat endpoint and streamed chunks carry it too */
+    reply c = request(ui, NULL, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                      "\"max_tokens\":2,\"seed\":42,\"stream\":true}", NULL, 60);
+    assert_int_equal(c.status, 200);
+    assert_non_null(strstr(c.body, "\"seed\":42,"));
+    reply_free(&c);
+    tr_ui_stop(ui);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unseeded_sampling),
         cmocka_unit_test(test_fields_refused), cmocka_unit_test(test_methods_and_paths), cmocka_unit_test(test_key),
         cmocka_unit_test(test_queue),          cmocka_unit_test(test_replies),
     };
