@@ -1,6 +1,7 @@
 /* request.c — parsing and validating a POST /v1/route/next body (docs/protocol.md). Everything from the network is
  * checked here, before it reaches the scheduler: types, ranges, session id characters, ids in the vocabulary and
- * pos + tokens + lookahead within the session context. Errors name the field at fault.
+ * pos + tokens + lookahead within the session context. Errors name the field at fault; a field not in the protocol
+ * is refused by name.
  *
  * Memory is bounded by what a request may hold: the body is surveyed first (json_scan.c) and refused when it holds
  * more values than a request may; the token array is counted against the context and read straight from the text
@@ -163,6 +164,17 @@ bool route_request_parse(const char *body, size_t len, int32_t model_n_vocab, in
     int64_t v;
     if (!root || !cJSON_IsObject(root)) {
         api_error_set(err, 400, "bad_request", "", "the body is not a JSON object");
+        goto done;
+    }
+    /* As the OpenAI endpoints: a field not in the protocol is refused by name, never ignored (a misspelt
+     * "lookahed" would otherwise run without lookahead). */
+    static const char *const fields[] = {"session", "pos", "tokens", "top_logprobs", "n_vocab", "lookahead", "draft",
+                                         "temperature", "top_k", "top_p", "seed", "stream", NULL};
+    const char *unknown = oai_unknown_field(root, fields);
+    if (unknown) {
+        api_error_set(err, 400, "unknown_field", unknown,
+                      "unknown field '%.60s' (/v1/route/next takes session, pos, tokens, top_logprobs, n_vocab, "
+                      "lookahead, draft, temperature, top_k, top_p, seed and stream)", unknown);
         goto done;
     }
     const cJSON *sess = cJSON_GetObjectItemCaseSensitive(root, "session");

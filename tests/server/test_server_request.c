@@ -28,7 +28,7 @@ static void expect_bad(const char *body, const char *field) {
 static void test_valid(void **state) {
     const char *body = "{\"session\":\"dev1-7f3a\",\"pos\":5,\"tokens\":[1,403,511],\"top_logprobs\":2,"
                        "\"n_vocab\":500,\"lookahead\":3,\"temperature\":0.7,\"top_k\":40,\"top_p\":0.9,\"seed\":99,"
-                       "\"stream\":true,\"unknown\":{\"ignored\":true}}";
+                       "\"stream\":true}";
     route_request r;
     api_error e = {0};
     assert_true(route_request_parse(body, strlen(body), NV, NCTX, &r, &e));
@@ -63,6 +63,22 @@ static void test_valid(void **state) {
     assert_true(route_request_parse(buf, 36, NV, NCTX, &r, &e));
     assert_int_equal(r.tokens[0], 7);
     route_request_free(&r);
+}
+
+/* A field not in the protocol is refused by name (it was ignored: a misspelt "lookahed" ran without lookahead). */
+static void test_unknown_field(void **state) {
+    static const char *const bodies[] = {"{\"session\":\"a\",\"pos\":0,\"tokens\":[1],\"lookahed\":3}",
+                                         "{\"lookahed\":3,\"session\":\"a\",\"pos\":0,\"tokens\":[1]}"};
+    for (int i = 0; i < 2; i++) {
+        route_request r;
+        api_error e = {0};
+        if (route_request_parse(bodies[i], strlen(bodies[i]), NV, NCTX, &r, &e)) fail_msg("accepted: %s", bodies[i]);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.code, "unknown_field");
+        assert_string_equal(e.field, "lookahed");
+        assert_non_null(strstr(e.message, "unknown field 'lookahed'"));
+        assert_null(r.tokens);
+    }
 }
 
 static void test_hostile(void **state) {
@@ -151,6 +167,7 @@ static void test_sampler(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_unknown_field),
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_sampler),
     };
