@@ -227,7 +227,7 @@ static char *next_event(void *cls, bool *last) {
         if (generation_step(&c->g, &res, &err) != 200) {
             c->g.finished = c->final_sent = c->g.usage_sent = true;
             *last = true; /* the error event ends the stream */
-            server_log(c->g.srv, "%s stream failed after %d tokens: %s", c->g.route, c->g.n_gen, err.code);
+            generation_stream_failed(&c->g, &err);
             return sse_error_event(&err);
         }
         if (!generation_take(&c->g, &res, &t, &n)) break;

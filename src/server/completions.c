@@ -442,6 +442,7 @@ static char *next_event(void *cls, bool *last) {
             cJSON_Delete(root);
             c->g.finished = true;
             *last = true; /* the error event ends the stream */
+            generation_stream_failed(&c->g, &err);
             return sse_error_event(&err);
         }
         const size_t offset = c->text_len;

@@ -1,6 +1,8 @@
 /* metrics.c — counters for GET /metrics, rendered in the Prometheus text format (version 0.0.4): requests by route
  * and status, tokens evaluated, forward passes and their batch sizes, active sessions, KV bytes, evictions and
- * expirations, and request latency histograms per route. */
+ * expirations, request latency histograms per route, and streamed replies by how they ended (completed, failed
+ * after their 200, abandoned by a client that went away: neither of the last two shows in the requests' statuses,
+ * which were 200 when the stream began). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,14 @@ void metrics_request(server_metrics *m, const char *route, int status, double ms
         m->lat_count[r][b]++;
         m->lat_sum[r] += ms;
     }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_stream_end(server_metrics *m, const char *route, stream_end how) {
+    const int r = route_index(route);
+    if (r >= N_TIMED_ROUTES) return;
+    pthread_mutex_lock(&m->mu);
+    m->streams[r][how]++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -123,6 +133,14 @@ char *metrics_render(server_metrics *m) {
     put(&b, "# HELP tokroute_session_expirations_total Sessions freed after the idle time.\n"
             "# TYPE tokroute_session_expirations_total counter\ntokroute_session_expirations_total %lld\n",
         (long long)m->expirations);
+    put(&b, "# HELP tokroute_streams_total Streamed replies by route and how they ended: completed, failed (an error "
+            "event after the 200) or abandoned (the client went away).\n# TYPE tokroute_streams_total counter\n");
+    static const char *const ends[3] = {"completed", "failed", "abandoned"};
+    static const int streamed[] = {0, 2, 3}; /* route_next, completions, chat_completions */
+    for (int k = 0; k < 3; k++)
+        for (int o = 0; o < 3; o++)
+            put(&b, "tokroute_streams_total{route=\"%s\",outcome=\"%s\"} %lld\n", routes[streamed[k]], ends[o],
+                (long long)m->streams[streamed[k]][o]);
     put(&b, "# HELP tokroute_request_duration_seconds Request latency by route.\n"
             "# TYPE tokroute_request_duration_seconds histogram\n");
     for (int r = 0; r < N_TIMED_ROUTES; r++) {

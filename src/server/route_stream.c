@@ -86,11 +86,13 @@ static char *next_line(void *cls, bool *last) {
     }
     case STREAM_DONE:
         *last = true;
+        metrics_stream_end(&r->srv->metrics, "route_next", STREAM_END_COMPLETED);
         server_log(r->srv, "route_next stream done %.2f ms n_evaluated=%d lookahead=%d",
                    server_now_ms() - r->t0_ms, totals.n_evaluated, r->n_lookahead);
         return done_line(&totals);
     case STREAM_FAILED:
         *last = true;
+        metrics_stream_end(&r->srv->metrics, "route_next", STREAM_END_FAILED);
         server_log(r->srv, "route_next stream failed after the answer %.2f ms %s", server_now_ms() - r->t0_ms,
                    err.code);
         return error_line(&err);
@@ -101,6 +103,7 @@ static char *next_line(void *cls, bool *last) {
 /* MHD is done with the response (sent, or the client went away): stop the job and free it. */
 static void free_reply(void *cls, bool client_gone) {
     ndjson_reply *r = cls;
+    if (client_gone) metrics_stream_end(&r->srv->metrics, "route_next", STREAM_END_ABANDONED);
     if (client_gone)
         server_log(r->srv, "route_next: client went away during a streamed lookahead after %d tokens (%.2f ms)",
                    r->n_lookahead, server_now_ms() - r->t0_ms);

@@ -151,10 +151,15 @@ typedef struct server_metrics {
     int64_t batch_hist[8];
     int32_t active_sessions;
     int64_t kv_bytes;
+    int64_t streams[N_TIMED_ROUTES][3]; /* streamed replies by route and how they ended (stream_end) */
 } server_metrics;
+/* How a streamed reply (already 200) ended: its last event sent, an error event instead (the request failed
+ * mid-stream), or its client gone before the end. */
+typedef enum stream_end { STREAM_END_COMPLETED, STREAM_END_FAILED, STREAM_END_ABANDONED } stream_end;
 void metrics_init(server_metrics *m);
 void metrics_request(server_metrics *m, const char *route, int status, double ms);
 void metrics_pass(server_metrics *m, int32_t n_seq, int32_t n_rows);
+void metrics_stream_end(server_metrics *m, const char *route, stream_end how);
 char *metrics_render(server_metrics *m);  /* malloc'ed Prometheus text */
 
 /* scheduler.c */
@@ -264,9 +269,11 @@ bool generation_take(generation *g, const route_result *res, const char **text, 
 /* The text still held back at the end (by the detokenizer: an incomplete UTF-8 sequence; by the stop strings). */
 void generation_flush(generation *g, const char **text, size_t *len);
 void generation_add_usage(const generation *g, struct cJSON *root);
-/* Counts and logs a finished request (how: "" or " (stream)"). */
+/* Counts and logs a finished request (how: "" or " (stream)"; a stream counts as completed too). */
 void generation_done(const generation *g, const char *how);
-/* The one log line of a client that hung up mid-stream. */
+/* A stream that failed after its 200 (err goes out as its last event): logged and counted. */
+void generation_stream_failed(const generation *g, const api_error *err);
+/* The one log line of a client that hung up mid-stream; counted as an abandoned stream. */
 void generation_client_gone(const generation *g);
 void generation_release(generation *g);
 /* "data: JSON\n\n" for root (consumed); NULL when out of memory. */
