@@ -108,7 +108,10 @@ try {
   await assert.rejects(
     client.completions.create({ model: want.model, prompt: "a", frequency_penalty: 0.5 }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === "frequency_penalty" && e.type === "invalid_request_error" &&
-      e.code === "unknown_field");
+      e.code === "unsupported_field");
+  await assert.rejects(
+    client.completions.create({ model: want.model, prompt: "a", frequencypenalty: 0 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === "frequencypenalty" && e.code === "unknown_field");
   await assert.rejects(
     client.chat.completions.create({ model: want.model, messages, temperature: 3 }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === "temperature");
