@@ -254,7 +254,7 @@ static char *next_event(void *cls, bool *last) {
 
 static void stream_done(void *cls, bool client_gone) {
     chat *c = cls;
-    if (client_gone) generation_client_gone(&c->g);
+    generation_stream_closed(&c->g, client_gone);
     chat_free(c);
 }
 

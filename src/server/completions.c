@@ -495,7 +495,7 @@ static char *next_event(void *cls, bool *last) {
 
 static void stream_free(void *cls, bool client_gone) {
     cmpl *c = cls;
-    if (client_gone) generation_client_gone(&c->g);
+    generation_stream_closed(&c->g, client_gone);
     cmpl_free(c);
 }
 

@@ -192,21 +192,25 @@ void generation_add_usage(const generation *g, cJSON *root) {
 void generation_done(const generation *g, const char *how) {
     const double ms = server_now_ms() - g->t0_ms;
     metrics_request(&g->srv->metrics, g->route, 200, ms);
-    if (g->stream) metrics_stream_end(&g->srv->metrics, g->route, STREAM_END_COMPLETED);
     server_log(g->srv, "%s 200%s %.2f ms prompt=%d cached=%d generated=%d", g->route, how, ms, g->n_prompt,
                g->n_cached, g->n_gen);
 }
 
-void generation_stream_failed(const generation *g, const api_error *err) {
-    metrics_stream_end(&g->srv->metrics, g->route, STREAM_END_FAILED);
+void generation_stream_failed(generation *g, const api_error *err) {
+    g->stream_failed = true;
     server_log(g->srv, "%s stream failed after %d tokens (%.2f ms): %d %s", g->route, g->n_gen,
                server_now_ms() - g->t0_ms, err->status, err->code);
 }
 
-void generation_client_gone(const generation *g) {
-    if (g->stream) metrics_stream_end(&g->srv->metrics, g->route, STREAM_END_ABANDONED);
-    server_log(g->srv, "%s: client went away during completion %s after %d of at most %d tokens (%.2f ms)",
-               g->route, g->id + 1, g->n_gen, g->max_tokens, server_now_ms() - g->t0_ms);
+void generation_stream_closed(const generation *g, bool client_gone) {
+    /* Counted here, once the response is over, not where its last event is made: a client may still go before
+     * that event reaches it. */
+    const bool completed = g->finished && !g->stream_failed; /* else an error event, or cut short (out of memory) */
+    metrics_stream_end(&g->srv->metrics, g->route,
+                       client_gone ? STREAM_END_ABANDONED : completed ? STREAM_END_COMPLETED : STREAM_END_FAILED);
+    if (client_gone)
+        server_log(g->srv, "%s: client went away during completion %s after %d of at most %d tokens (%.2f ms)",
+                   g->route, g->id + 1, g->n_gen, g->max_tokens, server_now_ms() - g->t0_ms);
 }
 
 char *sse_event(cJSON *root) { return root ? oai_sse_data(root) : NULL; }

@@ -23,6 +23,8 @@ typedef struct ndjson_reply {
     char *answer_line; /* the first line, made before the response; then NULL */
     int32_t n_lookahead;
     double t0_ms;
+    bool streaming;     /* handed to http_send_stream: counted in /metrics when it ends */
+    stream_end end;     /* how it ended, once its last line is made (STREAM_END_FAILED until then) */
 } ndjson_reply;
 
 /* json (malloc'ed, consumed) with a newline appended. */
@@ -86,13 +88,13 @@ static char *next_line(void *cls, bool *last) {
     }
     case STREAM_DONE:
         *last = true;
-        metrics_stream_end(&r->srv->metrics, "route_next", STREAM_END_COMPLETED);
+        r->end = STREAM_END_COMPLETED;
         server_log(r->srv, "route_next stream done %.2f ms n_evaluated=%d lookahead=%d",
                    server_now_ms() - r->t0_ms, totals.n_evaluated, r->n_lookahead);
         return done_line(&totals);
     case STREAM_FAILED:
         *last = true;
-        metrics_stream_end(&r->srv->metrics, "route_next", STREAM_END_FAILED);
+        r->end = STREAM_END_FAILED;
         server_log(r->srv, "route_next stream failed after the answer %.2f ms %s", server_now_ms() - r->t0_ms,
                    err.code);
         return error_line(&err);
@@ -103,7 +105,9 @@ static char *next_line(void *cls, bool *last) {
 /* MHD is done with the response (sent, or the client went away): stop the job and free it. */
 static void free_reply(void *cls, bool client_gone) {
     ndjson_reply *r = cls;
-    if (client_gone) metrics_stream_end(&r->srv->metrics, "route_next", STREAM_END_ABANDONED);
+    /* Counted once the response is over: a client may still go before the last line reaches it. A stream cut
+     * short otherwise (out of memory) failed. */
+    if (r->streaming) metrics_stream_end(&r->srv->metrics, "route_next", client_gone ? STREAM_END_ABANDONED : r->end);
     if (client_gone)
         server_log(r->srv, "route_next: client went away during a streamed lookahead after %d tokens (%.2f ms)",
                    r->n_lookahead, server_now_ms() - r->t0_ms);
@@ -139,5 +143,7 @@ int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_requ
         free_reply(r, false);
         return http_send_json(conn, 500, NULL);
     }
+    r->streaming = true;
+    r->end = STREAM_END_FAILED;
     return http_send_stream(conn, "application/x-ndjson", next_line, r, free_reply);
 }

@@ -230,6 +230,7 @@ typedef struct generation {
     sampling samp;
     bool stream, include_usage, usage_sent;
     bool finished, session_used;
+    bool stream_failed;       /* an error event ended the stream */
     const char *finish_reason; /* "stop" (end of generation, a stop string) or "length" */
     tr_detok_stream *detok;
     char *stop[OAI_STOP_MAX]; /* the stop strings (n_stop) and the text they hold back */
@@ -269,12 +270,14 @@ bool generation_take(generation *g, const route_result *res, const char **text, 
 /* The text still held back at the end (by the detokenizer: an incomplete UTF-8 sequence; by the stop strings). */
 void generation_flush(generation *g, const char **text, size_t *len);
 void generation_add_usage(const generation *g, struct cJSON *root);
-/* Counts and logs a finished request (how: "" or " (stream)"; a stream counts as completed too). */
+/* Counts and logs a finished request (how: "" or " (stream)"). */
 void generation_done(const generation *g, const char *how);
-/* A stream that failed after its 200 (err goes out as its last event): logged and counted. */
-void generation_stream_failed(const generation *g, const api_error *err);
-/* The one log line of a client that hung up mid-stream; counted as an abandoned stream. */
-void generation_client_gone(const generation *g);
+/* A stream that failed after its 200 (err goes out as its last event): logged, and counted as failed when it
+ * closes. */
+void generation_stream_failed(generation *g, const api_error *err);
+/* A streamed response is over (http_send_stream's done): counted in /metrics as completed, failed or abandoned
+ * (client_gone, which also leaves the one log line of a client that hung up mid-stream). */
+void generation_stream_closed(const generation *g, bool client_gone);
 void generation_release(generation *g);
 /* "data: JSON\n\n" for root (consumed); NULL when out of memory. */
 char *sse_event(struct cJSON *root);

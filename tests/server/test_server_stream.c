@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
@@ -355,9 +356,26 @@ static void test_stream_superseded(void **state) {
     assert_true(superseded >= 1);
 }
 
+/* The route_next streams /metrics counts as ended: completed + failed + abandoned. */
+static long streams_ended(void) {
+    static reply r;
+    assert_int_equal(http_fetch(NULL, port, "GET", "/metrics", NULL, NULL, &r), 200);
+    long sum = 0;
+    static const char *const outcomes[] = {"completed", "failed", "abandoned"};
+    for (int o = 0; o < 3; o++) {
+        char key[96];
+        snprintf(key, sizeof key, "\ntokroute_streams_total{route=\"route_next\",outcome=\"%s\"} ", outcomes[o]);
+        const char *at = strstr(r.body, key);
+        if (!at) fail_msg("no %s in /metrics", key + 1);
+        sum += strtol(at + strlen(key), NULL, 10);
+    }
+    return sum;
+}
+
 static void test_stream_hang_up(void **state) {
     int32_t ref_answer, ref_la[16];
     reference(&ref_answer, ref_la);
+    const long ended_before = streams_ended();
     for (int attempt = 0; attempt < 10; attempt++) {
         char body[256], session[32];
         snprintf(session, sizeof session, "gone%d", attempt);
@@ -379,6 +397,10 @@ static void test_stream_hang_up(void **state) {
         assert_int_equal(la[0], ref_la[1]);
         cJSON_Delete(j);
     }
+    /* Each of the 10 streams counted once in /metrics, however it ended (its client hung up after the answer). */
+    long ended = 0;
+    for (int i = 0; i < 100 && (ended = streams_ended() - ended_before) < 10; i++) usleep(20 * 1000);
+    assert_int_equal(ended, 10);
 }
 
 int main(void) {
