@@ -93,15 +93,47 @@ cJSON *oai_reply_head(const char *id, const char *object, double created, const 
     return root;
 }
 
+cJSON *oai_add_choice(cJSON *root) {
+    cJSON *choice = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
+    cJSON_AddNumberToObject(choice, "index", 0);
+    return choice;
+}
+
+void oai_end_choice(cJSON *choice, bool chat, cJSON *logprobs, const char *finish_reason) {
+    if (chat) oai_chat_add_logprobs(choice, logprobs);
+    else if (logprobs) cJSON_AddItemToObject(choice, "logprobs", logprobs);
+    else cJSON_AddNullToObject(choice, "logprobs");
+    if (finish_reason) cJSON_AddStringToObject(choice, "finish_reason", finish_reason);
+    else cJSON_AddNullToObject(choice, "finish_reason");
+}
+
+void oai_add_text(cJSON *obj, const char *name, const char *text, size_t n) {
+    char *copy = strndup(text ? text : "", n);
+    cJSON_AddStringToObject(obj, name, copy ? copy : "");
+    free(copy);
+}
+
+void oai_add_message(cJSON *choice, const char *content, size_t n) {
+    cJSON *msg = cJSON_AddObjectToObject(choice, "message");
+    cJSON_AddStringToObject(msg, "role", "assistant");
+    oai_add_text(msg, "content", content, n);
+    cJSON_AddNullToObject(msg, "refusal");
+}
+
+void oai_add_delta(cJSON *choice, bool role, const char *content, size_t n) {
+    cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
+    if (role) cJSON_AddStringToObject(delta, "role", "assistant");
+    if (role || n > 0) oai_add_text(delta, "content", content, n);
+}
+
 static cJSON *logprob_number(float logprob) {
     return isnan(logprob) ? cJSON_CreateNull() : cJSON_CreateNumber(oai_finite_logprob(logprob));
 }
 
 cJSON *oai_token_logprob(const char *piece, size_t n, float logprob) {
     cJSON *e = cJSON_CreateObject();
-    char *text = strndup(piece ? piece : "", n);
-    cJSON_AddStringToObject(e, "token", text ? text : "");
-    free(text);
+    oai_add_text(e, "token", piece, n);
     cJSON_AddItemToObject(e, "logprob", logprob_number(logprob));
     cJSON *bytes = cJSON_AddArrayToObject(e, "bytes");
     for (size_t i = 0; piece && i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));

@@ -45,6 +45,17 @@ double oai_finite_logprob(float logprob);
 /* Replies, built alike by both servers. The head of every reply and chunk: id, object, created, model and seed
  * (the seed the draws used, given or drawn: sent back, it replays the run). */
 struct cJSON *oai_reply_head(const char *id, const char *object, double created, const char *model, uint64_t seed);
+/* choices: [{"index": 0}] added to root; the caller adds the choice's text, message or delta, then ends it with
+ * oai_end_choice: "logprobs" (taken; NULL: null; chat entries go into {content, refusal}) and "finish_reason"
+ * (NULL: null). */
+struct cJSON *oai_add_choice(struct cJSON *root);
+void oai_end_choice(struct cJSON *choice, bool chat, struct cJSON *logprobs, const char *finish_reason);
+/* A chat reply's choice.message {role: "assistant", content (n bytes), refusal: null}. A chunk's choice.delta: the
+ * first names the role (role "assistant", content ""), later ones carry content (none: an empty delta). */
+void oai_add_message(struct cJSON *choice, const char *content, size_t n);
+void oai_add_delta(struct cJSON *choice, bool role, const char *content, size_t n);
+/* A string member from n bytes (not NUL-terminated; an empty string when out of memory). */
+void oai_add_text(struct cJSON *obj, const char *name, const char *text, size_t n);
 /* {token, logprob, bytes} for a token's text (n bytes); a NaN log-probability (not known) is null. A chat
  * logprobs.content entry is this plus "top_logprobs": [such objects]. */
 struct cJSON *oai_token_logprob(const char *piece, size_t n, float logprob);

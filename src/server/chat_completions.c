@@ -137,15 +137,13 @@ static void add_logprob_entry(chat *c, const route_result *res) {
     cJSON_AddItemToArray(c->lp_content, e);
 }
 
-/* choices[0].logprobs: the pending entries (taken); null without "logprobs": true, and in a chunk without
+/* choices[0].logprobs: the pending entries (taken); NULL (null) without "logprobs": true, and in a chunk without
  * tokens (as OpenAI's role and finish chunks). */
-static void add_logprobs(chat *c, cJSON *choice) {
-    if (!c->logprobs || (c->g.stream && !c->lp_content)) {
-        oai_chat_add_logprobs(choice, NULL);
-        return;
-    }
-    oai_chat_add_logprobs(choice, c->lp_content ? c->lp_content : cJSON_CreateArray());
+static cJSON *take_logprobs(chat *c) {
+    if (!c->logprobs || (c->g.stream && !c->lp_content)) return NULL;
+    cJSON *entries = c->lp_content ? c->lp_content : cJSON_CreateArray();
     c->lp_content = NULL;
+    return entries;
 }
 
 static int run_whole(chat *c, struct MHD_Connection *conn) {
@@ -162,15 +160,9 @@ static int run_whole(chat *c, struct MHD_Connection *conn) {
     }
     generation_flush(&c->g, &t, &n);
     if (!append_content(c, t, n)) return http_send_json(conn, 500, NULL);
-    cJSON *root = reply_head(c, "chat.completion"), *choice = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
-    cJSON_AddNumberToObject(choice, "index", 0);
-    cJSON *msg = cJSON_AddObjectToObject(choice, "message");
-    cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddStringToObject(msg, "content", c->content);
-    cJSON_AddNullToObject(msg, "refusal");
-    add_logprobs(c, choice);
-    cJSON_AddStringToObject(choice, "finish_reason", c->g.finish_reason);
+    cJSON *root = reply_head(c, "chat.completion"), *choice = oai_add_choice(root);
+    oai_add_message(choice, c->content, c->content_len);
+    oai_end_choice(choice, true, take_logprobs(c), c->g.finish_reason);
     cJSON *ids = cJSON_AddArrayToObject(choice, "token_ids");
     for (int32_t i = 0; i < c->g.n_gen; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->g.ids[c->g.n_prompt + i]));
     cJSON *pids = cJSON_AddArrayToObject(choice, "prompt_token_ids");
@@ -182,30 +174,17 @@ static int run_whole(chat *c, struct MHD_Connection *conn) {
     return http_send_json(conn, 200, out);
 }
 
-/* A chunk with one choice: delta (taken), finish_reason (NULL: null), the pending logprobs. */
-static char *chunk(chat *c, cJSON *delta, const char *finish_reason, bool with_usage) {
-    cJSON *root = reply_head(c, "chat.completion.chunk"), *choice = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
-    cJSON_AddNumberToObject(choice, "index", 0);
-    cJSON_AddItemToObject(choice, "delta", delta);
-    add_logprobs(c, choice);
-    if (finish_reason) cJSON_AddStringToObject(choice, "finish_reason", finish_reason);
-    else cJSON_AddNullToObject(choice, "finish_reason");
+/* A chunk with one choice: its delta (the role, or n bytes of content), finish_reason (NULL: null), the pending
+ * logprobs. */
+static char *chunk(chat *c, bool role, const char *text, size_t n, const char *finish_reason, bool with_usage) {
+    cJSON *root = reply_head(c, "chat.completion.chunk"), *choice = oai_add_choice(root);
+    oai_add_delta(choice, role, text, n);
+    /* a token whose text is still held back still has its log-probability: it goes with an empty content */
+    if (!role && n == 0 && c->lp_content) cJSON_AddStringToObject(cJSON_GetObjectItem(choice, "delta"), "content", "");
+    oai_end_choice(choice, true, take_logprobs(c), finish_reason);
     if (with_usage) generation_add_usage(&c->g, root);
     else if (c->g.include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own chunk */
     return sse_event(root);
-}
-
-static cJSON *content_delta(const char *text, size_t n) {
-    cJSON *delta = cJSON_CreateObject();
-    char *s = malloc(n + 1);
-    if (s) {
-        memcpy(s, text, n);
-        s[n] = 0;
-    }
-    cJSON_AddStringToObject(delta, "content", s ? s : "");
-    free(s);
-    return delta;
 }
 
 /* The next event (http_send_stream's producer): the role, a content delta per token that completes text, the
@@ -214,10 +193,7 @@ static char *next_event(void *cls, bool *last) {
     chat *c = cls;
     if (!c->role_sent) {
         c->role_sent = true;
-        cJSON *delta = cJSON_CreateObject();
-        cJSON_AddStringToObject(delta, "role", "assistant");
-        cJSON_AddStringToObject(delta, "content", "");
-        return chunk(c, delta, NULL, false);
+        return chunk(c, true, "", 0, NULL, false);
     }
     const char *t;
     size_t n;
@@ -232,13 +208,12 @@ static char *next_event(void *cls, bool *last) {
         }
         if (!generation_take(&c->g, &res, &t, &n)) break;
         add_logprob_entry(c, &res);
-        if (n > 0) return chunk(c, content_delta(t, n), NULL, false);
+        if (n > 0) return chunk(c, false, t, n, NULL, false);
     }
     if (!c->final_sent) {
         c->final_sent = true;
         generation_flush(&c->g, &t, &n);
-        cJSON *delta = n > 0 || c->lp_content ? content_delta(t, n) : cJSON_CreateObject(); /* held-back bytes */
-        return chunk(c, delta, c->g.finish_reason, !c->g.include_usage);
+        return chunk(c, false, t, n, c->g.finish_reason, !c->g.include_usage); /* with the held-back bytes */
     }
     if (c->g.include_usage && !c->g.usage_sent) {
         c->g.usage_sent = true;

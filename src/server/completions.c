@@ -380,17 +380,10 @@ static int run_whole(cmpl *c, struct MHD_Connection *conn) {
     size_t n_rest;
     generation_flush(&c->g, &rest, &n_rest);
     if (!append_text(c, rest, n_rest)) return http_send_json(conn, 500, NULL);
-    cJSON *root = response_head(c), *choices = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, ch);
-    cJSON_AddStringToObject(ch, "text", c->text ? c->text : "");
-    cJSON_AddNumberToObject(ch, "index", 0);
-    if (c->lp) {
-        cJSON_AddItemToObject(ch, "logprobs", c->lp);
-        c->lp = NULL;
-    } else {
-        cJSON_AddNullToObject(ch, "logprobs");
-    }
-    cJSON_AddStringToObject(ch, "finish_reason", c->g.finish_reason);
+    cJSON *root = response_head(c), *ch = oai_add_choice(root);
+    oai_add_text(ch, "text", c->text, c->text_len);
+    oai_end_choice(ch, false, c->lp, c->g.finish_reason);
+    c->lp = NULL;
     cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
     for (int32_t i = 0; i < c->g.n_gen; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->g.ids[c->g.n_prompt + i]));
     cJSON *pids = cJSON_AddArrayToObject(ch, "prompt_token_ids");
@@ -430,16 +423,16 @@ static char *next_event(void *cls, bool *last) {
     }
     route_result res;
     api_error err = {0};
-    cJSON *root = response_head(c), *choices = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, ch);
+    cJSON *lp = NULL;
+    char *piece = NULL; /* this event's text: the token's, and at the end what was held back */
+    size_t n_piece = 0;
+    bool generated = false;
     if (c->g.max_tokens == 0) {
         c->g.finished = true;
         c->g.finish_reason = "length";
-        cJSON_AddStringToObject(ch, "text", "");
     } else {
         const int status = generation_step(&c->g, &res, &err);
         if (status != 200) {
-            cJSON_Delete(root);
             c->g.finished = true;
             *last = true; /* the error event ends the stream */
             generation_stream_failed(&c->g, &err);
@@ -448,48 +441,33 @@ static char *next_event(void *cls, bool *last) {
         const size_t offset = c->text_len;
         const char *t;
         size_t n;
-        const bool generated = generation_take(&c->g, &res, &t, &n);
+        generated = generation_take(&c->g, &res, &t, &n);
         append_text(c, t, n);
-        char *piece = malloc(n + 1);
-        if (piece) {
-            memcpy(piece, t, n);
-            piece[n] = 0;
-        }
-        if (c->g.finished) {
+        if ((piece = malloc(n + 1))) memcpy(piece, t, n_piece = n);
+        if (c->g.finished && piece) {
             const char *ft;
             size_t fn;
             generation_flush(&c->g, &ft, &fn);
-            if (fn > 0 && piece) {
-                char *p2 = realloc(piece, n + fn + 1);
-                if (p2) {
-                    memcpy(p2 + n, ft, fn);
-                    p2[n + fn] = 0;
-                    piece = p2;
-                }
+            char *p2 = realloc(piece, n + fn + 1);
+            if (p2) {
+                memcpy(p2 + n, ft, fn);
+                piece = p2;
+                n_piece = n + fn;
             }
         }
-        cJSON_AddStringToObject(ch, "text", piece ? piece : "");
-        free(piece);
         if (c->logprobs && generated) {
-            cJSON *lp = oai_text_logprobs_new();
+            lp = oai_text_logprobs_new();
             logprobs_add(c, lp, res.token, true, res.logprob, res.top, res.n_top, offset);
-            cJSON_AddItemToObject(ch, "logprobs", lp);
-        } else if (c->logprobs) {
-            cJSON_AddNullToObject(ch, "logprobs");
         }
-        cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
-        if (generated) cJSON_AddItemToArray(ids, cJSON_CreateNumber(res.token));
     }
-    cJSON_AddNumberToObject(ch, "index", 0);
-    if (!c->logprobs) cJSON_AddNullToObject(ch, "logprobs");
-    if (c->g.finished) {
-        cJSON_AddStringToObject(ch, "finish_reason", c->g.finish_reason);
-        if (c->g.include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own chunk */
-        else generation_add_usage(&c->g, root);
-    } else {
-        cJSON_AddNullToObject(ch, "finish_reason");
-        if (c->g.include_usage) cJSON_AddNullToObject(root, "usage");
-    }
+    cJSON *root = response_head(c), *ch = oai_add_choice(root);
+    oai_add_text(ch, "text", piece, n_piece);
+    free(piece);
+    cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids");
+    if (generated) cJSON_AddItemToArray(ids, cJSON_CreateNumber(res.token));
+    oai_end_choice(ch, false, lp, c->g.finished ? c->g.finish_reason : NULL);
+    if (c->g.include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own chunk */
+    else if (c->g.finished) generation_add_usage(&c->g, root);
     return sse_event(root);
 }
 

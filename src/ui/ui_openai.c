@@ -222,24 +222,11 @@ static void append_sse(ui_job *job, cJSON *root) {
 /* A streamed chunk carrying text (or, with finish, the end); the log-probabilities gathered go with it. */
 static void send_chunk(ui_job *job, const char *text, size_t len, const char *finish) {
     oa_state *s = job->state;
-    cJSON *root = reply_head(s, s->chat ? "chat.completion.chunk" : "text_completion");
-    cJSON *ch = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), ch);
-    cJSON_AddNumberToObject(ch, "index", 0);
-    char *t = strndup(text ? text : "", len);
-    if (s->chat) {
-        cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
-        if (len) cJSON_AddStringToObject(delta, "content", t ? t : "");
-    } else {
-        cJSON_AddStringToObject(ch, "text", t ? t : "");
-    }
-    free(t);
-    if (s->lp && s->chat) oai_chat_add_logprobs(ch, s->lp);
-    else if (s->lp) cJSON_AddItemToObject(ch, "logprobs", s->lp);
-    else cJSON_AddNullToObject(ch, "logprobs");
+    cJSON *root = reply_head(s, s->chat ? "chat.completion.chunk" : "text_completion"), *ch = oai_add_choice(root);
+    if (s->chat) oai_add_delta(ch, false, text, len);
+    else oai_add_text(ch, "text", text, len);
+    oai_end_choice(ch, s->chat, s->lp, finish);
     s->lp = NULL;
-    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
-    else cJSON_AddNullToObject(ch, "finish_reason");
     if (s->include_usage) cJSON_AddNullToObject(root, "usage"); /* OpenAI: usage comes in its own last chunk */
     append_sse(job, root);
 }
@@ -250,15 +237,9 @@ static void on_start(ui_job *job) {
     oa_state *s = job->state;
     if (!s->stream || !s->chat) return;
     /* OpenAI's first chat chunk names the role. */
-    cJSON *root = reply_head(s, "chat.completion.chunk");
-    cJSON *ch = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), ch);
-    cJSON_AddNumberToObject(ch, "index", 0);
-    cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
-    cJSON_AddStringToObject(delta, "role", "assistant");
-    cJSON_AddStringToObject(delta, "content", "");
-    cJSON_AddNullToObject(ch, "logprobs");
-    cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON *root = reply_head(s, "chat.completion.chunk"), *ch = oai_add_choice(root);
+    oai_add_delta(ch, true, "", 0);
+    oai_end_choice(ch, true, NULL, NULL);
     if (s->include_usage) cJSON_AddNullToObject(root, "usage");
     append_sse(job, root);
 }
@@ -345,26 +326,12 @@ static void on_done(ui_job *job, const tr_route_stats *st, const tr_llm_stats *l
         ui_job_append(job, done, sizeof done - 1);
         return;
     }
-    cJSON *root = reply_head(s, s->chat ? "chat.completion" : "text_completion");
-    cJSON *ch = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), ch);
-    cJSON_AddNumberToObject(ch, "index", 0);
-    if (s->chat) {
-        cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-        cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", s->text ? s->text : "");
-    } else {
-        cJSON_AddStringToObject(ch, "text", s->text ? s->text : "");
-    }
-    if (s->logprobs) {
-        cJSON *lp = s->lp ? s->lp : lp_container(s->chat);
-        s->lp = NULL;
-        if (s->chat) oai_chat_add_logprobs(ch, lp);
-        else cJSON_AddItemToObject(ch, "logprobs", lp);
-    } else {
-        cJSON_AddNullToObject(ch, "logprobs");
-    }
-    cJSON_AddStringToObject(ch, "finish_reason", finish);
+    cJSON *root = reply_head(s, s->chat ? "chat.completion" : "text_completion"), *ch = oai_add_choice(root);
+    if (s->chat) oai_add_message(ch, s->text, s->text_len);
+    else oai_add_text(ch, "text", s->text, s->text_len);
+    cJSON *lp = s->logprobs ? (s->lp ? s->lp : lp_container(s->chat)) : NULL;
+    s->lp = NULL;
+    oai_end_choice(ch, s->chat, lp, finish);
     add_routed_usage(root, st, llm);
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

@@ -215,6 +215,16 @@ static void test_include_usage(void **state) {
                            "'continuous_usage_stats'"));
 }
 
+/* Every chunk's choice has its logprobs member, null where no token was generated: a streamed max_tokens 0 with
+ * logprobs left it out. */
+static void test_stream_choice_shape(void **state) {
+    reply r;
+    assert_int_equal(call("POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": 0, \"logprobs\": 1, "
+                          "\"stream\": true}", &r), 200);
+    assert_non_null(strstr(r.body, "\"logprobs\":null,\"finish_reason\":\"length\""));
+    assert_non_null(strstr(r.body, "\"index\":0,\"text\":\"\""));
+}
+
 /* Range errors say it plainly, integers as integers (was "in [0, 1.04858e+06] (an integer)"). */
 static void test_plain_range_errors(void **state) {
     reply r;
@@ -264,7 +274,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_shape),       cmocka_unit_test(test_batch_refused),
         cmocka_unit_test(test_limits),            cmocka_unit_test(test_method_not_allowed),
-        cmocka_unit_test(test_include_usage),     cmocka_unit_test(test_plain_range_errors),     cmocka_unit_test(test_model_and_ids),
+        cmocka_unit_test(test_include_usage),     cmocka_unit_test(test_plain_range_errors),
+        cmocka_unit_test(test_stream_choice_shape),     cmocka_unit_test(test_model_and_ids),
     };
     const int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();
