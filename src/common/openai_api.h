@@ -1,7 +1,8 @@
 /* openai_api.h — the OpenAI API's shapes that both HTTP servers (tokroute serve, src/server/, and the
  * device's `tokroute ui`, src/ui/) write or read: the error object {"error": {message, type, param, code}}, ids that
- * are unique across restarts, server-sent-event framing, the usage object, log-probabilities JSON can hold, unknown
- * fields refused by name, `stop` strings and chat `messages`. */
+ * are unique across restarts, server-sent-event framing, the replies' parts (head with the seed, choices, messages,
+ * deltas, usage, both logprobs shapes), log-probabilities JSON can hold, unknown fields refused by name, `stop`
+ * strings and chat `messages`. Whole request bodies are read in openai_request.h. */
 #ifndef TR_OPENAI_API_H
 #define TR_OPENAI_API_H
 
