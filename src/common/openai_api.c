@@ -89,8 +89,16 @@ cJSON *oai_reply_head(const char *id, const char *object, double created, const 
     cJSON_AddStringToObject(root, "object", object);
     cJSON_AddNumberToObject(root, "created", created);
     cJSON_AddStringToObject(root, "model", model);
-    cJSON_AddNumberToObject(root, "seed", (double)seed);
+    oai_add_seed(root, seed);
     return root;
+}
+
+void oai_add_seed(cJSON *root, uint64_t seed) {
+    /* Written as the integer it is: cJSON prints a number it thinks close enough in 15 digits ("8.12345678901235e+15"),
+     * and a seed off by a few units replays nothing. */
+    char digits[24];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)seed);
+    cJSON_AddRawToObject(root, "seed", digits);
 }
 
 cJSON *oai_add_choice(cJSON *root) {

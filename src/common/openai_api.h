@@ -46,6 +46,8 @@ double oai_finite_logprob(float logprob);
 /* Replies, built alike by both servers. The head of every reply and chunk: id, object, created, model and seed
  * (the seed the draws used, given or drawn: sent back, it replays the run). */
 struct cJSON *oai_reply_head(const char *id, const char *object, double created, const char *model, uint64_t seed);
+/* "seed": the integer, exactly (never in cJSON's 15-digit exponent form). */
+void oai_add_seed(struct cJSON *root, uint64_t seed);
 /* choices: [{"index": 0}] added to root; the caller adds the choice's text, message or delta, then ends it with
  * oai_end_choice: "logprobs" (taken; NULL: null; chat entries go into {content, refusal}) and "finish_reason"
  * (NULL: null). */

@@ -12,10 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/openai_api.h"
 #include "common/openai_request.h"
 #include "ui/ui_internal.h"
 
 /* ---------------------------------------------------------------- request */
+
+/* A number field checked as the OpenAI endpoints check theirs (the same plain words); name is a literal. */
+static bool page_number(const cJSON *j, const char *name, double lo, double hi, bool integer, double *v,
+                        const char **param, char *msg_buf, size_t msg_cap) {
+    oai_error e;
+    if (oai_number_field(j, name, lo, hi, integer, v, &e)) return true;
+    *param = name;
+    snprintf(msg_buf, msg_cap, "%s", e.message);
+    return false;
+}
 
 const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char **param, char *msg_buf,
                           size_t msg_cap) {
@@ -46,26 +57,12 @@ const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char *
     }
     if (r->mode != TR_MODE_SLM && !ui->p.open_backend) return "this server has no LLM: only small_only is possible";
 
-    const cJSON *tau = cJSON_GetObjectItemCaseSensitive(j, "tau");
-    r->tau = ui->p.default_tau;
-    *param = "tau";
-    if (tau) {
-        if (!cJSON_IsNumber(tau) || !(tau->valuedouble >= 0 && tau->valuedouble <= 1))
-            return "\"tau\" must be a number in [0, 1]";
-        r->tau = (float)tau->valuedouble;
-    }
-
-    const cJSON *max_tokens = cJSON_GetObjectItemCaseSensitive(j, "max_tokens");
-    r->max_tokens = ui->p.max_tokens < 128 ? ui->p.max_tokens : 128;
-    *param = "max_tokens";
-    if (max_tokens) {
-        const double v = cJSON_IsNumber(max_tokens) ? max_tokens->valuedouble : -1;
-        if (!(v >= 1 && v <= ui->p.max_tokens) || v != (double)(int32_t)v) {
-            snprintf(msg_buf, msg_cap, "\"max_tokens\" must be an integer from 1 to %d", (int)ui->p.max_tokens);
-            return msg_buf;
-        }
-        r->max_tokens = (int32_t)v;
-    }
+    double tau = ui->p.default_tau, max_tokens = ui->p.max_tokens < 128 ? ui->p.max_tokens : 128;
+    if (!page_number(j, "tau", 0, 1, false, &tau, param, msg_buf, msg_cap) ||
+        !page_number(j, "max_tokens", 1, ui->p.max_tokens, true, &max_tokens, param, msg_buf, msg_cap))
+        return msg_buf;
+    r->tau = (float)tau;
+    r->max_tokens = (int32_t)max_tokens;
 
     const cJSON *policy = cJSON_GetObjectItemCaseSensitive(j, "policy");
     r->router_file = ui->router_path != NULL;
@@ -80,13 +77,9 @@ const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char *
     r->max_routed = ui->p.max_routed;
     r->sampling = tr_sampler_default_params();
     double temperature = 0, seed = -1;
-    oai_error e;
-    if (!oai_number_field(j, "temperature", 0, 2, false, &temperature, &e) ||
-        !oai_number_field(j, "seed", 0, OAI_SEED_MAX, true, &seed, &e)) {
-        *param = strcmp(e.param, "temperature") == 0 ? "temperature" : "seed";
-        snprintf(msg_buf, msg_cap, "%s", e.message);
+    if (!page_number(j, "temperature", 0, 2, false, &temperature, param, msg_buf, msg_cap) ||
+        !page_number(j, "seed", 0, OAI_SEED_MAX, true, &seed, param, msg_buf, msg_cap))
         return msg_buf;
-    }
     r->sampling.temperature = (float)temperature;
     if (seed >= 0) r->sampling.seed = (uint64_t)seed;
     else if (!oai_fresh_seed(&r->sampling.seed)) return "no random bytes for a seed";
@@ -169,7 +162,7 @@ static void on_start(ui_job *job) {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "id", (double)job->id);
     cJSON_AddNumberToObject(d, "n_prompt", job->req.n_prompt);
-    cJSON_AddNumberToObject(d, "seed", (double)job->req.sampling.seed); /* sent back, it replays the run */
+    oai_add_seed(d, job->req.sampling.seed); /* sent back, it replays the run */
     emit(job, "start", d);
 }
 

@@ -185,6 +185,22 @@ static void test_seed(void **state) {
     oai_request_free(&a);
 }
 
+/* The reported seed is the integer itself: cJSON wrote 8123456789012345 as 8.12345678901235e+15, a different seed. */
+static void test_seed_printed_exactly(void **state) {
+    (void)state;
+    static const uint64_t seeds[] = {8123456789012345u, 9007199254740992u, 8100000000000001u, 0, 42};
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+        cJSON *head = oai_reply_head("cmpl-x", "text_completion", 1.0, "m", seeds[i]);
+        char *json = cJSON_PrintUnformatted(head), *end = NULL;
+        const char *at = strstr(json, "\"seed\":");
+        assert_non_null(at);
+        const unsigned long long got = strtoull(at + 7, &end, 10);
+        if (got != seeds[i] || (*end != ',' && *end != '}')) fail_msg("seed %llu written as %s", (unsigned long long)seeds[i], at);
+        cJSON_free(json);
+        cJSON_Delete(head);
+    }
+}
+
 /* logprobs: chat true/false + top_logprobs (which needs it); completions a count, 0 included. */
 static void test_logprobs(void **state) {
     (void)state;
@@ -225,7 +241,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_ranges),   cmocka_unit_test(test_one_limit), cmocka_unit_test(test_fields),
         cmocka_unit_test(test_stream_options), cmocka_unit_test(test_messages),  cmocka_unit_test(test_logit_bias),
-        cmocka_unit_test(test_seed),           cmocka_unit_test(test_logprobs),  cmocka_unit_test(test_prompt_shapes),
+        cmocka_unit_test(test_seed), cmocka_unit_test(test_seed_printed_exactly),           cmocka_unit_test(test_logprobs),  cmocka_unit_test(test_prompt_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
