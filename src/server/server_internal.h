@@ -56,6 +56,7 @@ typedef struct route_request {
     tr_llm_draft draft; /* n_branches 0: none (see docs/protocol.md, "draft") */
     bool stream;        /* answer first, then the lookahead as it comes (NDJSON; see route_stream.c) */
     bool reuse_prefix;  /* a new private session may start from a cached prefix (completions; scheduler.c) */
+    int32_t owner;      /* reuse_prefix: the API key (access_key_of) whose cached prefixes it may take over */
 } route_request;
 
 /* Parses a /v1/route/next body. model_n_vocab bounds ids, n_ctx bounds pos + tokens + lookahead. On failure fills
@@ -224,6 +225,7 @@ typedef struct generation {
     int32_t n_prompt, n_gen, max_tokens;
     int32_t n_held;           /* tokens the private session holds */
     int32_t n_cached;         /* prompt tokens taken from a cached prefix (usage's cached_tokens) */
+    int32_t owner;            /* the API key (access_key_of): only its own cached prefixes are reused */
     int32_t n_logprobs;       /* alternatives asked per generated token (0 .. TOP_LOGPROBS_MAX) */
     sampling samp;
     bool stream, include_usage, usage_sent;
@@ -248,8 +250,10 @@ typedef struct generation_limits {
     const char *prompt_field;         /* the field a prompt that fills the context is blamed on */
 } generation_limits;
 
-/* A fresh generation with a random id "PREFIX-<24 hex digits>" (false: err filled). */
-bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, api_error *err);
+/* A fresh generation with a random id "PREFIX-<24 hex digits>" for the API key owner (access_key_of: its cached
+ * prefixes are this key's only) (false: err filled). */
+bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, int32_t owner,
+                     api_error *err);
 /* Room for n_prompt_max prompt ids and the context after them. */
 bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err);
 /* Refuses (400 naming it) the first field of root not in accepted (NULL-terminated): unsupported_field when it is
@@ -285,8 +289,9 @@ char *token_piece(const tr_server *srv, int32_t id, size_t *len);
 
 /* completions.c and chat_completions.c: POST /v1/completions and /v1/chat/completions on an HTTP thread. */
 struct MHD_Connection;
-int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
-int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
+int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len, int32_t owner);
+int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len,
+                            int32_t owner);
 /* route_stream.c: answers a parsed /v1/route/next request with "stream": true (takes req's tokens). */
 int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_request *req, double t0_ms);
 /* http_defer.c: the client of the non-streamed request the calling thread answers has hung up (generation_step
