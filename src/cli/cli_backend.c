@@ -11,7 +11,8 @@
 const char cli_llm_usage[] =
     "  --llm FILE             the large model, loaded in this process (embedded backend)\n"
     "  --server URL           the LLM on a `tokroute serve` (session protocol: only new tokens are sent)\n"
-    "  --openai URL           any OpenAI-compatible /v1/completions (vLLM, SGLang, llama.cpp, tokroute serve)\n"
+    "  --openai URL           any OpenAI-compatible /v1/completions (vLLM, SGLang, llama.cpp, tokroute serve);\n"
+    "                         URL is the server's root or the base apps use (http://host:8000/v1)\n"
     "  --openai-model NAME    \"model\" of --openai requests (-m/--model names the local model file)\n"
     "  --llamacpp URL         llama.cpp's server (POST /completion with cache_prompt)\n"
     "  --sglang URL           SGLang's native server (POST /generate with input_ids)\n"

@@ -385,6 +385,19 @@ static const backend_ops llamacpp_ops = {.name = "llamacpp", .next_token = prefi
                                          .free = prefix_free, .score = llamacpp_score,
                                          .set_sampling = prefix_set_sampling};
 
+/* The server's base URL: OpenAI clients are given "http://host:8000/v1" (the API's base, to which they add
+ * "/completions"), tokroute's flags the server's root; both are taken, the trailing "/v1" dropped (every path here
+ * starts at the root: /v1/completions, /v1/models, /health). NULL: out of memory. */
+static char *openai_base_url(const char *url) {
+    char *base = strdup(url);
+    if (!base) return NULL;
+    size_t n = strlen(base);
+    while (n > 0 && base[n - 1] == '/') base[--n] = '\0';
+    const char *host = strstr(base, "://"); /* "/v1" after a host, not the host itself */
+    if (host && n >= 3 && strcmp(base + n - 3, "/v1") == 0 && base + n - 3 > host + 3) base[n - 3] = '\0';
+    return base;
+}
+
 static tr_status create(api kind, const tr_remote_params *p, tr_llm_backend **out) {
     if (!p || !out) return tr_fail(TR_ERR_ARG, "remote backend: NULL argument");
     *out = NULL;
@@ -397,9 +410,14 @@ static tr_status create(api kind, const tr_remote_params *p, tr_llm_backend **ou
     b->sampling = tr_remote_default_params().sampling; /* greedy until tr_llm_backend_set_sampling */
     b->params = *p;
     b->params.url = b->params.api_key = b->params.cacert = b->params.model = NULL;
-    tr_status st = http_client_create(p, &b->http);
+    tr_status st = TR_OK;
+    if (kind == API_OPENAI && p->url && !(b->params.url = openai_base_url(p->url)))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    tr_remote_params conn = *p;
+    if (b->params.url) conn.url = b->params.url;
+    if (st == TR_OK) st = http_client_create(&conn, &b->http);
     if (st == TR_OK && p->model && !(b->model = strdup(p->model))) st = tr_fail(TR_ERR_NOMEM, "out of memory");
-    if (st == TR_OK && ((p->url && !(b->params.url = strdup(p->url))) ||
+    if (st == TR_OK && ((p->url && !b->params.url && !(b->params.url = strdup(p->url))) ||
                         (p->api_key && !(b->params.api_key = strdup(p->api_key))) ||
                         (p->cacert && !(b->params.cacert = strdup(p->cacert)))))
         st = tr_fail(TR_ERR_NOMEM, "out of memory");

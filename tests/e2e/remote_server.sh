@@ -3,7 +3,8 @@
 # 127.0.0.1, bounded in time: routed output equals the embedded backend's token for token at several tau and in
 # llm mode; the server restarted mid-generation (sessions lost → 409 → the client resends transparently) → output
 # unchanged; the server killed mid-generation → finishes on the SLM, the gap marked, no call past the timeout;
-# API keys; https with a self-signed certificate (openssl) trusted through --cacert and refused without it.
+# --openai given the OpenAI base URL (".../v1"); API keys; https with a self-signed certificate (openssl) trusted
+# through --cacert and refused without it.
 # usage: remote_server.sh CLI SHARED
 set -euo pipefail
 cli=$1
@@ -38,6 +39,16 @@ echo "equal to embedded: $n_checked routed runs + llm mode"
 "$cli" generate --slm "$slm" --server "$url" -p "Once upon a time" -n 48 --mode llm --ids --summary-json \
   >/dev/null 2>"$tmp/sum"
 grep -q '"llm_evaluated":52,' "$tmp/sum" || fail "server evaluated more than each token once: $(cat "$tmp/sum")"
+# --openai takes the base URL OpenAI clients are given (".../v1", with or without a slash) as well as the root; a
+# collect through it collects (it requested /v1/v1/completions, got 404 and left a folder holding only a header).
+ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 0.6)
+for base in "$url/v1" "$url/v1/" "$url/"; do
+  [ "$(gen --openai "$base" -p "Once upon a time" --threshold 0.6)" == "$ref" ] || fail "--openai $base differs"
+done
+"$cli" collect --slm "$slm" --openai "$url/v1" --data "$shared/data/tinystories/tinystories_val.txt" --format text \
+  --range 0:1 --out "$tmp/v1-collect" -t 1 >/dev/null 2>"$tmp/v1-collect.err" ||
+  fail "collect through --openai URL/v1: $(cat "$tmp/v1-collect.err")"
+[ "$(stat -c %s "$tmp/v1-collect/index.bin")" -gt 8 ] || fail "collect through --openai URL/v1 collected nothing"
 
 # 2. Restarted mid-generation: the new server has no session, answers 409 (pos 0), the client resends; unchanged.
 # (--sync: every token a call, so one call surely spans the downtime; the default loop's failure handling is
