@@ -135,9 +135,8 @@ bool score_result_alloc(const score_request *req, score_result *res);
 void score_result_free(score_result *res);
 /* Fills row (its token set, top with room for top_k) from one row of logits over n_vocab ids. */
 void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_row *row);
-/* log(sum(exp(logits))) in double; the k largest logits' ids (ties: the lower id first), most likely first, by
- * insertion (O(n_vocab) when few beat the k-th): returns how many (k, or n_vocab when smaller). */
-double log_sum_exp(const float *logits, int32_t n_vocab);
+/* The k largest logits' ids (ties: the lower id first), most likely first, by insertion (O(n_vocab) when few beat
+ * the k-th): returns how many (k, or n_vocab when smaller). log_sum_exp: model/sample_math.h. */
 int32_t top_logits(const float *logits, int32_t n_vocab, int32_t k, top_entry *out);
 
 /* metrics.c */

@@ -30,6 +30,7 @@
 
 #include "common/error.h"
 #include "eval/dataset.h"
+#include "model/sample_math.h"
 #include "router/router_internal.h"
 #include "train/train_internal.h"
 
@@ -82,15 +83,6 @@ struct collector {
     uint64_t data_end;           /* bytes of positions.bin in use */
     tr_collect_stats stats;
 };
-
-/* log of the softmax normalizer of a row: m + ln sum exp(l - m). */
-static double log_sum_exp(const float *l, int32_t n) {
-    float m = -INFINITY;
-    for (int32_t i = 0; i < n; i++) m = l[i] > m ? l[i] : m;
-    double s = 0;
-    for (int32_t i = 0; i < n; i++) s += exp((double)l[i] - m);
-    return m + log(s);
-}
 
 static float prob_of(const float *l, double lse, int32_t id) {
     const double p = exp((double)l[id] - lse);

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "model/sample_math.h"
 
 typedef struct request {
     int32_t *tokens;
@@ -157,10 +158,7 @@ void tr_llm_backend_set_jitter(tr_llm_backend *b, double max_ms, uint64_t seed) 
 
 static double next_jitter_ms(tr_llm_backend *b) {
     if (b->jitter_ms <= 0) return 0;
-    uint64_t z = (b->jitter_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const uint64_t z = splitmix64_mix(b->jitter_state += SPLITMIX64_GAMMA);
     return b->jitter_ms * (double)(z >> 11) / 9007199254740992.0;
 }
 

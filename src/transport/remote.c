@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "model/sample_math.h"
 #include "transport/score_reply.h"
 
 tr_remote_params tr_remote_default_params(void) {
@@ -73,12 +74,7 @@ int32_t remote_query_n_vocab(http_client *c) {
     return (int32_t)n;
 }
 
-int64_t remote_position_seed(uint64_t seed, int32_t pos) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (int64_t)((z ^ (z >> 31)) & 0x7fffffffu);
-}
+int64_t remote_position_seed(uint64_t seed, int32_t pos) { return (int64_t)(position_seed(seed, pos) & 0x7fffffffu); }
 
 tr_status remote_check_sampling(const tr_sampler_params *s) {
     if (s->temperature != s->temperature || s->top_k < 0 || !(s->top_p > 0 && s->top_p <= 1))
