@@ -318,6 +318,7 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
         p.mode == TR_MODE_JOINT && (p.speculate_depth > 0 || p.lookahead > 0 || p.draft_tokens > 0);
 
     if (llm) tr_llm_backend_set_abort(llm, p.abort_fn, p.abort_user);
+    if (llm && r.vocab) tr_llm_backend_set_end_id(llm, tr_vocab_eos(r.vocab)); /* an LLM that ends the text */
     r.t_start = route_now_ms();
     st = tr_sampler_create(&p.sampling, &r.sampler);
     if (st == TR_OK && r.vocab) st = tr_detok_stream_create(r.vocab, false, &r.detok);

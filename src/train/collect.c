@@ -436,6 +436,7 @@ static tr_status setup(collector *c, const char *data_path, const llm_identity *
     tr_status vst = tr_vocab_compatible_size(c->vocab, llm_vocab, &match, &n_shared);
     if (vst != TR_OK) return vst;
     tr_llm_backend_set_allowed(c->llm, c->n_shared);
+    tr_llm_backend_set_end_id(c->llm, tr_vocab_eos(c->vocab)); /* llm-sample: an LLM that ends the text */
     if (c->n_embd > COLLECT_MAX_EMBD) return tr_fail(TR_ERR_UNSUPPORTED, "hidden size %d is too large", (int)c->n_embd);
     int32_t n_examples = -1;
     uint64_t hash = 0;

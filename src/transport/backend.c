@@ -44,6 +44,7 @@ struct tr_llm_backend {
     void *impl;
     double rtt_ms;
     int32_t n_allowed;
+    int32_t end_id;            /* -1: unknown */
     tr_abort_fn abort_fn;
     void *abort_user;
     int32_t cooldown_ms, max_cooldown_ms;
@@ -104,6 +105,7 @@ tr_status tr_llm_backend_create(const tr_llm_backend_ops *ops, void *impl, tr_ll
     }
     b->ops = ops;
     b->impl = impl;
+    b->end_id = -1;
     b->cooldown_ms = 1000;
     b->max_cooldown_ms = 16000;
     *out = b;
@@ -134,6 +136,10 @@ void tr_llm_backend_set_rtt(tr_llm_backend *b, double rtt_ms) {
 
 void tr_llm_backend_set_allowed(tr_llm_backend *b, int32_t n_allowed) {
     if (b) b->n_allowed = n_allowed > 0 ? n_allowed : 0;
+}
+
+void tr_llm_backend_set_end_id(tr_llm_backend *b, int32_t end_id) {
+    if (b) b->end_id = end_id >= 0 ? end_id : -1;
 }
 
 void tr_llm_backend_set_breaker(tr_llm_backend *b, int32_t cooldown_ms, int32_t max_cooldown_ms) {
@@ -373,7 +379,8 @@ static tr_status do_call(tr_llm_backend *b, const request *rq, bool async, tr_ll
     const double t0 = now_ms();
     double return_trip_ms = b->rtt_ms / 2;
     tr_status st;
-    tr_llm_call call = {.tokens = rq->tokens, .n_tokens = rq->n, .n_allowed = b->n_allowed, .abort_fn = b->abort_fn,
+    tr_llm_call call = {.tokens = rq->tokens, .n_tokens = rq->n, .n_allowed = b->n_allowed, .end_id = b->end_id,
+                        .abort_fn = b->abort_fn,
                         .abort_user = b->abort_user, .id = -1, .logprob = NAN, .lookahead = x.lookahead,
                         .lookahead_ids = x.impl_lookahead, .draft = rq->has_draft ? &rq->draft : NULL,
                         .verify_ids = reply->verify, .internal = &x};

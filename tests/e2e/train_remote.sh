@@ -173,20 +173,7 @@ collect --llm "$llm" --range 0:6 --out "$tmp/emb6"
 # may differ only where the two best are within 0.06 in log-probability.
 compare "$tmp/emb6" "$tmp/llama" 1e-2 6e-2 || fail "--llamacpp collect differs from the embedded one"
 
-# 5. The vLLM and SGLang protocol peers (real values from this build's `tokroute logits`). Each prints "PORT PID"
-# first.
-start_peer() { # name script args...
-  local name=$1
-  shift
-  timeout 600 python3 "$@" >"$tmp/$name.out" 2>>"$tmp/$name.log" &
-  pids+=("$!")
-  for _ in $(seq 1 300); do
-    [ -s "$tmp/$name.out" ] && { peer_url=http://127.0.0.1:$(head -1 "$tmp/$name.out" | cut -d' ' -f1); return 0; }
-    sleep 0.05
-  done
-  cat "$tmp/$name.log" >&2
-  fail "the $name peer did not start"
-}
+# 5. The vLLM and SGLang protocol peers (real values from this build's `tokroute logits`; start_peer: e2e.sh).
 start_peer vllm "$root/tests/support/vllm_peer.py" "$cli" "$llm"
 collect --openai "$peer_url" --range 0:6 --out "$tmp/vllm"
 compare "$tmp/emb6" "$tmp/vllm" 1e-5 1e-3 || fail "--openai (vLLM peer) collect differs from the embedded one"
