@@ -72,6 +72,10 @@ collect --server "$url" --range 0:24 --out "$tmp/srv" --json
 compare "$tmp/emb" "$tmp/srv" 1e-5 1e-3 || fail "--server collect differs from the embedded one"
 collect --openai "$url" --range 0:24 --llm-topk 5 --out "$tmp/oai"
 compare "$tmp/emb5" "$tmp/oai" 1e-5 1e-3 || fail "--openai collect differs from the embedded one"
+# A folder collected through another backend is not resumed, and the message names the LLMs (not library wording).
+collect --server "$url" --range 0:24 --llm-topk 5 --out "$tmp/oai" && fail "resumed a folder collected through --openai"
+grep -q "cannot be resumed: the LLM: 'openai' there, 'server' here" "$tmp/stderr" ||
+  fail "unclear resume error: $(tail -1 "$tmp/stderr")"
 out=$("$cli" collect --slm "$slm" --server "$url" --data "$stories" --format text --range 24:28 --out "$tmp/srv2" \
   --json 2>/dev/null)
 echo "$out" | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["llm_requests"] == 4, j' \
