@@ -149,6 +149,11 @@ grep -q "\"tau\":$(python3 -c "print('%g' % float('$tau'))")," "$tmp/err" || fai
 "$cli" train-router --data "$tmp/train" --out "$tmp/plain.gguf" --hidden 8 --epochs 1 -t 1 --json 2>/dev/null \
   | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["tau"] == 0.5 and "routed" not in s, s' \
   || fail "tau without --eval-data"
+# A router file handed over as the SLM says what it is and where it goes.
+if "$cli" generate --slm "$tmp/r.gguf" --llm "$llm" -p "Once upon a time" -n 4 >/dev/null 2>"$tmp/err"; then
+  fail "a router file loaded as the SLM"
+fi
+grep -q "is a tokroute router file, not a model: .*--router FILE" "$tmp/err" || fail "router as --slm: $(cat "$tmp/err")"
 echo "ok: train-router checks --out first and stores the calibrated tau; calibrate asks for --slm by name"
 
 # Ctrl-C after an epoch: the best epoch so far is written (exit 130) and is a working router.
