@@ -165,9 +165,12 @@ static void report_vocab(tr_vocab_match m, int32_t n_shared, int32_t n_llm) {
                 "to the %d shared ids\n", n_llm - n_shared, n_shared, n_shared);
         break;
     case TR_VOCAB_SIZE_ONLY:
-        if (n_llm > 0)
-            fprintf(stderr, "tokroute: vocabulary: remote LLM reports %d tokens, SLM has %d; entries not comparable "
-                    "remotely, the LLM is restricted to ids < %d\n", n_llm, n_shared, n_shared);
+        /* A server sends no token texts: the sizes are what can be compared (the entries are taken to agree). */
+        if (n_llm == n_shared)
+            fprintf(stderr, "tokroute: vocabulary: remote LLM reports %d tokens, as many as the SLM has\n", n_llm);
+        else if (n_llm > 0)
+            fprintf(stderr, "tokroute: vocabulary: remote LLM reports %d tokens, the SLM has %d; the LLM is restricted "
+                    "to the SLM's ids (< %d)\n", n_llm, n_shared, n_shared);
         else
             fprintf(stderr, "tokroute: vocabulary: remote LLM does not report its size; its tokens are checked against "
                     "the SLM's %d ids\n", n_shared);
