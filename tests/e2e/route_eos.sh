@@ -38,7 +38,7 @@ slm=$tmp/slm.gguf
 # The LLM's story from "Once upon a time" ends with id 1 before 400 tokens; the prompt stops 40 tokens short of it.
 story=$("$cli" generate --slm "$slm" --llm "$llm" -p "Once upon a time" -n 400 --mode llm --ids --no-summary 2>/dev/null)
 [ "${story##* }" = 1 ] || fail "the LLM's story does not end with its end of sequence: ...${story: -40}"
-start=$("$cli" tokenize -m "$llm" "Once upon a time" | awk '{print $1}' | paste -sd,)
+start=$("$cli" tokenize -m "$llm" --ids "Once upon a time" | tr -s ' ' ',')
 ids=($story)
 prompt=$start,$(echo "${ids[@]:0:$((${#ids[@]} - 40))}" | tr ' ' ',')
 gen() { "$cli" generate --slm "$slm" --tokens "$prompt" -n 100 --ids --no-summary -t 1 "$@" 2>>"$tmp/stderr"; }
