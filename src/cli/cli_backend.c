@@ -133,6 +133,8 @@ const char *cli_backend_check(const cli_backend_opts *o) {
     if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0 ||
                     o->draft_fixed))
         return "--sync turns speculation, lookahead and drafting off; give it alone";
+    if (o->target_routed > 0 && o->max_routed > 0 && o->max_routed < o->target_routed)
+        return "--max-routed is below --target-routed: the target could never be reached";
     return NULL;
 }
 
