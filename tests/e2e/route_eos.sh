@@ -8,7 +8,7 @@
 # "stop"), the vLLM and SGLang protocol peers (which name it, as vLLM and SGLang do) and a real llama-server
 # (--llamacpp and its --openai endpoint). eval's table through serve (--server, --openai) and a round-2 collect (the
 # LLM's answer at the position after the generated prefix is its end of sequence) through serve and the peers equal
-# the embedded ones.
+# the embedded ones; llm-sample through serve's OpenAI endpoint ends a drawn story at the LLM's end of sequence.
 # Never skipped: a missing llama.cpp is a failure.
 # usage: route_eos.sh CLI SHARED
 set -euo pipefail
@@ -143,3 +143,15 @@ for x, y in zip(ra, rb_):
 PY
 done
 echo "collect: round 2 through serve (--server, --openai) and the vLLM and SGLang peers equal to the embedded one"
+
+# llm-sample through serve's OpenAI endpoint: a drawn story that reaches the LLM's end of sequence ends there (the
+# example is shorter than --max-tokens) instead of failing the collect.
+"$cli" collect --slm "$slm" --openai "$url" --format llm-sample --range 0:4 --max-tokens 400 --out "$tmp/sample" -t 1 \
+  >/dev/null 2>>"$tmp/stderr" || fail "llm-sample through --openai: $(tail -3 "$tmp/stderr")"
+python3 - "$tmp/sample" <<'PY' || fail "llm-sample through --openai: no example ended at the LLM's end of sequence"
+import struct, sys
+b = open(sys.argv[1] + "/index.bin", "rb").read()
+counts = [struct.unpack_from("<2I", b, 8 + 16 * e)[1] for e in range((len(b) - 8) // 16)]
+assert len(counts) == 4 and min(counts) < 399, counts
+print("llm-sample: examples of %s positions (ended by the LLM's end of sequence where < 399)" % counts)
+PY
