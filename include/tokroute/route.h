@@ -84,6 +84,11 @@ void tr_llm_backend_set_rtt(tr_llm_backend *b, double rtt_ms);
  * restriction). Backends apply it where their API allows (argmax over the first ids, the server's n_vocab, a
  * logit bias); a returned id outside the range is an error (TR_ERR_RANGE) either way, never passed on. */
 void tr_llm_backend_set_allowed(tr_llm_backend *b, int32_t n_allowed);
+/* The id that ends the text (the end-of-sequence token both models share; -1, the default: unknown): what a call
+ * answers when the LLM's reply says it ended the text without naming a token — tokroute serve's OpenAI endpoint
+ * leaves the end of sequence out of token_ids and logprobs and answers finish_reason "stop" with no token. Without
+ * it such a reply is an error (TR_ERR_FORMAT) saying so. tr_route_generate and tr_collect set it from the SLM. */
+void tr_llm_backend_set_end_id(tr_llm_backend *b, int32_t end_id);
 /* Circuit breaker: after a call fails with a network or timeout error, calls fail at once (TR_ERR_NETWORK,
  * counted in short_circuited) for cooldown_ms, then one call probes the server again; each further failure doubles
  * the cooldown up to max_cooldown_ms. Defaults 1000 / 16000; cooldown_ms 0 turns the breaker off. */
@@ -203,10 +208,12 @@ typedef struct tr_llm_call {
     const int32_t *tokens;   /* the whole sequence so far (prompt + generated) */
     int32_t n_tokens;
     int32_t n_allowed;       /* choose among ids < n_allowed (0: any) */
+    int32_t end_id;          /* the id that ends the text (tr_llm_backend_set_end_id; -1: unknown) */
     tr_abort_fn abort_fn;    /* may be NULL */
     void *abort_user;
     int32_t id;              /* out: the next token */
-    float logprob;           /* out: its log-probability (preset to NAN) */
+    float logprob;           /* out: its log-probability (preset to NAN: unknown); else a number <= 0 or -inf,
+                              * checked by the wrapper as scoring replies are */
     int64_t n_evaluated;     /* out: tokens the LLM evaluated for this call (preset to 0) */
     int32_t lookahead;       /* in: further greedy tokens wanted after id (0: none; at most TR_LOOKAHEAD_MAX) */
     int32_t *lookahead_ids;  /* out: room for lookahead ids */
@@ -370,7 +377,8 @@ typedef struct tr_route_params {
      * is the router file's), and differing from an oracle that routes the lowest-scoring P of the same generation
      * on as few positions as measured controllers allow. The count moves τ only when it is more than a token off
      * P·i, and never leaves P·i ± 2.5 tokens (10 tokens at 0.1: 0 to 3 routed, about 1 on average). max_routed C in
-     * (0, 1]: a hard cap: the routed positions after the first never exceed C × the positions generated so far.
+     * (0, 1]: a hard cap: the routed positions after the first never exceed C × the positions generated so far; a
+     * cap below the target wins (the target is then not reached: the CLI refuses that combination as a mistake).
      * Both count routing decisions (a fallback token counts), which depend only on the text, so the hiding loop's
      * tokens still equal the synchronous loop's; each token's τ is in tr_route_token.tau. 0 = off (default). */
     double target_routed;

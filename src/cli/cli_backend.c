@@ -11,7 +11,8 @@
 const char cli_llm_usage[] =
     "  --llm FILE             the large model, loaded in this process (embedded backend)\n"
     "  --server URL           the LLM on a `tokroute serve` (session protocol: only new tokens are sent)\n"
-    "  --openai URL           any OpenAI-compatible /v1/completions (vLLM, SGLang, llama.cpp, tokroute serve)\n"
+    "  --openai URL           any OpenAI-compatible /v1/completions (vLLM, SGLang, llama.cpp, tokroute serve);\n"
+    "                         URL is the server's root or the base apps use (http://host:8000/v1)\n"
     "  --openai-model NAME    \"model\" of --openai requests (-m/--model names the local model file)\n"
     "  --llamacpp URL         llama.cpp's server (POST /completion with cache_prompt)\n"
     "  --sglang URL           SGLang's native server (POST /generate with input_ids)\n"
@@ -132,6 +133,8 @@ const char *cli_backend_check(const cli_backend_opts *o) {
     if (o->sync && (o->depth >= 0 || o->lookahead >= 0 || o->draft >= 0 || o->draft_width >= 0 || o->draft_span >= 0 ||
                     o->draft_fixed))
         return "--sync turns speculation, lookahead and drafting off; give it alone";
+    if (o->target_routed > 0 && o->max_routed > 0 && o->max_routed < o->target_routed)
+        return "--max-routed is below --target-routed: the target could never be reached";
     return NULL;
 }
 
@@ -164,9 +167,12 @@ static void report_vocab(tr_vocab_match m, int32_t n_shared, int32_t n_llm) {
                 "to the %d shared ids\n", n_llm - n_shared, n_shared, n_shared);
         break;
     case TR_VOCAB_SIZE_ONLY:
-        if (n_llm > 0)
-            fprintf(stderr, "tokroute: vocabulary: remote LLM reports %d tokens, SLM has %d; entries not comparable "
-                    "remotely, the LLM is restricted to ids < %d\n", n_llm, n_shared, n_shared);
+        /* A server sends no token texts: the sizes are what can be compared (the entries are taken to agree). */
+        if (n_llm == n_shared)
+            fprintf(stderr, "tokroute: vocabulary: remote LLM reports %d tokens, as many as the SLM has\n", n_llm);
+        else if (n_llm > 0)
+            fprintf(stderr, "tokroute: vocabulary: remote LLM reports %d tokens, the SLM has %d; the LLM is restricted "
+                    "to the SLM's ids (< %d)\n", n_llm, n_shared, n_shared);
         else
             fprintf(stderr, "tokroute: vocabulary: remote LLM does not report its size; its tokens are checked against "
                     "the SLM's %d ids\n", n_shared);

@@ -114,6 +114,7 @@ static int parse_args(int argc, char **argv, collect_opts *o, tr_collect_params 
             if (!cli_int("--round", v, 1, 2, &o->round)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--tau", &v)) {
             if (!cli_float("--tau", v, &o->tau)) return 2;
+            if (!(o->tau >= 0 && o->tau <= 1)) return cli_usage_error(usage, "--tau must be in [0, 1], as scores are");
             o->tau_set = true;
         } else if (cli_option(argc, argv, &i, NULL, "--prompt-tokens", &v)) {
             if (!cli_int("--prompt-tokens", v, 1, 1 << 20, &x)) return 2;

@@ -203,36 +203,62 @@ static void print_table(const tr_eval *e, const tr_eval_params *p) {
     }
 }
 
-/* The routed share generation actually reached at each target: at the teacher-forced τ alone, and with τ following
- * the share (tr_route_params.target_routed). Read from the result's JSON (the generation runs). */
-static void print_generation_shares(const tr_eval *e, const tr_eval_params *p) {
+/* One number of every routed generation run per policy and target: at the teacher-forced τ alone, and with τ
+ * following the share (tr_route_params.target_routed). field: the run's key; percent: shown as a share. */
+static void print_generation_field(const cJSON *runs, const tr_eval_params *p, const char *title, const char *field,
+                                   bool percent) {
+    printf("\n%s in generation (at the teacher-forced tau / with tau following the share)\n%-9s", title, "policy");
+    for (int32_t t = 0; t < p->n_targets; t++) {
+        char head[32];
+        snprintf(head, sizeof head, "%g%% target", p->target_routed[t] * 100);
+        printf("  %-21s", head);
+    }
+    const char *row_policy = NULL;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, runs) {
+        const cJSON *policy = cJSON_GetObjectItem(r, "policy"), *value = cJSON_GetObjectItem(r, field);
+        const cJSON *mode = cJSON_GetObjectItem(r, "mode");
+        if (!cJSON_IsString(policy) || !cJSON_GetObjectItem(r, "controlled") || !cJSON_IsString(mode) ||
+            strcmp(mode->valuestring, "joint") != 0)
+            continue;
+        if (!row_policy || strcmp(row_policy, policy->valuestring) != 0) {
+            row_policy = policy->valuestring;
+            printf("\n%-9s", row_policy);
+        }
+        char cell[24] = "   n/a"; /* null: no example generated */
+        if (cJSON_IsNumber(value))
+            snprintf(cell, sizeof cell, percent ? "%5.1f%%" : "%6.4f", value->valuedouble * (percent ? 100 : 1));
+        if (cJSON_IsTrue(cJSON_GetObjectItem(r, "controlled"))) printf(" / %s%-6s", cell, "");
+        else printf("  %s", cell);
+    }
+    printf("\n");
+}
+
+/* What the generation runs reached, read from the result's JSON: the routed share at each target and, for a task,
+ * the answer accuracy (the SLM's and the LLM's alone first), for free-running text the perplexity. */
+static void print_generation(const tr_eval *e, const tr_eval_params *p) {
     char *json = NULL;
     if (tr_eval_to_json(e, false, &json) != TR_OK) return;
     cJSON *root = cJSON_Parse(json);
     free(json);
-    const cJSON *runs = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "generation"), "runs");
+    const cJSON *gen = cJSON_GetObjectItem(root, "generation"), *runs = cJSON_GetObjectItem(gen, "runs");
+    const cJSON *kind = cJSON_GetObjectItem(gen, "kind");
+    const bool task = cJSON_IsString(kind) && strcmp(kind->valuestring, "task") == 0;
+    const char *field = task ? "accuracy" : "perplexity";
+    const cJSON *r;
+    bool alone = false;
+    cJSON_ArrayForEach(r, runs) { /* the models alone */
+        const cJSON *mode = cJSON_GetObjectItem(r, "mode"), *value = cJSON_GetObjectItem(r, field);
+        if (!cJSON_IsString(mode) || strcmp(mode->valuestring, "joint") == 0 || !cJSON_IsNumber(value)) continue;
+        const char *first = task ? "\nanswer accuracy in generation: " : "\nperplexity in generation: ";
+        printf("%s%s %.4f", alone ? "   " : first, strcmp(mode->valuestring, "slm") == 0 ? "SLM" : "LLM",
+               value->valuedouble);
+        alone = true;
+    }
+    if (alone) printf("\n");
     if (cJSON_GetArraySize(runs) > 2) {
-        printf("\nrouted share in generation (at the teacher-forced tau / with tau following the share)\n%-9s", "policy");
-        for (int32_t t = 0; t < p->n_targets; t++) {
-            char head[32];
-            snprintf(head, sizeof head, "%g%% target", p->target_routed[t] * 100);
-            printf("  %-21s", head);
-        }
-        const char *row_policy = NULL;
-        const cJSON *r;
-        cJSON_ArrayForEach(r, runs) {
-            const cJSON *policy = cJSON_GetObjectItem(r, "policy"), *routed = cJSON_GetObjectItem(r, "routed");
-            if (!cJSON_IsString(policy) || !cJSON_IsNumber(routed) || !cJSON_GetObjectItem(r, "controlled") ||
-                strcmp(cJSON_GetObjectItem(r, "mode")->valuestring, "joint") != 0)
-                continue;
-            if (!row_policy || strcmp(row_policy, policy->valuestring) != 0) {
-                row_policy = policy->valuestring;
-                printf("\n%-9s", row_policy);
-            }
-            if (cJSON_IsTrue(cJSON_GetObjectItem(r, "controlled"))) printf(" / %5.1f%%%-6s", routed->valuedouble * 100, "");
-            else printf("  %5.1f%%", routed->valuedouble * 100);
-        }
-        printf("\n");
+        print_generation_field(runs, p, "routed share", "routed", true);
+        print_generation_field(runs, p, task ? "answer accuracy" : "perplexity", field, false);
     }
     cJSON_Delete(root);
 }
@@ -282,7 +308,7 @@ int cmd_eval(int argc, char **argv) {
             free(json);
         } else {
             print_table(e, &o.p);
-            print_generation_shares(e, &o.p);
+            print_generation(e, &o.p);
             if (o.out) printf("\nwritten to %s (eval.json, CSV tables, SVG plots)\n", o.out);
         }
         fprintf(stderr, "tokroute eval: %.1f s\n", (cli_now_ms() - t0) / 1e3);

@@ -102,7 +102,9 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (cli_option(argc, argv, &i, NULL, "--policy", &v)) o->policy = v;
         else if (cli_option(argc, argv, &i, NULL, "--threshold", &v) || cli_option(argc, argv, &i, NULL, "--tau", &v)) {
             if (!cli_float("--threshold", v, &o->tau)) return 2;
-            if (!isfinite(o->tau)) return cli_usage_error(usage, "--threshold must be a finite number (scores are in [0, 1])");
+            if (!(o->tau >= 0 && o->tau <= 1)) /* NaN too */
+                return cli_usage_error(usage, "--threshold must be in [0, 1], as scores are (1 routes every token "
+                                              "the router is not sure of; --mode llm routes all)");
             o->tau_set = true;
         } else if (cli_option(argc, argv, &i, NULL, "--mode", &v)) {
             if (tr_route_mode_from_name(v, &o->rp.mode) != TR_OK) return cli_usage_error(usage, "%s", tr_last_error());
@@ -276,13 +278,20 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s, const tr_l
                 significant(s->tau_mean), significant(s->tau_last));
         return;
     }
-    if (o->rp.mode == TR_MODE_JOINT && (o->rp.target_routed > 0 || o->rp.max_routed > 0))
-        fprintf(stderr, "\n--- budget: target %.1f%%, cap %.1f%% (0: off); decided routed %d of %d (%.1f%%); tau mean "
-                "%.3g, last %.3g ---",
-                100 * o->rp.target_routed, 100 * o->rp.max_routed, s->n_route_decisions, s->n_tokens,
-                s->n_tokens ? 100.0 * s->n_route_decisions / s->n_tokens : 0.0, s->tau_mean, s->tau_last);
+    const bool budgeted = o->rp.mode == TR_MODE_JOINT && (o->rp.target_routed > 0 || o->rp.max_routed > 0);
+    char target[32] = "off", cap[32] = "off", tau[96];
+    if (o->rp.target_routed > 0) snprintf(target, sizeof target, "%.1f%%", 100 * o->rp.target_routed);
+    if (o->rp.max_routed > 0) snprintf(cap, sizeof cap, "%.1f%%", 100 * o->rp.max_routed);
+    if (budgeted)
+        fprintf(stderr, "\n--- budget: target %s, cap %s; decided routed %d of %d (%.1f%%) ---", target, cap,
+                s->n_route_decisions, s->n_tokens, s->n_tokens ? 100.0 * s->n_route_decisions / s->n_tokens : 0.0);
+    /* A target moves tau from the one given: the summary names what was used, not where it started. */
+    if (budgeted && o->rp.target_routed > 0)
+        snprintf(tau, sizeof tau, "tau moved by the target from %.3g: mean %.3g, last %.3g", o->rp.tau, s->tau_mean,
+                 s->tau_last);
+    else snprintf(tau, sizeof tau, "tau %.3g", o->rp.tau);
     fprintf(stderr,
-            "\n--- %s mode, tau %.3g ---\n"
+            "\n--- %s mode, %s ---\n"
             "time to first token        %9.2f ms\n"
             "mean time between tokens   %9.2f ms\n"
             "tokens                     %6d\n"
@@ -297,7 +306,7 @@ static void print_summary(const gen_opts *o, const tr_route_stats *s, const tr_l
             "speculative tokens kept    %6d, discarded %d\n"
             "LLM tokens evaluated       %6lld; bytes sent %lld, received %lld\n"
             "total                      %9.2f ms\n",
-            tr_route_mode_name(o->rp.mode), o->rp.tau, s->ttft_ms, s->mean_tbt_ms, s->n_tokens, s->n_routed, pct,
+            tr_route_mode_name(o->rp.mode), tau, s->ttft_ms, s->mean_tbt_ms, s->n_tokens, s->n_routed, pct,
             s->n_fallback, s->slm_ms, s->router_ms, s->llm_ms, (long long)s->llm_calls, (long long)llm->failures,
             (long long)s->llm_blocking, (long long)llm->short_circuited, s->llm_wait_ms, s->n_lookahead_hits,
             o->rp.lookahead, o->rp.speculate_depth, s->n_draft_hits,

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "eval/eval_internal.h"
+#include "model/sample_math.h"
 
 typedef struct scored {
     float score;
@@ -126,9 +127,6 @@ double eval_oracle_accuracy(int64_t n, int64_t slm_correct, int64_t n_gain, doub
 
 float eval_random_score(uint64_t seed, int64_t i) {
     /* splitmix64 of (seed, i): independent of evaluation order. */
-    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
+    const uint64_t z = splitmix64_mix(seed + SPLITMIX64_GAMMA * (uint64_t)(i + 1));
     return (float)((z >> 40) * (1.0 / 16777216.0)); /* 24 bits: exact in a float, < 1 */
 }

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "model/model_internal.h"
 #include "model/qwen35.h"
+#include "router/router_internal.h" /* ROUTER_ARCH: a router file handed over as a model is named as one */
 
 tr_model_params tr_model_default_params(void) {
     tr_model_params p = {.use_mmap = true, .load_vocab = true, .kv_type = TR_KV_DEFAULT};
@@ -344,6 +345,9 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         } else if (strcmp(arch, "gemma3") == 0) {
             m->info.arch = TR_ARCH_GEMMA3;
             m->rope_neox = true;
+        } else if (strcmp(arch, ROUTER_ARCH) == 0) {
+            st = tr_fail(TR_ERR_ARG, "this is a tokroute router file, not a model: load it as the router "
+                                     "(tr_router_load; on the command line --router FILE)");
         } else {
             st = tr_fail(TR_ERR_UNSUPPORTED,
                          "architecture '%.40s' is not supported (llama, qwen2, qwen3, qwen35, gemma3 are)", arch);

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "model/sample_math.h"
 
 typedef struct synth_shape {
     const char *name, *arch;
@@ -130,17 +131,9 @@ static tr_type weight_type(const tr_synth_params *p, const char *role, int il, i
 
 /* ---------------------------------------------------------------- random numbers */
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Uniform in [-1, 1), reproducible per (seed, tensor, index). */
 static float rand_sym(uint64_t *state) {
-    *state = mix64(*state + 0x9E3779B97F4A7C15ull);
+    *state = splitmix64_mix(*state + SPLITMIX64_GAMMA);
     return (float)((double)(*state >> 11) * 0x1.0p-52 - 1.0);
 }
 
@@ -150,7 +143,7 @@ static tr_status fill_tensor(void *user, int64_t ti, void *dst, size_t n_bytes) 
     const tr_type type = job->types[ti];
     const size_t row_bytes = type_row_bytes(type, cols);
     const int64_t rows = (int64_t)(n_bytes / row_bytes);
-    uint64_t state = mix64(job->params->seed * 1315423911ull + (uint64_t)ti);
+    uint64_t state = splitmix64_mix(job->params->seed * 1315423911ull + (uint64_t)ti);
     /* Weights ~ U(-a, a) with a chosen so that each product keeps unit-scale activations. */
     const float amp = 1.7f / sqrtf((float)cols);
     for (int64_t r = 0; r < rows; r++) {

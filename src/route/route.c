@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "model/sample_math.h"
 #include "route/route_internal.h"
 
 double route_now_ms(void) {
@@ -89,24 +90,6 @@ static tr_status prefill_slm(route_run *r, const int32_t *prompt, int32_t n_prom
     return st;
 }
 
-/* log-softmax of logits[id] over n entries. */
-static float log_prob(const float *logits, int32_t n, int32_t id) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0.0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
-    return (float)((double)(logits[id] - mx) - log(sum));
-}
-
-/* The draw at a position depends only on (seed, position), so separate calls continuing one conversation do not
- * restart the generator (splitmix64 of the two). */
-static uint64_t position_seed(uint64_t seed, int32_t pos) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 tr_status route_decide(route_run *r, tr_route_token *tok, bool *routed) {
     const tr_route_params *p = r->p;
     tok->slm_id = -1;
@@ -120,7 +103,7 @@ tr_status route_decide(route_run *r, tr_route_token *tok, bool *routed) {
         if (!logits || !hidden) return tr_fail(TR_ERR_STATE, "the SLM has no logits for the current position");
         if (p->sampling.temperature > 0) tr_sampler_reseed(r->sampler, position_seed(p->sampling.seed, r->len));
         tok->slm_id = tr_sampler_sample(r->sampler, logits, r->n_vocab);
-        tok->logprob = log_prob(logits, r->n_vocab, tok->slm_id);
+        tok->logprob = log_softmax_at(logits, r->n_vocab, tok->slm_id);
         if (p->mode == TR_MODE_JOINT) {
             const double t0 = route_now_ms();
             tr_status st = tr_router_score(r->router, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
@@ -335,6 +318,7 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
         p.mode == TR_MODE_JOINT && (p.speculate_depth > 0 || p.lookahead > 0 || p.draft_tokens > 0);
 
     if (llm) tr_llm_backend_set_abort(llm, p.abort_fn, p.abort_user);
+    if (llm && r.vocab) tr_llm_backend_set_end_id(llm, tr_vocab_eos(r.vocab)); /* an LLM that ends the text */
     r.t_start = route_now_ms();
     st = tr_sampler_create(&p.sampling, &r.sampler);
     if (st == TR_OK && r.vocab) st = tr_detok_stream_create(r.vocab, false, &r.detok);

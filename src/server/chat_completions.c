@@ -233,11 +233,12 @@ static void stream_done(void *cls, bool client_gone) {
     chat_free(c);
 }
 
-int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len) {
+int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len,
+                            int32_t owner) {
     api_error err = {0};
     chat *c = calloc(1, sizeof *c);
     if (!c) return http_send_json(conn, 500, NULL);
-    const bool started = generation_init(&c->g, srv, "chat_completions", "chatcmpl", &err);
+    const bool started = generation_init(&c->g, srv, "chat_completions", "chatcmpl", owner, &err);
     if (started && srv->params.log_requests)
         server_log(srv, "chat_completions body: %.*s", (int)(len < 900 ? len : 900), body);
     if (!started || !parse(srv, body, len, c, &err)) {

@@ -477,11 +477,11 @@ static void stream_free(void *cls, bool client_gone) {
     cmpl_free(c);
 }
 
-int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len) {
+int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len, int32_t owner) {
     api_error err = {0};
     cmpl *c = calloc(1, sizeof *c);
     if (!c) return http_send_json(conn, 500, NULL);
-    if (!generation_init(&c->g, srv, "completions", "cmpl", &err)) {
+    if (!generation_init(&c->g, srv, "completions", "cmpl", owner, &err)) {
         const double t0 = c->g.t0_ms;
         cmpl_free(c);
         return http_send_error(srv, conn, "completions", &err, t0);

@@ -13,7 +13,9 @@
  *
  * A finished generation's private session is parked as a cached prefix (scheduler_park), and a new one starts
  * from the cached prefix it shares most with (reuse_prefix): usage.prompt_tokens_details.cached_tokens says how
- * many prompt tokens were not evaluated again, as OpenAI reports its prompt cache. */
+ * many prompt tokens were not evaluated again, as OpenAI reports its prompt cache. A cached prefix belongs to the
+ * API key that made it (access_key_of; a server without keys is one owner): another key's request never starts
+ * from it, so neither cached_tokens nor the timing tells that key how much of someone else's text it guessed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +26,11 @@
 #include "common/openai_api.h"
 #include "server/server_internal.h"
 
-bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, api_error *err) {
+bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, int32_t owner,
+                     api_error *err) {
     memset(g, 0, sizeof *g);
     g->srv = srv;
+    g->owner = owner;
     g->route = route;
     g->t0_ms = server_now_ms();
     char prefix[24];
@@ -121,6 +125,7 @@ int generation_step(generation *g, route_result *res, api_error *err) {
     req.n_vocab = tr_model_get_info(g->srv->model)->n_vocab;
     req.samp = g->samp;
     req.reuse_prefix = g->n_held == 0;
+    req.owner = g->owner;
     g->session_used = true;
     const int status = scheduler_route(g->srv->sched, &req, res, err);
     if (status != 200) return status;

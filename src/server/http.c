@@ -474,8 +474,8 @@ static int run_route(struct MHD_Connection *conn, void *arg) {
     }
     switch (cs->kind) {
     case ROUTE_NEXT: return handle_route_next(srv, conn, cs);
-    case ROUTE_COMPLETIONS: return completions_handle(srv, conn, body, cs->len);
-    case ROUTE_CHAT: return chat_completions_handle(srv, conn, body, cs->len);
+    case ROUTE_COMPLETIONS: return completions_handle(srv, conn, body, cs->len, cs->owner);
+    case ROUTE_CHAT: return chat_completions_handle(srv, conn, body, cs->len, cs->owner);
     case ROUTE_DELETE: return handle_delete(srv, conn, cs);
     case ROUTE_NONE: break;
     }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/sample_math.h"
 #include "server/server_internal.h"
 
 #define SAMPLER_SLOTS 4
@@ -58,14 +59,6 @@ static tr_sampler *sampler_for(token_sampler *ts, const sampling *s) {
     ts->slot[lru].top_p = s->top_p;
     ts->slot[lru].used = ts->clock;
     return ts->slot[lru].s;
-}
-
-/* splitmix64 of (seed, position), the routed loop's position seed. */
-static uint64_t position_seed(uint64_t seed, int32_t position) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)position + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 /* logits with s's bias added (ids >= n_vocab are never chosen and skipped), or logits itself without a bias. */

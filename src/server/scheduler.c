@@ -14,9 +14,10 @@
  *
  * Prefix reuse (llama.cpp's cache_prompt, vLLM's prefix cache): a finished completion's private session is parked
  * rather than freed — unnamed, kept with its KV as a cached prefix, evicted like any idle session. A request that
- * asks for it (reuse_prefix, a new private session at pos 0) takes over the cached session sharing the longest
- * prefix with its tokens (at least half of what that one holds), truncated to that prefix (at most all tokens but
- * the last, whose logits are wanted), and evaluates only the rest; the result's n_reused says how many it skipped.
+ * asks for it (reuse_prefix, a new private session at pos 0) takes over the cached session of its own API key
+ * (route_request.owner; another key's is never considered) sharing the longest prefix with its tokens (at least half
+ * of what that one holds), truncated to that prefix (at most all tokens but the last, whose logits are wanted), and
+ * evaluates only the rest; the result's n_reused says how many it skipped.
  *
  * Streamed jobs (route_stream): the job lives on the heap, owned by the HTTP response. The worker announces the
  * answer as soon as it and the draft walk are known, then each lookahead token, on the job's condition variable;
@@ -88,13 +89,14 @@ static bool start_job(scheduler *s, job *j) {
             finish(j, 409);
             return false;
         }
-        if (r->reuse_prefix && (x = sched_find_prefix(s, r->tokens, r->n_tokens, &reused))) {
+        if (r->reuse_prefix && (x = sched_find_prefix(s, r->owner, r->tokens, r->n_tokens, &reused))) {
             snprintf(x->id, sizeof x->id, "%s", r->session); /* taken over: the request's own session now */
             x->cached = false;
         } else if (!(x = sched_create_session(s, r->session))) {
             fail(j, 503, "busy", "", "no session slot or KV budget left");
             return false;
         }
+        x->owner = r->owner;
     }
     if (r->pos > x->seq->n_past) {
         api_error_set(j->err, 409, "pos_mismatch", "pos", "pos %d is beyond the %d tokens the server holds", r->pos,

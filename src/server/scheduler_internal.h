@@ -20,6 +20,7 @@ typedef struct session {
     double last_used_ms;
     bool busy;             /* a job on it has started and not finished */
     bool cached;           /* a finished completion kept for its prefix: no request can name it */
+    int32_t owner;         /* the API key whose completion made it (route_request.owner); cached: only it reuses */
     int64_t last_pass;     /* the pass that last evaluated a job of it */
     struct session *next;
 } session;
@@ -100,10 +101,10 @@ double sched_now_ms(void); /* monotonic milliseconds */
 
 void sched_publish_gauges(scheduler *s);
 session *sched_find_session(scheduler *s, const char *id);
-/* The cached prefix sharing the most tokens with tokens[0..n), at most n - 1 of them (the last token is evaluated
- * for its logits); NULL when none shares any. One that would keep less than half of what it holds is left for a
+/* owner's cached prefix (another API key's is never considered) sharing the most tokens with tokens[0..n), at most
+ * n - 1 of them (the last token is evaluated for its logits); NULL when none shares any. One that would keep less than half of what it holds is left for a
  * request that shares more. *common: how many it shares. */
-session *sched_find_prefix(scheduler *s, const int32_t *tokens, int32_t n, int32_t *common);
+session *sched_find_prefix(scheduler *s, int32_t owner, const int32_t *tokens, int32_t n, int32_t *common);
 void sched_remove_session(scheduler *s, session *victim);
 /* Evicts the least recently used idle session other than keep (a cached prefix first); false when there is none. */
 bool sched_evict_lru(scheduler *s, const session *keep);

@@ -28,15 +28,15 @@ session *sched_find_session(scheduler *s, const char *id) {
     return NULL;
 }
 
-/* The cached prefix sharing the most tokens with tokens[0..n), at most n - 1 of them (the last token is evaluated
- * for its logits); NULL when none shares any. One that would keep less than half of what it holds is left for a
- * request that shares more (a long conversation is not cut down to its first tokens for a small gain). *common:
- * how many it shares. */
-session *sched_find_prefix(scheduler *s, const int32_t *tokens, int32_t n, int32_t *common) {
+/* owner's cached prefix (one another API key made is never considered) sharing the most tokens with tokens[0..n), at
+ * most n - 1 of them (the last token is evaluated for its logits); NULL when none shares any. One that would keep
+ * less than half of what it holds is left for a request that shares more (a long conversation is not cut down to its
+ * first tokens for a small gain). *common: how many it shares. */
+session *sched_find_prefix(scheduler *s, int32_t owner, const int32_t *tokens, int32_t n, int32_t *common) {
     session *best = NULL;
     *common = 0;
     for (session *x = s->sessions; x; x = x->next) {
-        if (!x->cached) continue;
+        if (!x->cached || x->owner != owner) continue; /* another key's text: never reused, never measured */
         const int32_t max = x->seq->n_past < n - 1 ? x->seq->n_past : n - 1;
         int32_t k = 0;
         while (k < max && x->seq->tokens[k] == tokens[k]) k++;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/sample_math.h"
 #include "server/server_internal.h"
 
 bool score_result_alloc(const score_request *req, score_result *res) {
@@ -51,13 +52,6 @@ int32_t top_logits(const float *logits, int32_t n_vocab, int32_t k, top_entry *o
         out[j].id = i;
     }
     return m;
-}
-
-double log_sum_exp(const float *logits, int32_t n_vocab) {
-    double mx = -INFINITY, sum = 0;
-    for (int32_t i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
-    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
-    return mx + log(sum);
 }
 
 void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_row *row) {

@@ -54,6 +54,7 @@ typedef struct route_request {
     tr_llm_draft draft; /* n_branches 0: none (see docs/protocol.md, "draft") */
     bool stream;        /* answer first, then the lookahead as it comes (NDJSON; see route_stream.c) */
     bool reuse_prefix;  /* a new private session may start from a cached prefix (completions; scheduler.c) */
+    int32_t owner;      /* reuse_prefix: the API key (access_key_of) whose cached prefixes it may take over */
 } route_request;
 
 /* Parses a /v1/route/next body. model_n_vocab bounds ids, n_ctx bounds pos + tokens + lookahead. On failure fills
@@ -132,9 +133,8 @@ bool score_result_alloc(const score_request *req, score_result *res);
 void score_result_free(score_result *res);
 /* Fills row (its token set, top with room for top_k) from one row of logits over n_vocab ids. */
 void score_row_fill(const float *logits, int32_t n_vocab, int32_t top_k, score_row *row);
-/* log(sum(exp(logits))) in double; the k largest logits' ids (ties: the lower id first), most likely first, by
- * insertion (O(n_vocab) when few beat the k-th): returns how many (k, or n_vocab when smaller). */
-double log_sum_exp(const float *logits, int32_t n_vocab);
+/* The k largest logits' ids (ties: the lower id first), most likely first, by insertion (O(n_vocab) when few beat
+ * the k-th): returns how many (k, or n_vocab when smaller). log_sum_exp: model/sample_math.h. */
 int32_t top_logits(const float *logits, int32_t n_vocab, int32_t k, top_entry *out);
 
 /* metrics.c */
@@ -226,6 +226,7 @@ typedef struct generation {
     int32_t n_prompt, n_gen, max_tokens;
     int32_t n_held;           /* tokens the private session holds */
     int32_t n_cached;         /* prompt tokens taken from a cached prefix (usage's cached_tokens) */
+    int32_t owner;            /* the API key (access_key_of): only its own cached prefixes are reused */
     int32_t n_logprobs;       /* alternatives asked per generated token (0 .. TOP_LOGPROBS_MAX) */
     sampling samp;
     bool stream, include_usage, usage_sent;
@@ -250,8 +251,10 @@ typedef struct generation_limits {
     const char *prompt_field;         /* the field a prompt that fills the context is blamed on */
 } generation_limits;
 
-/* A fresh generation with a random id "PREFIX-<24 hex digits>" (false: err filled). */
-bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, api_error *err);
+/* A fresh generation with a random id "PREFIX-<24 hex digits>" for the API key owner (access_key_of: its cached
+ * prefixes are this key's only) (false: err filled). */
+bool generation_init(generation *g, tr_server *srv, const char *route, const char *id_prefix, int32_t owner,
+                     api_error *err);
 /* Room for n_prompt_max prompt ids and the context after them. */
 bool generation_alloc_ids(generation *g, int32_t n_prompt_max, api_error *err);
 /* The shared layer's error as this server's. */
@@ -287,8 +290,9 @@ char *token_piece(const tr_server *srv, int32_t id, size_t *len);
 
 /* completions.c and chat_completions.c: POST /v1/completions and /v1/chat/completions on an HTTP thread. */
 struct MHD_Connection;
-int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
-int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len);
+int completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len, int32_t owner);
+int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const char *body, size_t len,
+                            int32_t owner);
 /* route_stream.c: answers a parsed /v1/route/next request with "stream": true (takes req's tokens). */
 int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_request *req, double t0_ms);
 /* http_defer.c: the client of the non-streamed request the calling thread answers has hung up (generation_step

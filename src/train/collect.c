@@ -30,6 +30,7 @@
 
 #include "common/error.h"
 #include "eval/dataset.h"
+#include "model/sample_math.h"
 #include "router/router_internal.h"
 #include "train/train_internal.h"
 
@@ -82,15 +83,6 @@ struct collector {
     uint64_t data_end;           /* bytes of positions.bin in use */
     tr_collect_stats stats;
 };
-
-/* log of the softmax normalizer of a row: m + ln sum exp(l - m). */
-static double log_sum_exp(const float *l, int32_t n) {
-    float m = -INFINITY;
-    for (int32_t i = 0; i < n; i++) m = l[i] > m ? l[i] : m;
-    double s = 0;
-    for (int32_t i = 0; i < n; i++) s += exp((double)l[i] - m);
-    return m + log(s);
-}
 
 static float prob_of(const float *l, double lse, int32_t id) {
     const double p = exp((double)l[id] - lse);
@@ -325,6 +317,49 @@ static tr_status write_fresh(collector *c, const unsigned char *header, const ch
     return TR_OK;
 }
 
+/* Names the first setting in which a folder's header (old) and this run's (mine) differ, both values given. */
+static void header_difference(const collect_header *old, const collect_header *mine, char *out, size_t cap) {
+#define DIFFER_U(field, what)                                                                                        \
+    if (old->field != mine->field) {                                                                                 \
+        snprintf(out, cap, "%s: %lld there, %lld here", what, (long long)old->field, (long long)mine->field);      \
+        return;                                                                                                      \
+    }
+    if (strncmp(old->llm_name, mine->llm_name, sizeof old->llm_name) != 0) {
+        snprintf(out, cap, "the LLM: '%.64s' there, '%.64s' here (another backend or model)", old->llm_name,
+                 mine->llm_name);
+        return;
+    }
+    if (strncmp(old->slm_name, mine->slm_name, sizeof old->slm_name) != 0) {
+        snprintf(out, cap, "the SLM: '%.64s' there, '%.64s' here", old->slm_name, mine->slm_name);
+        return;
+    }
+    if (old->format != mine->format) {
+        snprintf(out, cap, "the data format: %s there, %s here", tr_data_format_name((tr_data_format)old->format),
+                 tr_data_format_name((tr_data_format)mine->format));
+        return;
+    }
+    DIFFER_U(data_hash, "the data file (its hash)")
+    DIFFER_U(first, "the range's first example")
+    DIFFER_U(round, "the round")
+    DIFFER_U(max_tokens, "--max-tokens")
+    DIFFER_U(topk, "the SLM's top-k")
+    DIFFER_U(llm_topk, "--llm-topk")
+    DIFFER_U(rollouts, "--rollouts")
+    DIFFER_U(prompt_tokens, "--prompt-tokens")
+    DIFFER_U(seed, "the seed")
+    DIFFER_U(chat_template, "the chat template")
+    DIFFER_U(n_embd, "the SLM's hidden size")
+    DIFFER_U(n_vocab, "the vocabulary size")
+    DIFFER_U(llm_n_embd, "the LLM's hidden size")
+    DIFFER_U(record_bytes, "the record size")
+    if (old->tau != mine->tau) {
+        snprintf(out, cap, "tau: %g there, %g here", (double)old->tau, (double)mine->tau);
+        return;
+    }
+#undef DIFFER_U
+    snprintf(out, cap, "the settings");
+}
+
 /* Keeps the index entries whose records are complete, cuts both files after them and reopens them for
  * appending; *next gets the example after the last one kept. */
 static tr_status resume_existing(collector *c, const unsigned char *header, const char *data_path,
@@ -344,9 +379,13 @@ static tr_status resume_existing(collector *c, const unsigned char *header, cons
     memcpy(mine, header, sizeof mine);
     memcpy(mine + COLLECT_LAST_OFFSET, old + COLLECT_LAST_OFFSET, 4);
     memcpy(mine + COLLECT_SLM_PATH_OFFSET, old + COLLECT_SLM_PATH_OFFSET, COLLECT_PATH_BYTES);
-    if (memcmp(old, mine, COLLECT_HEADER_BYTES) != 0)
-        return tr_fail(TR_ERR_STATE, "%s holds a collect with other models, data or settings; use another folder "
-                       "or start over (resume = false, --restart)", data_path);
+    if (memcmp(old, mine, COLLECT_HEADER_BYTES) != 0) {
+        collect_header want;
+        char what[300] = "the settings";
+        if (collect_header_decode(mine, sizeof mine, &want) == TR_OK) header_difference(&h, &want, what, sizeof what);
+        return tr_fail(TR_ERR_STATE, "%s holds another collect, so it cannot be resumed: %s. Use another folder, or "
+                       "start this one over (collect --restart)", data_path, what);
+    }
     unsigned char *index = NULL;
     size_t n_index = 0;
     f = fopen(index_path, "rb");
@@ -444,6 +483,7 @@ static tr_status setup(collector *c, const char *data_path, const llm_identity *
     tr_status vst = tr_vocab_compatible_size(c->vocab, llm_vocab, &match, &n_shared);
     if (vst != TR_OK) return vst;
     tr_llm_backend_set_allowed(c->llm, c->n_shared);
+    tr_llm_backend_set_end_id(c->llm, tr_vocab_eos(c->vocab)); /* llm-sample: an LLM that ends the text */
     if (c->n_embd > COLLECT_MAX_EMBD) return tr_fail(TR_ERR_UNSUPPORTED, "hidden size %d is too large", (int)c->n_embd);
     int32_t n_examples = -1;
     uint64_t hash = 0;

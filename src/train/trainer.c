@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "model/sample_math.h"
 #include "train/trainer_internal.h"
 
 tr_train_params tr_train_default_params(void) {
@@ -42,12 +43,7 @@ tr_train_params tr_train_default_params(void) {
     return p;
 }
 
-uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+uint64_t splitmix64(uint64_t *state) { return splitmix64_mix(*state += SPLITMIX64_GAMMA); }
 
 static double uniform01(uint64_t *state) { return (double)(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0); }
 

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "model/sample_math.h"
 
 typedef struct request {
     int32_t *tokens;
@@ -43,6 +44,7 @@ struct tr_llm_backend {
     void *impl;
     double rtt_ms;
     int32_t n_allowed;
+    int32_t end_id;            /* -1: unknown */
     tr_abort_fn abort_fn;
     void *abort_user;
     int32_t cooldown_ms, max_cooldown_ms;
@@ -103,6 +105,7 @@ tr_status tr_llm_backend_create(const tr_llm_backend_ops *ops, void *impl, tr_ll
     }
     b->ops = ops;
     b->impl = impl;
+    b->end_id = -1;
     b->cooldown_ms = 1000;
     b->max_cooldown_ms = 16000;
     *out = b;
@@ -135,6 +138,10 @@ void tr_llm_backend_set_allowed(tr_llm_backend *b, int32_t n_allowed) {
     if (b) b->n_allowed = n_allowed > 0 ? n_allowed : 0;
 }
 
+void tr_llm_backend_set_end_id(tr_llm_backend *b, int32_t end_id) {
+    if (b) b->end_id = end_id >= 0 ? end_id : -1;
+}
+
 void tr_llm_backend_set_breaker(tr_llm_backend *b, int32_t cooldown_ms, int32_t max_cooldown_ms) {
     if (!b) return;
     b->cooldown_ms = cooldown_ms > 0 ? cooldown_ms : 0;
@@ -157,10 +164,7 @@ void tr_llm_backend_set_jitter(tr_llm_backend *b, double max_ms, uint64_t seed) 
 
 static double next_jitter_ms(tr_llm_backend *b) {
     if (b->jitter_ms <= 0) return 0;
-    uint64_t z = (b->jitter_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const uint64_t z = splitmix64_mix(b->jitter_state += SPLITMIX64_GAMMA);
     return b->jitter_ms * (double)(z >> 11) / 9007199254740992.0;
 }
 
@@ -251,6 +255,13 @@ static void publish_locked(tr_llm_backend *b, const tr_llm_reply *reply, const c
     pthread_cond_broadcast(&b->cv);
 }
 
+/* One rule for every log-probability a backend hands back, a next-token answer's as a scoring reply's: a finite
+ * number <= 0 (LOGPROB_SLACK of rounding allowed), or -inf (a probability that underflowed) where may_be_neg_inf. */
+#define LOGPROB_SLACK 1e-4f
+static bool logprob_valid(float lp, bool may_be_neg_inf) {
+    return (isfinite(lp) || (lp == -INFINITY && may_be_neg_inf)) && lp <= LOGPROB_SLACK;
+}
+
 /* Checks the answer and the draft walk and fills the reply's id, logprob and verify. Verify ids only count along
  * the walk they claim: an id that selects no branch ends it (the ids after it would answer positions the reply
  * never evaluated); an id outside the shared range ends it too, and so does the lookahead after a cut walk. */
@@ -260,6 +271,9 @@ static tr_status check_answer(call_ctx *x, const tr_llm_call *call) {
     if (call->id < 0 || (b->n_allowed > 0 && call->id >= b->n_allowed))
         return tr_fail(TR_ERR_RANGE, "returned token %d, outside the shared vocabulary (0..%d)", call->id,
                        (b->n_allowed > 0 ? b->n_allowed : 1) - 1);
+    if (!isnan(call->logprob) && !logprob_valid(call->logprob, true)) /* NAN: not reported */
+        return tr_fail(TR_ERR_FORMAT, "returned log-probability %g for token %d: not a number <= 0",
+                       (double)call->logprob, call->id);
     int32_t n_verify = 0;
     if (call->draft && call->n_verify > 0) {
         int32_t answers[TR_DRAFT_BRANCHES_MAX + 1], path[TR_DRAFT_BRANCHES_MAX + 1];
@@ -365,7 +379,8 @@ static tr_status do_call(tr_llm_backend *b, const request *rq, bool async, tr_ll
     const double t0 = now_ms();
     double return_trip_ms = b->rtt_ms / 2;
     tr_status st;
-    tr_llm_call call = {.tokens = rq->tokens, .n_tokens = rq->n, .n_allowed = b->n_allowed, .abort_fn = b->abort_fn,
+    tr_llm_call call = {.tokens = rq->tokens, .n_tokens = rq->n, .n_allowed = b->n_allowed, .end_id = b->end_id,
+                        .abort_fn = b->abort_fn,
                         .abort_user = b->abort_user, .id = -1, .logprob = NAN, .lookahead = x.lookahead,
                         .lookahead_ids = x.impl_lookahead, .draft = rq->has_draft ? &rq->draft : NULL,
                         .verify_ids = reply->verify, .internal = &x};
@@ -457,7 +472,6 @@ tr_status tr_llm_next_token_ex(tr_llm_backend *b, const int32_t *tokens, int32_t
  * slack of 1e-4) and not increasing; the actual token's log-probability finite (or -inf) and <= 0. Then ids outside
  * the allowed range (a padded LLM vocabulary) are dropped from the lists, which may leave fewer than top_k. */
 static tr_status check_scores(const tr_llm_backend *b, const tr_llm_score_call *c, int32_t n_vocab) {
-    const float slack = 1e-4f;
     /* A server that does not report its size is held to the allowed range: an id beyond it cannot be told from
      * garbage (SGLang's backend asks for spare alternatives and drops padding ids itself). */
     const int32_t limit = n_vocab > 0 ? n_vocab : b->n_allowed > 0 ? b->n_allowed : INT32_MAX;
@@ -474,20 +488,19 @@ static tr_status check_scores(const tr_llm_backend *b, const tr_llm_score_call *
             if (id < 0 || id >= limit)
                 return tr_fail(TR_ERR_RANGE, "position %d: token id %d is outside the vocabulary (0..%d)", p, id,
                                limit - 1);
-            if (!isfinite(lp) && !(lp == -INFINITY && i > 0))
-                return tr_fail(TR_ERR_FORMAT, "position %d: log-probability of token %d is not a number", p, id);
-            if (lp > slack) return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g > 0", p, (double)lp);
-            if (i > 0 && lp > o->top_logprobs[i - 1] + slack)
+            if (!logprob_valid(lp, i > 0))
+                return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g of token %d is not a number <= 0", p,
+                               (double)lp, id);
+            if (i > 0 && lp > o->top_logprobs[i - 1] + LOGPROB_SLACK)
                 return tr_fail(TR_ERR_FORMAT, "position %d: top log-probabilities are not in descending order", p);
             for (int32_t j = 0; j < i; j++)
                 if (o->top_ids[j] == id) return tr_fail(TR_ERR_FORMAT, "position %d: token %d listed twice", p, id);
         }
-        if (p < c->n_tokens) {
-            if (isnan(o->logprob) || o->logprob == INFINITY)
-                return tr_fail(TR_ERR_FORMAT, "position %d: no log-probability for token %d", p, c->tokens[p]);
-            if (o->logprob > slack)
-                return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g > 0", p, (double)o->logprob);
-        }
+        if (p < c->n_tokens && isnan(o->logprob))
+            return tr_fail(TR_ERR_FORMAT, "position %d: no log-probability for token %d", p, c->tokens[p]);
+        if (p < c->n_tokens && !logprob_valid(o->logprob, true))
+            return tr_fail(TR_ERR_FORMAT, "position %d: log-probability %g of token %d is not a number <= 0", p,
+                           (double)o->logprob, c->tokens[p]);
         if (b->n_allowed > 0) {
             int32_t kept = 0;
             for (int32_t i = 0; i < o->n_top; i++) {

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "model/sample_math.h"
 #include "transport/backend.h"
 
 #define CATCH_UP_CHUNK 256
@@ -24,23 +25,6 @@ typedef struct embedded {
     int32_t n_vocab;
     bool logits_valid; /* the context's last logits belong to its last cached position */
 } embedded;
-
-/* log-softmax of logits[id] over the first n entries. */
-static float log_prob(const float *logits, int32_t n, int32_t id) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0.0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
-    return (float)((double)(logits[id] - mx) - log(sum));
-}
-
-/* splitmix64 of (seed, position): the same as the routed loop's and the server's. */
-static uint64_t position_seed(uint64_t seed, int32_t pos) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* The draft walk (tr_llm_draft): after each answer, the branch starting with it is evaluated in one batch and the
  * position after it answered, drawn like any other position. Stops where no branch matches or the context is full;
@@ -114,7 +98,7 @@ static tr_status embedded_next(void *impl, tr_llm_call *call) {
     const float *logits = tr_context_logits(e->ctx, -1);
     if (e->sp.temperature > 0) tr_sampler_reseed(e->sampler, position_seed(e->sp.seed, n));
     call->id = tr_sampler_sample(e->sampler, logits, n_choice);
-    if (call->id >= 0) call->logprob = log_prob(logits, n_choice, call->id);
+    if (call->id >= 0) call->logprob = log_softmax_at(logits, n_choice, call->id);
     int32_t last = call->id;
     if (call->id >= 0 && call->draft) last = walk_draft(e, call, n_choice);
     tr_llm_call_answered(call);
@@ -174,10 +158,7 @@ static tr_status embedded_score(void *impl, tr_llm_score_call *call) {
         for (int32_t r = 0; r < m; r++) {
             const float *l = tr_context_logits(e->ctx, r);
             tr_llm_position *o = &call->out[at + r + 1 - call->first];
-            double mx = -INFINITY, sum = 0;
-            for (int32_t i = 0; i < n_choice; i++) mx = l[i] > mx ? l[i] : mx;
-            for (int32_t i = 0; i < n_choice; i++) sum += exp((double)l[i] - mx);
-            const double lse = mx + log(sum);
+            const double lse = log_sum_exp(l, n_choice);
             o->n_top = top_k_of(l, n_choice, call->top_k, o->top_ids);
             for (int32_t i = 0; i < o->n_top; i++) o->top_logprobs[i] = (float)((double)l[o->top_ids[i]] - lse);
             const int32_t pos = at + r + 1;

@@ -9,7 +9,9 @@
  *   - choices[0].logprobs.content[0].id        llama.cpp's server
  *   - choices[0].logprobs.tokens[0] "token_id:N"  vLLM and SGLang with "return_tokens_as_token_ids": true
  *   - tokens[0] / completion_probabilities[0].id  llama.cpp's /completion ("return_tokens": true)
- * A reply carrying none of these is an error. A padded LLM vocabulary is restricted with logit_bias (an
+ * A reply carrying none of these is an error, but for one: finish_reason "stop" with no token is the LLM ending the
+ * text (tokroute serve leaves the end of sequence out of token_ids and logprobs; vLLM, SGLang and llama.cpp name it),
+ * answered with the end id the caller set (tr_llm_backend_set_end_id), its log-probability unknown. A padded LLM vocabulary is restricted with logit_bias (an
  * {"id": -100} map for OpenAI, [[id, false], ...] for llama.cpp) when the extra ids are few, and checked always.
  *
  * Sampling (tr_llm_backend_set_sampling; greedy until then): temperature, top_k, top_p and a seed derived from
@@ -147,6 +149,14 @@ static void read_logprob(const cJSON *entry, float *logprob) {
     if (cJSON_IsNumber(lp)) *logprob = (float)lp->valuedouble;
 }
 
+/* finish_reason "stop" with no generated token: the LLM ended the text (no stop strings are sent). */
+static bool ended_without_token(const cJSON *choice) {
+    const cJSON *finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(choice, "token_ids");
+    return cJSON_IsString(finish) && strcmp(finish->valuestring, "stop") == 0 &&
+           (!ids || cJSON_IsNull(ids) || (cJSON_IsArray(ids) && cJSON_GetArraySize(ids) == 0));
+}
+
 static tr_status parse_openai(const cJSON *j, tr_llm_call *call) {
     const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
     const cJSON *lps = cJSON_GetObjectItemCaseSensitive(choice, "logprobs");
@@ -154,9 +164,16 @@ static tr_status parse_openai(const cJSON *j, tr_llm_call *call) {
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(lps, "tokens");
     int64_t id = -1;
     if (!first_id(cJSON_GetObjectItemCaseSensitive(choice, "token_ids"), &id) &&
-        !json_int(content0, "id", 0, INT32_MAX, &id) && !parse_token_id_string(cJSON_GetArrayItem(tokens, 0), &id))
-        return tr_fail(TR_ERR_FORMAT, "the reply names no generated token id (choices[0].token_ids, "
-                                      "choices[0].logprobs.content[0].id or \"token_id:N\" logprob tokens)");
+        !json_int(content0, "id", 0, INT32_MAX, &id) && !parse_token_id_string(cJSON_GetArrayItem(tokens, 0), &id)) {
+        if (!ended_without_token(choice))
+            return tr_fail(TR_ERR_FORMAT, "the reply names no generated token id (choices[0].token_ids, "
+                                          "choices[0].logprobs.content[0].id or \"token_id:N\" logprob tokens)");
+        if (call->end_id < 0)
+            return tr_fail(TR_ERR_FORMAT, "the LLM ended the text (finish_reason \"stop\", no token) and the "
+                                          "end-of-sequence id is not known (tr_llm_backend_set_end_id)");
+        id = call->end_id;
+        content0 = NULL; /* no log-probability to read */
+    }
     call->id = (int32_t)id;
     if (content0) read_logprob(content0, &call->logprob);
     const cJSON *tlp = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(lps, "token_logprobs"), 0);
@@ -385,6 +402,19 @@ static const backend_ops llamacpp_ops = {.name = "llamacpp", .next_token = prefi
                                          .free = prefix_free, .score = llamacpp_score,
                                          .set_sampling = prefix_set_sampling};
 
+/* The server's base URL: OpenAI clients are given "http://host:8000/v1" (the API's base, to which they add
+ * "/completions"), tokroute's flags the server's root; both are taken, the trailing "/v1" dropped (every path here
+ * starts at the root: /v1/completions, /v1/models, /health). NULL: out of memory. */
+static char *openai_base_url(const char *url) {
+    char *base = strdup(url);
+    if (!base) return NULL;
+    size_t n = strlen(base);
+    while (n > 0 && base[n - 1] == '/') base[--n] = '\0';
+    const char *host = strstr(base, "://"); /* "/v1" after a host, not the host itself */
+    if (host && n >= 3 && strcmp(base + n - 3, "/v1") == 0 && base + n - 3 > host + 3) base[n - 3] = '\0';
+    return base;
+}
+
 static tr_status create(api kind, const tr_remote_params *p, tr_llm_backend **out) {
     if (!p || !out) return tr_fail(TR_ERR_ARG, "remote backend: NULL argument");
     *out = NULL;
@@ -397,9 +427,14 @@ static tr_status create(api kind, const tr_remote_params *p, tr_llm_backend **ou
     b->sampling = tr_remote_default_params().sampling; /* greedy until tr_llm_backend_set_sampling */
     b->params = *p;
     b->params.url = b->params.api_key = b->params.cacert = b->params.model = NULL;
-    tr_status st = http_client_create(p, &b->http);
+    tr_status st = TR_OK;
+    if (kind == API_OPENAI && p->url && !(b->params.url = openai_base_url(p->url)))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    tr_remote_params conn = *p;
+    if (b->params.url) conn.url = b->params.url;
+    if (st == TR_OK) st = http_client_create(&conn, &b->http);
     if (st == TR_OK && p->model && !(b->model = strdup(p->model))) st = tr_fail(TR_ERR_NOMEM, "out of memory");
-    if (st == TR_OK && ((p->url && !(b->params.url = strdup(p->url))) ||
+    if (st == TR_OK && ((p->url && !b->params.url && !(b->params.url = strdup(p->url))) ||
                         (p->api_key && !(b->params.api_key = strdup(p->api_key))) ||
                         (p->cacert && !(b->params.cacert = strdup(p->cacert)))))
         st = tr_fail(TR_ERR_NOMEM, "out of memory");

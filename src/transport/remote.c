@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "model/sample_math.h"
 #include "transport/score_reply.h"
 
 tr_remote_params tr_remote_default_params(void) {
@@ -73,12 +74,7 @@ int32_t remote_query_n_vocab(http_client *c) {
     return (int32_t)n;
 }
 
-int64_t remote_position_seed(uint64_t seed, int32_t pos) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (int64_t)((z ^ (z >> 31)) & 0x7fffffffu);
-}
+int64_t remote_position_seed(uint64_t seed, int32_t pos) { return (int64_t)(position_seed(seed, pos) & 0x7fffffffu); }
 
 tr_status remote_check_sampling(const tr_sampler_params *s) {
     if (s->temperature != s->temperature || s->top_k < 0 || !(s->top_p > 0 && s->top_p <= 1))
@@ -107,7 +103,8 @@ static char *score_request(const char *model, const tr_llm_score_call *call) {
     return s;
 }
 
-tr_status remote_score_vllm(http_client *http, const char *model, tr_llm_score_call *call) {
+/* One scoring request and its reply; *ended: see score_reply_vllm. */
+static tr_status post_score(http_client *http, const char *model, tr_llm_score_call *call, bool *ended) {
     static const char *path = "/v1/completions";
     char *body = score_request(model, call);
     if (!body) return tr_fail(TR_ERR_NOMEM, "out of memory");
@@ -126,5 +123,38 @@ tr_status remote_score_vllm(http_client *http, const char *model, tr_llm_score_c
                                "--max-logprobs %d or more)", call->top_k, call->top_k);
         return st;
     }
-    return score_reply_vllm(resp.body, resp.len, call);
+    return score_reply_vllm(resp.body, resp.len, call, ended);
+}
+
+/* The LLM ended the text at the position after the sequence, and the server (tokroute serve) left the end of
+ * sequence out of the generated token's log-probabilities: that position is read instead as a prompt position of
+ * the sequence extended by one token (any: only the distribution it is drawn from is read), from prompt_logprobs. */
+static tr_status score_after_end(http_client *http, const char *model, tr_llm_score_call *call) {
+    const int32_t n = call->n_tokens;
+    int32_t *extended = malloc(((size_t)n + 1) * sizeof *extended);
+    if (!extended) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    memcpy(extended, call->tokens, (size_t)n * sizeof *extended);
+    extended[n] = call->tokens[n - 1];
+    tr_llm_score_call after = *call;
+    after.tokens = extended;
+    after.n_tokens = n + 1;
+    after.first = n;
+    after.end = n + 1;
+    after.out = &call->out[n - call->first];
+    after.n_evaluated = after.n_requests = after.bytes_sent = after.bytes_received = 0;
+    bool ended = false;
+    const tr_status st = post_score(http, model, &after, &ended);
+    free(extended);
+    after.out->logprob = NAN; /* the extra token is not the caller's */
+    call->n_evaluated += after.n_evaluated;
+    call->n_requests += after.n_requests;
+    call->bytes_sent += after.bytes_sent;
+    call->bytes_received += after.bytes_received;
+    return st;
+}
+
+tr_status remote_score_vllm(http_client *http, const char *model, tr_llm_score_call *call) {
+    bool ended = false;
+    const tr_status st = post_score(http, model, call, &ended);
+    return st == TR_OK && ended ? score_after_end(http, model, call) : st;
 }

@@ -21,8 +21,8 @@ tr_status http_status_error(const char *what, const http_response *resp);
  * (otherwise it is cleared). */
 int32_t remote_query_n_vocab(http_client *c);
 
-/* The seed a sampled request at position pos sends (splitmix64 of (seed, pos), as embedded.c's position_seed),
- * cut to 31 bits: llama.cpp reads "seed" as a 32-bit integer where -1 means random. */
+/* The seed a sampled request at position pos sends (model/sample_math.h's position_seed), cut to 31 bits:
+ * llama.cpp reads "seed" as a 32-bit integer where -1 means random. */
 int64_t remote_position_seed(uint64_t seed, int32_t pos);
 /* TR_OK when sampling is usable (a temperature that is a number, top_k >= 0, top_p in (0, 1]), else TR_ERR_ARG. */
 tr_status remote_check_sampling(const tr_sampler_params *s);

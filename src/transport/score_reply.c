@@ -137,7 +137,16 @@ static tr_status check_prompt_ids(const cJSON *ids, const tr_llm_score_call *cal
     return TR_OK;
 }
 
-tr_status score_reply_vllm(const char *body, size_t len, tr_llm_score_call *call) {
+/* finish_reason "stop" with no generated token (tokroute serve's end of sequence). */
+static bool ended_without_token(const cJSON *choice) {
+    const cJSON *finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(choice, "token_ids");
+    return cJSON_IsString(finish) && strcmp(finish->valuestring, "stop") == 0 && cJSON_IsArray(ids) &&
+           cJSON_GetArraySize(ids) == 0;
+}
+
+tr_status score_reply_vllm(const char *body, size_t len, tr_llm_score_call *call, bool *ended) {
+    *ended = false;
     cJSON *j = cJSON_ParseWithLength(body, len);
     if (!j) return tr_fail(TR_ERR_FORMAT, "/v1/completions: the reply is not JSON");
     const int32_t n = call->n_tokens, prompt_end = call->end < n ? call->end : n;
@@ -161,7 +170,8 @@ tr_status score_reply_vllm(const char *body, size_t len, tr_llm_score_call *call
     if (st == TR_OK && call->end == n + 1) {
         const cJSON *lps = cJSON_GetObjectItemCaseSensitive(choice, "logprobs");
         const cJSON *top0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(lps, "top_logprobs"), 0);
-        if (!top0) st = tr_fail(TR_ERR_FORMAT, "/v1/completions: no choices[0].logprobs.top_logprobs[0] for position %d", n);
+        if (!top0 && ended_without_token(choice)) *ended = true; /* the caller reads position n another way */
+        else if (!top0) st = tr_fail(TR_ERR_FORMAT, "/v1/completions: no choices[0].logprobs.top_logprobs[0] for position %d", n);
         else st = read_vllm_position(top0, n, -1, call->top_k, true, &call->out[n - call->first]);
     }
     if (st == TR_OK) {

@@ -13,8 +13,11 @@
 #include "tokroute.h"
 
 /* vLLM's completions reply into call->out for positions [first, end) (see score_reply.c for the shape and the vLLM
- * source it follows), and call->n_evaluated (usage: prompt tokens not served from the cache). */
-tr_status score_reply_vllm(const char *body, size_t len, tr_llm_score_call *call);
+ * source it follows), and call->n_evaluated (usage: prompt tokens not served from the cache). *ended: the position
+ * after the sequence was asked for and the reply has no log-probabilities for it because the LLM ended the text
+ * there (finish_reason "stop", token_ids [] — tokroute serve leaves the end of sequence out): TR_OK with that
+ * position left unfilled. */
+tr_status score_reply_vllm(const char *body, size_t len, tr_llm_score_call *call, bool *ended);
 
 /* llama.cpp's /completion reply for one position pos (the prompt was tokens[0..pos), n_predict 1): the top list of
  * the first generated token's probabilities into *out; with pos < n_tokens the sampled token must be tokens[pos]

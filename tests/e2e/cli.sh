@@ -33,14 +33,18 @@ refused() {
 one=(generate -m "$slm" -p "Once upon a time" -n 4)
 refused "${one[@]}" --router README.md -- "--router applies to routed generation: give an LLM"
 refused "${one[@]}" --policy bogus -- "--policy applies to routed generation"
-refused "${one[@]}" --threshold 1.5 -- "--threshold applies to routed generation"
+refused "${one[@]}" --threshold 0.5 -- "--threshold applies to routed generation"
 refused "${one[@]}" --policy maxprob -- "--policy applies to routed generation"
 pair=(generate --slm "$slm" --llm "$llm" -p "Once upon a time" -n 4)
 refused "${pair[@]}" --mode slm --threshold 0.5 -- "mode slm routes nothing"
 refused "${pair[@]}" --mode llm --policy margin -- "mode llm routes nothing"
 refused "${pair[@]}" --policy bogus -- "unknown --policy 'bogus'"
 refused "${pair[@]}" --policy mlp -- "a trained router: --router FILE"
-for t in nan NaN inf -inf; do refused "${pair[@]}" --threshold "$t" -- "--threshold must be a finite number"; done
+# Scores are in [0, 1], and so is tau wherever else it is taken (the ui's API, train-router, router files).
+for t in nan NaN inf -inf 1.5 2 -0.1; do refused "${pair[@]}" --threshold "$t" -- "--threshold must be in"; done
+refused collect --slm "$slm" --llm "$llm" --tau 1.5 -- "--tau must be in"
+# A cap below the target could never let the target be reached.
+refused "${pair[@]}" --target-routed 0.2 --max-routed 0.1 -- "--max-routed is below --target-routed"
 refused "${one[@]}" --temp -1 -- "--temp must be >= 0"
 refused "${one[@]}" --temp nan -- "--temp must be >= 0"
 # A router file that is not one fails at load, naming the file's problem (exit 1, not ignored).
@@ -70,6 +74,16 @@ c=$("$cli" "${samp[@]}" --seed 3) && d=$("$cli" "${samp[@]}" --seed 3) || fail "
 "$cli" generate -m "$llm" -p "Once" -n 4 --temp 1 --seed 3 --summary-json 2>&1 >/dev/null | grep -q '"seed":3,' || fail "no seed in --summary-json"
 "$cli" generate --help | grep -q "fresh" || fail "--help does not say an unseeded run draws a fresh seed"
 echo "ok: sampling without --seed draws a fresh seed and reports it; --seed replays"
+
+# The summary names the tau a target used (not the one it started from), and "off" for a budget part not given.
+"$cli" "${pair[@]}" -n 40 --target-routed 0.2 >/dev/null 2>"$tmp/err" || fail "--target-routed"
+grep -q -- "--- budget: target 20.0%, cap off; decided routed" "$tmp/err" || fail "budget line: $(cat "$tmp/err")"
+grep -q -- "--- joint mode, tau moved by the target from 0.5: mean [0-9.]*, last [0-9.]* ---" "$tmp/err" ||
+  fail "a target's summary shows the starting tau as the one used: $(cat "$tmp/err")"
+"$cli" "${pair[@]}" -n 40 --max-routed 0.1 >/dev/null 2>"$tmp/err" || fail "--max-routed"
+grep -q -- "--- budget: target off, cap 10.0%; decided routed" "$tmp/err" || fail "cap-only line: $(cat "$tmp/err")"
+grep -q -- "--- joint mode, tau 0.5 ---" "$tmp/err" || fail "a cap alone keeps tau: $(cat "$tmp/err")"
+echo "ok: the budget's summary"
 
 # ---------------------------------------------------------------- -c beyond the trained context (512 tokens)
 "$cli" generate -m "$slm" -p "Once upon a time" -n 4 -c 2048 --no-summary >/dev/null 2>"$tmp/err" || fail "-c 2048"
@@ -167,6 +181,11 @@ grep -q "\"tau\":$(python3 -c "print('%g' % float('$tau'))")," "$tmp/err" || fai
 "$cli" train-router --data "$tmp/train" --out "$tmp/plain.gguf" --hidden 8 --epochs 1 -t 1 --json 2>/dev/null \
   | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["tau"] == 0.5 and "routed" not in s, s' \
   || fail "tau without --eval-data"
+# A router file handed over as the SLM says what it is and where it goes.
+if "$cli" generate --slm "$tmp/r.gguf" --llm "$llm" -p "Once upon a time" -n 4 >/dev/null 2>"$tmp/err"; then
+  fail "a router file loaded as the SLM"
+fi
+grep -q "is a tokroute router file, not a model: .*--router FILE" "$tmp/err" || fail "router as --slm: $(cat "$tmp/err")"
 echo "ok: train-router checks --out first and stores the calibrated tau; calibrate asks for --slm by name"
 
 # Ctrl-C after an epoch: the best epoch so far is written (exit 130) and is a working router.
@@ -197,7 +216,7 @@ start_serve() { # start_serve NAME [serve options]: sets $url and $serve_pid
   url=$(wait_ready "$tmp/$name.ready" "$serve_pid") || fail "serve $name: $(cat "$tmp/$name.log")"
 }
 active_sessions() { curl -sS "$url/metrics" | awk '$1 == "tokroute_active_sessions" {print $2}'; }
-routed=(generate --slm "$slm" -p "Once upon a time" --threshold 2 --ignore-eos --sync)  # every token routed
+routed=(generate --slm "$slm" -p "Once upon a time" --threshold 1 --ignore-eos --sync)  # every token routed
 
 start_serve main
 # /v1/completions refuses \u0000 as the session protocol does (docs/protocol.md) instead of cutting the prompt.

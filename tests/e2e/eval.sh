@@ -90,6 +90,12 @@ grep -q "10% routed" "$tmp/table.txt" || fail "no target columns"
 # A question format: task-level generation with answer checking.
 "$cli" eval --slm "$slm" --llm "$llm" --data "$shared/data/commonsenseqa/dev_rand_split.jsonl" --format csqa \
   --range 0:2 --routed 0.1 --max-new 4 --json >"$tmp/csqa.json" 2>/dev/null || fail "csqa eval failed"
+# The console table shows the answer accuracy too: the models alone, then per policy and target.
+"$cli" eval --slm "$slm" --llm "$llm" --data "$shared/data/commonsenseqa/dev_rand_split.jsonl" --format csqa \
+  --range 0:2 --routed 0.1 --max-new 4 >"$tmp/csqa.txt" 2>/dev/null || fail "csqa eval (table) failed"
+grep -Eq "^answer accuracy in generation: SLM [0-9.]+   LLM [0-9.]+$" "$tmp/csqa.txt" &&
+  grep -q "^answer accuracy in generation (at the teacher-forced tau" "$tmp/csqa.txt" &&
+  grep -Eq "^maxprob +[0-9.]+ / [0-9.]+" "$tmp/csqa.txt" || fail "no answer accuracy on the console: $(cat "$tmp/csqa.txt")"
 python3 - "$tmp/csqa.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))

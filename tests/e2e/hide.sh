@@ -163,8 +163,8 @@ echo "flags: bad values refused"
 port=$(free_port)
 start_serve "$port" -c 48
 n400=$(grep -c " 400 " "$tmp/serve.log" || true)
-ref=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --sync --no-summary 2>/dev/null)
-got=$(gen --server "$url" -p "Once upon a time" --threshold 2 -n 43 --ignore-eos --lookahead 16 --draft 0 --simulate-rtt 100 \
+ref=$(gen --server "$url" -p "Once upon a time" --threshold 1 -n 43 --ignore-eos --sync --no-summary 2>/dev/null)
+got=$(gen --server "$url" -p "Once upon a time" --threshold 1 -n 43 --ignore-eos --lookahead 16 --draft 0 --simulate-rtt 100 \
   --summary-json 2>"$tmp/sum") || fail "near the context end: $(cat "$tmp/sum")"
 [ "$got" == "$ref" ] || fail "near the context end: $got != --sync $ref"
 grep -q '"n_fallback":0,' "$tmp/sum" || fail "fallback near the context end: $(cat "$tmp/sum")"

@@ -31,10 +31,10 @@ start_llama "$port"
 url=http://127.0.0.1:$port
 gen() { "$cli" generate --slm "$slm" -n 48 --ids --no-summary "$@" 2>>"$tmp/stderr"; }
 
-# 1. Token for token equal to the embedded backend, several tau (2 routes every token) and llm mode.
+# 1. Token for token equal to the embedded backend, several tau (1 routes every token) and llm mode.
 n_checked=0
 for prompt in "Once upon a time" "Tom and his dog went to the park." "The little bird"; do
-  for tau in 0.3 0.6 0.9 2; do
+  for tau in 0.3 0.6 0.9 1; do
     ref=$(gen --llm "$llm" -p "$prompt" --threshold "$tau")
     [ -n "$ref" ] || fail "embedded run gave no tokens"
     for backend in --llamacpp --openai; do
@@ -65,7 +65,7 @@ server_pid=$main_pid
 la_url=http://127.0.0.1:$la_port
 : >"$tmp/near_ties"
 for prompt in "Once upon a time" "The little bird"; do
-  for tau in 0.6 0.9 2; do
+  for tau in 0.6 0.9 1; do
     args=(--slm "$slm" -p "$prompt" -n 64 --threshold "$tau" --ids)
     "$cli" tokenize -m "$slm" --ids "$prompt" >"$tmp/prompt.ids"
     "$cli" generate "${args[@]}" --llamacpp "$la_url" --sync --trace "$tmp/ref.jsonl" --no-summary >"$tmp/ref.ids" 2>/dev/null
@@ -122,8 +122,8 @@ wait_tokens() {
 }
 
 # 2. The server restarted mid-generation: the client retries within its timeout; output unchanged, no fallback.
-ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 2 -n 60)
-"$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
+ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 1 -n 60)
+"$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 1 --ids --simulate-rtt 25 \
   --timeout-ms 15000 --retries 12 --trace "$tmp/restart.jsonl" --summary-json >"$tmp/restart.out" 2>"$tmp/restart.err" &
 gen_pid=$!
 wait_tokens "$tmp/restart.out" 5
@@ -139,7 +139,7 @@ python3 -c 'import json,sys; assert max(json.loads(l)["llm_ms"] for l in open(sy
 echo "restart mid-generation: output unchanged"
 
 # 3. The server killed mid-generation: finishes on the SLM, the gap is marked, no call waits past the timeout.
-"$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 2 --ids --simulate-rtt 25 \
+"$cli" generate --slm "$slm" --llamacpp "$url" -p "Once upon a time" -n 60 --threshold 1 --ids --simulate-rtt 25 \
   --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" 2>"$tmp/kill.err" &
 gen_pid=$!
 wait_tokens "$tmp/kill.out" 5
@@ -161,7 +161,7 @@ PY
 n_fb=$(grep -o '"n_fallback":[0-9]*' "$tmp/kill.err" | cut -d: -f2)
 [ "$n_fb" -ge 1 ] || fail "summary does not count fallbacks"
 # --on-llm-failure error: a dead server is an error (exit 1, one message, stdout empty).
-if "$cli" generate --slm "$slm" --llamacpp "$url" -p "Once" -n 8 --threshold 2 --on-llm-failure error --retries 0 \
+if "$cli" generate --slm "$slm" --llamacpp "$url" -p "Once" -n 8 --threshold 1 --on-llm-failure error --retries 0 \
   >"$tmp/o" 2>"$tmp/e"; then fail "dead server accepted with --on-llm-failure error"; fi
 grep -q "tokroute:.*llamacpp" "$tmp/e" || fail "error not named: $(cat "$tmp/e")"
 
@@ -181,7 +181,7 @@ pids+=($!)
 for _ in $(seq 1 50); do [ -s "$tmp/silent.port" ] && break; sleep 0.1; done
 silent=http://127.0.0.1:$(cat "$tmp/silent.port")
 start=$(date +%s%N)
-"$cli" generate --slm "$slm" --openai "$silent" -p "Once upon a time" -n 40 --threshold 2 --ids --timeout-ms 300 \
+"$cli" generate --slm "$slm" --openai "$silent" -p "Once upon a time" -n 40 --threshold 1 --ids --timeout-ms 300 \
   --trace "$tmp/silent.jsonl" --summary-json >"$tmp/o" 2>"$tmp/e" || fail "silent server: $(cat "$tmp/e")"
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 [ "$(wc -w <"$tmp/o")" -eq 40 ] || fail "silent server: not all tokens"

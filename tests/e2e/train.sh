@@ -41,7 +41,8 @@ python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['resumed']
 # Other settings in the same folder are refused.
 if "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 0:5 --max-tokens 64 --topk 8 \
   --out "$tmp/sample" -t 1 2>"$tmp/err.txt"; then fail "resume with other settings accepted"; fi
-grep -q "other models, data or settings" "$tmp/err.txt" || fail "unclear resume error: $(cat "$tmp/err.txt")"
+grep -q "cannot be resumed: the SLM's top-k: 16 there, 8 here" "$tmp/err.txt" ||
+  fail "unclear resume error: $(cat "$tmp/err.txt")"
 
 # Train on both folders, evaluate on the held-out one.
 "$cli" train-router --data "$tmp/train,$tmp/sample" --out "$tmp/r.gguf" --hidden 2h,h --epochs 4 --labels rollout \

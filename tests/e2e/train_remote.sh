@@ -72,6 +72,10 @@ collect --server "$url" --range 0:24 --out "$tmp/srv" --json
 compare "$tmp/emb" "$tmp/srv" 1e-5 1e-3 || fail "--server collect differs from the embedded one"
 collect --openai "$url" --range 0:24 --llm-topk 5 --out "$tmp/oai"
 compare "$tmp/emb5" "$tmp/oai" 1e-5 1e-3 || fail "--openai collect differs from the embedded one"
+# A folder collected through another backend is not resumed, and the message names the LLMs (not library wording).
+collect --server "$url" --range 0:24 --llm-topk 5 --out "$tmp/oai" && fail "resumed a folder collected through --openai"
+grep -q "cannot be resumed: the LLM: 'openai' there, 'server' here" "$tmp/stderr" ||
+  fail "unclear resume error: $(tail -1 "$tmp/stderr")"
 out=$("$cli" collect --slm "$slm" --server "$url" --data "$stories" --format text --range 24:28 --out "$tmp/srv2" \
   --json 2>/dev/null)
 echo "$out" | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["llm_requests"] == 4, j' \
@@ -173,20 +177,7 @@ collect --llm "$llm" --range 0:6 --out "$tmp/emb6"
 # may differ only where the two best are within 0.06 in log-probability.
 compare "$tmp/emb6" "$tmp/llama" 1e-2 6e-2 || fail "--llamacpp collect differs from the embedded one"
 
-# 5. The vLLM and SGLang protocol peers (real values from this build's `tokroute logits`). Each prints "PORT PID"
-# first.
-start_peer() { # name script args...
-  local name=$1
-  shift
-  timeout 600 python3 "$@" >"$tmp/$name.out" 2>>"$tmp/$name.log" &
-  pids+=("$!")
-  for _ in $(seq 1 300); do
-    [ -s "$tmp/$name.out" ] && { peer_url=http://127.0.0.1:$(head -1 "$tmp/$name.out" | cut -d' ' -f1); return 0; }
-    sleep 0.05
-  done
-  cat "$tmp/$name.log" >&2
-  fail "the $name peer did not start"
-}
+# 5. The vLLM and SGLang protocol peers (real values from this build's `tokroute logits`; start_peer: e2e.sh).
 start_peer vllm "$root/tests/support/vllm_peer.py" "$cli" "$llm"
 collect --openai "$peer_url" --range 0:6 --out "$tmp/vllm"
 compare "$tmp/emb6" "$tmp/vllm" 1e-5 1e-3 || fail "--openai (vLLM peer) collect differs from the embedded one"

@@ -41,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                               .out = out + 1};
     const char *body = (const char *)data + 1;
     const size_t len = size - 1;
+    bool ended = false;
     if (data[0] & 1) {
         const int32_t pos = first + (data[0] >> 6) % (end - first);
         int64_t n_evaluated = 0;
@@ -49,8 +50,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_position(o, top_k, pos);
             if (n_evaluated < 0) abort();
         }
-    } else if (score_reply_vllm(body, len, &call) == TR_OK) {
-        for (int32_t p = first; p < end; p++) check_position(&out[1 + p - first], top_k, p);
+    } else if (score_reply_vllm(body, len, &call, &ended) == TR_OK) {
+        /* ended: the position after the sequence is left for another request */
+        for (int32_t p = first; p < end - (ended ? 1 : 0); p++) check_position(&out[1 + p - first], top_k, p);
+        if (ended && end != N + 1) abort();
         if (call.n_evaluated < 0) abort();
     }
     if (!untouched(&out[0]) || !untouched(&out[end - first + 1])) abort();

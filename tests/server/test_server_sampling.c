@@ -15,19 +15,12 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "model/sample_math.h" /* position_seed, log_sum_exp: the routed loop's and the embedded backend's too */
 #include "server/server_internal.h"
 #include "support/fixtures.h"
 #include "support/http_call.h"
 
 enum { NV = 512 };
-
-/* The routed loop's position seed (src/route/route.c), which the embedded backend uses too. */
-static uint64_t position_seed(uint64_t seed, int32_t pos) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * ((uint64_t)pos + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static void lm_row(float *l, int32_t n, uint64_t seed) {
     for (int32_t i = 0; i < n; i++) {

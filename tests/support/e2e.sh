@@ -1,6 +1,6 @@
 # e2e.sh — what the end-to-end scripts (tests/e2e/*.sh, bench/*.sh) share, sourced after they set $cli (and $llm
 # for start_serve): a temporary folder $tmp and the processes in $pids, both cleaned up on exit; fail; a free
-# loopback port; waiting for a server; starting `tokroute serve`; stopping or crashing a process; a routed pair's
+# loopback port; waiting for a server; starting `tokroute serve` or a protocol peer; stopping or crashing a process; a routed pair's
 # generation checks and the session protocol's rollback checks (the layout e2e scripts: gemma3_route, qwen35_route).
 tmp=$(mktemp -d)
 pids=()
@@ -52,6 +52,20 @@ start_serve() { # port [args...]
     sleep 0.05
   done
   fail "tokroute serve did not come up"
+}
+# Starts a protocol peer (tests/support/vllm_peer.py, sglang_peer.py: each prints "PORT PID" first) bounded by
+# `timeout 600`; sets $peer_url.
+start_peer() { # name script args...
+  local name=$1
+  shift
+  timeout 600 python3 "$@" >"$tmp/$name.out" 2>>"$tmp/$name.log" &
+  pids+=("$!")
+  for _ in $(seq 1 300); do
+    [ -s "$tmp/$name.out" ] && { peer_url=http://127.0.0.1:$(head -1 "$tmp/$name.out" | cut -d' ' -f1); return 0; }
+    sleep 0.05
+  done
+  cat "$tmp/$name.log" >&2
+  fail "the $name peer did not start"
 }
 # Stops a server (SIGTERM, through signal_pid) and waits for it: one that is still there 60 s later fails the test,
 # its state shown, rather than hanging the suite.

@@ -6,7 +6,10 @@ SGLang backend's tests (tests/transport/test_sglang.c). It answers what the back
                         validated as SamplingParams.verify does), return_logprob, logprob_start_len (default -1:
                         output tokens only, as if it were n - 1), top_logprobs_num. The reply is {"text",
                         "output_ids", "meta_info"} (srt/managers/tokenizer_manager.py, _handle_batch_output);
-                        meta_info has id, finish_reason {"type": "length", "length": m}, prompt_tokens,
+                        meta_info has id, finish_reason {"type": "length", "length": m} (or, when the model's
+                        end-of-sequence token is drawn, {"type": "stop", "matched": id} with the token kept in
+                        output_ids and the logprobs: schedule_batch.py Req.check_finished, FINISH_MATCHED_TOKEN;
+                        the id read from MODEL's tokenizer.ggml.eos_token_id by `tokroute inspect`), prompt_tokens,
                         completion_tokens, cached_tokens and, with return_logprob, input_token_logprobs /
                         output_token_logprobs as [logprob, token_id, null] triples (detokenize_logprob_tokens), the
                         input ones starting at logprob_start_len with a null logprob first ("add None at start":
@@ -50,6 +53,9 @@ BIN, MODEL = sys.argv[1], sys.argv[2]
 opts = sys.argv[3:]
 LOG = opts[opts.index("--log") + 1] if "--log" in opts else None
 BREAKS = opts[opts.index("--break") + 1].split(",") if "--break" in opts else []
+EOS = next((int(f[1]) for f in (line.split() for line in subprocess.run(
+    [BIN, "inspect", MODEL], check=True, capture_output=True, text=True).stdout.splitlines())
+    if len(f) == 2 and f[0] == "tokenizer.ggml.eos_token_id"), None)
 lock = threading.Lock()
 state = {"posts": 0, "seen": []}  # requests so far; token sequences the "radix cache" holds
 
@@ -154,6 +160,7 @@ def generate(req):
     seq, out_ids, out_lp, out_top = list(ids), [], [], []
     rows = forward(seq)
     in_rows = rows
+    finish = {"type": "length", "length": m}
     for step in range(m):
         row = rows[-1]
         t = draw(row, sp, sp.get("sampling_seed"), len(seq))
@@ -161,12 +168,15 @@ def generate(req):
         out_lp.append([row[t], t, None])
         out_top.append(triples(row, k))
         seq.append(t)
+        if t == EOS:
+            finish = {"type": "stop", "matched": t}
+            break
         if step + 1 < m:
             rows = forward(seq)
     with lock:
         state["seen"].append(seq)
-    meta = {"id": uuid.uuid4().hex, "finish_reason": {"type": "length", "length": m}, "prompt_tokens": n,
-            "weight_version": "default", "completion_tokens": m, "cached_tokens": cached, "e2e_latency": 0.01}
+    meta = {"id": uuid.uuid4().hex, "finish_reason": finish, "prompt_tokens": n,
+            "weight_version": "default", "completion_tokens": len(out_ids), "cached_tokens": cached, "e2e_latency": 0.01}
     if want_lp:
         meta["input_token_logprobs"] = [[None, ids[start], None]] + [[in_rows[p - 1][ids[p]], ids[p], None]
                                                                       for p in range(start + 1, n)]

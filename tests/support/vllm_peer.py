@@ -21,6 +21,9 @@ What it follows (vllm-project/vllm, read 2025-26):
     _create_completion_logprobs (tokens "token_id:N" under return_tokens_as_token_ids; top_logprobs the sampled token
     plus the top K, values max(logprob, -9999.0)); without a tokenizer (this peer has none, like
     skip_tokenizer_init) text tokens are refused: "Unable to get tokenizer because `skip_tokenizer_init=True`".
+  - vllm/v1/core/sched/utils.py check_stop: the model's end-of-sequence token ends a request with
+    finish_reason "stop" (stop_reason None) even at max_tokens; the token stays in token_ids and the logprobs (only
+    the text leaves it out). The peer reads the id from MODEL's tokenizer.ggml.eos_token_id (`tokroute inspect`).
   - errors: HTTP 400 {"error": {"message", "type": "BadRequestError", "param", "code": 400}}.
   - GET /health answers 200 with an empty body; GET /v1/models lists the model (no vocabulary size).
 
@@ -46,11 +49,22 @@ def bad_request(message, param=None):
     return 400, {"error": {"message": message, "type": "BadRequestError", "param": param, "code": 400}}
 
 
+def eos_id(binary, model):
+    """The model's end-of-sequence id (tokenizer.ggml.eos_token_id), or None."""
+    out = subprocess.run([binary, "inspect", model], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] == "tokenizer.ggml.eos_token_id":
+            return int(f[1])
+    return None
+
+
 class Peer:
     def __init__(self, binary, model, max_logprobs, broken):
         self.binary, self.model, self.max_logprobs, self.broken = binary, model, max_logprobs, broken
         self.n_completions = 0
         self.n_vocab = None
+        self.eos = eos_id(binary, model)
 
     def log_softmax_rows(self, ids):
         """[len(ids)][n_vocab] log-probabilities: row i is the distribution of the token after ids[0..i]."""
@@ -167,7 +181,8 @@ class Peer:
                 items = list(step.items())
                 lp_obj["top_logprobs"].append({"token_id:%d" % tid: max(v["logprob"], -9999.0)
                                                for i, (tid, v) in enumerate(items) if k_sample >= i})
-        choice = {"index": 0, "text": "", "logprobs": lp_obj, "finish_reason": "length", "stop_reason": None,
+        finish = "stop" if generated and generated[-1] == self.eos else "length"
+        choice = {"index": 0, "text": "", "logprobs": lp_obj, "finish_reason": finish, "stop_reason": None,
                   "token_ids": generated if req.get("return_token_ids") else None,
                   "prompt_logprobs": plp,
                   "prompt_token_ids": prompt if req.get("return_token_ids") else None}

@@ -132,7 +132,7 @@ static void test_resume_gives_identical_files(void **state) {
     /* Resuming with other settings is refused; a longer range continues; restart starts over. */
     p.topk = 5;
     assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_ERR_STATE);
-    assert_non_null(strstr(tr_last_error(), "other models, data or settings"));
+    assert_non_null(strstr(tr_last_error(), "cannot be resumed: the SLM's top-k: 4 there, 5 here"));
     p.topk = 4;
     p.last = 7;
     assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_OK);

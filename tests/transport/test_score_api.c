@@ -3,7 +3,8 @@
  * the sequence, a cached prefix reused, the allowed range of a padded vocabulary), the wrapper's argument checks,
  * and its check of what an implementation returns (a user-written backend through tr_llm_backend_ops returning
  * missing positions, ids out of range or repeated, NaN, positive or unordered log-probabilities: each a clear error,
- * never data); set_sampling on a backend that cannot sample. */
+ * never data; a next-token answer's log-probability held to the same rule); set_sampling on a backend that cannot
+ * sample. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,12 +128,17 @@ static void test_arguments_are_checked(void **state) {
     tr_llm_backend_free(b);
 }
 
-/* A user-written backend whose score returns what `mode` says. */
+/* A user-written backend whose score returns what `mode` says, and whose next token's log-probability is bad the
+ * same way (NOT_A_NUMBER: +inf; POSITIVE: 0.5), -inf for UNORDERED, unreported (NAN) otherwise. */
 typedef enum bad_mode { GOOD, MISSING, OUT_OF_RANGE, REPEATED, NOT_A_NUMBER, POSITIVE, UNORDERED, NO_ACTUAL } bad_mode;
 
 static tr_status fake_next(void *impl, tr_llm_call *call) {
-    (void)impl;
+    const bad_mode mode = impl ? *(bad_mode *)impl : GOOD;
     call->id = 0;
+    if (mode == NOT_A_NUMBER) call->logprob = INFINITY;
+    if (mode == POSITIVE) call->logprob = 0.5f;
+    if (mode == UNORDERED) call->logprob = -INFINITY; /* a probability that underflowed: fine */
+    if (mode == MISSING) call->logprob = -3.0f;
     return TR_OK;
 }
 static int32_t fake_n_vocab(void *impl) {
@@ -170,7 +176,7 @@ static void test_bad_replies_are_errors(void **state) {
         {OUT_OF_RANGE, TR_ERR_RANGE, "outside the vocabulary"},
         {REPEATED, TR_ERR_FORMAT, "twice"},
         {NOT_A_NUMBER, TR_ERR_FORMAT, "not a number"},
-        {POSITIVE, TR_ERR_FORMAT, "> 0"},
+        {POSITIVE, TR_ERR_FORMAT, "0.5 of token"},
         {UNORDERED, TR_ERR_FORMAT, "descending"},
         {NO_ACTUAL, TR_ERR_FORMAT, "no log-probability"},
     };
@@ -187,6 +193,13 @@ static void test_bad_replies_are_errors(void **state) {
             assert_non_null(strstr(tr_last_error(), cases[k].says));
             assert_non_null(strstr(tr_last_error(), "LLM backend fake"));
         }
+        /* The next-token answer's log-probability is held to the same rule (it passed as any number before). */
+        const bool bad_next = cases[k].mode == NOT_A_NUMBER || cases[k].mode == POSITIVE;
+        int32_t next = -1;
+        float lp = 0;
+        assert_int_equal(tr_llm_next_token_ex(b, ids, 6, &next, &lp), bad_next ? TR_ERR_FORMAT : TR_OK);
+        if (bad_next) assert_non_null(strstr(tr_last_error(), "not a number <= 0"));
+        else assert_int_equal(next, 0);
         /* A backend that cannot sample says so; greedy is always fine. */
         tr_sampler_params sp = tr_sampler_default_params();
         sp.temperature = 0.8f;
