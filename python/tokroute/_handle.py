@@ -30,8 +30,18 @@ class Handle:
             raise Error(9, f"{type(self).__name__} is closed")
         return self._ptr
 
+    def _claim(self, generation) -> None:
+        """A generation starts using this object: a running one that used it is stopped first."""
+        previous = self._generation() if getattr(self, "_generation", None) else None
+        if previous is not None and previous is not generation:
+            previous.stop()
+        self._generation = weakref.ref(generation)
+
     def close(self) -> None:
-        """Frees the C object (and first every object that uses it). Idempotent."""
+        """Frees the C object (and first every object that uses it, and a generation running on it). Idempotent."""
+        running = self._generation() if getattr(self, "_generation", None) else None
+        if running is not None:
+            running.stop()
         for d in list(getattr(self, "_dependents", ())):
             d.close()
         ptr, self._ptr = getattr(self, "_ptr", None), None

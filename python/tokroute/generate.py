@@ -95,98 +95,130 @@ def _token(t: _lib.RouteToken) -> Token:
 _END = object()
 
 
-class Generation:
-    """Iterate it for Token objects; afterwards .stats holds the run's Stats, .tokens every Token and .text the
-    whole text (the tail held back to the end included). stop() (or close()) ends it early."""
+class _Run:
+    """The worker's side of a generation: what it reads and what it reports. It holds no reference to the
+    Generation, so a Generation dropped mid-run (a loop left with break) is freed at once and its __del__ stops
+    the worker."""
 
-    def __init__(self, context: Context, prompt: list[int], router: Optional[Router], llm: Optional[LLM],
-                 params: _lib.RouteParams, keep: list):
-        self._objects = (context, router, llm)
-        self._prompt = prompt
-        self._params = params
-        self._keep = keep
-        self._queue: "queue.Queue" = queue.Queue()
-        self._abort = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._error: Optional[Error] = None
-        self._tail: list[str] = []
-        self.tokens: list[Token] = []
+    def __init__(self, objects, prompt: list[int], params: _lib.RouteParams, keep: list):
+        self.objects, self.prompt, self.params, self.keep = objects, prompt, params, keep
+        self.queue: "queue.Queue" = queue.Queue()
+        self.abort = threading.Event()
+        self.error: Optional[Error] = None
         self.stats: Optional[Stats] = None
-        self._iter = self._run()
+        self.tail: list[str] = []
 
-    # -------------------------------------------------------------- the worker thread
-    def _work(self) -> None:
-        ctx, router, llm = self._objects
-        on_token = _lib.ROUTE_CALLBACK(lambda _u, t: self._queue.put(_token(t.contents)) or not self._abort.is_set())
-        on_text = _lib.TEXT_CALLBACK(self._on_text)
-        abort_fn = _lib.ABORT_FN(lambda _u: self._abort.is_set())
-        p = self._params
-        p.on_token, p.on_text, p.abort_fn = on_token, on_text, abort_fn
-        prompt = (c_int32 * len(self._prompt))(*self._prompt)
+    def on_token(self, _user, token) -> bool:
+        self.queue.put(_token(token.contents))
+        return not self.abort.is_set()
+
+    def on_text(self, _user, text, length, token) -> bool:
+        if not token:  # the held-back tail at the end
+            self.tail.append(ctypes.string_at(text, length).decode("utf-8", "replace"))
+        return not self.abort.is_set()
+
+    def work(self) -> None:
+        ctx, router, llm = self.objects
+        p = self.params
+        callbacks = (_lib.ROUTE_CALLBACK(self.on_token), _lib.TEXT_CALLBACK(self.on_text),
+                     _lib.ABORT_FN(lambda _u: self.abort.is_set()))
+        p.on_token, p.on_text, p.abort_fn = callbacks
+        prompt = (c_int32 * len(self.prompt))(*self.prompt)
         stats = _lib.RouteStats()
         try:
             st = lib.tr_route_generate(ctx._handle(), router._handle() if router else None,
-                                       llm._handle() if llm else None, prompt, len(self._prompt), byref(p), None, 0,
+                                       llm._handle() if llm else None, prompt, len(self.prompt), byref(p), None, 0,
                                        byref(stats))
-            if st != 0 and not (stats.aborted and self._abort.is_set()):
-                self._error = Error(st, _lib.last_error())  # the message of this (the calling) thread
+            if st != 0 and not (stats.aborted and self.abort.is_set()):
+                self.error = Error(st, _lib.last_error())  # the message of this (the calling) thread
             self.stats = Stats(**{f.name: getattr(stats, f.name) for f in fields(Stats)})
         except Error as e:
-            self._error = e
+            self.error = e
         finally:
-            self._queue.put(_END)
+            self.queue.put(_END)
 
-    def _on_text(self, _user, text, length, token) -> bool:
-        if not token:  # the held-back tail at the end
-            self._tail.append(ctypes.string_at(text, length).decode("utf-8", "replace"))
-        return not self._abort.is_set()
 
-    # -------------------------------------------------------------- the caller's thread
-    def _run(self) -> Iterator[Token]:
-        self._thread = threading.Thread(target=self._work, name="tokroute-generate", daemon=True)
+class Generation:
+    """Iterate it for Token objects; afterwards .stats holds the run's Stats, .tokens every Token and .text the
+    whole text (the tail held back to the end included). stop() (or close(), leaving a with block, or dropping
+    the object) ends it early. A new generation on the same context, router or backend, or closing one of them,
+    stops a running one first: the library never sees two calls on one of them at once."""
+
+    def __init__(self, context: Context, prompt: list[int], router: Optional[Router], llm: Optional[LLM],
+                 params: _lib.RouteParams, keep: list):
+        self._run = _Run((context, router, llm), prompt, params, keep)
+        self._thread: Optional[threading.Thread] = None
+        self._done = False
+        self.tokens: list[Token] = []
+        for obj in (context, router, llm):
+            if obj is not None:
+                obj._claim(self)
+
+    def _start(self) -> None:
+        ctx, router, llm = self._run.objects
+        for obj in (ctx, router, llm):  # the handles must be open now, in the caller's thread
+            if obj is not None:
+                obj._handle()
+        self._thread = threading.Thread(target=self._run.work, name="tokroute-generate", daemon=True)
         self._thread.start()
-        try:
-            while True:
-                item = self._queue.get()
-                if item is _END:
-                    break
-                self.tokens.append(item)
-                yield item
-        finally:
-            self._finish()
-        if self._error is not None:
-            raise self._error
 
-    def _finish(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            self._abort.set()
-            self._thread.join()
-
-    def __iter__(self) -> Iterator[Token]:
-        return self._iter
+    def __iter__(self) -> "Generation":
+        return self
 
     def __next__(self) -> Token:
-        return next(self._iter)
+        if self._done:
+            raise StopIteration
+        if self._thread is None:
+            self._start()
+        try:
+            item = self._run.queue.get()
+        except BaseException:  # Ctrl-C (KeyboardInterrupt) while waiting: stop the worker, then let it go on
+            self.stop()
+            raise
+        if item is _END:
+            self._done = True
+            self._thread.join()
+            if self._run.error is not None:
+                raise self._run.error
+            raise StopIteration
+        self.tokens.append(item)
+        return item
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
-        """Ends the generation (at its next token or LLM poll) and waits for it."""
-        self._abort.set()
-        self._iter.close()
-        self._finish()
+        """Ends the generation (at its next token or LLM poll) and waits for the worker. Idempotent."""
+        self._done = True
+        self._run.abort.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
 
     close = stop
 
-    def __enter__(self):
+    def __enter__(self) -> "Generation":
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def __del__(self):
+        try:
+            self.stop()
+        except Exception:
+            pass
 
     def run(self) -> "Generation":
         """Runs to the end (or raises); returns self."""
         for _ in self:
             pass
         return self
+
+    @property
+    def stats(self) -> Optional[Stats]:
+        """The run's statistics once it has ended (None before)."""
+        return self._run.stats if self._done else None
 
     @property
     def ids(self) -> list[int]:
@@ -198,7 +230,7 @@ class Generation:
 
     @property
     def text(self) -> str:
-        return "".join(t.text for t in self.tokens) + "".join(self._tail)
+        return "".join(t.text for t in self.tokens) + "".join(self._run.tail)
 
 
 def generate(context: Context, prompt: Union[str, Sequence[int]], *, router: Optional[Router] = None,

@@ -101,3 +101,26 @@ def test_the_gil_is_released_while_c_works(models):
             time.sleep(0.001)
         t.join()
     assert len(ticks) > 50
+
+
+def test_leaving_a_loop_stops_the_generation(models):
+    """break ends the worker at once (the Generation is dropped), so the context is free for the next generation,
+    which gives what a fresh context gives; closing a context stops a generation running on it."""
+    slm, big = models
+    with slm.context(n_threads=1) as ctx, tokroute.LLM.embedded(big, n_threads=1) as llm:
+        llm.set_rtt(20)
+        for tok in ctx.generate(PROMPT, llm=llm, mode="llm", n_predict=500, stop_at_eog=False):
+            if tok.index == 2:
+                break
+        assert not any(t.name == "tokroute-generate" for t in threading.enumerate())
+        llm.set_rtt(0)
+        again = ctx.generate(PROMPT, llm=llm, tau=0.8, n_predict=32).run()
+        g = ctx.generate(PROMPT, llm=llm, mode="llm", n_predict=500, stop_at_eog=False)
+        next(g)
+        assert g.running
+        ctx.close()  # stops the generation first, then frees the context
+        assert not g.running and g.stats.n_tokens < 500 and list(g) == []
+        with pytest.raises(tokroute.Error, match="closed"):
+            ctx.generate(PROMPT, llm=llm).run()
+    with slm.context(n_threads=1) as fresh, tokroute.LLM.embedded(big, n_threads=1) as llm:
+        assert fresh.generate(PROMPT, llm=llm, tau=0.8, n_predict=32).run().ids == again.ids

@@ -25,7 +25,7 @@ print("finished", flush=True)
 
 
 def test_interrupt_leaves_no_session(server):
-    assert active_sessions(server.url) == 0
+    before = active_sessions(server.url)  # other tests' OpenAI-compatible calls may leave a cached prefix
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(SLM), server.url], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
@@ -33,7 +33,7 @@ def test_interrupt_leaves_no_session(server):
         for _ in range(5):  # a few tokens in: the session exists now
             line = proc.stdout.readline()
             assert line.startswith("token"), line + proc.stderr.read()
-        assert active_sessions(server.url) == 1
+        assert active_sessions(server.url) == before + 1
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         out, err = proc.communicate(timeout=30)
@@ -44,4 +44,4 @@ def test_interrupt_leaves_no_session(server):
     assert proc.returncode == 130, err
     assert out.strip().endswith("interrupted") and "finished" not in out
     assert took < 5
-    assert active_sessions(server.url) == 0
+    assert active_sessions(server.url) == before
