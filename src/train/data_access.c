@@ -2,7 +2,6 @@
  * label under a mode and the router's input rows (tokroute/train.h). What bindings and checks read, so they see
  * exactly what training sees (labels.c's rule, train_input_row's row) rather than a second reading of the files. */
 #include <inttypes.h>
-#include <string.h>
 
 #include "common/error.h"
 #include "train/train_internal.h"
@@ -22,7 +21,8 @@ tr_status tr_train_data_position(const tr_train_data *d, int64_t i, tr_train_pos
 
 tr_status tr_train_data_labels(const tr_train_data *d, tr_label_mode mode, float *labels) {
     if (!d || !labels) return tr_fail(TR_ERR_ARG, "tr_train_data_labels: NULL argument");
-    if (strcmp(tr_label_mode_name(mode), "unknown") == 0) return tr_fail(TR_ERR_ARG, "unknown label mode %d", (int)mode);
+    if ((int)mode < (int)TR_LABEL_DROP || (int)mode > (int)TR_LABEL_MIXED)
+        return tr_fail(TR_ERR_ARG, "unknown label mode %d", (int)mode);
     for (int64_t i = 0; i < d->n; i++) labels[i] = label_of(d, i, mode);
     return TR_OK;
 }
