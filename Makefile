@@ -12,7 +12,7 @@ SHARED     ?= $(abspath ../shared)
 PREFIX     ?= /usr/local
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build cli demo eval test test-fast test-asan test-tsan clean llamacpp install uninstall
+.PHONY: all deps deps-test build cli demo eval test test-fast test-asan test-tsan clean llamacpp install uninstall python
 
 all: build
 
@@ -37,6 +37,17 @@ demo: cli
 # Issue 8's report: collect on stories 0-799, train and calibrate a router, evaluate on 800-999 (out/eval).
 eval: cli
 	@./scripts/eval.sh $(BUILD)/tokroute $(SHARED)
+
+# The Python package (python/, README "Python"): libtokroute.so built, then a venv in .venv with Debian's NumPy and
+# PyTorch (system site packages) and the package installed from the checkout, offline and editable.
+VENV ?= .venv
+python:
+	@./scripts/deps.sh python
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target tokroute tokroute_shared
+	@[ -x $(VENV)/bin/python ] || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	@$(VENV)/bin/pip install --quiet --no-index --no-build-isolation --no-deps -e python/
+	@echo "tokroute: $(VENV)/bin/python -c 'import tokroute' works now"
 
 # The remote-backend tests run a real llama.cpp server: build it once per machine (cached in ~/.cache/tokroute).
 llamacpp:

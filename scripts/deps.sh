@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# deps.sh [build|test] — installs the Debian packages tokroute needs, when any is missing: `build` (the default)
-# those the library, the CLI and the demo need; `test` also the test tools, the browser test's Chromium, Node.js and
-# its npm packages. Run as root it installs them (apt-get); otherwise it names what is missing and fails.
+# deps.sh [build|test|python] — installs the Debian packages tokroute needs, when any is missing: `build` (the
+# default) those the library, the CLI and the demo need; `test` also the test tools, the browser test's Chromium,
+# Node.js and its npm packages; `python` the build's and the Python package's (venv, NumPy, PyTorch, pytest). Run
+# as root it installs them (apt-get); otherwise it names what is missing and fails.
 set -euo pipefail
 what=${1:-build}
-case "$what" in build|test) ;; *) echo "usage: scripts/deps.sh [build|test]" >&2; exit 2 ;; esac
+case "$what" in build|test|python) ;; *) echo "usage: scripts/deps.sh [build|test|python]" >&2; exit 2 ;; esac
 packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev)
 if [ "$what" = test ]; then
   packages+=(libcmocka-dev python3 bsdutils binutils)  # python3 (e2e checks), script (bsdutils: a pseudo-terminal), nm
   packages+=(chromium curl)  # the web UI's browser test (headless Chromium) and HTTP test
+fi
+if [ "$what" = test ] || [ "$what" = python ]; then
+  # the Python package and its tests (tests/python): a venv with Debian's interpreter, NumPy, PyTorch and pytest
+  packages+=(python3-venv python3-pip python3-numpy python3-torch python3-pytest)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -119,6 +119,28 @@ typedef enum tr_label_mode {
 const char *tr_label_mode_name(tr_label_mode m);
 tr_status tr_label_mode_from_name(const char *name, tr_label_mode *out);
 
+/* Reading loaded data position by position, as training sees it (for bindings and checks against other readers of
+ * the files; positions are numbered 0..n_positions-1 in data order). */
+typedef struct tr_train_position {
+    int32_t example, position;   /* as stored: the example's index in its folder, the predicted position (>= 1) */
+    int32_t group;               /* examples numbered across the added folders, in order (0-based) */
+    int32_t truth, slm_top1, llm_top1;       /* reference id, each model's top-1 */
+    float slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth;
+    float llm_p_slm_top1, slm_p_llm_top1;
+    float maxprob, entropy, margin;          /* the SLM's logit statistics (router features) */
+    int32_t rollout_slm, rollout_llm;        /* rollout matches (-1: not rolled out) */
+} tr_train_position;
+/* Fills *out with position i; TR_ERR_RANGE outside 0..n_positions-1. */
+tr_status tr_train_data_position(const tr_train_data *data, int64_t i, tr_train_position *out);
+/* labels gets n_positions entries: each position's training target under the mode, as tr_train_router trains on
+ * it (1: the SLM's token is good enough, 0: route, in between for the soft modes), -1 where the mode drops it. */
+tr_status tr_train_data_labels(const tr_train_data *data, tr_label_mode mode, float *labels);
+/* The router's input rows of positions [first, first + n), as tr_train_router and tr_train_data_scores build them:
+ * the hidden state, then the chosen features in their order (topk: k <= the data's; TR_FEATURE_TOKEN_EMBEDDING
+ * needs slm, else NULL). out gets n rows of n_embd + tr_router_feature_width(features, topk, n_embd) floats. */
+tr_status tr_train_data_inputs(const tr_train_data *data, unsigned features, int32_t topk, const tr_model *slm,
+                               int64_t first, int64_t n, float *out);
+
 typedef struct tr_train_epoch {
     int32_t epoch;               /* 1-based */
     double train_loss, val_loss; /* class-weighted BCE */

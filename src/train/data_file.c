@@ -165,7 +165,8 @@ static tr_status data_reserve(tr_train_data *d, int64_t n) {
     if (n <= d->cap) return TR_OK;
     int64_t cap = d->cap ? d->cap : 1024;
     while (cap < n) cap *= 2;
-    int32_t **ints[] = {&d->group, &d->truth, &d->slm_top1, &d->llm_top1, &d->rollout_slm, &d->rollout_llm};
+    int32_t **ints[] = {&d->group,       &d->truth,       &d->slm_top1, &d->llm_top1,
+                        &d->rollout_slm, &d->rollout_llm, &d->example,  &d->position};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         int32_t *p = realloc(*ints[i], (size_t)cap * sizeof(int32_t));
         if (!p) return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " positions", n);
@@ -221,6 +222,8 @@ static tr_status decode_record(tr_train_data *d, const collect_header *h, const 
         if (!isfinite(hidden[k])) return tr_fail(TR_ERR_FORMAT, "non-finite hidden state in example %" PRIu32, ex);
     }
     d->group[i] = group;
+    d->example[i] = (int32_t)ex;
+    d->position[i] = (int32_t)pos;
     d->truth[i] = truth;
     d->slm_top1[i] = s1;
     d->llm_top1[i] = l1;
@@ -324,7 +327,7 @@ tr_status tr_train_data_open(const char *dir, tr_train_data **out) {
 void tr_train_data_free(tr_train_data *d) {
     if (!d) return;
     void *ptrs[] = {d->group, d->truth, d->slm_top1, d->llm_top1, d->rollout_slm, d->rollout_llm,
-                    d->probs, d->feats, d->hidden};
+                    d->example, d->position, d->probs, d->feats, d->hidden};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     free(d);
 }

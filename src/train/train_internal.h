@@ -77,6 +77,7 @@ struct tr_train_data {
     int64_t n, cap;
     int32_t n_groups;
     int32_t *group, *truth, *slm_top1, *llm_top1, *rollout_slm, *rollout_llm;
+    int32_t *example, *position;   /* as stored in the records (tr_train_data_position) */
     float *probs;                  /* [n][COLLECT_N_PROBS]: slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth,
                                       llm_p_slm_top1, slm_p_llm_top1 */
     float *feats;                  /* [n][n_feats] */
