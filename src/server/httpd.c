@@ -146,7 +146,10 @@ httpd_refusal httpd_judge(httpd *h, struct MHD_Connection *conn, const char *met
                  "and the names given with --allowed-host)", host, h->host, h->loopback ? ", localhost" : "");
         return r;
     }
-    if (strcmp(method, MHD_HTTP_METHOD_POST) == 0 &&
+    const char *length = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const bool has_body = (length && strtoull(length, NULL, 10) > 0) ||
+                          MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (strcmp(method, MHD_HTTP_METHOD_POST) == 0 && has_body &&
         !json_declared(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
         r.status = 415;
         r.code = "unsupported_media_type";

@@ -64,7 +64,7 @@ typedef struct httpd_refusal {
 
 /* The connection-level verdicts on a request, in order: opened beyond max_connections or max_connections_per_ip
  * (503, unless exempt_from_limits), a Host the server does not answer to (403), a POST whose body is not declared
- * application/json (415). */
+ * application/json (415; a POST without a body goes on to its route's verdict, a 405 say). */
 httpd_refusal httpd_judge(httpd *h, struct MHD_Connection *conn, const char *method, bool exempt_from_limits);
 /* Whether a Host header value (NULL: none, as HTTP/1.0 may send) names this server: the address it listens on,
  * a loopback name (localhost, 127.x, ::1) when bound to loopback, a name of allowed_hosts; bound to every address
