@@ -183,7 +183,7 @@ routed=(generate --slm "$slm" -p "Once upon a time" --threshold 2 --ignore-eos -
 
 start_serve main
 # /v1/completions refuses \u0000 as the session protocol does (docs/protocol.md) instead of cutting the prompt.
-code=$(curl -sS -o "$tmp/nul.json" -w '%{http_code}' "$url/v1/completions" -d '{"prompt":"Once\u0000 upon","max_tokens":1}')
+code=$(curl -H 'Content-Type: application/json' -sS -o "$tmp/nul.json" -w '%{http_code}' "$url/v1/completions" -d '{"prompt":"Once\u0000 upon","max_tokens":1}')
 [ "$code" = 400 ] && grep -q 'u0000' "$tmp/nul.json" || fail "completions with \\u0000: $code $(cat "$tmp/nul.json")"
 
 # Ctrl-C: the run stops within a second or two, keeps what it printed, and deletes its session on the server.
