@@ -146,7 +146,8 @@ static int serve(int argc, char **argv, key_list *kl) {
         } else if (cli_option(argc, argv, &i, NULL, "--allowed-host", &v)) {
             if (!v || !v[0]) return cli_usage_error(usage, "--allowed-host needs a host name");
             if (n_allowed_hosts == (int32_t)(sizeof allowed_hosts / sizeof *allowed_hosts))
-                return cli_usage_error(usage, "at most %d --allowed-host names", (int)(sizeof allowed_hosts / sizeof *allowed_hosts));
+                return cli_usage_error(usage, "at most %d --allowed-host names",
+                                       (int)(sizeof allowed_hosts / sizeof *allowed_hosts));
             allowed_hosts[n_allowed_hosts++] = v;
         } else if (cli_option(argc, argv, &i, NULL, "--max-sessions", &v)) {
             if (!cli_int("--max-sessions", v, 1, 1 << 20, &x)) return 2;

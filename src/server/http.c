@@ -1,5 +1,5 @@
-/* http.c — tr_server's HTTP side on the shared layer (httpd.h; optionally TLS with GnuTLS): request bodies, routing, and the JSON
- * bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /v1/models, /health and /metrics. Completions live in
+/* http.c — tr_server on the HTTP layer it shares with the ui (httpd.h; optionally TLS with GnuTLS): request
+ * bodies, routing, and the JSON bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /v1/models, /health and /metrics. Completions live in
  * completions.c and chat_completions.c, the streamed /v1/route/next reply in route_stream.c, CORS in cors.c, the
  * sessions and forward passes in scheduler.c.
  *

@@ -180,7 +180,8 @@ int httpd_queue_buffer(struct MHD_Connection *conn, unsigned status, const char 
     }
     if (!body_owned) status = 500, content_type = "application/json";
     if (content_type) MHD_add_response_header(r, "Content-Type", content_type);
-    for (int i = 0; headers && headers[i] && headers[i + 1]; i += 2) MHD_add_response_header(r, headers[i], headers[i + 1]);
+    for (int i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        MHD_add_response_header(r, headers[i], headers[i + 1]);
     const int ret = httpd_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -248,8 +249,8 @@ static tr_status listen_socket(httpd *h, bool *v6, int *out_fd) {
     if (!err) return TR_OK;
     if (fd >= 0) close(fd);
     if (err == EADDRINUSE)
-        return tr_fail(TR_ERR_NETWORK, "port %d on %s is in use (another server listens there): choose another with --port",
-                (int)h->p.port, h->host);
+        return tr_fail(TR_ERR_NETWORK, "port %d on %s is in use (another server listens there): choose another "
+                       "with --port", (int)h->p.port, h->host);
     if (err == EACCES)
         return tr_fail(TR_ERR_NETWORK, "no permission to listen on port %d (ports below 1024 need privileges)",
                 (int)h->p.port);

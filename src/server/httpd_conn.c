@@ -1,10 +1,10 @@
 /* httpd_conn.c — the open connections of either server (httpd.h): one conn_info each (libmicrohttpd's socket
- * context), counted in all and per client address, so that httpd_judge can answer connections opened beyond max_connections or
- * max_connections_per_ip with a 503 and Retry-After (never a reset for a well-formed request); and the request
- * deadline: a connection must deliver a complete request within request_timeout_s of opening or of its previous
- * reply, however slowly it trickles bytes (libmicrohttpd's own timeout only counts silence). A thread checks the
- * deadlines twice a second and shuts late connections down; libmicrohttpd then closes them as it does any
- * connection whose peer went away.
+ * context), counted in all and per client address, so that httpd_judge can answer connections opened beyond
+ * max_connections or max_connections_per_ip with a 503 and Retry-After (never a reset for a well-formed request);
+ * and the request deadline: a connection must deliver a complete request within request_timeout_s of opening or of
+ * its previous reply, however slowly it trickles bytes (libmicrohttpd's own timeout only counts silence). A thread
+ * checks the deadlines twice a second and shuts late connections down; libmicrohttpd then closes them as it does
+ * any connection whose peer went away.
  *
  * The table's lock is held from NOTIFY_STARTED to the end of NOTIFY_CLOSED and around every shutdown(), and
  * libmicrohttpd closes a socket only after NOTIFY_CLOSED, so the deadline thread never touches a closed (or

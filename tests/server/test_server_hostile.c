@@ -29,6 +29,9 @@
 #include "support/raw_http.h"
 #include "tokroute.h"
 
+/* What every raw request here carries: the Host the server answers to, a JSON body. */
+#define JSON_HEAD "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+
 static tr_model *model;
 
 static int setup(void **state) {
@@ -61,7 +64,7 @@ static int request(int port, const char *method, const char *path, const char *a
     const int fd = connect_to(port);
     char head[512];
     const size_t n_body = body ? strlen(body) : 0;
-    snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n%s%s%sContent-Length: %zu\r\n\r\n", method,
+    snprintf(head, sizeof head, "%s %s HTTP/1.1\r\n" JSON_HEAD "%s%s%sContent-Length: %zu\r\n\r\n", method,
              path, auth ? "Authorization: " : "", auth ? auth : "", auth ? "\r\n" : "", n_body);
     raw_send_all(fd, head, strlen(head));
     if (body) raw_send_all(fd, body, n_body);
@@ -78,12 +81,13 @@ static void test_judged_before_the_body(void **state) {
     char reply[4096];
     /* Headers only: the 413 and the 401 come although not one body byte was sent. */
     const char *cases[][3] = {
-        {"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer k1\r\nContent-Length: 104857600\r\n\r\n",
+        {"POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Authorization: Bearer k1\r\nContent-Length: 104857600\r\n\r\n",
          "413", "the body exceeds 1048576 bytes"},
-        {"POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer k1\r\nContent-Length: 200000\r\n\r\n",
+        {"POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Authorization: Bearer k1\r\nContent-Length: 200000\r\n\r\n",
          "413", "the body exceeds"}, /* a session-protocol body holds at most the context's ids */
-        {"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500000\r\n\r\n", "401", "missing or wrong API key"},
-        {"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer k2\r\nContent-Length: 500000\r\n\r\n",
+        {"POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Content-Length: 500000\r\n\r\n", "401",
+         "missing or wrong API key"},
+        {"POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Authorization: Bearer k2\r\nContent-Length: 500000\r\n\r\n",
          "401", "missing or wrong API key"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -146,7 +150,7 @@ static void test_huge_arrays(void **state) {
                              reply, sizeof reply), 400);
     assert_non_null(strstr(reply, "\"param\":\"prompt\""));
     /* A raw NUL byte (not JSON; cJSON would end the name there: session "a") is refused too. */
-    const char nul[] = "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 38\r\n\r\n"
+    const char nul[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 38\r\n\r\n"
                        "{\"session\":\"a\0b\",\"pos\":0,\"tokens\":[1]}";
     const int fd = connect_to(port);
     raw_send_all(fd, nul, sizeof nul - 1);
@@ -166,7 +170,7 @@ static void test_connection_limits(void **state) {
     usleep(100 * 1000);
     /* The third connection from this address: a clear 503 with Retry-After, not a reset... */
     int c = connect_to(port);
-    const char get[] = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\r\n";
+    const char get[] = "GET /v1/models HTTP/1.1\r\n" JSON_HEAD "\r\n";
     raw_send_all(c, get, sizeof get - 1);
     assert_int_equal(raw_read_reply(c, reply, sizeof reply, 5000), 503);
     assert_non_null(strcasestr(reply, "Retry-After: 1"));
@@ -174,7 +178,7 @@ static void test_connection_limits(void **state) {
     close(c);
     /* ...while /health still answers there, and the first two connections are served. */
     c = connect_to(port);
-    const char health[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\r\n";
+    const char health[] = "GET /health HTTP/1.1\r\n" JSON_HEAD "\r\n";
     raw_send_all(c, health, sizeof health - 1);
     assert_int_equal(raw_read_reply(c, reply, sizeof reply, 5000), 200);
     close(c);
@@ -189,7 +193,7 @@ static void test_connection_limits(void **state) {
  * trickle is set (slowloris), which libmicrohttpd's idle timeout alone would never end. */
 static double closed_after(int fd, bool trickle, int timeout_ms) {
     const double t0 = raw_now_ms();
-    const char head[] = "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const char head[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     for (size_t i = 0; raw_now_ms() - t0 < timeout_ms; i++) {
         if (trickle && i < sizeof head - 1) raw_send_all(fd, head + i, 1);
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -217,7 +221,7 @@ static void test_request_deadline(void **state) {
     assert_true(slow >= 900 && slow < 3000);
     /* A keep-alive connection gets its full time again after each reply. */
     fd = connect_to(port);
-    const char health[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\r\n";
+    const char health[] = "GET /health HTTP/1.1\r\n" JSON_HEAD "\r\n";
     char reply[2048];
     for (int i = 0; i < 4; i++) {
         usleep(600 * 1000);
@@ -237,8 +241,8 @@ static void test_closed_peers(void **state) {
     p.max_connections_per_ip = 8;
     tr_server *srv = start(p);
     const int port = tr_server_port(srv);
-    const char *parts[] = {"POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"session\"",
-                           "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"};
+    const char *parts[] = {"POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 1000\r\n\r\n{\"session\"",
+                           "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 1000\r\n\r\n"};
     for (int i = 0; i < 8; i++) { /* FIN right behind the bytes: what libmicrohttpd keeps (a later FIN it sees) */
         const int fd = connect_to(port);
         raw_send_all(fd, parts[i % 2], strlen(parts[i % 2]));
@@ -246,7 +250,7 @@ static void test_closed_peers(void **state) {
     }
     usleep(300 * 1000); /* all eight accepted and counted */
     char reply[2048];
-    const char get[] = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+    const char get[] = "GET /v1/models HTTP/1.1\r\n" JSON_HEAD "Connection: close\r\n\r\n";
     const double t0 = raw_now_ms();
     int status = 0;
     while (raw_now_ms() - t0 < 10000) {
@@ -272,7 +276,7 @@ static void test_private_sessions(void **state) {
     const int fd = connect_to(port);
     const char body[] = "{\"prompt\":[1],\"max_tokens\":200,\"stream\":true,\"temperature\":0}";
     char head[256], reply[65536];
-    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Content-Length: %zu\r\n\r\n%s",
              sizeof body - 1, body);
     raw_send_all(fd, head, strlen(head));
     /* The first event names the completion; its private session is "!" + that id. */
@@ -354,7 +358,7 @@ static void test_hang_up_ends_completion(void **state) {
     const int fd = connect_to(port);
     const char body[] = "{\"prompt\":[1],\"max_tokens\":500,\"temperature\":0}";
     char head[256];
-    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Content-Length: %zu\r\n\r\n%s",
              sizeof body - 1, body);
     raw_send_all(fd, head, strlen(head));
     usleep(20 * 1000); /* generating by now */
@@ -385,7 +389,7 @@ static void test_half_close(void **state) {
     for (int i = 0; i < 2; i++) {
         const int fd = connect_to(port);
         char head[512];
-        snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        snprintf(head, sizeof head, "POST %s HTTP/1.1\r\n" JSON_HEAD ""
                  "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", paths[i], strlen(bodies[i]), bodies[i]);
         raw_send_all(fd, head, strlen(head));
         shutdown(fd, SHUT_WR);
@@ -522,7 +526,7 @@ static void *honest_main(void *arg) {
         int at = snprintf(body, sizeof body, "{\"session\":\"honest-%d\",\"pos\":%d,\"tokens\":[", h->index, from);
         for (int32_t i = from; i < n; i++) at += snprintf(body + at, sizeof body - (size_t)at, "%s%d", i > from ? "," : "", h->seq[i]);
         snprintf(body + at, sizeof body - (size_t)at, "]}");
-        snprintf(req, sizeof req, "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+        snprintf(req, sizeof req, "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: %zu\r\n\r\n%s",
                  strlen(body), body);
         raw_send_all(fd, req, strlen(req));
         if (raw_read_reply(fd, out, sizeof out, 10000) != 200) break;
@@ -556,8 +560,8 @@ static void *poster_main(void *arg) {
     size_t at = (size_t)sprintf(body, "{\"prompt\":[");
     for (size_t i = 0; i < n; i++) at += (size_t)sprintf(body + at, "%s1", i ? "," : "");
     strcpy(body + at, "]}");
-    const char big[] = "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 600000\r\n\r\n";
-    const char half[] = "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"session\"";
+    const char big[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 600000\r\n\r\n";
+    const char half[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 1000\r\n\r\n{\"session\"";
     while (attacking) {
         ps->wrong += !refused(request(ps->port, "POST", "/v1/completions", NULL, body, reply, sizeof reply), 400,
                               reply, &ps->busy);
