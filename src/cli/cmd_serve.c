@@ -21,7 +21,7 @@ static const char *usage =
     "  --port N               port (default 8080; 0 = a free port)\n"
     "  --allowed-host NAME    also answer requests with Host: NAME (repeatable). Others get 403 (DNS rebinding):\n"
     "                         the server answers its --host address, the loopback names when bound to loopback,\n"
-    "                         and bound to 0.0.0.0 or :: any IP address (and any name with --api-key)\n"
+    "                         bound to 0.0.0.0 or :: any IP address, bound off loopback with --api-key any name\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY); repeatable:\n"
     "                         with several keys each key's sessions are its own (others get 404/409 for them)\n"
     "  --api-key-file FILE    more keys, one per line ('#' comments and blank lines skipped)\n"

@@ -9,7 +9,8 @@
  * its own origin, so neither CORS nor the browser stops it; its requests still carry Host: that name. A server
  * answers only Host names that mean it: the address it listens on, the loopback names when it listens on loopback,
  * the names it was given (allowed_hosts). Bound to every address (0.0.0.0, ::) it cannot know its names, so it also
- * answers any IP literal (rebinding needs a name), and with a key any name (a page cannot present the key). A POST
+ * answers any IP literal (rebinding needs a name). Bound to anything but loopback with a key, it answers any Host:
+ * a rebound page cannot present the key, and which names reach the machine is the operator's business. A POST
  * body must be declared application/json: a cross-site page can send text/plain or a form without a CORS
  * preflight, never JSON. */
 #include <arpa/inet.h>
@@ -103,7 +104,8 @@ bool httpd_host_allowed(const httpd *h, const char *host_header) {
     const bool literal = ip_literal(name, &loopback_ip);
     const bool loopback_name = loopback_ip || strcasecmp(name, "localhost") == 0;
     if ((h->loopback || h->any) && loopback_name) return true;
-    return h->any && (literal || h->p.keyed);
+    if (!h->loopback && h->p.keyed) return true; /* every request must show the key, which a rebound page has not */
+    return h->any && literal;
 }
 
 const char *httpd_bearer_token(const char *authorization) {

@@ -28,7 +28,7 @@ typedef struct httpd_params {
     int32_t port;                      /* 0: any free port */
     const char *const *allowed_hosts;  /* more Host names answered (--allowed-host) */
     int32_t n_allowed_hosts;
-    bool keyed;                        /* a key guards the API: bound to every address, any Host is answered */
+    bool keyed;                        /* a key guards the API: bound to anything but loopback, any Host is answered */
     int32_t max_connections, max_connections_per_ip; /* beyond them: 503 with Retry-After */
     int32_t request_timeout_s;         /* a complete request within this of opening or of the previous reply */
     int32_t event_threads;             /* libmicrohttpd's threads reading and writing connections */
@@ -68,7 +68,7 @@ typedef struct httpd_refusal {
 httpd_refusal httpd_judge(httpd *h, struct MHD_Connection *conn, const char *method, bool exempt_from_limits);
 /* Whether a Host header value (NULL: none, as HTTP/1.0 may send) names this server: the address it listens on,
  * a loopback name (localhost, 127.x, ::1) when bound to loopback, a name of allowed_hosts; bound to every address
- * (0.0.0.0, ::), also any IP literal and, with a key, any name. A port may follow. */
+ * (0.0.0.0, ::), also any IP literal; bound to anything but loopback with a key, any name. A port may follow. */
 bool httpd_host_allowed(const httpd *h, const char *host_header);
 /* The credentials of "Authorization: Bearer KEY" (the scheme in any case, RFC 6750; spaces after it), or NULL. */
 const char *httpd_bearer_token(const char *authorization);
