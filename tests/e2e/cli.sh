@@ -83,13 +83,21 @@ for u in "$serve_url" "$ui_url"; do
 done
 curl -sS -f "$serve_url/health" | grep -q '"ok"' || fail "serve: \$(cat ready)/health"
 curl -sS -f "$ui_url/api/info" | grep -q '"slm"' || fail "ui: \$(cat ready)/api/info"
+# A port in use is said in words, once, not as libmicrohttpd's own log line; both commands fail.
+busy=${serve_url##*:}
+if "$cli" serve -m "$llm" --host localhost --port "$busy" -t 1 2>"$tmp/err"; then fail "serve on a busy port"; fi
+grep -q "port $busy on localhost is in use" "$tmp/err" && ! grep -qi "bind\|Failed" "$tmp/err" ||
+  fail "serve on a busy port says: $(cat "$tmp/err")"
+if "$cli" ui --slm "$slm" --host localhost --port "$busy" 2>"$tmp/err"; then fail "ui on a busy port"; fi
+grep -q "port $busy on localhost is in use" "$tmp/err" && ! grep -qi "bind\|Failed" "$tmp/err" ||
+  fail "ui on a busy port says: $(cat "$tmp/err")"
 kill -TERM "${pids[@]}"
 wait "${pids[@]}" || fail "a server exited badly on SIGTERM"
 pids=()
 [ ! -e "$tmp/serve.ready" ] && [ ! -e "$tmp/ui.ready" ] || fail "a ready file outlived its server"
 if "$cli" serve -m "$llm" --host no-such-host.invalid --port 0 2>"$tmp/err"; then fail "serve on a bad host name"; fi
 grep -q "cannot use host 'no-such-host.invalid'" "$tmp/err" || fail "bad host message: $(cat "$tmp/err")"
-echo "ok: serve and ui take --host localhost and write the same ready file"
+echo "ok: serve and ui take --host localhost, write the same ready file and say when a port is in use"
 
 # ---------------------------------------------------------------- make demo needs no npm
 # deps.sh for the build and the demo never runs npm (a stub that records calls stands in for it).
