@@ -18,17 +18,12 @@
  * Logging: one line per request with method, route, status and milliseconds; bodies (token ids, text) only with
  * log_requests. A client that hangs up mid-stream leaves one line from the stream's owner; libmicrohttpd's own
  * report of the failed send is dropped (httpd.c). */
-#include <arpa/inet.h>
 #include <math.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>

@@ -3,7 +3,7 @@
  *
  * One mutex (ui->mu) guards every job's output buffer, the slot pool, the waiting queue and the job list; one
  * condition variable (ui->cv) is broadcast on any change. Contention is negligible next to a forward pass, and one
- * lock keeps the hand-offs between the connection threads and the worker threads easy to check.
+ * lock keeps the hand-offs between the HTTP layer's threads and the generations' threads easy to check.
  *
  * A generation (job) is run by a worker thread; what it writes for the client is up to its sink: the page's event
  * stream or an OpenAI reply (streamed chunks, or one JSON body once finished). Sinks append to job->buf. */

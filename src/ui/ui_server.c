@@ -17,13 +17,9 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "common/error.h"
