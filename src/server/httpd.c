@@ -38,6 +38,7 @@ struct httpd {
     char *host, **allowed, *tls_cert, *tls_key; /* copies of p's */
     char bound[INET6_ADDRSTRLEN];               /* the address bound, numeric */
     bool loopback, any;                         /* bound to a loopback address / to every address */
+    httpd_hosts hosts;                          /* the above, for httpd_host_allowed */
     struct MHD_Daemon *daemon;
     conn_table *conns;
     defer_pool *defer;
@@ -66,10 +67,12 @@ static bool ip_literal(const char *name, bool *loopback) {
     return false;
 }
 
-/* The name of a Host header value ("name", "name:port", "[v6]", "[v6]:port") into name; false when malformed. */
+/* The name of a Host header value ("name", "name:port", "[v6]", "[v6]:port") into name; false when malformed (a
+ * name of letters, digits, '-', '.', '_'; an IPv6 literal of hex digits, ':', '.' and a %zone). */
 static bool host_name(const char *h, char *name, size_t cap) {
     size_t n;
-    if (h[0] == '[') {
+    const bool v6 = h[0] == '[';
+    if (v6) {
         const char *end = strchr(h, ']');
         if (!end) return false;
         n = (size_t)(end - h - 1);
@@ -83,6 +86,10 @@ static bool host_name(const char *h, char *name, size_t cap) {
         h += n;
     }
     name[n] = 0;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+              (v6 ? *c == ':' || *c == '%' : *c == '-' || *c == '_')))
+            return false;
     if (*h == ':') {
         if (!h[1] || strlen(h + 1) > 5) return false;
         for (const char *d = h + 1; *d; d++)
@@ -93,18 +100,18 @@ static bool host_name(const char *h, char *name, size_t cap) {
     return n > 0;
 }
 
-bool httpd_host_allowed(const httpd *h, const char *host_header) {
+bool httpd_host_allowed(const httpd_hosts *h, const char *host_header) {
     if (!host_header) return true; /* HTTP/1.0 clients may omit it; a browser always sends it */
     char name[256];
     if (!host_name(host_header, name, sizeof name)) return false;
     if (strcasecmp(name, h->host) == 0 || strcmp(name, h->bound) == 0) return true;
-    for (int32_t i = 0; i < h->p.n_allowed_hosts; i++)
+    for (int32_t i = 0; i < h->n_allowed; i++)
         if (strcasecmp(name, h->allowed[i]) == 0) return true;
     bool loopback_ip;
     const bool literal = ip_literal(name, &loopback_ip);
     const bool loopback_name = loopback_ip || strcasecmp(name, "localhost") == 0;
     if ((h->loopback || h->any) && loopback_name) return true;
-    if (!h->loopback && h->p.keyed) return true; /* every request must show the key, which a rebound page has not */
+    if (!h->loopback && h->keyed) return true; /* every request must show the key, which a rebound page has not */
     return h->any && literal;
 }
 
@@ -141,7 +148,7 @@ httpd_refusal httpd_judge(httpd *h, struct MHD_Connection *conn, const char *met
         return r;
     }
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-    if (!httpd_host_allowed(h, host)) {
+    if (!httpd_host_allowed(&h->hosts, host)) {
         r.status = 403;
         r.code = "forbidden_host";
         snprintf(r.message, sizeof r.message, "this server does not answer to Host: %.60s (it answers its address %s%s "
@@ -347,6 +354,9 @@ tr_status httpd_start(const httpd_params *p, httpd **out) {
         st = conn_table_create(h, p->max_connections, p->max_connections_per_ip, p->request_timeout_s, &h->conns);
     if (st == TR_OK) st = defer_pool_create(p->max_workers, p->max_queued, &h->defer);
     if (st == TR_OK) st = start_daemon(h);
+    h->hosts = (httpd_hosts){.host = h->host, .bound = h->bound, .loopback = h->loopback, .any = h->any,
+                             .keyed = p->keyed, .allowed = (const char *const *)h->allowed,
+                             .n_allowed = p->n_allowed_hosts};
     if (st != TR_OK) {
         httpd_free(h);
         return st;

@@ -66,10 +66,20 @@ typedef struct httpd_refusal {
  * (503, unless exempt_from_limits), a Host the server does not answer to (403), a POST whose body is not declared
  * application/json (415; a POST without a body goes on to its route's verdict, a 405 say). */
 httpd_refusal httpd_judge(httpd *h, struct MHD_Connection *conn, const char *method, bool exempt_from_limits);
+/* The names a server answers to (httpd_host_allowed), as httpd_start finds them. */
+typedef struct httpd_hosts {
+    const char *host;                  /* as given to bind (an address or a name) */
+    const char *bound;                 /* the address bound, numeric */
+    bool loopback, any;                /* bound to a loopback address / to every address */
+    bool keyed;
+    const char *const *allowed;
+    int32_t n_allowed;
+} httpd_hosts;
 /* Whether a Host header value (NULL: none, as HTTP/1.0 may send) names this server: the address it listens on,
- * a loopback name (localhost, 127.x, ::1) when bound to loopback, a name of allowed_hosts; bound to every address
- * (0.0.0.0, ::), also any IP literal; bound to anything but loopback with a key, any name. A port may follow. */
-bool httpd_host_allowed(const httpd *h, const char *host_header);
+ * a loopback name (localhost, 127.x, ::1) when bound to loopback, a name of allowed; bound to every address
+ * (0.0.0.0, ::), also any IP literal and the loopback names; bound to anything but loopback with a key, any name.
+ * A port may follow. */
+bool httpd_host_allowed(const httpd_hosts *hosts, const char *host_header);
 /* The credentials of "Authorization: Bearer KEY" (the scheme in any case, RFC 6750; spaces after it), or NULL. */
 const char *httpd_bearer_token(const char *authorization);
 /* key == got, in time that depends on their lengths only. */
