@@ -113,7 +113,7 @@ async def slowloris(i):
             await asyncio.sleep(0.5)
             continue
         stats["slow_opened"] += 1
-        head = b"POST /v1/route/next HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 4000
+        head = b"POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 4000
         try:
             for ch in head:
                 if stopping():
@@ -133,7 +133,7 @@ async def big_post(i):
     while not stopping():
         try:
             r, w = await asyncio.open_connection("127.0.0.1", port, local_addr=(addr(i + 13), 0))
-            w.write(b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth +
+            w.write(b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + auth +
                     b"Content-Length: %d\r\n\r\n" % len(body))
             w.write(body)
             await w.drain()
@@ -153,7 +153,7 @@ async def health():
         stats["health_sent"] += 1
         try:
             r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
-            w.write(b"GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+            w.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
                     % key.encode())
             line = await asyncio.wait_for(r.readline(), 2)
             if b" 200 " in line:

@@ -57,6 +57,11 @@ typedef struct tr_server_params {
                                       * OPTIONS preflights answered, Access-Control-Allow-Origin on their replies;
                                       * NULL (default): no CORS headers and OPTIONS is 405. Copied at start. */
     int32_t n_cors_origins;
+    const char *const *allowed_hosts; /* Host names answered besides the address bound (and, bound to loopback, the
+                                       * loopback names; bound to 0.0.0.0 or ::, also IP literals; bound to anything
+                                       * but loopback with a key, any name): other Hosts get 403 (DNS rebinding).
+                                       * NULL: none. Copied */
+    int32_t n_allowed_hosts;
 } tr_server_params;
 
 tr_server_params tr_server_default_params(void);
@@ -109,6 +114,14 @@ typedef struct tr_ui_params {
     /* Keeping the budget in every joint generation: tr_route_params' fields of the same names (default 0: off);
      * the page's τ is then the controller's start. */
     double target_routed, max_routed;
+    /* The HTTP layer, as tr_server_params' fields of the same names: Host names answered besides the address bound
+     * (and the loopback names when bound to loopback; bound elsewhere, which needs a key, any Host);
+     * connections beyond max_connections (default 256) or max_connections_per_ip (default 32) get 503 with
+     * Retry-After; a request must be complete within request_timeout_s (default 10) of its connection opening or
+     * of the previous reply. */
+    const char *const *allowed_hosts;
+    int32_t n_allowed_hosts;
+    int32_t max_connections, max_connections_per_ip, request_timeout_s;
 } tr_ui_params;
 
 tr_ui_params tr_ui_default_params(void);

@@ -19,6 +19,9 @@ static const char *usage =
     "  (OpenAI-compatible), GET /health, GET /metrics\n"
     "  --host ADDR            address or name to bind (default 127.0.0.1; localhost works)\n"
     "  --port N               port (default 8080; 0 = a free port)\n"
+    "  --allowed-host NAME    also answer requests with Host: NAME (repeatable). Others get 403 (DNS rebinding):\n"
+    "                         the server answers its --host address, the loopback names when bound to loopback,\n"
+    "                         bound to 0.0.0.0 or :: any IP address, bound off loopback with --api-key any name\n"
     "  --api-key KEY          require 'Authorization: Bearer KEY' (default: env TOKROUTE_API_KEY); repeatable:\n"
     "                         with several keys each key's sessions are its own (others get 404/409 for them)\n"
     "  --api-key-file FILE    more keys, one per line ('#' comments and blank lines skipped)\n"
@@ -94,8 +97,8 @@ static int serve(int argc, char **argv, key_list *kl) {
     cli_model_opts mo = {0};
     tr_server_params sp = tr_server_default_params();
     const char *ready = NULL, *chat_template = NULL, *v;
-    const char *cors[16];
-    int32_t n_cors = 0;
+    const char *cors[16], *allowed_hosts[16];
+    int32_t n_cors = 0, n_allowed_hosts = 0;
 
     bool quiet = false;
     long x;
@@ -140,6 +143,12 @@ static int serve(int argc, char **argv, key_list *kl) {
             if (n_cors == (int32_t)(sizeof cors / sizeof *cors))
                 return cli_usage_error(usage, "at most %d --cors origins", (int)(sizeof cors / sizeof *cors));
             cors[n_cors++] = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--allowed-host", &v)) {
+            if (!v || !v[0]) return cli_usage_error(usage, "--allowed-host needs a host name");
+            if (n_allowed_hosts == (int32_t)(sizeof allowed_hosts / sizeof *allowed_hosts))
+                return cli_usage_error(usage, "at most %d --allowed-host names",
+                                       (int)(sizeof allowed_hosts / sizeof *allowed_hosts));
+            allowed_hosts[n_allowed_hosts++] = v;
         } else if (cli_option(argc, argv, &i, NULL, "--max-sessions", &v)) {
             if (!cli_int("--max-sessions", v, 1, 1 << 20, &x)) return 2;
             sp.max_sessions = (int32_t)x;
@@ -172,6 +181,8 @@ static int serve(int argc, char **argv, key_list *kl) {
     sp.n_ctx = mo.n_ctx;
     sp.cors_origins = n_cors > 0 ? cors : NULL;
     sp.n_cors_origins = n_cors;
+    sp.allowed_hosts = n_allowed_hosts > 0 ? allowed_hosts : NULL;
+    sp.n_allowed_hosts = n_allowed_hosts;
     if (kl->n > 0) { /* keys given here replace TOKROUTE_API_KEY */
         sp.api_key = NULL;
         sp.api_keys = (const char *const *)kl->keys;

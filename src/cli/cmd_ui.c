@@ -25,6 +25,12 @@ static const char *usage_rest =
     "  --threshold T          τ of requests that give none, the slider's start (default: the router file's, else 0.5)\n"
     "  --host ADDR            address to listen on (default 127.0.0.1)\n"
     "  --port P               port (default 8080; 0 = any free port)\n"
+    "  --allowed-host NAME    also answer requests with Host: NAME (repeatable). Others get 403 (DNS rebinding):\n"
+    "                         the server answers its --host address and, bound to loopback, the loopback names\n"
+    "  --max-connections N    requests on connections beyond N get 503 + Retry-After (default 256)\n"
+    "  --max-connections-per-ip N   the same per client address (default 32)\n"
+    "  --request-timeout-s S  a connection must send a whole request within S of opening or of its last reply\n"
+    "                         (default 10)\n"
     "  --ready-file FILE      write the base URL (http://HOST:PORT, as serve does) to FILE once listening\n"
     "  --chat-template NAME   chat template (chatml, llama2, llama3, gemma) for /v1/chat/completions and the page's chat\n"
     "                         toggle (default: the SLM's own, from its GGUF; without one chat requests get 400)\n"
@@ -39,6 +45,9 @@ typedef struct ui_opts {
     cli_model_opts mo;
     cli_backend_opts bo;
     const char *router, *host, *ready_file, *chat_template, *ui_key, *policy;
+    const char *allowed_hosts[16];
+    int32_t n_allowed_hosts;
+    long max_connections, max_connections_per_ip, request_timeout_s;
     double tau;
     bool tau_set;
     long port, max_tokens, max_generations, max_queue;
@@ -64,6 +73,18 @@ static int parse(int argc, char **argv, ui_opts *o) {
         } else if (cli_option(argc, argv, &i, NULL, "--host", &v)) o->host = v;
         else if (cli_option(argc, argv, &i, NULL, "--port", &v)) {
             if (!cli_int("--port", v, 0, 65535, &o->port)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--allowed-host", &v)) {
+            if (!v || !v[0]) return cli_usage_error(usage, "--allowed-host needs a host name");
+            if (o->n_allowed_hosts == (int32_t)(sizeof o->allowed_hosts / sizeof *o->allowed_hosts))
+                return cli_usage_error(usage, "at most %d --allowed-host names",
+                                       (int)(sizeof o->allowed_hosts / sizeof *o->allowed_hosts));
+            o->allowed_hosts[o->n_allowed_hosts++] = v;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-connections", &v)) {
+            if (!cli_int("--max-connections", v, 1, 1 << 20, &o->max_connections)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--max-connections-per-ip", &v)) {
+            if (!cli_int("--max-connections-per-ip", v, 1, 1 << 20, &o->max_connections_per_ip)) return 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--request-timeout-s", &v)) {
+            if (!cli_int("--request-timeout-s", v, 1, 3600, &o->request_timeout_s)) return 2;
         } else if (cli_option(argc, argv, &i, NULL, "--ready-file", &v)) o->ready_file = v;
         else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) o->chat_template = v;
         else if (cli_option(argc, argv, &i, NULL, "--max-tokens", &v)) {
@@ -130,6 +151,11 @@ static int serve(const ui_opts *o, tr_model *slm, backend_factory *factory) {
     up.slm = slm;
     up.slm_name = base_name(o->mo.model);
     up.host = o->host ? o->host : "127.0.0.1";
+    up.allowed_hosts = o->n_allowed_hosts > 0 ? o->allowed_hosts : NULL;
+    up.n_allowed_hosts = o->n_allowed_hosts;
+    if (o->max_connections) up.max_connections = (int32_t)o->max_connections;
+    if (o->max_connections_per_ip) up.max_connections_per_ip = (int32_t)o->max_connections_per_ip;
+    if (o->request_timeout_s) up.request_timeout_s = (int32_t)o->request_timeout_s;
     up.port = (int32_t)o->port;
     up.context.n_threads = o->mo.n_threads;
     up.context.n_ctx = o->mo.n_ctx;

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/error.h"
 #include "server/http_internal.h"
@@ -64,36 +63,20 @@ void access_free(access_ctl *a) {
 
 int32_t access_n_keys(const access_ctl *a) { return a->n_keys; }
 
-/* The credentials of "Bearer KEY" (scheme in any case, spaces after it), or NULL. */
-static const char *bearer_token(const char *authorization) {
-    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) return NULL;
-    const char *t = authorization + 7;
-    while (*t == ' ') t++;
-    return t;
-}
-
-/* Constant time in both strings' contents (the time depends on their lengths only). */
-static bool same(const char *key, const char *got) {
-    const size_t n_key = strlen(key), n_got = strlen(got);
-    unsigned diff = (unsigned)(n_key != n_got);
-    for (size_t i = 0; i < n_key; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(n_got ? got[i % n_got] : 0);
-    return diff == 0;
-}
-
 int32_t access_key_of(const access_ctl *a, const char *authorization) {
     if (a->n_keys == 0) return 0;
-    const char *got = bearer_token(authorization);
+    const char *got = httpd_bearer_token(authorization);
     if (!got) return -1;
     int32_t owner = -1;
     for (int32_t i = 0; i < a->n_keys; i++) /* every key, whichever matches */
-        if (same(a->keys[i], got) && owner < 0) owner = i;
+        if (httpd_key_equal(a->keys[i], got) && owner < 0) owner = i;
     return owner;
 }
 
 bool access_metrics_allowed(const access_ctl *a, const char *authorization) {
     if (!a->metrics_key) return access_key_of(a, authorization) >= 0;
-    const char *got = bearer_token(authorization);
-    return got && same(a->metrics_key, got);
+    const char *got = httpd_bearer_token(authorization);
+    return got && httpd_key_equal(a->metrics_key, got);
 }
 
 void access_session_name(const access_ctl *a, int32_t owner, const char *id, char *out, size_t cap) {

@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 
 #include "common/error.h"
+#include "server/httpd.h"
 #include "server/server_internal.h"
 
 #define CORS_MAX_AGE_S "86400"
@@ -101,7 +102,7 @@ int cors_preflight(tr_server *srv, struct MHD_Connection *conn, const char *rout
     const double ms = server_now_ms() - t0_ms;
     metrics_request(&srv->metrics, route, 204, ms);
     server_log(srv, "%s OPTIONS 204 %.2f ms%s", route, ms, origin ? " (CORS preflight)" : "");
-    const int ret = http_queue_response(conn, 204, r);
+    const int ret = httpd_queue_response(conn, 204, r);
     MHD_destroy_response(r);
     return ret;
 }

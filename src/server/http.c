@@ -1,33 +1,29 @@
-/* http.c — tr_server: the libmicrohttpd daemon (optionally TLS with GnuTLS), request bodies, routing, and the JSON
- * bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /v1/models, /health and /metrics. Completions live in
+/* http.c — tr_server on the HTTP layer it shares with the ui (httpd.h; optionally TLS with GnuTLS): request
+ * bodies, routing, and the JSON bodies of /v1/route/next, DELETE /v1/route/sessions/{id}, /v1/models, /health and /metrics. Completions live in
  * completions.c and chat_completions.c, the streamed /v1/route/next reply in route_stream.c, CORS in cors.c, the
  * sessions and forward passes in scheduler.c.
  *
  * Clients are not trusted until they have shown a key and a well-formed request, so everything before that costs
  * little and is bounded: libmicrohttpd runs a few event threads over epoll (http_threads), so an idle or half-sent
  * connection costs no thread; a request is judged on its headers before any body is read (503 with Retry-After for
- * a connection opened beyond max_connections or max_connections_per_ip, 401 without a key, 413 for a
+ * a connection opened beyond max_connections or max_connections_per_ip, 403 for a Host the server does not answer
+ * to, 415 for a POST body not declared application/json (httpd_judge), 401 without a key, 413 for a
  * Content-Length beyond what the route may hold: a session-protocol body holds at most the context's ids); a body
  * is buffered up to that size (large ones in their own mapping, returned to the system when the request ends) and
  * read without a tree for its token arrays (request.c, json_scan.c); a request must be complete within
- * request_timeout_s (http_conn.c). Requests that wait on the scheduler run on worker threads (http_defer.c);
+ * request_timeout_s (httpd_conn.c). Requests that wait on the scheduler run on worker threads (httpd_defer.c);
  * /health, /metrics and /v1/models are answered on the event threads at once, so /health answers however busy the
  * workers are. Keys, session owners and the metrics key: access.c.
  *
  * Logging: one line per request with method, route, status and milliseconds; bodies (token ids, text) only with
  * log_requests. A client that hangs up mid-stream leaves one line from the stream's owner; libmicrohttpd's own
- * report of the failed send is dropped (mhd_log). */
-#include <arpa/inet.h>
+ * report of the failed send is dropped (httpd.c). */
 #include <math.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -41,7 +37,6 @@
 #define HTTP_THREADS_DEFAULT 2
 #define DEFER_THREADS 128    /* requests waiting on the scheduler at once */
 #define DEFER_QUEUED 1024    /* more waiting for a worker get 503 */
-#define CONN_MEMORY_BYTES (32u << 10)
 #define BODY_MAP_BYTES (128u << 10) /* bodies this large get their own mapping (freed to the system at once) */
 #define SURVEY_FIRST_BYTES (16u << 10) /* an OpenAI body's values are first counted when this much has arrived */
 
@@ -74,11 +69,7 @@ static const char *route_label(const char *url, const char *method) {
     return "other";
 }
 
-double server_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+double server_now_ms(void) { return httpd_now_ms(); }
 
 void server_log(const tr_server *srv, const char *fmt, ...) {
     if (!srv->params.log) return;
@@ -107,49 +98,20 @@ tr_server_params tr_server_default_params(void) {
     return p;
 }
 
-/* Streams are made on worker threads (http_defer.c); every route that streams runs there. */
+/* Streams are made on worker threads (httpd_defer.c); every route that streams runs there. */
 int http_send_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
                      void *cls, void (*done)(void *cls, bool client_gone)) {
-    if (defer_capturing(conn)) return defer_capture_stream(conn, content_type, next, cls, done);
-    done(cls, false);
-    return http_send_json(conn, 500, NULL);
+    return httpd_send_stream(conn, content_type, NULL, NULL, next, cls, done);
 }
 
-/* The server a connection belongs to (its conn_info, made when it was accepted). */
-static const tr_server *server_of(struct MHD_Connection *conn) {
-    const conn_info *ci = conn_info_of(conn);
-    return ci ? ci->srv : NULL;
-}
-
-int http_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *r) {
-    cors_add_headers(server_of(conn), conn, r);
-    return MHD_queue_response(conn, status, r);
-}
-
-int http_queue_buffer(struct MHD_Connection *conn, unsigned status, const char *content_type, char *body_owned,
-                      size_t len, const char *const *headers) {
-    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
-                              "\"param\":null,\"code\":\"internal\"}}";
-    struct MHD_Response *r =
-        body_owned ? MHD_create_response_from_buffer(len, body_owned, MHD_RESPMEM_MUST_FREE)
-                   : MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        free(body_owned);
-        return MHD_NO;
-    }
-    if (!body_owned) status = 500, content_type = "application/json";
-    if (content_type) MHD_add_response_header(r, "Content-Type", content_type);
-    for (int i = 0; headers && headers[i] && headers[i + 1]; i += 2) MHD_add_response_header(r, headers[i], headers[i + 1]);
-    const int ret = http_queue_response(conn, status, r);
-    MHD_destroy_response(r);
-    return ret;
+/* httpd's decorate: the CORS header the request earns (cors.c). */
+static void add_cors(void *cls, struct MHD_Connection *conn, struct MHD_Response *r, unsigned status) {
+    cors_add_headers(cls, conn, r);
 }
 
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned) {
     const size_t len = json_owned ? strlen(json_owned) : 0;
-    if (defer_capturing(conn))
-        return defer_capture_buffer(conn, (unsigned)status, "application/json", json_owned, len, NULL, NULL);
-    return http_queue_buffer(conn, (unsigned)status, "application/json", json_owned, len, NULL);
+    return httpd_send_buffer(conn, (unsigned)status, "application/json", json_owned, len, NULL, NULL);
 }
 
 /* OpenAI's error object (common/openai_api.c, as the device's server writes it), plus "field": the name tokroute's
@@ -182,9 +144,7 @@ int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *rou
     /* Busy (503) and rate-limited (429) replies say when to come back. */
     const char *retry = err->status == 503 || err->status == 429 ? "Retry-After" : NULL;
     const size_t len = body ? strlen(body) : 0;
-    if (defer_capturing(conn)) return defer_capture_buffer(conn, (unsigned)err->status, type, body, len, retry, "1");
-    const char *headers[] = {retry, "1", NULL};
-    return http_queue_buffer(conn, (unsigned)err->status, type, body, len, retry ? headers : NULL);
+    return httpd_send_buffer(conn, (unsigned)err->status, type, body, len, retry, "1");
 }
 
 /* ---------------------------------------------------------------- routes */
@@ -322,7 +282,7 @@ static int send_method_not_allowed(tr_server *srv, struct MHD_Connection *conn, 
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Allow", allow);
-    const int ret = http_queue_response(conn, 405, r);
+    const int ret = httpd_queue_response(conn, 405, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -333,7 +293,7 @@ static int handle_metrics(tr_server *srv, struct MHD_Connection *conn, double t0
     if (!text) return http_send_json(conn, 500, NULL);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
-    const int ret = http_queue_response(conn, 200, r);
+    const int ret = httpd_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -396,20 +356,16 @@ static int refuse(tr_server *srv, struct MHD_Connection *conn, conn_state *cs, i
     server_log(srv, "%s %d %.2f ms %s", cs->route, status, ms, code);
     char *body = error_json(&err);
     const char *headers[] = {"Connection", "close", status == 503 ? "Retry-After" : NULL, "1", NULL};
-    return http_queue_buffer(conn, (unsigned)status, "application/json", body, body ? strlen(body) : 0, headers);
+    return httpd_queue_buffer(conn, (unsigned)status, "application/json", body, body ? strlen(body) : 0, headers);
 }
 
 /* The first call for a request: its headers are here, its body is not. Judged now, so that nothing is read from
  * a client that may not use the server. */
-static int judge_headers(tr_server *srv, struct MHD_Connection *conn, conn_info *ci, conn_state *cs, const char *url,
+static int judge_headers(tr_server *srv, struct MHD_Connection *conn, conn_state *cs, const char *url,
                          const char *method) {
     const bool health = strcmp(url, "/health") == 0;
-    if (!health && (!ci || ci->over_limit || ci->over_ip_limit)) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "too many connections%s: retry later", ci && !ci->over_limit ? " from your address"
-                                                                                                : "");
-        return refuse(srv, conn, cs, 503, "busy", msg);
-    }
+    const httpd_refusal no = httpd_judge(srv->httpd, conn, method, health);
+    if (no.status) return refuse(srv, conn, cs, (int)no.status, no.code, no.message);
     /* A CORS preflight comes without the API key: answered before the key is checked. */
     const char *allow = srv->n_cors_origins > 0 && strcmp(method, "OPTIONS") == 0 ? allowed_methods(url) : NULL;
     if (allow) return cors_preflight(srv, conn, cs->route, allow, cs->t0_ms);
@@ -483,7 +439,7 @@ static int run_route(struct MHD_Connection *conn, void *arg) {
 }
 
 /* The request is complete: answered here when that is quick, else handed to a worker thread. */
-static int dispatch(tr_server *srv, struct MHD_Connection *conn, conn_info *ci, conn_state *cs, const char *url,
+static int dispatch(tr_server *srv, struct MHD_Connection *conn, conn_state *cs, const char *url,
                     const char *method) {
     api_error err = {0};
     if (cs->too_large) {
@@ -513,7 +469,7 @@ static int dispatch(tr_server *srv, struct MHD_Connection *conn, conn_info *ci, 
         cs->kind = ROUTE_DELETE;
     }
     if (cs->kind != ROUTE_NONE) {
-        if (defer_run(srv->defer, conn, ci, run_route, cs, NULL)) return MHD_YES;
+        if (defer_run(httpd_defer_pool(srv->httpd), conn, run_route, cs, NULL)) return MHD_YES;
         api_error_set(&err, 503, "busy", "", "too many requests in progress: retry later");
         return http_send_error(srv, conn, cs->route, &err, cs->t0_ms);
     }
@@ -528,14 +484,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls) {
     tr_server *srv = cls;
     conn_state *cs = *con_cls;
-    conn_info *ci = conn_info_of(conn);
     if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         cs->srv = srv;
         cs->t0_ms = server_now_ms();
         cs->route = route_label(url, method);
         *con_cls = cs;
-        return (enum MHD_Result)judge_headers(srv, conn, ci, cs, url, method);
+        return (enum MHD_Result)judge_headers(srv, conn, cs, url, method);
     }
     if (*upload_data_size > 0) {
         if (!cs->too_large && cs->len + *upload_data_size > cs->limit) {
@@ -559,13 +514,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     bool deferred = false;
-    const int ret = defer_reply(conn, ci, &deferred); /* called again after a worker made the reply */
+    const int ret = defer_reply(conn, &deferred); /* called again after a worker made the reply */
     if (deferred) return (enum MHD_Result)ret;
     if (!cs->complete) {
         cs->complete = true;
-        conn_request_complete(ci);
+        conn_request_complete(conn_info_of(conn));
     }
-    return (enum MHD_Result)dispatch(srv, conn, ci, cs, url, method);
+    return (enum MHD_Result)dispatch(srv, conn, cs, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {
@@ -575,7 +530,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(cs);
         *con_cls = NULL;
     }
-    conn_request_answered(conn_info_of(conn));
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -605,20 +559,6 @@ static char *read_file(const char *path) {
     return buf;
 }
 
-/* libmicrohttpd's messages, one log line each. Its report of a reply it could not finish sending ("Failed to send
- * the chunked response body for the request for `/v1/completions'. Error: The connection was forcibly closed by
- * remote peer") is dropped: the stream's owner logs the client that went away in its own words. */
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    const tr_server *srv = cls;
-    if (!srv->params.log) return;
-    if (strncmp(fmt, "Failed to send", 14) == 0) return;
-    char line[512];
-    vsnprintf(line, sizeof line, fmt, ap);
-    size_t n = strlen(line);
-    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-    srv->params.log(srv->params.log_user, line);
-}
-
 tr_status tr_server_start(const tr_model *model, const tr_server_params *params, tr_server **out) {
     if (!model || !out) return tr_fail(TR_ERR_ARG, "tr_server_start: NULL argument");
     *out = NULL;
@@ -638,31 +578,6 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
     const int32_t n_ctx = p.n_ctx > 0 ? p.n_ctx : (mi->n_ctx_train < 4096 ? mi->n_ctx_train : 4096);
     if (n_ctx <= 0) return tr_fail(TR_ERR_ARG, "the model has no context length; set n_ctx");
 
-    union {
-        struct sockaddr_in v4;
-        struct sockaddr_in6 v6;
-    } addr;
-    memset(&addr, 0, sizeof addr);
-    const char *host = p.host ? p.host : "127.0.0.1";
-    bool v6 = false;
-    if (inet_pton(AF_INET, host, &addr.v4.sin_addr) == 1) {
-        addr.v4.sin_family = AF_INET;
-        addr.v4.sin_port = htons((uint16_t)p.port);
-    } else if (inet_pton(AF_INET6, host, &addr.v6.sin6_addr) == 1) {
-        addr.v6.sin6_family = AF_INET6;
-        addr.v6.sin6_port = htons((uint16_t)p.port);
-        v6 = true;
-    } else {
-        /* A name (localhost): its first address, as `tokroute ui` binds. */
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-        const int rc = getaddrinfo(host, NULL, &hints, &ai);
-        if (rc != 0) return tr_fail(TR_ERR_ARG, "cannot use host '%s': %s", host, gai_strerror(rc));
-        v6 = ai->ai_family == AF_INET6;
-        if (v6) memcpy(&addr.v6, ai->ai_addr, sizeof addr.v6), addr.v6.sin6_port = htons((uint16_t)p.port);
-        else memcpy(&addr.v4, ai->ai_addr, sizeof addr.v4), addr.v4.sin_port = htons((uint16_t)p.port);
-        freeaddrinfo(ai);
-    }
-
     tr_server *srv = calloc(1, sizeof *srv);
     if (!srv) return tr_fail(TR_ERR_NOMEM, "out of memory");
     srv->started = time(NULL);
@@ -672,12 +587,11 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
     metrics_init(&srv->metrics);
     tr_status st = TR_OK;
     st = access_create(&p, &srv->access);
-    if (st == TR_OK) st = conn_table_create(srv, &srv->conns);
-    if (st == TR_OK) st = defer_pool_create(DEFER_THREADS, DEFER_QUEUED, &srv->defer);
+    char *tls_cert = NULL, *tls_key = NULL;
     if (st == TR_OK && p.tls_cert_path) {
-        if (!(srv->tls_cert = read_file(p.tls_cert_path)))
+        if (!(tls_cert = read_file(p.tls_cert_path)))
             st = tr_fail(TR_ERR_IO, "cannot read the TLS certificate %s", p.tls_cert_path);
-        else if (!(srv->tls_key = read_file(p.tls_key_path)))
+        else if (!(tls_key = read_file(p.tls_key_path)))
             st = tr_fail(TR_ERR_IO, "cannot read the TLS key %s", p.tls_key_path);
     }
     if (st == TR_OK) st = cors_init(srv, p.cors_origins, p.n_cors_origins);
@@ -688,56 +602,38 @@ tr_status tr_server_start(const tr_model *model, const tr_server_params *params,
     srv->params.tls_cert_path = srv->params.tls_key_path = NULL;
     srv->params.host = NULL;
     srv->params.cors_origins = NULL;
+    srv->params.allowed_hosts = NULL;
     if (st == TR_OK) {
         sched_params sp = {p.n_threads, p.max_sessions, n_ctx, p.max_batch_tokens, p.session_idle_s,
                            p.kv_budget_bytes, p.batch};
         st = scheduler_create(model, &sp, &srv->metrics, &srv->sched);
     }
     if (st == TR_OK) {
-        /* Event threads over epoll (MHD_USE_AUTO picks it on Linux); connections suspend while a worker answers. */
-        unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-        if (v6) flags |= MHD_USE_IPv6;
-        if (srv->tls_cert) flags |= MHD_USE_TLS;
-        /* Connections beyond the limits are accepted and answered 503; these hard limits (refused at accept)
-         * only bound the descriptors: a margin above them, within the process's descriptor limit. */
-        struct rlimit fds = {0};
-        const int64_t fd_room = getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY
-                                    ? (int64_t)fds.rlim_cur - 64 : (int64_t)1 << 20;
-        int64_t hard = (int64_t)p.max_connections + p.max_connections / 8 + 16;
-        if (hard > fd_room) hard = fd_room > 16 ? fd_room : 16;
-        const unsigned hard_per_ip = (unsigned)p.max_connections_per_ip * 2 + 8;
-        struct MHD_OptionItem opts[] = {
-            {MHD_OPTION_SOCK_ADDR, 0, &addr},
-            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
-            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_table_notify, srv},
-            {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)p.request_timeout_s, NULL},
-            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)hard, NULL},
-            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)hard_per_ip, NULL},
-            /* Up to 32 KiB libmicrohttpd takes each connection's memory (headers, write buffers) from the heap;
-             * above, a mapping of its own per connection, whose unmapping at close costs a TLB shootdown across
-             * the process's threads. http_conn.c returns the heap's free pages after connections close. */
-            {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)CONN_MEMORY_BYTES, NULL},
-            {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)(p.http_threads > 0 ? p.http_threads : HTTP_THREADS_DEFAULT), NULL},
-            {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, srv->tls_cert},
-            {srv->tls_cert ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, srv->tls_key},
-            {MHD_OPTION_END, 0, NULL},
+        const httpd_params hp = {
+            .host = p.host ? p.host : "127.0.0.1", .port = p.port,
+            .allowed_hosts = p.allowed_hosts, .n_allowed_hosts = p.n_allowed_hosts,
+            .keyed = access_n_keys(srv->access) > 0,
+            .max_connections = p.max_connections, .max_connections_per_ip = p.max_connections_per_ip,
+            .request_timeout_s = p.request_timeout_s,
+            .event_threads = p.http_threads > 0 ? p.http_threads : HTTP_THREADS_DEFAULT,
+            .max_workers = DEFER_THREADS, .max_queued = DEFER_QUEUED,
+            .tls_cert = tls_cert, .tls_key = tls_key,
+            .on_request = on_request, .on_completed = on_completed, .cls = srv,
+            .decorate = add_cors, .log = p.log, .log_user = p.log_user,
         };
-        srv->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, srv,
-                                       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_ARRAY, opts,
-                                       MHD_OPTION_END);
-        if (!srv->daemon) st = tr_fail(TR_ERR_NETWORK, "cannot listen on %s port %d (in use, or bad TLS files?)", host, p.port);
+        st = httpd_start(&hp, &srv->httpd);
     }
+    free(tls_cert);
+    free(tls_key);
     if (st != TR_OK) {
         tr_server_free(srv);
         return st;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = info ? info->port : p.port;
     *out = srv;
     return TR_OK;
 }
 
-int tr_server_port(const tr_server *srv) { return srv ? srv->port : 0; }
+int tr_server_port(const tr_server *srv) { return srv ? httpd_port(srv->httpd) : 0; }
 
 void tr_server_stop(tr_server *srv) {
     if (!srv || srv->stopped) return;
@@ -746,9 +642,7 @@ void tr_server_stop(tr_server *srv) {
      * (their connections resume), then stop the daemon, which closes the connections; only then is the scheduler
      * freed. */
     scheduler_shutdown(srv->sched);
-    defer_pool_stop(srv->defer);
-    if (srv->daemon) MHD_stop_daemon(srv->daemon);
-    srv->daemon = NULL;
+    httpd_stop(srv->httpd);
     scheduler_free(srv->sched);
     srv->sched = NULL;
 }
@@ -757,11 +651,8 @@ void tr_server_free(tr_server *srv) {
     if (!srv) return;
     tr_server_stop(srv);
     scheduler_free(srv->sched);
-    defer_pool_free(srv->defer);
-    conn_table_free(srv->conns);
+    httpd_free(srv->httpd);
     access_free(srv->access);
-    free(srv->tls_cert);
-    free(srv->tls_key);
     cors_free(srv);
     pthread_mutex_destroy(&srv->metrics.mu);
     free(srv);

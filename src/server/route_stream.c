@@ -4,9 +4,10 @@
  * {"done": true, ...} — or {"error": ...} as the last line when the request fails after its answer. Errors before
  * the answer are ordinary replies (status and error body), sent by http.c.
  *
- * MHD runs one thread per connection, so the content reader may block: it waits in scheduler_stream_next for the
- * worker's next event. The request (route_stream) belongs to the response; MHD's free callback closes it, which
- * stops the lookahead of a client that went away and waits until the worker has let go of it before freeing. */
+ * The producer runs on a worker thread of the HTTP layer (httpd_defer.c), so it may block: it waits in
+ * scheduler_stream_next for the scheduler's next event. The request (route_stream) belongs to the stream; its done
+ * callback closes it, which stops the lookahead of a client that went away and waits until the scheduler has let go
+ * of it before freeing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -200,10 +200,7 @@ struct tr_server {
     const tr_model *model;
     tr_server_params params;
     struct access_ctl *access;  /* API keys, the metrics key, session owners (access.c) */
-    struct conn_table *conns;   /* open connections: per-address counts, request deadlines (http_conn.c) */
-    struct defer_pool *defer;   /* threads that run requests which wait on the scheduler (http_defer.c) */
-    char *tls_cert, *tls_key;   /* PEM contents */
-    struct MHD_Daemon *daemon;
+    struct httpd *httpd;        /* the daemon, connections and worker threads (httpd.h) */
     scheduler *sched;
     server_metrics metrics;
     time_t started;             /* /v1/models "created" */
@@ -295,21 +292,19 @@ int chat_completions_handle(tr_server *srv, struct MHD_Connection *conn, const c
                             int32_t owner);
 /* route_stream.c: answers a parsed /v1/route/next request with "stream": true (takes req's tokens). */
 int route_stream_respond(tr_server *srv, struct MHD_Connection *conn, route_request *req, double t0_ms);
-/* http_defer.c: the client of the non-streamed request the calling thread answers has hung up (generation_step
+/* httpd_defer.c: the client of the non-streamed request the calling thread answers has hung up (generation_step
  * then stops with 499: a completion nobody waits for is not generated). */
 bool defer_client_gone(void);
 /* http.c helpers shared with completions.c and route_stream.c */
 /* The /v1/route/next reply object (malloc'ed JSON; NULL when out of memory); verify only with a draft. */
 char *route_result_json(const char *session, bool with_verify, const route_result *res);
 int http_send_json(struct MHD_Connection *conn, int status, char *json_owned);
-/* Every reply goes out through this: MHD_queue_response with the CORS header the request earns (cors.c). */
 struct MHD_Response;
-int http_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *r);
-/* A 200 streamed with chunked encoding, piece by piece: next returns the next piece of the body (a malloc'ed
- * string, taken over; it may block: one thread per connection) and sets *last on the final one; NULL cuts the
- * stream (out of memory). done frees cls afterwards — or at once, with a 500, when the response cannot be made;
- * client_gone says the stream ended before its last piece because the client went away (done logs that; MHD's
- * own message about it is not logged). */
+/* A 200 streamed with chunked encoding, piece by piece (httpd_send_stream): next returns the next piece of the
+ * body (a malloc'ed string, taken over; it may block: it runs on a worker thread) and sets *last on the final one;
+ * NULL cuts the stream (out of memory). done frees cls afterwards — or at once, with a 500, when the response cannot
+ * be made; client_gone says the stream ended before its last piece because the client went away (done logs that;
+ * MHD's own message about it is not logged). */
 int http_send_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
                      void *cls, void (*done)(void *cls, bool client_gone));
 int http_send_error(tr_server *srv, struct MHD_Connection *conn, const char *route, const api_error *err,

@@ -3,7 +3,7 @@
  *
  * One mutex (ui->mu) guards every job's output buffer, the slot pool, the waiting queue and the job list; one
  * condition variable (ui->cv) is broadcast on any change. Contention is negligible next to a forward pass, and one
- * lock keeps the hand-offs between the connection threads and the worker threads easy to check.
+ * lock keeps the hand-offs between the HTTP layer's threads and the generations' threads easy to check.
  *
  * A generation (job) is run by a worker thread; what it writes for the client is up to its sink: the page's event
  * stream or an OpenAI reply (streamed chunks, or one JSON body once finished). Sinks append to job->buf. */
@@ -18,7 +18,7 @@
 
 #include "tokroute.h"
 
-struct MHD_Daemon;
+struct httpd;
 struct cJSON;
 
 #define UI_STOP_MAX 4 /* OAI_STOP_MAX */
@@ -87,13 +87,13 @@ typedef struct ui_waiter {
 struct tr_ui {
     tr_ui_params p;
     char *host, *slm_name, *llm_name, *router_path, *api_key;
-    struct MHD_Daemon *daemon;
+    struct httpd *httpd;   /* the HTTP layer shared with serve (src/server/httpd.h) */
     int32_t port;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     ui_slot *slots;
     int32_t active;
-    int32_t streams;       /* streamed responses not yet freed by libmicrohttpd */
+    int32_t streams;       /* streamed responses whose producer has not ended */
     ui_waiter *waiting;    /* FIFO of requests waiting for a slot */
     int32_t n_waiting;
     double mean_gen_ms;    /* recent generations' mean wall time (Retry-After) */
@@ -155,9 +155,10 @@ int ui_send_json_text(struct MHD_Connection *c, unsigned status, const char *jso
 /* An error in OpenAI's shape. */
 int ui_send_error(struct MHD_Connection *c, unsigned status, const char *code, const char *param, const char *message,
                   int retry_after_s);
-/* Streams the job's buffer as text/event-stream until it finishes (takes the caller's reference). */
+/* Streams the job's buffer as text/event-stream until it finishes (takes the caller's reference); on a worker
+ * thread of the HTTP layer (httpd_send_stream). */
 int ui_send_stream(struct tr_ui *ui, struct MHD_Connection *c, ui_job *job, const char *generation_id);
-/* The gone-poll for this connection (its socket closed by the client). */
+/* The gone-poll for this connection (conn_client_gone: a reset, not a half-close). */
 bool ui_client_gone(void *connection);
 
 #endif /* TR_UI_INTERNAL_H */

@@ -1,66 +1,54 @@
-/* ui_server.c — the device's HTTP server on libmicrohttpd: the embedded page (GET /, /app.css, /app.js), the page's
- * own endpoints (GET /api/info and /api/status, POST /api/generate streaming the page's events, POST /api/cancel)
- * and the OpenAI-compatible API (ui_openai.c: POST /v1/chat/completions, POST /v1/completions, GET /v1/models).
+/* ui_server.c — the device's HTTP server on the HTTP layer it shares with `tokroute serve` (src/server/httpd.h):
+ * the embedded page (GET /, /app.css, /app.js), the page's own endpoints (GET /api/info and /api/status, POST
+ * /api/generate streaming the page's events, POST /api/cancel) and the OpenAI-compatible API (ui_openai.c: POST
+ * /v1/chat/completions, POST /v1/completions, GET /v1/models).
  *
- * libmicrohttpd runs one thread per connection, so handlers may block: a request waiting for a generation slot, a
- * whole reply waiting for its generation, the event reader waiting for output (it sends an SSE comment line every
- * second while there is none). Those waits notice a client that went away (ui_client_gone, or the heartbeat's
- * failed write) and cancel its generation. Every error is OpenAI's object {"error": {message, type, param, code}};
- * a wrong method is 405 with Allow. POST bodies must be declared application/json, so other sites' pages cannot
- * start generations here through a simple cross-origin form post. With a key (tr_ui_params.api_key, required when
- * bound to anything but loopback) every /api/ and /v1/ request needs "Authorization: Bearer KEY". */
+ * libmicrohttpd's few event threads read every connection and answer the quick requests (the page, /api/info,
+ * /api/status, /api/cancel, /v1/models) at once; so that no client can hold them, requests that block (waiting
+ * for a generation slot, a whole reply waiting for its generation, the event stream waiting for output with an SSE
+ * comment line every second while there is none) run on the layer's worker threads, and their streams' producers
+ * too. Those waits notice a client that went away (ui_client_gone, or the stream's failed write) and cancel its
+ * generation. Connections are limited in all and per address (503 with Retry-After) and must deliver a request
+ * within request_timeout_s, as serve's are. Every error is OpenAI's object {"error": {message, type, param,
+ * code}}; a wrong method is 405 with Allow. Requests whose Host is not this server's are refused (403: DNS
+ * rebinding), POST bodies must be declared application/json (415: other sites' pages cannot post JSON without a
+ * preflight). With a key (tr_ui_params.api_key, required when bound to anything but loopback) every /api/ and /v1/
+ * request needs "Authorization: Bearer KEY"; refusals are answered from the headers, before any body is read. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "common/error.h"
 #include "common/openai_api.h"
 #include "route/route_internal.h"
+#include "server/httpd.h"
 #include "ui/ui_internal.h"
 #include "ui/ui_page.h"
 
 #define MAX_BODY_BYTES (256 * 1024)
 #define HEARTBEAT_MS 1000
 #define STOP_DRAIN_MS 2000
+#define EVENT_THREADS 2
+#define DEFER_QUEUED 256 /* blocking requests waiting for a worker; more get 503 */
 
 /* ---------------------------------------------------------------- responses */
 
-static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r, const char *type,
-                             int retry_after_s) {
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
+/* httpd's decorate: what every reply of the device's server carries. */
+static void add_headers(void *cls, struct MHD_Connection *c, struct MHD_Response *r, unsigned status) {
+    if (!MHD_get_response_header(r, "Cache-Control")) MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    if (retry_after_s > 0) {
-        char s[16];
-        snprintf(s, sizeof s, "%d", retry_after_s);
-        MHD_add_response_header(r, "Retry-After", s);
-    }
-    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-static enum MHD_Result send_bytes(struct MHD_Connection *c, unsigned status, const char *type, const void *data,
-                                  size_t size, enum MHD_ResponseMemoryMode mode) {
-    return queue(c, status, MHD_create_response_from_buffer(size, (void *)data, mode), type, 0);
 }
 
 int ui_send_json_text(struct MHD_Connection *c, unsigned status, const char *json, int retry_after_s) {
-    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
-                              "\"code\":\"server_error\"}}";
-    if (!json) status = 500, json = oom;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json, MHD_RESPMEM_MUST_COPY);
-    return queue(c, status, r, "application/json", retry_after_s);
+    char *copy = json ? strdup(json) : NULL;
+    char retry[16];
+    snprintf(retry, sizeof retry, "%d", retry_after_s);
+    return httpd_send_buffer(c, copy ? status : 500, "application/json", copy, copy ? strlen(copy) : 0,
+                             retry_after_s > 0 ? "Retry-After" : NULL, retry);
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *j) {
@@ -161,51 +149,40 @@ static enum MHD_Result send_status(struct MHD_Connection *c, tr_ui *ui) {
 
 /* ---------------------------------------------------------------- streams and waiting */
 
-bool ui_client_gone(void *connection) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return false;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return true;
-    if (p.revents & POLLIN) { /* readable: the next pipelined request, or the end of the stream */
-        char b;
-        return recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-    }
-    return false;
-}
+bool ui_client_gone(void *connection) { return conn_client_gone(connection); }
 
-static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
+/* The stream's producer (a worker thread): the output the generation wrote since the last piece, or after
+ * HEARTBEAT_MS without any an SSE comment line (the client is checked by the write); the last piece once the job
+ * finished (tr_ui_stop cancels every job, so this ends every stream). */
+static char *next_events(void *cls, bool *last) {
     ui_job *job = cls;
     tr_ui *ui = job->ui;
-    ssize_t n;
     pthread_mutex_lock(&ui->mu);
-    while (job->sent == job->len && !job->finished) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)HEARTBEAT_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        if (pthread_cond_timedwait(&ui->cv, &ui->mu, &ts) == ETIMEDOUT) break;
-    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)HEARTBEAT_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    while (job->sent == job->len && !job->finished)
+        if (pthread_cond_timedwait(&ui->cv, &ui->mu, &until) == ETIMEDOUT) break;
+    char *piece;
     if (job->sent < job->len) {
-        const size_t k = job->len - job->sent < max ? job->len - job->sent : max;
-        memcpy(buf, job->buf + job->sent, k);
-        job->sent += k;
-        n = (ssize_t)k;
-    } else if (job->finished) { /* tr_ui_stop waits for every job to finish, so this ends every stream */
-        n = MHD_CONTENT_READER_END_OF_STREAM;
+        const size_t k = job->len - job->sent;
+        if ((piece = malloc(k + 1))) {
+            memcpy(piece, job->buf + job->sent, k);
+            piece[k] = 0;
+            job->sent += k;
+        }
     } else {
-        static const char heartbeat[] = ":\n\n"; /* an SSE comment: keeps the connection checked */
-        n = max >= sizeof heartbeat - 1 ? (ssize_t)(sizeof heartbeat - 1) : 0;
-        memcpy(buf, heartbeat, (size_t)n);
+        *last = job->finished;
+        piece = strdup(job->finished ? "" : ":\n\n"); /* an SSE comment: keeps the connection checked */
     }
     pthread_mutex_unlock(&ui->mu);
-    return n;
+    return piece;
 }
 
-/* The response is gone (stream ended, client disconnected or server stopping): cancel and let go. */
-static void free_events(void *cls) {
+/* The stream ended (its last piece out, the client gone, or the server stopping): cancel and let go. */
+static void events_done(void *cls, bool client_gone) {
     ui_job *job = cls;
     tr_ui *ui = job->ui;
     atomic_store(&job->cancel, true);
@@ -220,18 +197,8 @@ int ui_send_stream(tr_ui *ui, struct MHD_Connection *c, ui_job *job, const char 
     pthread_mutex_lock(&ui->mu);
     ui->streams++;
     pthread_mutex_unlock(&ui->mu);
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_events, job, free_events);
-    if (!resp) {
-        free_events(job);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
-    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    if (generation_id) MHD_add_response_header(resp, "X-Generation-Id", generation_id);
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return httpd_send_stream(c, "text/event-stream; charset=utf-8", generation_id ? "X-Generation-Id" : NULL,
+                             generation_id, next_events, job, events_done);
 }
 
 /* ---------------------------------------------------------------- POST /api/generate, /api/cancel */
@@ -291,152 +258,117 @@ static const struct {
     {"/v1/completions", R_COMPLETIONS, true},
 };
 
-/* One request's state across libmicrohttpd's calls: the verdict taken from the headers (0: go on), the body. */
+/* One request's state across libmicrohttpd's calls: its route and body. */
 typedef struct req_state {
+    tr_ui *ui;
     route_id route;
-    unsigned status;
-    const char *message, *code;
-    const char *allow; /* with 405 */
     bool post;
     char *data;
     size_t len;
     bool too_large;
 } req_state;
 
-/* DNS rebinding: a page on attacker.example whose name later resolves to 127.0.0.1 talks to this server as its own
- * origin, so CORS does not stop it; its requests still carry Host: attacker.example. A server bound to a loopback
- * address therefore answers only Host names that mean this machine (with or without a port). */
+/* Bound to a loopback address (the server then needs no key). */
 static bool is_loopback_host(const char *host) {
     return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0;
 }
 
-static bool host_header_allowed(const tr_ui *ui, struct MHD_Connection *c) {
-    if (!is_loopback_host(ui->host)) return true; /* bound for other machines: the user chose who may connect */
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-    if (!h) return true; /* HTTP/1.0 clients may omit it; a browser always sends it */
-    char name[64];
-    size_t n;
-    if (h[0] == '[') { /* [::1]:port */
-        const char *end = strchr(h, ']');
-        if (!end) return false;
-        n = (size_t)(end - h - 1);
-        if (n >= sizeof name) return false;
-        memcpy(name, h + 1, n);
-        h = end + 1;
-    } else {
-        n = strcspn(h, ":");
-        if (n >= sizeof name) return false;
-        memcpy(name, h, n);
-        h += n;
-    }
-    name[n] = 0;
-    if (*h == ':') {
-        if (!h[1]) return false;
-        for (const char *d = h + 1; *d; d++)
-            if (*d < '0' || *d > '9') return false;
-    } else if (*h) {
-        return false;
-    }
-    return strcasecmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 || strcmp(name, "::1") == 0;
-}
-
-
 /* "Authorization: Bearer KEY" (the scheme in any case), compared in constant time. */
 static bool authorized(const tr_ui *ui, struct MHD_Connection *c) {
     if (!ui->api_key) return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
-    h += 7;
-    while (*h == ' ') h++;
-    const size_t n = strlen(h), k = strlen(ui->api_key);
-    unsigned diff = n != k;
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)h[i] ^ (unsigned char)ui->api_key[i % (k ? k : 1)];
-    return diff == 0;
+    const char *got = httpd_bearer_token(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
+    return got && httpd_key_equal(ui->api_key, got);
 }
 
-/* The verdict on a request from its method, path and headers: 0 to go on, else the error status. */
-static void judge(tr_ui *ui, struct MHD_Connection *c, const char *url, const char *method, req_state *s) {
+/* A refusal from the headers, before any body is read: it ends the connection, since the body is not drained. */
+static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, const char *code, const char *message,
+                              const char *allow) {
+    oai_error e;
+    oai_error_set(&e, (int)status, code ? code : status_code_name(status), NULL, "%s", message);
+    char *json = oai_error_json(&e);
+    char *body = json ? strdup(json) : NULL;
+    cJSON_free(json);
+    const char *headers[] = {"Connection", "close", allow ? "Allow" : status == 503 ? "Retry-After" : NULL,
+                             allow ? allow : "1", NULL};
+    return (enum MHD_Result)httpd_queue_buffer(c, status, "application/json", body, body ? strlen(body) : 0, headers);
+}
+
+/* The verdict on a request from its method, path and headers: MHD_YES to read its body, else its refusal. */
+static enum MHD_Result judge(tr_ui *ui, struct MHD_Connection *c, const char *url, const char *method, req_state *s) {
+    const httpd_refusal no = httpd_judge(ui->httpd, c, method, false);
+    if (no.status) return refuse(c, no.status, no.code, no.message, NULL);
     const bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     s->post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    if (!host_header_allowed(ui, c)) {
-        s->status = MHD_HTTP_FORBIDDEN;
-        s->code = "forbidden_host";
-        s->message = "this server answers only Host: 127.0.0.1 or localhost";
-        return;
-    }
     const bool api = strncmp(url, "/api/", 5) == 0 || strncmp(url, "/v1/", 4) == 0;
     int r = -1;
     for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]) && r < 0; i++)
         if (strcmp(url, routes[i].path) == 0) r = i;
-    if (r < 0 && (api || !find_asset(url))) {
-        s->status = MHD_HTTP_NOT_FOUND;
-        s->message = api ? "no such endpoint" : "not found";
-        return;
-    }
+    if (r < 0 && (api || !find_asset(url)))
+        return refuse(c, MHD_HTTP_NOT_FOUND, NULL, api ? "no such endpoint" : "not found", NULL);
     s->route = r < 0 ? R_ASSET : routes[r].id;
     const bool wants_post = r >= 0 && routes[r].post;
-    if (wants_post ? !s->post : !get) {
-        s->status = MHD_HTTP_METHOD_NOT_ALLOWED;
-        s->message = wants_post ? "use POST" : "use GET";
-        s->allow = wants_post ? "POST" : "GET, HEAD";
-        return;
-    }
-    if (api && !authorized(ui, c)) {
-        s->status = MHD_HTTP_UNAUTHORIZED;
-        s->message = "a key is required: send \"Authorization: Bearer KEY\" with the server's --ui-key";
-        return;
+    if (wants_post ? !s->post : !get)
+        return refuse(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed", wants_post ? "use POST" : "use GET",
+                      wants_post ? "POST" : "GET, HEAD");
+    if (api && !authorized(ui, c))
+        return refuse(c, MHD_HTTP_UNAUTHORIZED, NULL,
+                      "a key is required: send \"Authorization: Bearer KEY\" with the server's --ui-key", NULL);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > MAX_BODY_BYTES)
+        return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, NULL, "the request body is too large", NULL);
+    return MHD_YES;
+}
+
+/* The requests that block (a generation slot, a generation), on a worker thread of the HTTP layer. */
+static int run_blocking(struct MHD_Connection *c, void *arg) {
+    req_state *s = arg;
+    const char *body = s->data ? s->data : "";
+    switch (s->route) {
+    case R_GENERATE: return handle_generate(c, s->ui, body, s->len);
+    case R_CHAT: return ui_openai_generate(s->ui, c, true, body, s->len);
+    case R_COMPLETIONS: return ui_openai_generate(s->ui, c, false, body, s->len);
+    default: return MHD_NO;
     }
 }
 
 static enum MHD_Result answer(tr_ui *ui, struct MHD_Connection *c, const char *url, req_state *s) {
-    if (s->too_large && !s->status) {
-        s->status = MHD_HTTP_CONTENT_TOO_LARGE;
-        s->message = "the request body is too large";
-    }
-    /* JSON only: a page on another origin cannot send that without a CORS preflight, which gets no approval. */
-    const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!s->status && s->post && (!type || strncasecmp(type, "application/json", 16) != 0)) {
-        s->status = MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
-        s->message = "send the body as Content-Type: application/json";
-    }
-    if (s->status == MHD_HTTP_METHOD_NOT_ALLOWED) {
-        oai_error e;
-        oai_error_set(&e, 405, "method_not_allowed", NULL, "%s", s->message);
-        char *json = oai_error_json(&e);
-        struct MHD_Response *r = json ? MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_COPY) : NULL;
-        cJSON_free(json);
-        if (r) MHD_add_response_header(r, "Allow", s->allow);
-        return queue(c, 405, r, "application/json", 0);
-    }
-    if (s->status) return ui_send_error(c, s->status, s->code, NULL, s->message, 0);
+    if (s->too_large) return (enum MHD_Result)ui_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, NULL, NULL,
+                                                            "the request body is too large", 0);
     const char *body = s->data ? s->data : "";
     switch (s->route) {
     case R_INFO: return send_info(c, ui);
     case R_STATUS: return send_status(c, ui);
-    case R_GENERATE: return handle_generate(c, ui, body, s->len);
     case R_CANCEL: return handle_cancel(c, ui, body, s->len);
-    case R_MODELS: return ui_openai_models(ui, c);
-    case R_CHAT: return ui_openai_generate(ui, c, true, body, s->len);
-    case R_COMPLETIONS: return ui_openai_generate(ui, c, false, body, s->len);
+    case R_MODELS: return (enum MHD_Result)ui_openai_models(ui, c);
+    case R_GENERATE:
+    case R_CHAT:
+    case R_COMPLETIONS:
+        if (defer_run(httpd_defer_pool(ui->httpd), c, run_blocking, s, NULL)) return MHD_YES;
+        return (enum MHD_Result)ui_send_error(c, 503, NULL, NULL, "too many requests in progress: retry later", 1);
     case R_ASSET: break;
     }
     const ui_asset *a = find_asset(url);
-    return send_bytes(c, MHD_HTTP_OK, content_type(a->name), a->data, a->size, MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = MHD_create_response_from_buffer(a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", content_type(a->name));
+    const enum MHD_Result ret = (enum MHD_Result)httpd_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     tr_ui *ui = cls;
     req_state *s = *con_cls;
-    if (!s) { /* first call: headers only; the verdict now, the answer once the body (if any) is read */
+    if (!s) { /* first call: headers only; refused now, or answered once the body (if any) is read */
         if (!(s = calloc(1, sizeof *s))) return MHD_NO;
+        s->ui = ui;
         *con_cls = s;
-        judge(ui, c, url, method, s);
-        return MHD_YES;
+        return judge(ui, c, url, method, s);
     }
     if (*upload_size) {
-        if (s->status || !s->post || s->len + *upload_size > MAX_BODY_BYTES) { /* dropped: answered at the end */
-            s->too_large = s->too_large || (s->post && !s->status);
+        if (!s->post || s->len + *upload_size > MAX_BODY_BYTES) { /* dropped: answered at the end */
+            s->too_large = s->post;
         } else {
             char *d = realloc(s->data, s->len + *upload_size + 1);
             if (!d) return MHD_NO;
@@ -448,6 +380,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    bool deferred = false;
+    const int ret = defer_reply(c, &deferred); /* called again after a worker made the reply */
+    if (deferred) return (enum MHD_Result)ret;
+    conn_request_complete(conn_info_of(c));
     return answer(ui, c, url, s);
 }
 
@@ -470,28 +406,29 @@ tr_ui_params tr_ui_default_params(void) {
     p.policy = TR_POLICY_MAXPROB;
     p.max_tokens = 1024;
     p.default_tau = -1; /* resolved at start: the router file's, else 0.5 */
+    p.max_connections = 256;
+    p.max_connections_per_ip = 32;
+    p.request_timeout_s = 10;
     return p;
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static tr_status listen_on(tr_ui *ui) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", (int)ui->p.port);
-    const int rc = getaddrinfo(ui->host, port, &hints, &ai);
-    if (rc != 0) return tr_fail(TR_ERR_ARG, "cannot use host '%s': %s", ui->host, gai_strerror(rc));
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    ui->daemon = MHD_start_daemon(flags, (uint16_t)ui->p.port, NULL, NULL, on_request, ui, MHD_OPTION_SOCK_ADDR,
-                                  ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ui,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT,
-                                  (unsigned)64, MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!ui->daemon) return tr_fail(TR_ERR_NETWORK, "cannot listen on %s:%d (in use?)", ui->host, (int)ui->p.port);
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(ui->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    ui->port = info ? (int32_t)info->port : ui->p.port;
-    return TR_OK;
+    const httpd_params hp = {
+        .host = ui->host, .port = ui->p.port,
+        .allowed_hosts = ui->p.allowed_hosts, .n_allowed_hosts = ui->p.n_allowed_hosts,
+        .keyed = ui->api_key != NULL,
+        .max_connections = ui->p.max_connections, .max_connections_per_ip = ui->p.max_connections_per_ip,
+        .request_timeout_s = ui->p.request_timeout_s, .event_threads = EVENT_THREADS,
+        /* every generation and waiting request, the streams still draining, and room for the quick ones */
+        .max_workers = 2 * ui->p.max_generations + ui->p.max_queued + 8, .max_queued = DEFER_QUEUED,
+        .on_request = on_request, .on_completed = on_completed, .cls = ui, .decorate = add_headers,
+    };
+    const tr_status st = httpd_start(&hp, &ui->httpd);
+    ui->p.allowed_hosts = NULL; /* copied by httpd_start */
+    if (st == TR_OK) ui->port = httpd_port(ui->httpd);
+    return st;
 }
 
 tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out) {
@@ -504,6 +441,8 @@ tr_status tr_ui_start(const tr_ui_params *params, tr_ui **out) {
         return tr_fail(TR_ERR_ARG, "max_generations must be 1..64");
     if (params->max_tokens < 1) return tr_fail(TR_ERR_ARG, "max_tokens must be at least 1");
     if (params->max_queued < 0 || params->max_queued > 1024) return tr_fail(TR_ERR_ARG, "max_queued must be 0..1024");
+    if (params->max_connections <= 0 || params->max_connections_per_ip <= 0 || params->request_timeout_s <= 0)
+        return tr_fail(TR_ERR_ARG, "max_connections, max_connections_per_ip and request_timeout_s must be positive");
     if (params->policy < TR_POLICY_MAXPROB || params->policy > TR_POLICY_ENTROPY)
         return tr_fail(TR_ERR_ARG, "policy must be maxprob, margin or entropy (a trained router: router_path)");
     const char *host = params->host ? params->host : "127.0.0.1";
@@ -572,7 +511,7 @@ void tr_ui_stop(tr_ui *ui) {
     until.tv_sec += STOP_DRAIN_MS / 1000;
     while (ui->streams > 0 && pthread_cond_timedwait(&ui->cv, &ui->mu, &until) != ETIMEDOUT) {}
     pthread_mutex_unlock(&ui->mu);
-    if (ui->daemon) MHD_stop_daemon(ui->daemon);
+    httpd_free(ui->httpd); /* the workers end (their waits see stopping), then the connections close */
     ui_slots_free(ui);
     pthread_cond_destroy(&ui->cv);
     pthread_mutex_destroy(&ui->mu);

@@ -115,13 +115,21 @@ for u in "$serve_url" "$ui_url"; do
 done
 curl -sS -f "$serve_url/health" | grep -q '"ok"' || fail "serve: \$(cat ready)/health"
 curl -sS -f "$ui_url/api/info" | grep -q '"slm"' || fail "ui: \$(cat ready)/api/info"
+# A port in use is said in words, once, not as libmicrohttpd's own log line; both commands fail.
+busy=${serve_url##*:}
+if "$cli" serve -m "$llm" --host localhost --port "$busy" -t 1 2>"$tmp/err"; then fail "serve on a busy port"; fi
+grep -q "port $busy on localhost is in use" "$tmp/err" && ! grep -qi "bind\|Failed" "$tmp/err" ||
+  fail "serve on a busy port says: $(cat "$tmp/err")"
+if "$cli" ui --slm "$slm" --host localhost --port "$busy" 2>"$tmp/err"; then fail "ui on a busy port"; fi
+grep -q "port $busy on localhost is in use" "$tmp/err" && ! grep -qi "bind\|Failed" "$tmp/err" ||
+  fail "ui on a busy port says: $(cat "$tmp/err")"
 kill -TERM "${pids[@]}"
 wait "${pids[@]}" || fail "a server exited badly on SIGTERM"
 pids=()
 [ ! -e "$tmp/serve.ready" ] && [ ! -e "$tmp/ui.ready" ] || fail "a ready file outlived its server"
 if "$cli" serve -m "$llm" --host no-such-host.invalid --port 0 2>"$tmp/err"; then fail "serve on a bad host name"; fi
 grep -q "cannot use host 'no-such-host.invalid'" "$tmp/err" || fail "bad host message: $(cat "$tmp/err")"
-echo "ok: serve and ui take --host localhost and write the same ready file"
+echo "ok: serve and ui take --host localhost, write the same ready file and say when a port is in use"
 
 # ---------------------------------------------------------------- make demo needs no npm
 # deps.sh for the build and the demo never runs npm (a stub that records calls stands in for it).
@@ -220,7 +228,7 @@ routed=(generate --slm "$slm" -p "Once upon a time" --threshold 1 --ignore-eos -
 
 start_serve main
 # /v1/completions refuses \u0000 as the session protocol does (docs/protocol.md) instead of cutting the prompt.
-code=$(curl -sS -o "$tmp/nul.json" -w '%{http_code}' "$url/v1/completions" -d '{"prompt":"Once\u0000 upon","max_tokens":1}')
+code=$(curl -H 'Content-Type: application/json' -sS -o "$tmp/nul.json" -w '%{http_code}' "$url/v1/completions" -d '{"prompt":"Once\u0000 upon","max_tokens":1}')
 [ "$code" = 400 ] && grep -q 'u0000' "$tmp/nul.json" || fail "completions with \\u0000: $code $(cat "$tmp/nul.json")"
 
 # Ctrl-C: the run stops within a second or two, keeps what it printed, and deletes its session on the server.

@@ -57,7 +57,7 @@ import http.client, json, sys, urllib.parse
 url, kv = urllib.parse.urlparse(sys.argv[1]), sys.argv[2]
 conn = http.client.HTTPConnection(url.hostname, url.port, timeout=20)
 def nxt(b):
-    conn.request("POST", "/v1/route/next", json.dumps(b))
+    conn.request("POST", "/v1/route/next", json.dumps(b), {"Content-Type": "application/json"})
     r = conn.getresponse()
     return r.status, json.loads(r.read())
 prompt = [1, 403, 407, 261, 378, 432, 383]

@@ -188,7 +188,8 @@ assert s == 413 and j["error"]["code"] == "too_large", (s, j)
 conn.close()
 conn = http.client.HTTPConnection(url.hostname, url.port, timeout=20)
 # 401 on the protocol route too.
-s, j = call("POST", "/v1/route/next", {"session": "dev1", "pos": 0, "tokens": [1]}, headers={})
+s, j = call("POST", "/v1/route/next", {"session": "dev1", "pos": 0, "tokens": [1]},
+           headers={"Content-Type": "application/json"})
 assert s == 401 and j["error"]["code"] == "unauthorized", (s, j)
 # After all that, the earlier sessions are intact.
 s, r = nxt({"session": "dev1", "pos": 9, "tokens": []})
@@ -226,7 +227,7 @@ print("protocol ok")
 PY
 
 # Streaming completions (server-sent events) with curl.
-curl -sS -m 20 -N -H 'Authorization: Bearer s3cret' "$url/v1/completions" \
+curl -H 'Content-Type: application/json' -sS -m 20 -N -H 'Authorization: Bearer s3cret' "$url/v1/completions" \
   -d '{"prompt":[1,403,407,261,378,432,383],"max_tokens":5,"temperature":0,"stream":true}' >"$tmp/sse.txt"
 python3 - "$tmp/sse.txt" <<'PY'
 import json, sys
@@ -263,7 +264,7 @@ import http.client, json, sys, urllib.parse
 url = urllib.parse.urlparse(sys.argv[1])
 conn = http.client.HTTPConnection(url.hostname, url.port, timeout=20)
 def nxt(b):
-    conn.request("POST", "/v1/route/next", json.dumps(b))
+    conn.request("POST", "/v1/route/next", json.dumps(b), {"Content-Type": "application/json"})
     r = conn.getresponse()
     return r.status, json.loads(r.read())
 # stories260K: 5 layers x 32 KV width x 2 (K,V) x F16 = 640 bytes per position; a 300-token session grows its
@@ -314,7 +315,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" -out "$tmp/cert
 start tls --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem"
 case $url in https://127.0.0.1:*) ;; *) fail "TLS ready file holds '$url'";; esac
 curl -sS -m 10 --cacert "$tmp/cert.pem" "$url/health" | grep -q '"status":"ok"' || fail "TLS health"
-out=$(curl -sS -m 10 --cacert "$tmp/cert.pem" "$url/v1/route/next" -d '{"session":"t","pos":0,"tokens":[1,403]}')
+out=$(curl -H 'Content-Type: application/json' -sS -m 10 --cacert "$tmp/cert.pem" "$url/v1/route/next" -d '{"session":"t","pos":0,"tokens":[1,403]}')
 echo "$out" | grep -q '"pos":2' || fail "TLS route: $out"
 curl -s -m 10 -o /dev/null "$url/health" && fail "TLS without the CA must fail verification"
 code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "http://${url#https://}/health" || true)

@@ -45,7 +45,7 @@ stop_pid "$server_pid"
 # The demo model has no chat template: without --chat-template a chat request is a clear 400; no CORS: OPTIONS 405.
 : >"$tmp/serve.log"
 start_serve "$(free_port)" -t 1
-body=$(curl -s -w ' %{http_code}' "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Hi"}]}')
+body=$(curl -H 'Content-Type: application/json' -s -w ' %{http_code}' "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Hi"}]}')
 [[ "$body" == *' 400' && "$body" == *'"code":"no_chat_template"'* && "$body" == *--chat-template* ]] ||
   fail "chat without a template: $body"
 opt=$(curl -s -i -X OPTIONS "$url/v1/chat/completions" -H "Origin: http://app.test")

@@ -213,7 +213,7 @@ for h in "localhost:$port" "127.0.0.1:$port" "LOCALHOST" "[::1]:$port"; do
   [ "$code" = 200 ] || fail "Host: $h got HTTP $code, expected 200"
 done
 head -c 300000 /dev/zero | tr '\0' 'a' >"$tmp/big.txt"
-code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST --data-binary @"$tmp/big.txt" "${url}api/generate")
+code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' --data-binary @"$tmp/big.txt" "${url}api/generate")
 [ "$code" = 413 ] || fail "oversized body: HTTP $code"
 [ "$(gen '{"prompt":"Once upon a time","mode":"small_only","max_tokens":40}' "$tmp/again.sse")" = 200 ] || fail "after bad requests"
 cmp -s "$tmp/slm.sse" "$tmp/again.sse" || check_stream "$tmp/again.sse" "$tmp/slm.txt" small_only 0.5 40 || fail "after bad requests"

@@ -26,7 +26,11 @@
 #include <cmocka.h>
 
 #include "support/fixtures.h"
+#include "support/raw_http.h"
 #include "tokroute.h"
+
+/* What every raw request here carries: the Host the server answers to, a JSON body. */
+#define JSON_HEAD "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
 static tr_model *model;
 
@@ -40,12 +44,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static tr_server *start(tr_server_params p) {
     p.port = 0;
     p.n_threads = 1;
@@ -55,43 +53,9 @@ static tr_server *start(tr_server_params p) {
 }
 
 static int connect_to(int port) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = raw_connect(NULL, port);
     assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     return fd;
-}
-
-static void send_all(int fd, const char *s, size_t n) {
-    while (n > 0) {
-        const ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
-        if (k <= 0) return; /* the server may close early on purpose */
-        s += k;
-        n -= (size_t)k;
-    }
-}
-
-/* Reads what arrives until the peer closes, the reply is whole (Content-Length), or timeout_ms pass. Returns the
- * status (0: none) with the reply text in out. */
-static int read_reply(int fd, char *out, size_t cap, int timeout_ms) {
-    size_t len = 0;
-    const double until = now_ms() + timeout_ms;
-    out[0] = 0;
-    while (len + 1 < cap) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        const int left = (int)(until - now_ms());
-        if (left <= 0 || poll(&p, 1, left) != 1) break;
-        const ssize_t k = recv(fd, out + len, cap - 1 - len, 0);
-        if (k <= 0) break;
-        len += (size_t)k;
-        out[len] = 0;
-        const char *end = strstr(out, "\r\n\r\n"), *cl = strcasestr(out, "\r\nContent-Length:");
-        if (end && cl && cl < end && len >= (size_t)(end + 4 - out) + strtoul(cl + 17, NULL, 10)) break;
-    }
-    int status = 0;
-    sscanf(out, "HTTP/1.%*d %d", &status);
-    return status;
 }
 
 /* One request on a fresh connection: the status, the reply in out. */
@@ -100,11 +64,11 @@ static int request(int port, const char *method, const char *path, const char *a
     const int fd = connect_to(port);
     char head[512];
     const size_t n_body = body ? strlen(body) : 0;
-    snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%sContent-Length: %zu\r\n\r\n", method,
+    snprintf(head, sizeof head, "%s %s HTTP/1.1\r\n" JSON_HEAD "%s%s%sContent-Length: %zu\r\n\r\n", method,
              path, auth ? "Authorization: " : "", auth ? auth : "", auth ? "\r\n" : "", n_body);
-    send_all(fd, head, strlen(head));
-    if (body) send_all(fd, body, n_body);
-    const int status = read_reply(fd, out, cap, 10000);
+    raw_send_all(fd, head, strlen(head));
+    if (body) raw_send_all(fd, body, n_body);
+    const int status = raw_read_reply(fd, out, cap, 10000);
     close(fd);
     return status;
 }
@@ -117,20 +81,21 @@ static void test_judged_before_the_body(void **state) {
     char reply[4096];
     /* Headers only: the 413 and the 401 come although not one body byte was sent. */
     const char *cases[][3] = {
-        {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1\r\nContent-Length: 104857600\r\n\r\n",
+        {"POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Authorization: Bearer k1\r\nContent-Length: 104857600\r\n\r\n",
          "413", "the body exceeds 1048576 bytes"},
-        {"POST /v1/route/next HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1\r\nContent-Length: 200000\r\n\r\n",
+        {"POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Authorization: Bearer k1\r\nContent-Length: 200000\r\n\r\n",
          "413", "the body exceeds"}, /* a session-protocol body holds at most the context's ids */
-        {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500000\r\n\r\n", "401", "missing or wrong API key"},
-        {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k2\r\nContent-Length: 500000\r\n\r\n",
+        {"POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Content-Length: 500000\r\n\r\n", "401",
+         "missing or wrong API key"},
+        {"POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Authorization: Bearer k2\r\nContent-Length: 500000\r\n\r\n",
          "401", "missing or wrong API key"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int fd = connect_to(port);
-        send_all(fd, cases[i][0], strlen(cases[i][0]));
-        const double t0 = now_ms();
-        assert_int_equal(read_reply(fd, reply, sizeof reply, 5000), atoi(cases[i][1]));
-        assert_true(now_ms() - t0 < 4000);
+        raw_send_all(fd, cases[i][0], strlen(cases[i][0]));
+        const double t0 = raw_now_ms();
+        assert_int_equal(raw_read_reply(fd, reply, sizeof reply, 5000), atoi(cases[i][1]));
+        assert_true(raw_now_ms() - t0 < 4000);
         assert_non_null(strstr(reply, cases[i][2]));
         assert_non_null(strcasestr(reply, "Connection: close"));
         close(fd);
@@ -152,12 +117,12 @@ static void test_huge_arrays(void **state) {
     size_t at = (size_t)sprintf(body, "{\"max_tokens\":1,\"prompt\":[");
     for (size_t i = 0; i < n; i++) at += (size_t)sprintf(body + at, "%s1", i ? "," : "");
     strcpy(body + at, "]}");
-    double t0 = now_ms();
+    double t0 = raw_now_ms();
     assert_int_equal(request(port, "POST", "/v1/completions", NULL, body, reply, sizeof reply), 400);
     assert_non_null(strstr(reply, "\"param\":\"prompt\""));
     assert_non_null(strstr(reply, "JSON values"));
     assert_non_null(strstr(reply, "holds at least")); /* counted in the first part of the body: the rest not kept */
-    const double ms = now_ms() - t0;
+    const double ms = raw_now_ms() - t0;
     /* A long body of few values grows past the first count and its own mapping: judged whole (a text prompt
      * longer than the context). */
     at = (size_t)sprintf(body, "{\"max_tokens\":1,\"prompt\":\"");
@@ -185,11 +150,11 @@ static void test_huge_arrays(void **state) {
                              reply, sizeof reply), 400);
     assert_non_null(strstr(reply, "\"param\":\"prompt\""));
     /* A raw NUL byte (not JSON; cJSON would end the name there: session "a") is refused too. */
-    const char nul[] = "POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Length: 38\r\n\r\n"
+    const char nul[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 38\r\n\r\n"
                        "{\"session\":\"a\0b\",\"pos\":0,\"tokens\":[1]}";
     const int fd = connect_to(port);
-    send_all(fd, nul, sizeof nul - 1);
-    assert_int_equal(read_reply(fd, reply, sizeof reply, 5000), 400);
+    raw_send_all(fd, nul, sizeof nul - 1);
+    assert_int_equal(raw_read_reply(fd, reply, sizeof reply, 5000), 400);
     assert_non_null(strstr(reply, "NUL byte"));
     close(fd);
     tr_server_free(srv);
@@ -205,20 +170,20 @@ static void test_connection_limits(void **state) {
     usleep(100 * 1000);
     /* The third connection from this address: a clear 503 with Retry-After, not a reset... */
     int c = connect_to(port);
-    const char get[] = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
-    send_all(c, get, sizeof get - 1);
-    assert_int_equal(read_reply(c, reply, sizeof reply, 5000), 503);
+    const char get[] = "GET /v1/models HTTP/1.1\r\n" JSON_HEAD "\r\n";
+    raw_send_all(c, get, sizeof get - 1);
+    assert_int_equal(raw_read_reply(c, reply, sizeof reply, 5000), 503);
     assert_non_null(strcasestr(reply, "Retry-After: 1"));
     assert_non_null(strstr(reply, "too many connections from your address"));
     close(c);
     /* ...while /health still answers there, and the first two connections are served. */
     c = connect_to(port);
-    const char health[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
-    send_all(c, health, sizeof health - 1);
-    assert_int_equal(read_reply(c, reply, sizeof reply, 5000), 200);
+    const char health[] = "GET /health HTTP/1.1\r\n" JSON_HEAD "\r\n";
+    raw_send_all(c, health, sizeof health - 1);
+    assert_int_equal(raw_read_reply(c, reply, sizeof reply, 5000), 200);
     close(c);
-    send_all(a, get, sizeof get - 1);
-    assert_int_equal(read_reply(a, reply, sizeof reply, 5000), 200);
+    raw_send_all(a, get, sizeof get - 1);
+    assert_int_equal(raw_read_reply(a, reply, sizeof reply, 5000), 200);
     close(a);
     close(b);
     tr_server_free(srv);
@@ -227,14 +192,14 @@ static void test_connection_limits(void **state) {
 /* Waits until the server closes fd (or timeout_ms): the ms it took, or -1. Sends one header byte every 200 ms when
  * trickle is set (slowloris), which libmicrohttpd's idle timeout alone would never end. */
 static double closed_after(int fd, bool trickle, int timeout_ms) {
-    const double t0 = now_ms();
-    const char head[] = "POST /v1/route/next HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    for (size_t i = 0; now_ms() - t0 < timeout_ms; i++) {
-        if (trickle && i < sizeof head - 1) send_all(fd, head + i, 1);
+    const double t0 = raw_now_ms();
+    const char head[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    for (size_t i = 0; raw_now_ms() - t0 < timeout_ms; i++) {
+        if (trickle && i < sizeof head - 1) raw_send_all(fd, head + i, 1);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, 200) == 1) {
             char buf[256];
-            if (recv(fd, buf, sizeof buf, 0) <= 0) return now_ms() - t0;
+            if (recv(fd, buf, sizeof buf, 0) <= 0) return raw_now_ms() - t0;
         }
     }
     return -1;
@@ -256,12 +221,12 @@ static void test_request_deadline(void **state) {
     assert_true(slow >= 900 && slow < 3000);
     /* A keep-alive connection gets its full time again after each reply. */
     fd = connect_to(port);
-    const char health[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char health[] = "GET /health HTTP/1.1\r\n" JSON_HEAD "\r\n";
     char reply[2048];
     for (int i = 0; i < 4; i++) {
         usleep(600 * 1000);
-        send_all(fd, health, sizeof health - 1);
-        assert_int_equal(read_reply(fd, reply, sizeof reply, 3000), 200);
+        raw_send_all(fd, health, sizeof health - 1);
+        assert_int_equal(raw_read_reply(fd, reply, sizeof reply, 3000), 200);
     }
     close(fd);
     tr_server_free(srv);
@@ -276,31 +241,31 @@ static void test_closed_peers(void **state) {
     p.max_connections_per_ip = 8;
     tr_server *srv = start(p);
     const int port = tr_server_port(srv);
-    const char *parts[] = {"POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"session\"",
-                           "POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"};
+    const char *parts[] = {"POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 1000\r\n\r\n{\"session\"",
+                           "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 1000\r\n\r\n"};
     for (int i = 0; i < 8; i++) { /* FIN right behind the bytes: what libmicrohttpd keeps (a later FIN it sees) */
         const int fd = connect_to(port);
-        send_all(fd, parts[i % 2], strlen(parts[i % 2]));
+        raw_send_all(fd, parts[i % 2], strlen(parts[i % 2]));
         close(fd);
     }
     usleep(300 * 1000); /* all eight accepted and counted */
     char reply[2048];
-    const char get[] = "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    const double t0 = now_ms();
+    const char get[] = "GET /v1/models HTTP/1.1\r\n" JSON_HEAD "Connection: close\r\n\r\n";
+    const double t0 = raw_now_ms();
     int status = 0;
-    while (now_ms() - t0 < 10000) {
+    while (raw_now_ms() - t0 < 10000) {
         const int fd = connect_to(port);
-        send_all(fd, get, sizeof get - 1);
+        raw_send_all(fd, get, sizeof get - 1);
         shutdown(fd, SHUT_WR); /* whole, then FIN: still answered */
-        status = read_reply(fd, reply, sizeof reply, 5000);
+        status = raw_read_reply(fd, reply, sizeof reply, 5000);
         close(fd);
         if (status == 200) break;
         assert_int_equal(status, 503); /* until the slots are freed */
         usleep(100 * 1000);
     }
     assert_int_equal(status, 200);
-    print_message("slots of clients that closed mid-request freed after %.0f ms\n", now_ms() - t0);
-    assert_true(now_ms() - t0 < 3000);
+    print_message("slots of clients that closed mid-request freed after %.0f ms\n", raw_now_ms() - t0);
+    assert_true(raw_now_ms() - t0 < 3000);
     tr_server_free(srv);
 }
 
@@ -311,9 +276,9 @@ static void test_private_sessions(void **state) {
     const int fd = connect_to(port);
     const char body[] = "{\"prompt\":[1],\"max_tokens\":200,\"stream\":true,\"temperature\":0}";
     char head[256], reply[65536];
-    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Content-Length: %zu\r\n\r\n%s",
              sizeof body - 1, body);
-    send_all(fd, head, strlen(head));
+    raw_send_all(fd, head, strlen(head));
     /* The first event names the completion; its private session is "!" + that id. */
     char first[4096] = "";
     size_t len = 0;
@@ -393,11 +358,11 @@ static void test_hang_up_ends_completion(void **state) {
     const int fd = connect_to(port);
     const char body[] = "{\"prompt\":[1],\"max_tokens\":500,\"temperature\":0}";
     char head[256];
-    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\n" JSON_HEAD "Content-Length: %zu\r\n\r\n%s",
              sizeof body - 1, body);
-    send_all(fd, head, strlen(head));
+    raw_send_all(fd, head, strlen(head));
     usleep(20 * 1000); /* generating by now */
-    close(fd);
+    raw_reset(fd); /* a hang-up: a reset (a FIN alone could be a half-close, see test_half_close) */
     usleep(1500 * 1000); /* far longer than 500 tokens take */
     const long spent = tokens_evaluated(port, NULL) - before;
     print_message("the abandoned completion evaluated %ld tokens of 501\n", spent);
@@ -407,6 +372,109 @@ static void test_hang_up_ends_completion(void **state) {
     assert_int_equal(request(port, "POST", "/v1/completions", NULL, body, out, sizeof out), 200);
     assert_true(tokens_evaluated(port, NULL) - before - spent >= 400);
     tr_server_free(srv);
+}
+
+/* A client that shuts its sending side after its request (shutdown(SHUT_WR)) still reads: it gets its whole reply,
+ * a completion of 200 tokens that runs while its FIN is there, and the session protocol's answer; nothing is
+ * cancelled (the server evaluates every token). */
+static void test_half_close(void **state) {
+    tr_server_params p = tr_server_default_params();
+    p.n_ctx = 512;
+    tr_server *srv = start(p);
+    const int port = tr_server_port(srv);
+    const long before = tokens_evaluated(port, NULL);
+    const char *bodies[] = {"{\"prompt\":[1],\"max_tokens\":200,\"temperature\":0}",
+                            "{\"session\":\"half\",\"pos\":0,\"tokens\":[1,403,407]}"};
+    const char *paths[] = {"/v1/completions", "/v1/route/next"};
+    for (int i = 0; i < 2; i++) {
+        const int fd = connect_to(port);
+        char head[512];
+        snprintf(head, sizeof head, "POST %s HTTP/1.1\r\n" JSON_HEAD ""
+                 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", paths[i], strlen(bodies[i]), bodies[i]);
+        raw_send_all(fd, head, strlen(head));
+        shutdown(fd, SHUT_WR);
+        static char out[65536];
+        assert_int_equal(raw_read_reply(fd, out, sizeof out, 10000), 200);
+        close(fd);
+        assert_non_null(strstr(out, i == 0 ? "\"finish_reason\":\"length\"" : "\"token\":"));
+    }
+    assert_true(tokens_evaluated(port, NULL) - before >= 200);
+    tr_server_free(srv);
+}
+
+/* One raw request on a fresh connection: the status, the reply in out. */
+static int raw_request(int port, const char *text, char *out, size_t cap) {
+    const int fd = connect_to(port);
+    raw_send_all(fd, text, strlen(text));
+    const int status = raw_read_reply(fd, out, cap, 10000);
+    close(fd);
+    return status;
+}
+
+/* What a web page on another site can send is refused: a Host this server is not (DNS rebinding) is a 403 naming
+ * it, on every route; a POST body not declared application/json (a "simple" cross-site request, no preflight) is a
+ * 415. The loopback names and --allowed-host names are answered; a 401 says Bearer (WWW-Authenticate). */
+static void test_host_and_content_type(void **state) {
+    tr_server_params p = tr_server_default_params();
+    const char *names[] = {"tokroute.lan"};
+    p.allowed_hosts = names;
+    p.n_allowed_hosts = 1;
+    tr_server *srv = start(p);
+    const int port = tr_server_port(srv);
+    char req[512], out[4096];
+    const char *refused[] = {"evil.example", "evil.example:80", "127.0.0.1.evil.example", "localhost:80x", "[::1"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        snprintf(req, sizeof req, "POST /v1/route/next HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 40\r\n\r\n{\"session\":\"s\",\"pos\":0,\"tokens\":[1]}    ", refused[i]);
+        assert_int_equal(raw_request(port, req, out, sizeof out), 403);
+        assert_non_null(strstr(out, "\"code\":\"forbidden_host\""));
+        snprintf(req, sizeof req, "GET /v1/models HTTP/1.1\r\nHost: %s\r\n\r\n", refused[i]);
+        assert_int_equal(raw_request(port, req, out, sizeof out), 403);
+    }
+    assert_non_null(strstr(out, "Host: [::1"));
+    char answered[4][64];
+    snprintf(answered[0], sizeof answered[0], "127.0.0.1:%d", port);
+    snprintf(answered[1], sizeof answered[1], "LocalHost:%d", port);
+    snprintf(answered[2], sizeof answered[2], "[::1]:%d", port);
+    snprintf(answered[3], sizeof answered[3], "tokroute.lan:%d", port);
+    for (int i = 0; i < 4; i++) {
+        snprintf(req, sizeof req, "GET /v1/models HTTP/1.1\r\nHost: %s\r\n\r\n", answered[i]);
+        assert_int_equal(raw_request(port, req, out, sizeof out), 200);
+    }
+    const char *types[] = {NULL, "text/plain", "application/x-www-form-urlencoded", "application/jsonp"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(req, sizeof req, "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%sContent-Length: 40\r\n"
+                 "\r\n{\"session\":\"s\",\"pos\":0,\"tokens\":[1]}    ", types[i] ? "Content-Type: " : "",
+                 types[i] ? types[i] : "", types[i] ? "\r\n" : "");
+        assert_int_equal(raw_request(port, req, out, sizeof out), 415);
+        assert_non_null(strstr(out, "application/json"));
+    }
+    snprintf(req, sizeof req, "POST /v1/route/next HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: Application/JSON; "
+             "charset=utf-8\r\nContent-Length: 40\r\n\r\n{\"session\":\"s\",\"pos\":0,\"tokens\":[1]}    ");
+    assert_int_equal(raw_request(port, req, out, sizeof out), 200);
+    tr_server_free(srv);
+
+    p = tr_server_default_params();
+    p.api_key = "k1";
+    srv = start(p);
+    assert_int_equal(raw_request(tr_server_port(srv), "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", out,
+                                 sizeof out), 401);
+    assert_non_null(strcasestr(out, "\r\nWWW-Authenticate: Bearer\r\n"));
+    tr_server_free(srv);
+}
+
+/* A port in use is said in words through the library's message (not libmicrohttpd's log line). */
+static void test_busy_port(void **state) {
+    tr_server *a = start(tr_server_default_params());
+    tr_server_params p = tr_server_default_params();
+    p.port = tr_server_port(a);
+    p.n_threads = 1;
+    tr_server *b = NULL;
+    assert_int_equal(tr_server_start(model, &p, &b), TR_ERR_NETWORK);
+    char expected[64];
+    snprintf(expected, sizeof expected, "port %d on 127.0.0.1 is in use", p.port);
+    assert_non_null(strstr(tr_last_error(), expected));
+    tr_server_free(a);
 }
 
 static void test_metrics_key(void **state) {
@@ -458,10 +526,10 @@ static void *honest_main(void *arg) {
         int at = snprintf(body, sizeof body, "{\"session\":\"honest-%d\",\"pos\":%d,\"tokens\":[", h->index, from);
         for (int32_t i = from; i < n; i++) at += snprintf(body + at, sizeof body - (size_t)at, "%s%d", i > from ? "," : "", h->seq[i]);
         snprintf(body + at, sizeof body - (size_t)at, "]}");
-        snprintf(req, sizeof req, "POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+        snprintf(req, sizeof req, "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: %zu\r\n\r\n%s",
                  strlen(body), body);
-        send_all(fd, req, strlen(req));
-        if (read_reply(fd, out, sizeof out, 10000) != 200) break;
+        raw_send_all(fd, req, strlen(req));
+        if (raw_read_reply(fd, out, sizeof out, 10000) != 200) break;
         const char *tok = strstr(out, "\"token\":");
         if (!tok) break;
         h->seq[n++] = (int32_t)strtol(tok + 8, NULL, 10);
@@ -492,17 +560,17 @@ static void *poster_main(void *arg) {
     size_t at = (size_t)sprintf(body, "{\"prompt\":[");
     for (size_t i = 0; i < n; i++) at += (size_t)sprintf(body + at, "%s1", i ? "," : "");
     strcpy(body + at, "]}");
-    const char big[] = "POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Length: 600000\r\n\r\n";
-    const char half[] = "POST /v1/route/next HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"session\"";
+    const char big[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 600000\r\n\r\n";
+    const char half[] = "POST /v1/route/next HTTP/1.1\r\n" JSON_HEAD "Content-Length: 1000\r\n\r\n{\"session\"";
     while (attacking) {
         ps->wrong += !refused(request(ps->port, "POST", "/v1/completions", NULL, body, reply, sizeof reply), 400,
                               reply, &ps->busy);
         int fd = connect_to(ps->port);
-        send_all(fd, big, sizeof big - 1);
-        ps->wrong += !refused(read_reply(fd, reply, sizeof reply, 5000), 413, reply, &ps->busy);
+        raw_send_all(fd, big, sizeof big - 1);
+        ps->wrong += !refused(raw_read_reply(fd, reply, sizeof reply, 5000), 413, reply, &ps->busy);
         close(fd);
         fd = connect_to(ps->port);
-        send_all(fd, half, sizeof half - 1);
+        raw_send_all(fd, half, sizeof half - 1);
         close(fd);
         ps->posts++;
     }
@@ -560,7 +628,9 @@ int main(void) {
         cmocka_unit_test(test_connection_limits),      cmocka_unit_test(test_request_deadline),
         cmocka_unit_test(test_closed_peers),
         cmocka_unit_test(test_private_sessions),       cmocka_unit_test(test_owners),
-        cmocka_unit_test(test_hang_up_ends_completion), cmocka_unit_test(test_metrics_key),
+        cmocka_unit_test(test_hang_up_ends_completion), cmocka_unit_test(test_half_close),
+        cmocka_unit_test(test_host_and_content_type), cmocka_unit_test(test_busy_port),
+        cmocka_unit_test(test_metrics_key),
         cmocka_unit_test(test_load_and_faults),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

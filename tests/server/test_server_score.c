@@ -94,11 +94,14 @@ static cJSON *post(int to_port, const char *body, long *status) {
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    struct curl_slist *json = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, json);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
     curl_easy_cleanup(c);
+    curl_slist_free_all(json);
     *status = r.status;
     cJSON *j = r.body ? cJSON_Parse(r.body) : NULL;
     free(r.body);

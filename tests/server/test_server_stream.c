@@ -136,6 +136,8 @@ static void *run_stream(void *arg) {
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, s->body);
+    struct curl_slist *json = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, json);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, split_lines);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
@@ -147,6 +149,7 @@ static void *run_stream(void *arg) {
         snprintf(s->content_type, sizeof s->content_type, "%s", ct ? ct : "");
     }
     curl_easy_cleanup(c);
+    curl_slist_free_all(json);
     pthread_mutex_lock(&s->mu);
     s->answered = true; /* also when it failed: nobody waits for ever */
     pthread_cond_signal(&s->cv);

@@ -1,6 +1,7 @@
 /* http_call.c — a test server, and one HTTP request to it (see http_call.h). */
 #include "support/http_call.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +97,12 @@ long http_fetch(void *curl, int port, const char *method, const char *path, cons
     memset(r, 0, sizeof *r);
     CURL *c = curl ? curl : curl_easy_init();
     struct curl_slist *h = NULL;
-    for (int i = 0; headers && headers[i]; i++) h = curl_slist_append(h, headers[i]);
+    bool typed = false;
+    for (int i = 0; headers && headers[i]; i++) {
+        h = curl_slist_append(h, headers[i]);
+        typed = typed || strncasecmp(headers[i], "Content-Type:", 13) == 0;
+    }
+    if (body && !typed) h = curl_slist_append(h, "Content-Type: application/json"); /* the servers take only JSON */
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);

@@ -157,7 +157,7 @@ static bool healthy(int port) {
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     bool ok = false;
     if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
-        static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        static const char req[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
         char buf[64] = {0};
         ok = write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1) && read(fd, buf, sizeof buf - 1) > 12 &&
              strncmp(buf + 9, "200", 3) == 0;

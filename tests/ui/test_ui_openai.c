@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "support/fixtures.h"
+#include "support/raw_http.h"
 #include "support/ui_fixture.h"
 #include "tokroute.h"
 
@@ -377,14 +379,29 @@ static void test_queue(void **state) {
     reply_free(&a.r);
     reply_free(&b.r);
 
-    /* A client that hangs up, waiting for a whole reply or streaming, cancels its generation. */
+    /* A client that hangs up, waiting for a whole reply (a reset: a FIN alone may be a client that only shut its
+     * sending side, test_ui_http) or streaming (curl gives up after 1 s and closes; the next event written finds
+     * it gone), cancels its generation. */
     const char *bodies[] = {a.body, "{\"prompt\":\"Once upon a time\",\"mode\":\"llm\",\"max_tokens\":400,\"stream\":true}"};
     for (int i = 0; i < 2; i++) {
         client d = {ui, bodies[i], 1, {0}};
-        pthread_t td;
-        assert_int_equal(pthread_create(&td, NULL, run_client, &d), 0);
-        pthread_join(td, NULL); /* curl gave up after 1 s */
-        assert_int_equal(d.r.status, 0); /* timed out */
+        if (i == 0) {
+            const int fd = raw_connect(NULL, (int)tr_ui_port(ui));
+            assert_true(fd >= 0);
+            char head[256];
+            snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n", strlen(a.body));
+            raw_send_all(fd, head, strlen(head));
+            raw_send_all(fd, a.body, strlen(a.body));
+            assert_true(wait_for(ui, "active", 1));
+            sleep(1);
+            raw_reset(fd);
+        } else {
+            pthread_t td;
+            assert_int_equal(pthread_create(&td, NULL, run_client, &d), 0);
+            pthread_join(td, NULL); /* curl gave up after 1 s */
+            assert_int_equal(d.r.status, 0); /* timed out */
+        }
         const time_t t0 = time(NULL);
         assert_true(wait_for(ui, "active", 0));
         assert_true(time(NULL) - t0 < 6); /* not the 8 s the generation would take */

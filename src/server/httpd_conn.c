@@ -1,10 +1,10 @@
-/* http_conn.c — tr_server's open connections: one conn_info each (libmicrohttpd's socket context), counted in all
- * and per client address, so that http.c can answer connections opened beyond max_connections or
- * max_connections_per_ip with a 503 and Retry-After (never a reset for a well-formed request); and the request
- * deadline: a connection must deliver a complete request within request_timeout_s of opening or of its previous
- * reply, however slowly it trickles bytes (libmicrohttpd's own timeout only counts silence). A thread checks the
- * deadlines twice a second and shuts late connections down; libmicrohttpd then closes them as it does any
- * connection whose peer went away.
+/* httpd_conn.c — the open connections of either server (httpd.h): one conn_info each (libmicrohttpd's socket
+ * context), counted in all and per client address, so that httpd_judge can answer connections opened beyond
+ * max_connections or max_connections_per_ip with a 503 and Retry-After (never a reset for a well-formed request);
+ * and the request deadline: a connection must deliver a complete request within request_timeout_s of opening or of
+ * its previous reply, however slowly it trickles bytes (libmicrohttpd's own timeout only counts silence). A thread
+ * checks the deadlines twice a second and shuts late connections down; libmicrohttpd then closes them as it does
+ * any connection whose peer went away.
  *
  * The table's lock is held from NOTIFY_STARTED to the end of NOTIFY_CLOSED and around every shutdown(), and
  * libmicrohttpd closes a socket only after NOTIFY_CLOSED, so the deadline thread never touches a closed (or
@@ -33,7 +33,7 @@
 #include <microhttpd.h>
 
 #include "common/error.h"
-#include "server/http_internal.h"
+#include "server/httpd.h"
 
 #define ADDR_BUCKETS 1024
 #define TRIM_EVERY_MS 2000.0
@@ -46,7 +46,9 @@ typedef struct addr_count {
 } addr_count;
 
 struct conn_table {
-    tr_server *srv;
+    httpd *h;
+    int32_t max_connections, max_connections_per_ip;
+    double timeout_ms;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     conn_info *head;
@@ -107,8 +109,8 @@ static void grow_polls(conn_table *t) {
 
 static void *deadline_main(void *arg) {
     conn_table *t = arg;
-    const double timeout_ms = t->srv->params.request_timeout_s * 1e3;
-    double trimmed_ms = server_now_ms();
+    const double timeout_ms = t->timeout_ms;
+    double trimmed_ms = httpd_now_ms();
     pthread_mutex_lock(&t->mu);
     while (!t->stopping) {
         struct timespec until;
@@ -116,7 +118,7 @@ static void *deadline_main(void *arg) {
         until.tv_nsec += 500 * 1000 * 1000;
         if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
         pthread_cond_timedwait(&t->wake, &t->mu, &until);
-        const double now = server_now_ms();
+        const double now = httpd_now_ms();
         int32_t n_polls = 0;
         for (conn_info *ci = t->head; ci; ci = ci->next) {
             if (ci->waiting_since_ms <= 0) continue;
@@ -146,10 +148,14 @@ static void *deadline_main(void *arg) {
     return NULL;
 }
 
-tr_status conn_table_create(tr_server *srv, conn_table **out) {
+tr_status conn_table_create(httpd *h, int32_t max_connections, int32_t max_connections_per_ip,
+                            int32_t request_timeout_s, conn_table **out) {
     conn_table *t = calloc(1, sizeof *t);
     if (!t) return tr_fail(TR_ERR_NOMEM, "out of memory");
-    t->srv = srv;
+    t->h = h;
+    t->max_connections = max_connections;
+    t->max_connections_per_ip = max_connections_per_ip;
+    t->timeout_ms = request_timeout_s * 1e3;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->wake, NULL);
     if (pthread_create(&t->deadline_thread, NULL, deadline_main, t) != 0) {
@@ -180,13 +186,13 @@ void conn_table_free(conn_table *t) {
 }
 
 void conn_table_notify(void *cls, struct MHD_Connection *conn, void **socket_context, int code) {
-    tr_server *srv = cls;
-    conn_table *t = srv->conns;
+    conn_table *t = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_info *ci = calloc(1, sizeof *ci);
         *socket_context = ci;
-        if (!ci) return; /* http.c answers a connection without conn_info with 503 */
-        ci->srv = srv;
+        if (!ci) return; /* httpd_judge answers a connection without conn_info with 503 */
+        ci->table = t;
+        ci->h = t->h;
         ci->conn = conn;
         const union MHD_ConnectionInfo *a = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (a && a->client_addr)
@@ -198,12 +204,12 @@ void conn_table_notify(void *cls, struct MHD_Connection *conn, void **socket_con
         addr_count **pp = addr_slot(t, ip);
         if (!*pp && (*pp = calloc(1, sizeof **pp))) memcpy((*pp)->ip, ip, 16);
         if (*pp) {
-            ci->over_ip_limit = (*pp)->count >= srv->params.max_connections_per_ip;
+            ci->over_ip_limit = (*pp)->count >= t->max_connections_per_ip;
             (*pp)->count++;
         }
-        ci->over_limit = t->n_open >= srv->params.max_connections;
+        ci->over_limit = t->n_open >= t->max_connections;
         t->n_open++;
-        ci->waiting_since_ms = server_now_ms();
+        ci->waiting_since_ms = httpd_now_ms();
         ci->next = t->head;
         if (t->head) t->head->prev = ci;
         t->head = ci;
@@ -238,23 +244,26 @@ conn_info *conn_info_of(struct MHD_Connection *conn) {
 
 void conn_request_complete(conn_info *ci) {
     if (!ci) return;
-    pthread_mutex_lock(&ci->srv->conns->mu);
+    pthread_mutex_lock(&ci->table->mu);
     ci->waiting_since_ms = 0;
-    pthread_mutex_unlock(&ci->srv->conns->mu);
+    pthread_mutex_unlock(&ci->table->mu);
 }
 
 void conn_request_answered(conn_info *ci) {
     if (!ci) return;
-    pthread_mutex_lock(&ci->srv->conns->mu);
-    ci->waiting_since_ms = server_now_ms();
-    pthread_mutex_unlock(&ci->srv->conns->mu);
+    pthread_mutex_lock(&ci->table->mu);
+    ci->waiting_since_ms = httpd_now_ms();
+    pthread_mutex_unlock(&ci->table->mu);
 }
 
 int32_t conn_table_open(const conn_table *t) { return t->n_open; }
 
+/* A FIN alone (POLLRDHUP) is no hang-up: a client may shut its sending side after the request and still read the
+ * reply. Linux reports POLLHUP only once the socket is shut both ways, which from the peer's side means a reset
+ * (POLLERR with it): what a closed client answers the next bytes written to it with. */
 bool conn_client_gone(struct MHD_Connection *conn) {
     const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!fd) return false;
-    struct pollfd p = {.fd = fd->connect_fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    struct pollfd p = {.fd = fd->connect_fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
 }

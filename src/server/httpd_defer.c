@@ -1,22 +1,25 @@
-/* http_defer.c — requests that wait on the scheduler run on worker threads, so libmicrohttpd's event threads
- * (epoll, a small pool) never block: they only read requests, check them and write replies, and idle or
- * half-sent connections cost no thread at all. http.c hands such a request to defer_run, which suspends the
- * connection and queues the work; a worker runs it with the ordinary senders (http_send_json, http_send_stream,
- * http_send_error), which see that the connection's reply is being captured (defer_capturing) and keep it in the
- * connection's slot; the worker then resumes the connection and libmicrohttpd calls the access handler again,
- * where defer_reply queues the reply on the event thread, as libmicrohttpd requires.
+/* httpd_defer.c — requests that block (on serve's scheduler, on the device's generation slots and generations) run
+ * on worker threads, so libmicrohttpd's event threads (epoll, a small pool) never block: they only read requests,
+ * check them and write replies, and idle or half-sent connections cost no thread at all. A server's access handler
+ * hands such a request to defer_run, which suspends the connection and queues the work; a worker runs it with the
+ * ordinary senders (httpd_send_buffer, httpd_send_stream, and each server's helpers over them), which see that the
+ * connection's reply is being captured (defer_capturing) and keep it in the connection's slot; the worker then
+ * resumes the connection and libmicrohttpd calls the access handler again, where defer_reply queues the reply on
+ * the event thread, as libmicrohttpd requires.
  *
- * A streamed reply's producer (a function that blocks until the next piece: a lookahead token, a generated token)
- * keeps running on the worker, pushing pieces into a pipe; the response's reader on the event thread takes what
- * is there, or suspends the connection and returns 0 until the producer pushes more and resumes it. The pipe holds
- * at most PIPE_CAP unsent bytes (a client that does not read stops its producer, and libmicrohttpd's idle timeout
- * closes it). When the client goes away the response is freed; the producer notices before its next piece, stops,
- * and calls the stream's done callback. The pipe is freed by whichever side lets go last.
+ * A streamed reply's producer (a function that blocks until the next piece: a lookahead token, a generated token,
+ * the device page's next event or its heartbeat) keeps running on the worker, pushing pieces into a pipe; the
+ * response's reader on the event thread takes what is there, or suspends the connection and returns 0 until the
+ * producer pushes more and resumes it. The pipe holds at most PIPE_CAP unsent bytes (a client that does not read
+ * stops its producer, and libmicrohttpd's idle timeout closes it). When the client goes away the response is freed;
+ * the producer notices before its next piece, stops, and calls the stream's done callback. The pipe is freed by
+ * whichever side lets go last.
  *
  * Workers are created on demand up to max_threads; requests beyond them wait in a queue of max_queued, beyond that
- * http.c answers 503 with Retry-After. While a non-streamed request runs, its client's hang-up is seen by polling the
- * socket between steps (defer_client_gone: a completion stops generating). */
+ * the server answers 503 with Retry-After. While a non-streamed request runs, its client's hang-up is seen by
+ * polling the socket between steps (defer_client_gone: a completion stops generating). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,7 @@
 #include <microhttpd.h>
 
 #include "common/error.h"
-#include "server/http_internal.h"
+#include "server/httpd.h"
 
 #define PIPE_CAP (64 * 1024)
 #define PIPE_POLL_MS 100
@@ -48,7 +51,6 @@ typedef struct stream_pipe {
 
 typedef struct defer_slot {
     struct MHD_Connection *conn;
-    conn_info *ci;
     int (*work)(struct MHD_Connection *conn, void *arg);
     void *arg;
     void (*free_arg)(void *arg);
@@ -58,7 +60,8 @@ typedef struct defer_slot {
     const char *content_type;
     char *body;
     size_t len;
-    const char *header, *value;
+    const char *header; /* a name that outlives the request (a literal) */
+    char value[48];     /* its value, copied */
     stream_pipe *pipe;
     struct defer_slot *next; /* in the queue */
 } defer_slot;
@@ -264,12 +267,13 @@ void defer_pool_free(defer_pool *p) {
     free(p);
 }
 
-bool defer_run(defer_pool *p, struct MHD_Connection *conn, conn_info *ci,
-               int (*work)(struct MHD_Connection *conn, void *arg), void *arg, void (*free_arg)(void *arg)) {
+bool defer_run(defer_pool *p, struct MHD_Connection *conn, int (*work)(struct MHD_Connection *conn, void *arg),
+               void *arg, void (*free_arg)(void *arg)) {
+    conn_info *ci = conn_info_of(conn);
     if (!ci) return false;
     defer_slot *s = calloc(1, sizeof *s);
     if (!s) return false;
-    *s = (defer_slot){.conn = conn, .ci = ci, .work = work, .arg = arg, .free_arg = free_arg};
+    *s = (defer_slot){.conn = conn, .work = work, .arg = arg, .free_arg = free_arg};
     pthread_mutex_lock(&p->mu);
     bool ok = !atomic_load(&p->stopping) && p->n_queued < p->max_queued;
     if (ok && p->n_idle <= p->n_queued && p->n_threads < p->max_threads) {
@@ -302,12 +306,13 @@ int defer_capture_buffer(struct MHD_Connection *conn, unsigned status, const cha
     s->body = body_owned;
     s->len = len;
     s->header = header;
-    s->value = value;
+    snprintf(s->value, sizeof s->value, "%s", value ? value : "");
     return MHD_YES;
 }
 
-int defer_capture_stream(struct MHD_Connection *conn, const char *content_type, char *(*next)(void *cls, bool *last),
-                         void *cls, void (*done)(void *cls, bool client_gone)) {
+int defer_capture_stream(struct MHD_Connection *conn, const char *content_type, const char *header,
+                         const char *value, char *(*next)(void *cls, bool *last), void *cls,
+                         void (*done)(void *cls, bool client_gone)) {
     defer_slot *s = current;
     stream_pipe *p = calloc(1, sizeof *p);
     if (!p) {
@@ -324,14 +329,17 @@ int defer_capture_stream(struct MHD_Connection *conn, const char *content_type, 
     s->captured = true;
     s->status = 200;
     s->content_type = content_type;
+    s->header = header;
+    snprintf(s->value, sizeof s->value, "%s", value ? value : "");
     s->pipe = p;
     return MHD_YES;
 }
 
 bool defer_client_gone(void) { return current && conn_client_gone(current->conn); }
 
-int defer_reply(struct MHD_Connection *conn, conn_info *ci, bool *handled) {
+int defer_reply(struct MHD_Connection *conn, bool *handled) {
     *handled = false;
+    conn_info *ci = conn_info_of(conn);
     defer_slot *s = ci ? ci->slot : NULL;
     if (!s) return MHD_YES;
     *handled = true;
@@ -344,15 +352,17 @@ int defer_reply(struct MHD_Connection *conn, conn_info *ci, bool *handled) {
         if (r) {
             MHD_add_response_header(r, "Content-Type", s->content_type);
             MHD_add_response_header(r, "Cache-Control", "no-cache");
-            ret = http_queue_response(conn, 200, r);
+            MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* proxies pass each piece on at once */
+            if (s->header) MHD_add_response_header(r, s->header, s->value);
+            ret = httpd_queue_response(conn, 200, r);
             MHD_destroy_response(r);
         } else {
             pipe_free_response(p); /* no response: the producer stops at once */
-            ret = http_queue_buffer(conn, 500, "application/json", NULL, 0, NULL);
+            ret = httpd_queue_buffer(conn, 500, "application/json", NULL, 0, NULL);
         }
     } else if (s->captured) {
         const char *headers[] = {s->header, s->value, NULL};
-        ret = http_queue_buffer(conn, s->status, s->content_type, s->body, s->len, s->header ? headers : NULL);
+        ret = httpd_queue_buffer(conn, s->status, s->content_type, s->body, s->len, s->header ? headers : NULL);
     }
     free(s);
     return ret;
