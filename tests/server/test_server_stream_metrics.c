@@ -70,7 +70,7 @@ static int start_long_stream(void) {
     static const char body[] = "{\"prompt\":[1],\"max_tokens\":500,\"temperature\":0,\"stream\":true,"
                                "\"logit_bias\":{\"2\":-100}}";
     char req[512];
-    const int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    const int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                            "application/json\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
     assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
     char got[4096];

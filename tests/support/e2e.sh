@@ -134,7 +134,7 @@ conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
 def nxt(b):
     if top:
         b["top_logprobs"] = top
-    conn.request("POST", "/v1/route/next", json.dumps(b))
+    conn.request("POST", "/v1/route/next", json.dumps(b), {"Content-Type": "application/json"})
     r = conn.getresponse()
     return r.status, json.loads(r.read())
 s, r = nxt({"session": "a", "pos": 0, "tokens": prompt})
