@@ -42,7 +42,8 @@ pkg-config --exists cmocka || fail "cmocka not installed here (scripts/deps.sh t
 
 t0=$(date +%s)
 # (a make above this one, as in `make test`, must not lend it its jobserver)
-env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL PKG_CONFIG_LIBDIR="$T/pkgconfig" make -C "$root" cli BUILD="$T/build" JOBS=2 >"$T/build.log" 2>&1 ||
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL PKG_CONFIG_LIBDIR="$T/pkgconfig" \
+  make -C "$root" cli BUILD="$T/build" JOBS=2 >"$T/build.log" 2>&1 ||
   { tail -30 "$T/build.log" >&2; fail "make cli without cmocka"; }
 [ -x "$T/build/tokroute" ] || fail "make cli built no build/tokroute"
 echo "fresh build without cmocka: $(($(date +%s) - t0)) s"
@@ -51,10 +52,12 @@ echo "fresh build without cmocka: $(($(date +%s) - t0)) s"
 if "${no_cmocka[@]}" cmake -S "$root" -B "$T/build-on" -DTR_TESTS=ON >"$T/on.log" 2>&1; then
   fail "a TR_TESTS=ON configure without cmocka succeeded"
 fi
-grep -q "cmocka was not found" "$T/on.log" || { tail -20 "$T/on.log" >&2; fail "TR_TESTS=ON failed without naming cmocka"; }
+grep -q "cmocka was not found" "$T/on.log" ||
+  { tail -20 "$T/on.log" >&2; fail "TR_TESTS=ON failed without naming cmocka"; }
 # With cmocka (scripts/deps.sh test has run), make test's configure of the same build finds the tests, and the CLI
 # stays built; so does make cli's again.
-cmake -S "$root" -B "$T/build" -DTR_TESTS=ON >"$T/reconf.log" 2>&1 || { cat "$T/reconf.log" >&2; fail "TR_TESTS=ON configure"; }
+cmake -S "$root" -B "$T/build" -DTR_TESTS=ON >"$T/reconf.log" 2>&1 ||
+  { cat "$T/reconf.log" >&2; fail "TR_TESTS=ON configure"; }
 n=$(cd "$T/build" && ctest -N | sed -n 's/^Total Tests: //p')
 [ "${n:-0}" -gt 0 ] || fail "TR_TESTS=ON configured no tests"
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$root" cli BUILD="$T/build" JOBS=2 >"$T/rebuild.log" 2>&1 ||
