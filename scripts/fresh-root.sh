@@ -57,10 +57,14 @@ t_all=$(date +%s)
 exec 9>"$cache/debian-bookworm.lock"
 flock -w 3600 9 || die "another fresh-root.sh holds $cache/debian-bookworm.lock"
 
-scratch=
+scratch='' in_root_pid=''
 mounted_under() { awk -v d="$1" 'index($2, d "/") == 1 || $2 == d { found = 1 } END { exit !found }' /proc/mounts; }
 cleanup() {
   local rc=$?
+  if [ -n "$in_root_pid" ]; then  # interrupted in a step: unshare ignores TERM and INT while it waits, so KILL;
+    kill -KILL "$in_root_pid" 2>/dev/null || true  # its --kill-child then ends the root's pid 1, and all with it
+    wait "$in_root_pid" 2>/dev/null || true
+  fi
   [ -n "$scratch" ] && [ -d "$scratch" ] || exit $rc
   if mounted_under "$scratch"; then  # only possible if a mount escaped the private namespace: never delete through it
     echo "fresh-root: mounts left under $scratch: not removed" >&2
@@ -145,10 +149,12 @@ done
 [ -f "$root/etc/ssl/host-ca.crt" ] && net_env+=(NODE_EXTRA_CA_CERTS=/etc/ssl/host-ca.crt)
 
 # Runs a command as root in the fresh root, in its own mount and pid namespaces: the mounts (/proc, /sys, /dev, the
-# .deb cache) and every process started there end with it, whatever way it exits.
+# .deb cache) and every process started there end with it, whatever way it exits. It runs in the background and is
+# waited for, so that a signal reaches this script's trap at once (cleanup then stops it).
 in_root() {  # $1: log name, $2: command (bash -c, in /src/tokroute)
   local log=$scratch/logs/$1.log
-  if ! unshare --mount --pid --fork --propagation private bash -c '
+  local rc=0
+  unshare --mount --pid --fork --kill-child --propagation private bash -c '
       set -e; r=$1
       mount -t proc proc "$r/proc"
       mount -t sysfs sys "$r/sys"
@@ -156,7 +162,11 @@ in_root() {  # $1: log name, $2: command (bash -c, in /src/tokroute)
       mount --bind "$2" "$r/var/cache/apt/archives"
       exec chroot "$r" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive "${@:4}" bash -c "cd /src/tokroute && $3"
-    ' fresh-root "$root" "$debs" "$2" "${net_env[@]}" >"$log" 2>&1; then
+    ' fresh-root "$root" "$debs" "$2" "${net_env[@]}" >"$log" 2>&1 &
+  in_root_pid=$!
+  wait "$in_root_pid" || rc=$?
+  in_root_pid=''
+  if [ "$rc" -ne 0 ]; then
     tail -40 "$log" >&2
     echo "fresh-root: FAILED in the root after $(($(date +%s) - step_start)) s: $2 (its log's tail above)" >&2
     return 1
