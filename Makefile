@@ -1,9 +1,11 @@
 # tokroute — top-level entry points. `make` builds into build/ (CLI: build/tokroute); `make demo` runs the main
 # job; `make test` runs the suite, then runs it again built with ASan+UBSan, then the server's suites under TSan.
 # Each target installs missing Debian packages first (when run as root), so both work on a fresh machine: the build
-# and the demo only what they build with (no npm), the test targets the test tools too. Test targets configure
-# TR_TESTS=ON explicitly (a cache left with it OFF would otherwise run nothing) and ctest fails when no test was
-# found.
+# and the demo only what they build with (no cmocka, no npm), the test targets the test tools too. The other targets
+# configure TR_TESTS=AUTO (tests only when cmocka is found), so they build with only `scripts/deps.sh build`'s
+# packages whatever an earlier `make test` left in the cache; test targets configure TR_TESTS=ON (cmocka required: a
+# cache left OFF, or a machine without cmocka, would otherwise run nothing) and ctest fails when no test was found.
+# With cmocka present AUTO and ON configure the same build, so switching between them rebuilds nothing.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -23,12 +25,12 @@ deps-test:
 	@./scripts/deps.sh test
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTR_TESTS=AUTO >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
 # The demo needs only the library and the CLI.
 cli: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTR_TESTS=AUTO >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target tokroute
 
 demo: cli
@@ -78,7 +80,7 @@ test: test-fast test-asan test-tsan
 # it); builds only what is installed. `make uninstall` removes exactly the files $(BUILD)/install_manifest.txt lists
 # (under the same DESTDIR).
 install: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTR_TESTS=AUTO >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target tokroute tokroute_lib tokroute_shared
 	@DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(abspath $(PREFIX))
 
