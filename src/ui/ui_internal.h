@@ -135,9 +135,10 @@ extern const ui_sink ui_page_sink;
 void *ui_page_state_new(void); /* the sink's state for one generation (NULL: out of memory) */
 /* Parses a POST /api/generate body into r (the page's fields: prompt, mode, tau, max_tokens, policy, chat,
  * temperature, seed; any other is refused by name), or
- * returns a message for a 400 (msg_buf holds formatted ones) with *param the field at fault. */
-const char *ui_page_parse(struct tr_ui *ui, const struct cJSON *j, ui_request *r, const char **param, char *msg_buf,
-                          size_t msg_cap);
+ * returns a message for a 400 (msg_buf holds formatted ones) with *param the field at fault and *code the error's
+ * code ("unknown_field" for a field it does not take, as the OpenAI endpoints say; NULL: the status's own). */
+const char *ui_page_parse(struct tr_ui *ui, const struct cJSON *j, ui_request *r, const char **param, const char **code,
+                          char *msg_buf, size_t msg_cap);
 
 /* ---------------------------------------------------------------- ui_openai.c */
 

@@ -115,6 +115,11 @@ static bool routing(tr_ui *ui, const cJSON *root, ui_request *r, oai_error *e) {
         !oai_number_field(root, "target_routed", 0, 1, false, &target, e) ||
         !oai_number_field(root, "max_routed", 0, 1, false, &cap, e))
         return false;
+    if (target > 0 && cap > 0 && cap < target) { /* as the command line refuses --max-routed below --target-routed */
+        oai_error_set(e, 400, "bad_request", "max_routed",
+                      "'max_routed' (%g) is below 'target_routed' (%g): the target could never be reached", cap, target);
+        return false;
+    }
     r->tau = (float)tau;
     r->target_routed = target;
     r->max_routed = cap;

@@ -28,15 +28,17 @@ static bool page_number(const cJSON *j, const char *name, double lo, double hi, 
     return false;
 }
 
-const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char **param, char *msg_buf,
-                          size_t msg_cap) {
+const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char **param, const char **code,
+                          char *msg_buf, size_t msg_cap) {
     *param = "";
+    *code = NULL;
     if (!cJSON_IsObject(j)) return "the body must be a JSON object";
     static const char *const fields[] = {"prompt", "mode", "tau", "max_tokens", "policy", "chat", "temperature",
                                          "seed", NULL};
     const char *unknown = oai_unknown_field(j, fields);
     if (unknown) {
         *param = unknown; /* a name in j */
+        *code = "unknown_field";
         snprintf(msg_buf, msg_cap, "unknown field '%.60s' (/api/generate takes prompt, mode, tau, max_tokens, policy, "
                  "chat, temperature and seed)", unknown);
         return msg_buf;

@@ -208,11 +208,11 @@ static enum MHD_Result handle_generate(struct MHD_Connection *c, tr_ui *ui, cons
     if (!j) return send_error(c, MHD_HTTP_BAD_REQUEST, "the body is not valid JSON");
     ui_request r = {0};
     char msg[512];
-    const char *param = "";
-    const char *bad = ui_page_parse(ui, j, &r, &param, msg, sizeof msg);
+    const char *param = "", *code = NULL;
+    const char *bad = ui_page_parse(ui, j, &r, &param, &code, msg, sizeof msg);
     if (bad) { /* param may name a field of j */
         ui_request_free(&r);
-        const enum MHD_Result ret = ui_send_error(c, MHD_HTTP_BAD_REQUEST, NULL, param, bad, 0);
+        const enum MHD_Result ret = ui_send_error(c, MHD_HTTP_BAD_REQUEST, code, param, bad, 0);
         cJSON_Delete(j);
         return ret;
     }

@@ -173,6 +173,7 @@ static void test_generate(void **state) {
     assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"x\",\"max_token\":3}", &b), 400);
     assert_non_null(strstr(b.data, "\"param\":\"max_token\""));
     assert_non_null(strstr(b.data, "unknown field 'max_token'"));
+    assert_non_null(strstr(b.data, "\"code\":\"unknown_field\""));
     free(b.data);
     tr_ui_stop(ui);
 }

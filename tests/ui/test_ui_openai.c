@@ -163,6 +163,7 @@ static void test_fields_refused(void **state) {
     bad(ui, C, "{\"prompt\":\"a\",\"policy\":\"best\"}", "policy", NULL);
     bad(ui, C, "{\"prompt\":\"a\",\"policy\":\"router\"}", "policy", NULL); /* no router file */
     bad(ui, C, "{\"prompt\":\"a\",\"target_routed\":2}", "target_routed", NULL);
+    bad(ui, C, "{\"prompt\":\"a\",\"target_routed\":0.2,\"max_routed\":0.1}", "max_routed", NULL); /* cap below target */
     bad(ui, C, "{\"prompt\":\"a\",\"max_routed\":-1}", "max_routed", NULL);
     bad(ui, C, "{\"prompt\":\"a\",\"stream\":\"yes\"}", "stream", NULL);
     bad(ui, C, "{\"prompt\":\"a\",\"stream_options\":{\"include_usage\":true}}", "stream_options", NULL);
