@@ -377,7 +377,7 @@ typedef struct tr_route_params {
      * is the router file's), and differing from an oracle that routes the lowest-scoring P of the same generation
      * on as few positions as measured controllers allow. The count moves τ only when it is more than a token off
      * P·i, and never leaves P·i ± 2.5 tokens (10 tokens at 0.1: 0 to 3 routed, about 1 on average). max_routed C in
-     * (0, 1]: a hard cap: the routed positions after the first never exceed C × the positions generated so far; a
+     * (0, 1]: a hard cap: never more than ⌈C·n⌉ of the first n positions routed (200 at 0.1: at most 20); a
      * cap below the target wins (the target is then not reached: the CLI refuses that combination as a mistake).
      * Both count routing decisions (a fallback token counts), which depend only on the text, so the hiding loop's
      * tokens still equal the synchronous loop's; each token's τ is in tr_route_token.tau. 0 = off (default). */

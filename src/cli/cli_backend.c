@@ -42,7 +42,7 @@ const char cli_backend_usage[] =
     "                         (pairs known to agree; measurements independent of the machine's speed)\n"
     "  --target-routed P      keep the routed share near P (0..1): tau starts at --threshold (default: the router\n"
     "                         file's) and follows the routed count; each token's tau is in the trace\n"
-    "  --max-routed P         never route more than P (0..1) of the tokens so far (the first token excepted)\n";
+    "  --max-routed P         never route more than ceil(P·n) of the first n tokens (P in 0..1)\n";
 
 void cli_backend_init(cli_backend_opts *o) {
     memset(o, 0, sizeof *o);

@@ -32,8 +32,9 @@
  * generation's (an uncalibrated 0.5 for margin) is corrected by the bounds at once and by the base within some
  * 50 tokens; the share holds, but more decisions differ from the oracle's meanwhile.
  *
- * max_routed C: a hard cap after the rule above: position i > 0 is not routed when that would make the routed
- * positions among 1..i exceed C·(i+1). The first token is exempt (with C < 1 it could otherwise never be routed).
+ * max_routed C: a hard cap after the rule above: position i is not routed when that would make the routed positions
+ * among 0..i exceed ⌈C·(i+1)⌉, so never more than ⌈C·n⌉ of the first n tokens (200 at 0.1: at most 20). The
+ * ceiling lets the first token be routed under any C > 0, as it would be under no cap.
  *
  * Decisions count, not sources: a routed token the LLM could not produce (fallback) counts as routed, because
  * whether a call fails depends on time and the decisions must not (the speculative loop's tokens equal --sync's). */
@@ -128,10 +129,7 @@ bool budget_decide(route_budget *b, int32_t i, float score, float *tau) {
         else if (e + b->target - 1 < -HARD_TOKENS) t = 0;
     }
     bool routed = score < t;
-    if (routed && b->cap > 0 && i > 0) {
-        const int32_t after_first = before - b->routed[1]; /* routed among positions 1..i-1 */
-        if ((double)(after_first + 1) > b->cap * (i + 1) + 1e-9) routed = false;
-    }
+    if (routed && b->cap > 0 && before + 1 > ceil(b->cap * (i + 1) - 1e-9)) routed = false;
     b->score[i] = score;
     b->routed[i + 1] = before + routed;
     *tau = t;
