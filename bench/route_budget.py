@@ -5,12 +5,14 @@ Each trace (`tokroute generate --trace`, one JSON object per token) gives the ro
 Every controller below sees the scores one at a time, as the routed loop does, and decides route / keep; the oracle
 routes exactly the round(P·n) lowest scores of the whole trace. Per controller and target P we report the share
 error |share - P| (mean and worst over the traces, in points), the share of traces within ±1.5 points, and the
-decisions that differ from the oracle's (per 100 tokens). "quantile+deficit" mirrors src/route/budget.c.
+decisions that differ from the oracle's (per 100 tokens), and the mean share. "budget.c" mirrors src/route/budget.c.
+FIRST=N in the environment keeps each trace's first N tokens (short generations).
 
 usage: route_budget.py TAU0 P TRACE.jsonl... (TAU0: the calibrated τ of P, the start of the controllers)
 """
 import json
 import math
+import os
 import sys
 
 
@@ -104,16 +106,18 @@ def inverse_density(window, p, tau0, minimum=8):
 TAU_ALL = 1.0009765625  # above every score: routes whatever comes
 
 
-def budget(scores, p, tau0, gain=0.1, dead=1.0, base_rate=0.02, window=64, soft=1.5, hard=2.5):
+def budget(scores, p, tau0, gain=0.1, dead=1.0, base_rate=0.02, window=64, soft=1.5, hard=2.5, base_dead=True):
     """src/route/budget.c: τ = base + g·dz(e), base += base_rate·g·dz, g = gain / density, e = P·i - routed;
-    beyond ±soft tokens τ ramps to route-all / route-none, reached where the next decision could leave ±hard."""
+    beyond ±soft tokens τ ramps to route-all / route-none, reached where the next decision could leave ±hard.
+    base_dead False: the base learns from e itself (no dead zone), so it centres the count on P·i."""
     out, r, base = [], 0, tau0
     for i, s in enumerate(scores):
         e = p * i - r
         dz = e - dead if e > dead else e + dead if e < -dead else 0.0
-        g = gain * inverse_density(scores[max(0, i - window):i], p, tau0) if dz else 0.0
+        learn = dz if base_dead else e
+        g = gain * inverse_density(scores[max(0, i - window):i], p, tau0) if dz or learn else 0.0
         tau = min(1.0, max(0.0, base + g * dz))
-        base = min(1.0, max(0.0, base + base_rate * g * dz))
+        base = min(1.0, max(0.0, base + base_rate * g * learn))
         u = min(1.0, max(0.0, (abs(e) - soft) / (hard - soft)))
         tau = tau + (TAU_ALL - tau) * u if e > 0 else tau * (1 - u)
         if e + p > hard:
@@ -140,30 +144,37 @@ CONTROLLERS = [
     ("budget.c, no base", lambda s, p, t: budget(s, p, t, base_rate=0.0)),
     ("budget.c, no bounds", lambda s, p, t: budget(s, p, t, soft=1e9, hard=2e9)),
     ("budget.c, gain 0.15", lambda s, p, t: budget(s, p, t, gain=0.15)),
-    ("budget.c", budget),
+    ("budget.c (dead zone in base)", budget),
+    ("base from e, rate .1", lambda s, p, t: budget(s, p, t, base_rate=0.1, base_dead=False)),
+    ("base from e, rate .2", lambda s, p, t: budget(s, p, t, base_rate=0.2, base_dead=False)),
+    ("base from e .15, dead .25", lambda s, p, t: budget(s, p, t, base_rate=0.15, dead=0.25, base_dead=False)),
+    ("base from e .15, dead 0", lambda s, p, t: budget(s, p, t, base_rate=0.15, dead=0.0, base_dead=False)),
     ("budget.c from tau 0.5", lambda s, p, t: budget(s, p, 0.5)),
 ]
 
 
 def main():
     tau0, p = float(sys.argv[1]), float(sys.argv[2])
+    first = int(os.environ.get("FIRST", "0"))  # >0: only each trace's first FIRST tokens (short generations)
     traces = []
     for path in sys.argv[3:]:
         with open(path) as f:
-            traces.append([json.loads(line)["score"] for line in f if line.strip()])
+            trace = [json.loads(line)["score"] for line in f if line.strip()]
+            traces.append(trace[:first] if first else trace)
     print(f"target {p:.2f}, tau0 {tau0:.4g}, {len(traces)} traces, {sum(map(len, traces))} tokens")
-    print(f"{'controller':24s} {'|err| mean':>10s} {'worst':>7s} {'in 1.5':>7s} {'diff/100':>9s}")
+    print(f"{'controller':28s} {'|err| mean':>10s} {'worst':>7s} {'in 1.5':>7s} {'diff/100':>9s} {'mean share':>10s}")
     for name, ctl in CONTROLLERS:
-        errs, diffs, n_tok, ok = [], 0, 0, 0
+        errs, diffs, n_tok, ok, shares = [], 0, 0, 0, []
         for sc in traces:
             c, o = ctl(sc, p, tau0), oracle(sc, p)
             share = sum(c) / len(sc)
+            shares.append(share)
             errs.append(abs(share - p) * 100)
             ok += abs(share - p) <= 0.015
             diffs += sum(a != b for a, b in zip(c, o))
             n_tok += len(sc)
-        print(f"{name:24s} {sum(errs) / len(errs):10.2f} {max(errs):7.2f} {ok / len(traces):7.0%} "
-              f"{100 * diffs / n_tok:9.2f}")
+        print(f"{name:28s} {sum(errs) / len(errs):10.2f} {max(errs):7.2f} {ok / len(traces):7.0%} "
+              f"{100 * diffs / n_tok:9.2f} {100 * sum(shares) / len(shares):9.2f}%")
 
 
 if __name__ == "__main__":

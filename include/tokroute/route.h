@@ -375,8 +375,9 @@ typedef struct tr_route_params {
      * routed positions stays near P over the generation (within ±1.5 points over 200 tokens on the demo pair for
      * every policy; README "Keeping the budget"), starting from tau (give the calibrated τ for P: the CLI's default
      * is the router file's), and differing from an oracle that routes the lowest-scoring P of the same generation
-     * on as few positions as measured controllers allow. The count moves τ only when it is more than a token off
-     * P·i, and never leaves P·i ± 2.5 tokens (10 tokens at 0.1: 0 to 3 routed, about 1 on average). max_routed C in
+     * on as few positions as measured controllers allow. The count never leaves P·i ± 2.5 tokens (10 tokens at
+     * 0.1: 0 to 3 routed, about 1 on average), and the mean share of many short generations is P (100 × 64 tokens:
+     * within ±0.5 points). max_routed C in
      * (0, 1]: a hard cap: never more than ⌈C·n⌉ of the first n positions routed (200 at 0.1: at most 20); a
      * cap below the target wins (the target is then not reached: the CLI refuses that combination as a mistake).
      * Both count routing decisions (a fallback token counts), which depend only on the text, so the hiding loop's
