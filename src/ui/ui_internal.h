@@ -134,7 +134,7 @@ void ui_request_free(ui_request *req);
 extern const ui_sink ui_page_sink;
 void *ui_page_state_new(void); /* the sink's state for one generation (NULL: out of memory) */
 /* Parses a POST /api/generate body into r (the page's fields: prompt, mode, tau, max_tokens, policy, chat,
- * temperature, seed; any other is refused by name), or
+ * temperature, seed, target_routed, max_routed; any other is refused by name), or
  * returns a message for a 400 (msg_buf holds formatted ones) with *param the field at fault and *code the error's
  * code ("unknown_field" for a field it does not take, as the OpenAI endpoints say; NULL: the status's own). */
 const char *ui_page_parse(struct tr_ui *ui, const struct cJSON *j, ui_request *r, const char **param, const char **code,
@@ -143,9 +143,13 @@ const char *ui_page_parse(struct tr_ui *ui, const struct cJSON *j, ui_request *r
 /* ---------------------------------------------------------------- ui_openai.c */
 
 struct MHD_Connection;
+struct oai_error;
 /* POST /v1/chat/completions (chat true) and /v1/completions; GET /v1/models. */
 int ui_openai_generate(struct tr_ui *ui, struct MHD_Connection *c, bool chat, const char *body, size_t len);
 int ui_openai_models(struct tr_ui *ui, struct MHD_Connection *c);
+/* The budget fields both endpoints take, target_routed and max_routed in [0, 1] (the command line's values as
+ * defaults), into r; a cap below the target is refused by name (max_routed), as the command line refuses it. */
+bool ui_budget_fields(const struct tr_ui *ui, const struct cJSON *root, ui_request *r, struct oai_error *e);
 
 /* ---------------------------------------------------------------- ui_server.c helpers for ui_openai.c */
 

@@ -98,6 +98,21 @@ static bool prompt_tokens(tr_ui *ui, oai_request *q, bool chat, ui_request *r, o
     return true;
 }
 
+bool ui_budget_fields(const tr_ui *ui, const cJSON *root, ui_request *r, oai_error *e) {
+    double target = ui->p.target_routed, cap = ui->p.max_routed;
+    if (!oai_number_field(root, "target_routed", 0, 1, false, &target, e) ||
+        !oai_number_field(root, "max_routed", 0, 1, false, &cap, e))
+        return false;
+    if (target > 0 && cap > 0 && cap < target) { /* as the command line refuses --max-routed below --target-routed */
+        oai_error_set(e, 400, "bad_request", "max_routed",
+                      "'max_routed' (%g) is below 'target_routed' (%g): the target could never be reached", cap, target);
+        return false;
+    }
+    r->target_routed = target;
+    r->max_routed = cap;
+    return true;
+}
+
 /* The routing fields: mode, threshold, policy, target_routed, max_routed (the command line's values as defaults). */
 static bool routing(tr_ui *ui, const cJSON *root, ui_request *r, oai_error *e) {
     r->mode = ui->p.open_backend ? TR_MODE_JOINT : TR_MODE_SLM;
@@ -110,19 +125,9 @@ static bool routing(tr_ui *ui, const cJSON *root, ui_request *r, oai_error *e) {
         oai_error_set(e, 400, "bad_request", "mode", "this server has no LLM: only mode \"slm\" is possible");
         return false;
     }
-    double tau = ui->p.default_tau, target = ui->p.target_routed, cap = ui->p.max_routed;
-    if (!oai_number_field(root, "threshold", 0, 1, false, &tau, e) ||
-        !oai_number_field(root, "target_routed", 0, 1, false, &target, e) ||
-        !oai_number_field(root, "max_routed", 0, 1, false, &cap, e))
-        return false;
-    if (target > 0 && cap > 0 && cap < target) { /* as the command line refuses --max-routed below --target-routed */
-        oai_error_set(e, 400, "bad_request", "max_routed",
-                      "'max_routed' (%g) is below 'target_routed' (%g): the target could never be reached", cap, target);
-        return false;
-    }
+    double tau = ui->p.default_tau;
+    if (!oai_number_field(root, "threshold", 0, 1, false, &tau, e) || !ui_budget_fields(ui, root, r, e)) return false;
     r->tau = (float)tau;
-    r->target_routed = target;
-    r->max_routed = cap;
     r->router_file = ui->router_path != NULL;
     r->policy = ui->p.policy;
     const cJSON *policy = cJSON_GetObjectItemCaseSensitive(root, "policy");

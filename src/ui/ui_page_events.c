@@ -1,5 +1,6 @@
 /* ui_page_events.c — the page's own generation endpoint, POST /api/generate: its request fields (prompt, mode, tau,
- * max_tokens, policy, chat, temperature, seed; any other is a 400 naming it, as on the OpenAI endpoints) and the
+ * max_tokens, policy, chat, temperature, seed, target_routed, max_routed — the budget as the OpenAI endpoints take
+ * it, a cap below the target refused by name; any other is a 400 naming it, as on the OpenAI endpoints) and the
  * server-sent events it answers with. temperature defaults to 0 (greedy, the page's view of routing); sampling
  * without a seed draws a fresh one, reported in "start" so a run can be replayed.
  *
@@ -33,14 +34,14 @@ const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char *
     *param = "";
     *code = NULL;
     if (!cJSON_IsObject(j)) return "the body must be a JSON object";
-    static const char *const fields[] = {"prompt", "mode", "tau", "max_tokens", "policy", "chat", "temperature",
-                                         "seed", NULL};
+    static const char *const fields[] = {"prompt",      "mode", "tau",           "max_tokens", "policy", "chat",
+                                         "temperature", "seed", "target_routed", "max_routed", NULL};
     const char *unknown = oai_unknown_field(j, fields);
     if (unknown) {
         *param = unknown; /* a name in j */
         *code = "unknown_field";
         snprintf(msg_buf, msg_cap, "unknown field '%.60s' (/api/generate takes prompt, mode, tau, max_tokens, policy, "
-                 "chat, temperature and seed)", unknown);
+                 "chat, temperature, seed, target_routed and max_routed)", unknown);
         return msg_buf;
     }
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt");
@@ -75,8 +76,12 @@ const char *ui_page_parse(tr_ui *ui, const cJSON *j, ui_request *r, const char *
             r->policy == TR_POLICY_MLP)
             return "\"policy\" must be \"maxprob\", \"margin\" or \"entropy\"";
     }
-    r->target_routed = ui->p.target_routed;
-    r->max_routed = ui->p.max_routed;
+    oai_error budget_error;
+    if (!ui_budget_fields(ui, j, r, &budget_error)) {
+        *param = budget_error.param[0] == 't' ? "target_routed" : "max_routed"; /* a literal, as *param must be */
+        snprintf(msg_buf, msg_cap, "%s", budget_error.message);
+        return msg_buf;
+    }
     r->sampling = tr_sampler_default_params();
     double temperature = 0, seed = -1;
     if (!page_number(j, "temperature", 0, 2, false, &temperature, param, msg_buf, msg_cap) ||
@@ -223,6 +228,7 @@ static void on_done(ui_job *job, const tr_route_stats *s, const tr_llm_stats *ll
     cJSON_AddNumberToObject(d, "n_routed", s->n_routed);
     cJSON_AddNumberToObject(d, "routed_pct", s->n_tokens ? rounded(100.0 * s->n_routed / s->n_tokens, 100) : 0);
     cJSON_AddNumberToObject(d, "target_routed", r->target_routed);
+    cJSON_AddNumberToObject(d, "max_routed", r->max_routed);
     cJSON_AddNumberToObject(d, "tau_last", rounded(s->tau_last, 1e4));
     cJSON_AddNumberToObject(d, "ttft_ms", rounded(s->ttft_ms, 1e3));
     cJSON_AddNumberToObject(d, "mean_tbt_ms", rounded(s->mean_tbt_ms, 1e3));

@@ -126,6 +126,8 @@ static enum MHD_Result send_info(struct MHD_Connection *c, tr_ui *ui) {
         cJSON_AddStringToObject(j, "chat_template", tr_chat_template_name(ui->p.chat_template));
     else cJSON_AddNullToObject(j, "chat_template");
     cJSON_AddNumberToObject(j, "default_tau", ui->p.default_tau);
+    cJSON_AddNumberToObject(j, "target_routed", ui->p.target_routed); /* the command line's budget: the page's start */
+    cJSON_AddNumberToObject(j, "max_routed", ui->p.max_routed);
     cJSON_AddNumberToObject(j, "max_tokens", ui->p.max_tokens);
     cJSON_AddNumberToObject(j, "n_ctx", tr_context_n_ctx(ui->slots[0].ctx));
     cJSON_AddNumberToObject(j, "max_generations", ui->p.max_generations);

@@ -1,6 +1,7 @@
 /* test_ui.c — the web UI's library API (tr_ui_*) with a real HTTP client (libcurl) on 127.0.0.1: parameter checks,
- * a busy port, the embedded page byte-equal to src/ui/page, a generation streamed and summarized, and tr_ui_stop
- * while a slow generation runs (the client still gets its "done" event, stop=cancelled). */
+ * a busy port, the embedded page byte-equal to src/ui/page, a generation streamed and summarized, the budget fields
+ * of /api/generate (target_routed, max_routed: τ moves, the cap holds, a cap below the target refused by name), and
+ * tr_ui_stop while a slow generation runs (the client still gets its "done" event, stop=cancelled). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +179,32 @@ static void test_generate(void **state) {
     tr_ui_stop(ui);
 }
 
+/* The budget per request: from τ 0.9 (which alone routes most tokens) a 10% target under a 15% cap routes within
+ * 2.5 tokens of 4 of 40 and at most ⌈0.15·40⌉ = 6, τ moves token by token, "done" carries both shares; a cap below
+ * the target and a share out of [0, 1] are 400s naming the field. */
+static void test_generate_budget(void **state) {
+    tr_ui_params p = ui_fixture_params();
+    tr_ui *ui;
+    assert_int_equal(tr_ui_start(&p, &ui), TR_OK);
+    body b;
+    assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"Once upon a time\",\"tau\":0.9,\"max_tokens\":40,"
+                          "\"target_routed\":0.1,\"max_routed\":0.15}", &b), 200);
+    assert_int_equal(count(b.data, "event: token\n"), 40);
+    const int routed = count(b.data, "\"source\":\"llm\"");
+    assert_true(routed >= 2 && routed <= 6);
+    assert_int_equal(count(b.data, "\"tau\":0.9,\"slm_ms\""), 1); /* only the first token is decided at τ 0.9 */
+    assert_non_null(strstr(b.data, "\"target_routed\":0.1,\"max_routed\":0.15,"));
+    free(b.data);
+    assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"x\",\"target_routed\":0.2,\"max_routed\":0.1}", &b), 400);
+    assert_non_null(strstr(b.data, "\"param\":\"max_routed\""));
+    assert_non_null(strstr(b.data, "'max_routed' (0.1) is below 'target_routed' (0.2)"));
+    free(b.data);
+    assert_int_equal(http(ui, "/api/generate", "{\"prompt\":\"x\",\"target_routed\":1.5}", &b), 400);
+    assert_non_null(strstr(b.data, "\"param\":\"target_routed\""));
+    free(b.data);
+    tr_ui_stop(ui);
+}
+
 /* The "start" event's "seed": given, or drawn fresh per run when sampling without one; sent back it replays. */
 static void test_generate_seed(void **state) {
     tr_ui_params p = ui_fixture_params();
@@ -251,7 +278,7 @@ int main(void) {
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_busy_port),
         cmocka_unit_test(test_page_embedded),
-        cmocka_unit_test(test_generate), cmocka_unit_test(test_generate_seed),
+        cmocka_unit_test(test_generate), cmocka_unit_test(test_generate_budget), cmocka_unit_test(test_generate_seed),
         cmocka_unit_test(test_stop_while_generating),
     };
     return cmocka_run_group_tests(tests, ui_fixture_setup, ui_fixture_teardown);

@@ -1,7 +1,10 @@
 // ui.test.mjs — `tokroute ui` in headless Chromium (Debian's chromium driven by playwright-core), as a user uses it:
 // type a prompt; small_only shows no red tokens and routes 0; joint at a high τ shows red tokens whose count is the
 // routed count and % in the profiling panel; moving the slider shows its value and the next run routes more; hover
-// shows a token's score, τ and the SLM's proposal; Stop ends the stream and leaves the server idle; closing a tab
+// shows a token's score, τ and the SLM's proposal; the chart's τ line is each token's τ (flat at a fixed τ, moving
+// under a routed-share target); the target and cap controls reach /api/generate, the share stays near the target
+// and under the cap, the panel shows target, share reached and final τ, and a cap below the target is refused by
+// name; Stop ends the stream and leaves the server idle; closing a tab
 // cancels its generation; two tabs generate at once; compare; bad input shows a message; phone width and dark mode
 // stay readable; with a dead LLM server the message shows and the tokens still come from the SLM. Screenshots go
 // to ARTIFACTS/*.png.
@@ -147,7 +150,11 @@ async function main() {
   assert.ok(r > 150 && g < 80, "LLM tokens are red: " + color);
   const dots = await page.locator("#chart circle.routed").count();
   assert.equal(dots, c.llm, "one red dot per routed token on the chart");
-  assert.equal(await page.locator("#chart line.tau").count(), 1, "the chart has the tau line");
+  assert.equal(await page.locator("#chart polyline.tau").count(), 1, "the chart has the tau line");
+  const fixedTaus = (await page.locator("#chart polyline.tau").getAttribute("data-taus")).split(" ").map(Number);
+  assert.equal(fixedTaus.length, c.tokens, "one τ step per token");
+  assert.ok(fixedTaus.every((t) => t === 0.9), "without a target every token's τ is the slider's");
+  assert.equal(await page.locator('#profile td[data-field="final τ"]').count(), 0, "no budget rows without one");
   const pts = (await page.locator("#chart polyline.score").getAttribute("points")).trim().split(/\s+/);
   assert.equal(pts.length, c.tokens, "one chart point per token");
   // Hover an LLM token: its score, tau and the SLM's proposal.
@@ -170,6 +177,39 @@ async function main() {
   assert.ok(high.routed > low.routed, `tau 0.97 routes more than 0.60 (${high.routed} vs ${low.routed})`);
   assert.equal(high.routed, high.llm);
   ok(`slider: tau 0.60 routes ${low.routed}, tau 0.97 routes ${high.routed}`);
+
+  // The budget: a 10% target from τ 0.9 (which alone routes far more) under a 15% cap. The request carries both;
+  // τ moves per token on the chart; the share ends near 10% (the controller keeps |routed − P·n| <= 2.5) and never
+  // above ⌈0.15·n⌉; the panel shows the target, the share reached and the final τ.
+  await setTau(page, 0.9);
+  await page.locator("#target-routed").fill("10");
+  await page.locator("#max-routed").fill("15");
+  const sent = page.waitForRequest((q) => q.url().endsWith("/api/generate"));
+  await runAndWait(page);
+  const body = JSON.parse((await sent).postData());
+  assert.equal(body.target_routed, 0.1);
+  assert.equal(body.max_routed, 0.15);
+  c = await counts(page);
+  assert.equal(c.tokens, 60);
+  assert.ok(Math.abs(c.routed - 6) <= 2.5, `10% of 60 tokens: routed ${c.routed}`);
+  assert.ok(c.routed <= 9, "the cap: at most ⌈0.15 · 60⌉ = 9");
+  const taus = (await page.locator("#chart polyline.tau").getAttribute("data-taus")).split(" ").map(Number);
+  assert.equal(taus.length, 60, "one τ step per token");
+  assert.ok(new Set(taus).size > 1, "τ moves under the target: " + taus.join(" "));
+  const field = (name) => page.locator(`#profile td[data-field="${name}"]`).textContent();
+  assert.equal(await field("routed-share target"), "10.0% (cap 15.0%)");
+  assert.equal(await field("share reached"), c.pct.toFixed(1) + "%");
+  assert.equal(await field("final τ"), taus[59].toFixed(3) + " (started at 0.90)");
+  await shot(page, "budget-target-10-cap-15");
+  // A cap below the target is refused by name, as the OpenAI endpoint and the command line refuse it.
+  await page.locator("#target-routed").fill("20");
+  await page.locator("#max-routed").fill("10");
+  await page.click("#start");
+  await page.waitForSelector("#error:not([hidden])", { timeout: 10_000 });
+  assert.match(await page.locator("#error").textContent(), /'max_routed' \(0\.1\) is below 'target_routed' \(0\.2\)/);
+  await page.locator("#target-routed").fill("0");
+  await page.locator("#max-routed").fill("0");
+  ok(`budget: target 10%, cap 15% routed ${c.routed} of 60, τ ${taus[0]} → ${taus[59]}; a cap below the target refused`);
 
   // Stop mid-stream: every token routed (tau 1) with the delay takes seconds; Stop ends it and the server idles.
   await setTau(page, 1);

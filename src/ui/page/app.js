@@ -1,19 +1,21 @@
 // app.js — tokroute's web UI: sends POST /api/generate, reads the server-sent events from the response body (fetch,
 // so the request can carry JSON and be cancelled), paints tokens as they arrive (LLM tokens red, fallbacks marked),
-// draws the router score per token against the τ line, and fills the profiling table from the final event.
+// draws the router score per token against the τ each token was decided with (it moves under a routed-share
+// target), and fills the profiling table from the final event (with the budget: target, share reached, final τ).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const els = {
   form: $("form"), prompt: $("prompt"), mode: $("mode"), tau: $("tau"), tauValue: $("tau-value"),
-  maxTokens: $("max-tokens"), policy: $("policy"), policyLabel: $("policy-label"), chat: $("chat"),
+  maxTokens: $("max-tokens"), targetRouted: $("target-routed"), maxRouted: $("max-routed"), policy: $("policy"), policyLabel: $("policy-label"), chat: $("chat"),
   chatLabel: $("chat-label"), start: $("start"), stop: $("stop"), compare: $("compare"), status: $("status"),
   error: $("error"), output: $("output"), chart: $("chart"), profile: $("profile"), single: $("single"),
   compareView: $("compare-view"), tip: $("tip"), models: $("models"),
 };
 let info = null;
 let running = [];          // runs in flight: {id, controller, ...}
-let lastChart = { scores: [], tau: 0.5 };  // redrawn when the window changes size
+// Redrawn when the window changes size: the last run's scores, with their own τ (tau null) or the slider's.
+let lastChart = { scores: [], tau: 0.5 };
 
 // ------------------------------------------------------------------ requests
 
@@ -107,22 +109,33 @@ function onHover(ev) {
 }
 
 const SVG = "http://www.w3.org/2000/svg";
+// scores: [{score, source, tau}] per token. tau null: the τ line is each token's own τ (a step per token, moving
+// under a routed-share target); a number: a flat line there (the slider's value, previewing what it would route).
 function drawChart(svg, scores, tau) {
   // Drawn in the element's own pixels, so dots stay round and labels unstretched at any width.
   const W = Math.max(100, svg.clientWidth || 600), H = Math.max(60, svg.clientHeight || 140), pad = 8;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const n = Math.max(scores.length, 2);
   const x = (i) => pad + (i * (W - 2 * pad)) / (n - 1);
-  const y = (s) => H - pad - s * (H - 2 * pad);
+  const y = (s) => H - pad - Math.min(1, Math.max(0, s)) * (H - 2 * pad);
   svg.textContent = "";
-  const tauLine = document.createElementNS(SVG, "line");
+  const perToken = tau === null && scores.length > 0;
+  const lastTau = perToken ? scores[scores.length - 1].tau : tau === null ? 0.5 : tau;
+  const tauLine = document.createElementNS(SVG, "polyline");
   tauLine.setAttribute("class", "tau");
-  tauLine.setAttribute("x1", 0); tauLine.setAttribute("x2", W);
-  tauLine.setAttribute("y1", y(tau)); tauLine.setAttribute("y2", y(tau));
+  if (perToken) {
+    const half = (W - 2 * pad) / (n - 1) / 2, steps = [];
+    scores.forEach((p, i) => steps.push(`${(x(i) - half).toFixed(1)},${y(p.tau).toFixed(1)}`,
+      `${(x(i) + half).toFixed(1)},${y(p.tau).toFixed(1)}`));
+    tauLine.setAttribute("points", steps.join(" "));
+    tauLine.dataset.taus = scores.map((p) => p.tau).join(" ");
+  } else {
+    tauLine.setAttribute("points", `0,${y(lastTau)} ${W},${y(lastTau)}`);
+  }
   svg.appendChild(tauLine);
   const label = document.createElementNS(SVG, "text");
-  label.setAttribute("x", W - 44); label.setAttribute("y", y(tau) < 22 ? y(tau) + 12 : y(tau) - 4);
-  label.textContent = "τ " + tau.toFixed(2);
+  label.setAttribute("x", W - 44); label.setAttribute("y", y(lastTau) < 22 ? y(lastTau) + 12 : y(lastTau) - 4);
+  label.textContent = "τ " + lastTau.toFixed(2);
   svg.appendChild(label);
   for (const [v, text] of [[1, "1"], [0, "0"]]) {
     const t = document.createElementNS(SVG, "text");
@@ -165,6 +178,15 @@ function fillProfile(table, d) {
     ["bytes sent / received", fmtBytes(d.bytes_sent) + " / " + fmtBytes(d.bytes_received)],
   ];
   if (d.n_fallback) rows.splice(4, 0, ["LLM unavailable (fallbacks)", String(d.n_fallback)]);
+  if (d.mode === "joint" && (d.target_routed > 0 || d.max_routed > 0)) {
+    // The budget: what was asked, what the generation reached, and where τ ended (it started at d.tau).
+    const pct = (v) => (100 * v).toFixed(1) + "%";
+    rows.splice(4, 0,
+      ["routed-share target", (d.target_routed > 0 ? pct(d.target_routed) : "none") +
+        (d.max_routed > 0 ? " (cap " + pct(d.max_routed) + ")" : "")],
+      ["share reached", d.routed_pct.toFixed(1) + "%"],
+      ["final τ", d.tau_last.toFixed(3) + " (started at " + d.tau.toFixed(2) + ")"]);
+  }
   rows.push(["ended by", d.stop]);
   table.textContent = "";
   for (const [k, v] of rows) {
@@ -185,6 +207,9 @@ function request(mode) {
   const body = {
     prompt: els.prompt.value, mode, tau: Number(els.tau.value), max_tokens: Number(els.maxTokens.value),
   };
+  // The budget in % on the page, a share in [0, 1] on the wire (0: off).
+  const target = Number(els.targetRouted.value) / 100, cap = Number(els.maxRouted.value) / 100;
+  if (mode === "joint" && (target > 0 || cap > 0)) Object.assign(body, { target_routed: target, max_routed: cap });
   if (!info.router) body.policy = els.policy.value;
   if (info.chat_template) body.chat = els.chat.checked;
   return body;
@@ -212,9 +237,9 @@ async function run(mode, out, profile, chart) {
   profile.textContent = "";
   delete profile.dataset.routed;
   const scores = [];
-  let tau = Number(els.tau.value), pending = false, result = null;
-  const redraw = () => { pending = false; drawChart(chart, scores, tau); };
-  if (chart === els.chart) lastChart = { scores, get tau() { return tau; } };
+  let pending = false, result = null;
+  const redraw = () => { pending = false; drawChart(chart, scores, null); };
+  if (chart === els.chart) lastChart = { scores, tau: null };
   try {
     const res = await apiFetch("/api/generate", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request(mode)),
@@ -227,8 +252,7 @@ async function run(mode, out, profile, chart) {
         if (run.stopping) cancel(run);
       } else if (event === "token") {
         out.appendChild(tokenSpan(data));
-        scores.push({ score: data.score, source: data.source });
-        tau = data.tau;
+        scores.push({ score: data.score, source: data.source, tau: data.tau });
         if (chart && !pending) { pending = true; requestAnimationFrame(redraw); }
       } else if (event === "text") {
         out.appendChild(document.createTextNode(data.text));
@@ -245,7 +269,7 @@ async function run(mode, out, profile, chart) {
   } catch (e) {
     if (e.name !== "AbortError") showError(e.message === "Failed to fetch" ? "cannot reach the tokroute server" : e.message);
   } finally {
-    if (chart) drawChart(chart, scores, tau);
+    if (chart) drawChart(chart, scores, null);
     running = running.filter((r) => r !== run);
     setRunning();
   }
@@ -306,6 +330,8 @@ async function init() {
   els.tauValue.textContent = Number(els.tau.value).toFixed(2);
   els.maxTokens.max = info.max_tokens;
   els.maxTokens.value = Math.min(128, info.max_tokens);
+  els.targetRouted.value = +(100 * (info.target_routed || 0)).toFixed(2);
+  els.maxRouted.value = +(100 * (info.max_routed || 0)).toFixed(2);
   setRunning();
   drawChart(els.chart, [], Number(els.tau.value));
 }
@@ -313,10 +339,12 @@ async function init() {
 els.tau.addEventListener("input", () => {
   els.tauValue.textContent = Number(els.tau.value).toFixed(2);
   // The last run's scores stay; the τ line moves, showing which tokens the new value would route.
-  if (!running.length) drawChart(els.chart, lastChart.scores, Number(els.tau.value));
+  if (!running.length) {
+    lastChart.tau = Number(els.tau.value);
+    drawChart(els.chart, lastChart.scores, lastChart.tau);
+  }
 });
-window.addEventListener("resize", () =>
-  drawChart(els.chart, lastChart.scores, running.length ? lastChart.tau : Number(els.tau.value)));
+window.addEventListener("resize", () => drawChart(els.chart, lastChart.scores, lastChart.tau));
 els.form.addEventListener("submit", (e) => { e.preventDefault(); start(); });
 els.stop.addEventListener("click", () => running.forEach(cancel));
 els.compare.addEventListener("click", compare);
