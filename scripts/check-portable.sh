@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# check-portable.sh — the device core builds beyond glibc on x86-64: every one of its files must compile with gcc,
+# with clang and with musl-gcc, C11, warnings as errors, with the Linux calls of src/common/platform.c (and that
+# file again with its portable fallbacks, -DTR_PLATFORM_GENERIC, which test_platform_generic runs); and with emscripten (wasm32) every file but the x86/NEON
+# kernels and the curl transport (the browser's fetch replaces it). Missing tools are installed when running as root.
+#
+# The device core is what a device runs the routed loop with: src/gguf, src/kernels, src/model, src/tokenizer,
+# src/router, src/route, src/transport (the backend interface and its clients) and src/common (the C API lives in
+# these). Not in it: src/server, src/ui, src/cli, src/eval and src/train (the LLM's side and the tools).
+# musl's and emscripten's compilers search only their own sysroots, so the libraries' headers the core includes
+# (cJSON, PCRE2, curl) are offered to them alone from a directory of links, never the whole /usr/include (glibc's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+install() {
+  [ "$(id -u)" -eq 0 ] || { echo "check-portable: missing $* (apt-get install $*)" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+}
+command -v clang >/dev/null || install clang
+command -v musl-gcc >/dev/null || install musl-tools
+command -v emcc >/dev/null || install emscripten
+# Debian's emscripten 3.1.6 with this image's Node needs Debian's acorn on NODE_PATH.
+[ -d /usr/share/nodejs/acorn ] || install node-acorn
+export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
+for h in /usr/include/cjson/cJSON.h /usr/include/pcre2.h; do [ -f "$h" ] || install libcjson-dev libpcre2-dev; done
+curl_dir=$(dirname "$(find /usr/include -name curl.h -path '*curl/curl.h' | head -1)")
+[ -n "$curl_dir" ] && [ "$curl_dir" != . ] || { install libcurl4-openssl-dev; curl_dir=$(dirname "$(find /usr/include -name curl.h -path '*curl/curl.h' | head -1)"); }
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+mkdir -p "$out/inc"
+ln -s /usr/include/cjson "$out/inc/cjson"
+ln -s /usr/include/pcre2.h "$out/inc/pcre2.h"
+ln -s "$curl_dir" "$out/inc/curl"
+
+core=$(ls src/{gguf,kernels,model,tokenizer,router,route,transport,common}/*.c)
+flags=(-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Wshadow -Wno-unused-parameter -fno-math-errno -Werror
+  -Iinclude -Isrc)
+n=0
+# compile NAME CC FILES... [-- EXTRA FLAGS]: one object per file, in parallel (xargs), each a failure on a warning.
+compile() {
+  local name=$1 cc=$2; shift 2
+  local files=() extra=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do files+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && extra=("$@")
+  mkdir -p "$out/$name"
+  local start=$SECONDS
+  printf '%s\n' "${files[@]}" | CC="$cc" OUTDIR="$out/$name" xargs -P "$(nproc)" -I{} bash -c \
+    'f={}; case "$f" in *_avx512.c) x="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni";;
+       *_avx2.c) x="-mavx2 -mfma -mf16c";; *) x="";; esac
+     $CC "$@" $x -c "$f" -o "$OUTDIR/$(basename "$f" .c).o" || { echo "check-portable: $f FAILED" >&2; exit 255; }' \
+    _ "${flags[@]}" "${extra[@]}" || { echo "check-portable: $name FAILED" >&2; exit 1; }
+  n=$((n + ${#files[@]}))
+  echo "check-portable: $name: ${#files[@]} files compiled ($((SECONDS - start)) s)"
+}
+native=$(echo "$core" | grep -v -E '_neon\.c$')
+gnu=-Wno-format-truncation # as CMakeLists.txt gives gcc
+compile gcc gcc $native -- $gnu
+compile gcc-generic gcc src/common/platform.c -- $gnu -DTR_PLATFORM_GENERIC # the one file it changes
+compile clang clang $native
+compile musl musl-gcc $native -- $gnu -isystem "$out/inc"
+wasm=$(echo "$core" | grep -v -E '_(avx2|avx512|neon)\.c$' | grep -v -E '^src/transport/http\.c$')
+compile emscripten emcc $wasm -- -isystem "$out/inc" -msimd128 -pthread
+echo "check-portable: $n compilations of the device core passed ($(gcc --version | head -1); $(clang --version | head -1);" \
+  "musl $(dpkg-query -W -f '${Version}' musl-tools 2>/dev/null); emcc $(emcc --version | head -1 | grep -o '[0-9][0-9.]*' | head -1))"
