@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # check-portable.sh — the device core builds beyond glibc on x86-64: every one of its files must compile with gcc,
 # with clang and with musl-gcc, C11, warnings as errors, with the Linux calls of src/common/platform.c (and that
-# file again with its portable fallbacks, -DTR_PLATFORM_GENERIC, which test_platform_generic runs); and with emscripten (wasm32) every file but the x86/NEON
-# kernels and the curl transport (the browser's fetch replaces it). Missing tools are installed when running as root.
+# file again with its portable fallbacks, -DTR_PLATFORM_GENERIC, which test_platform_generic runs); and with
+# emscripten (wasm32) every file but the x86/NEON kernels and the curl transport (the browser's fetch replaces it),
+# then the SIMD128 kernels' checks run under node. Missing tools are installed when running as root.
 #
 # The device core is what a device runs the routed loop with: src/gguf, src/kernels, src/model, src/tokenizer,
 # src/router, src/route, src/transport (the backend interface and its clients) and src/common (the C API lives in
@@ -61,5 +62,15 @@ compile clang clang $native
 compile musl musl-gcc $native -- $gnu -isystem "$out/inc"
 wasm=$(echo "$core" | grep -v -E '_(avx2|avx512|neon)\.c$' | grep -v -E '^src/transport/http\.c$')
 compile emscripten emcc $wasm -- -isystem "$out/inc" -msimd128 -pthread
+# The WebAssembly SIMD128 kernels (src/kernels/matmul_wasm.c) against the scalar ones and a float64 reference, for
+# every weight type, on one and two threads (pthreads on node's SharedArrayBuffer): tests/neon/neon_check.c built
+# for simd128. node needs --no-experimental-fetch for emscripten 3.1.6 to read the .wasm from disk.
+kernels=$(ls src/kernels/*.c | grep -v -E '_(avx2|avx512|neon)\.c$')
+emcc "${flags[@]}" -msimd128 -pthread -sPTHREAD_POOL_SIZE=2 -sINITIAL_MEMORY=256MB -sEXIT_RUNTIME=1 \
+  '-DCHECK_ISA="simd128"' tests/neon/neon_check.c $kernels src/common/error.c src/common/platform.c -lm \
+  -o "$out/simd128_check.js"
+(cd "$out" && node --no-experimental-fetch simd128_check.js >"$out/simd128.log" 2>&1) ||
+  { cat "$out/simd128.log"; echo "check-portable: the SIMD128 kernels FAILED under node" >&2; exit 1; }
+echo "check-portable: simd128 kernels under node $(node --version): $(tail -1 "$out/simd128.log")"
 echo "check-portable: $n compilations of the device core passed ($(gcc --version | head -1); $(clang --version | head -1);" \
   "musl $(dpkg-query -W -f '${Version}' musl-tools 2>/dev/null); emcc $(emcc --version | head -1 | grep -o '[0-9][0-9.]*' | head -1))"
