@@ -16,7 +16,8 @@
 bool tr_platform_random(void *buf, size_t n);
 
 /* The CPUs this process may run on (its affinity mask: taskset, container cpusets): allowed[i] for CPU i < cap;
- * returns how many the mask allows (CPUs numbered beyond what it can describe count as allowed), or -1 where the system has no mask to read (then every CPU counts as allowed). */
+ * returns how many the mask allows (CPUs numbered beyond what it can describe count as allowed), or -1 where the
+ * system has no mask to read (then every CPU counts as allowed). */
 int tr_platform_affinity(bool *allowed, int cap);
 
 /* Processors online (at least 1). */

@@ -1,11 +1,13 @@
 /* matmul_wasm.c — WebAssembly SIMD128 dot products (wasm_simd128.h), one weight row × one activation row each, run
  * over the tile by tile_by_dot; built only where the compiler targets SIMD128 (emcc -msimd128: __wasm_simd128__).
- * Q8_0, Q4_0 and IQ4_NL weights against SoA Q8_0 activations (matmul_impl.h), Q4_K, Q6_K and IQ4_XS against
- * Q8_K, F32 against F32: the types small models are downloaded in; every other type keeps the portable code. SIMD128 has no byte dot product: the signed bytes are widened to 16 bits and summed in pairs by
- * i32x4.dot_i16x8_s, exact in 32 bits. Q4_0 nibbles are re-centred (q - 8) before the product, as on NEON, so no
- * offset correction is needed; IQ4 indices become levels by one i8x16.swizzle. The block sums are exact integers, so only the float scaling and
- * the four-lane accumulation differ from the scalar order (within float rounding). Elsewhere the file is empty
- * (so the builds that take every kernel file, CMake's and check-neon's, need no exception). */
+ * Q8_0, Q4_0 and IQ4_NL weights against SoA Q8_0 activations (matmul_impl.h), Q4_K, Q6_K and IQ4_XS against Q8_K,
+ * F32 against F32: the types small models are downloaded in; every other type keeps the portable code.
+ *
+ * SIMD128 has no byte dot product: the signed bytes are widened to 16 bits and summed in pairs by i32x4.dot_i16x8_s,
+ * exact in 32 bits. Q4_0 nibbles are re-centred (q - 8) before the product, as on NEON, so no offset correction is
+ * needed; IQ4 indices become levels by one i8x16.swizzle. The block sums are exact integers, so only the float
+ * scaling and the four-lane accumulation differ from the scalar order (within float rounding). Elsewhere the file
+ * is empty (so the builds that take every kernel file, CMake's and check-neon's, need no exception). */
 #if defined(__wasm_simd128__)
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
