@@ -14,7 +14,8 @@ SHARED     ?= $(abspath ../shared)
 PREFIX     ?= /usr/local
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build cli demo eval test test-fast test-asan test-tsan clean llamacpp install uninstall python
+.PHONY: all deps deps-test build cli demo eval test test-fast test-asan test-tsan clean llamacpp install uninstall python \
+	check-portable
 
 all: build
 
@@ -75,6 +76,12 @@ test-tsan: deps-test llamacpp
 		-R '^test_server_'
 
 test: test-fast test-asan test-tsan
+
+# The device core (gguf, kernels, model, tokenizer, router, route, transport, common) compiled with gcc, clang,
+# musl-gcc and emscripten, warnings as errors (scripts/check-portable.sh, run in CI by .ci/run; installs its
+# compilers when run as root).
+check-portable:
+	@./scripts/check-portable.sh
 
 # The CLI, libtokroute (.so and .a), the headers, tokroute.pc and the CMake package under PREFIX (DESTDIR=DIR stages
 # it); builds only what is installed. `make uninstall` removes exactly the files $(BUILD)/install_manifest.txt lists

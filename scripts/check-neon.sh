@@ -23,7 +23,7 @@ for arch in armv8-a armv8.2-a+dotprod; do
     n=$((n + 1))
   done
   "$cc" -std=c11 -D_GNU_SOURCE -O2 -march="$arch" -Iinclude -Isrc tests/neon/neon_check.c $kernels \
-    src/common/error.c -static -lm -lpthread -o "$out/neon_check"
+    src/common/error.c src/common/platform.c -static -lm -lpthread -o "$out/neon_check"
   # qemu emulates the dot-product extension too, so both builds really run.
   qemu-aarch64 -cpu max "$out/neon_check" >"$out/log" || { cat "$out/log"; echo "check-neon: $arch FAILED" >&2; exit 1; }
   echo "check-neon: $arch: $(tail -1 "$out/log")"

@@ -1,12 +1,13 @@
 /* openai_api.c — the OpenAI API's shapes shared by tokroute's HTTP servers (see openai_api.h). */
 #include "common/openai_api.h"
 
+#include "common/platform.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <cjson/cJSON.h>
 
@@ -49,12 +50,7 @@ char *oai_error_json(const oai_error *e) {
 
 bool oai_random_id(const char *prefix, char *out, size_t cap) {
     unsigned char rnd[12];
-    size_t got = 0;
-    while (got < sizeof rnd) {
-        const ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
-        if (n <= 0) return false;
-        got += (size_t)n;
-    }
+    if (!tr_platform_random(rnd, sizeof rnd)) return false;
     const size_t plen = strlen(prefix);
     if (cap < plen + 2 * sizeof rnd + 1) return false;
     memcpy(out, prefix, plen);

@@ -3,11 +3,12 @@
  * the entries, where comparing each with those before it was quadratic in a body that may hold tens of thousands. */
 #include "common/openai_request.h"
 
+#include "common/platform.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <cjson/cJSON.h>
 
@@ -92,12 +93,7 @@ bool oai_bool_field(const cJSON *root, const char *name, bool *out, oai_error *e
 
 bool oai_fresh_seed(uint64_t *seed) {
     uint64_t v = 0;
-    size_t got = 0;
-    while (got < sizeof v) {
-        const ssize_t n = getrandom((char *)&v + got, sizeof v - got, 0);
-        if (n <= 0) return false;
-        got += (size_t)n;
-    }
+    if (!tr_platform_random(&v, sizeof v)) return false;
     *seed = v & ((UINT64_C(1) << 53) - 1);
     return true;
 }

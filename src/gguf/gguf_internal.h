@@ -3,6 +3,7 @@
 #define TR_GGUF_INTERNAL_H
 
 #include "tokroute.h"
+#include "common/platform.h"
 
 typedef struct gguf_str {
     const char *s; /* NUL-terminated, in the arena */
@@ -57,7 +58,7 @@ typedef struct arena_chunk {
 struct tr_gguf {
     const uint8_t *base;
     uint64_t size;
-    bool mapped;
+    tr_file_view file; /* what tr_gguf_open opened (nothing for tr_gguf_open_memory), closed with it */
     uint32_t version, alignment;
     uint64_t data_offset;
     int64_t n_kv, n_tensors;

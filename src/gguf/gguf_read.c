@@ -8,15 +8,10 @@
  */
 #include "gguf/gguf_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/error.h"
 
@@ -355,30 +350,17 @@ tr_status tr_gguf_open_memory(const void *data, size_t size, tr_gguf **out) {
 tr_status tr_gguf_open(const char *path, tr_gguf **out) {
     if (!path || !out) return tr_fail(TR_ERR_ARG, "tr_gguf_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tr_fail(TR_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return tr_fail(TR_ERR_IO, "%s is not a regular file", path);
-    }
+    tr_file_view view;
+    const tr_status opened = tr_platform_view_file(path, &view);
+    if (opened != TR_OK) return opened;
     tr_gguf *g = calloc(1, sizeof *g);
     if (!g) {
-        close(fd);
+        tr_platform_view_close(&view);
         return tr_fail(TR_ERR_NOMEM, "out of memory");
     }
-    g->size = (uint64_t)sb.st_size;
-    if (g->size > 0) {
-        void *map = mmap(NULL, (size_t)g->size, PROT_READ, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
-            close(fd);
-            free(g);
-            return tr_fail(TR_ERR_IO, "cannot map %s: %s", path, strerror(errno));
-        }
-        g->base = map;
-        g->mapped = true;
-    }
-    close(fd);
+    g->file = view;
+    g->base = view.base;
+    g->size = view.size;
     tr_status st = open_over(g, out);
     return st == TR_OK ? st : tr_fail_prefix(st, "%s", path);
 }
@@ -395,6 +377,6 @@ void tr_gguf_close(tr_gguf *g) {
         free(g->arena);
         g->arena = next;
     }
-    if (g->mapped) munmap((void *)g->base, (size_t)g->size);
+    tr_platform_view_close(&g->file);
     free(g);
 }

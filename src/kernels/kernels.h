@@ -87,15 +87,15 @@ enum { MATMUL_MULTI_MAX = 4 };
 tr_status matmul_multi(thread_pool *tp, const weight_matrix *const *w, int n_w, const float *X, int64_t n,
                        float *const *Y, const int64_t *ldy, matmul_scratch *scratch);
 
-/* Which instruction set the products use on this machine: "avx512", "avx2", "neon" or "scalar". Setting the
- * environment variable TOKROUTE_KERNELS=scalar|avx2|avx512|neon forces one (for tests and benchmarks). */
+/* Which instruction set the products use on this machine: "avx512", "avx2", "neon", "simd128" (WebAssembly) or
+ * "scalar". Setting the environment variable TOKROUTE_KERNELS=scalar|avx2|avx512|neon|simd128 forces one (for tests and benchmarks). */
 const char *kernels_isa(void);
 /* TR_OK, or TR_ERR_UNSUPPORTED with a message when TOKROUTE_KERNELS names a set that is unknown or cannot run on
  * this CPU (the products then refuse to run rather than silently use another set). */
 tr_status kernels_check(void);
 /* Whether the active instruction set has an X16 kernel for the type. */
 bool kernels_have_x16(tr_type type);
-/* Whether an instruction set ("scalar", "avx2", "avx512", "neon") can run here; and switching the products to it
+/* Whether an instruction set ("scalar", "avx2", "avx512", "neon", "simd128") can run here; and switching the products to it
  * (for tests and benchmarks; not safe while another thread runs a product). */
 bool kernels_isa_available(const char *name);
 tr_status kernels_force_isa(const char *name);

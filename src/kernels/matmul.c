@@ -29,8 +29,8 @@
 
 /* ---------------------------------------------------------------- instruction set choice */
 
-enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_NEON, ISA_COUNT };
-static const char *const ISA_NAMES[ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_NEON, ISA_SIMD128, ISA_COUNT };
+static const char *const ISA_NAMES[ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "simd128"};
 
 static mm_isa isa_tables[ISA_COUNT];
 static bool isa_available[ISA_COUNT];
@@ -86,6 +86,11 @@ static void isa_init(void) {
     mm_isa_neon_iq4(&isa_tables[ISA_NEON]);
     isa_available[ISA_NEON] = true;
     best = ISA_NEON;
+#elif defined(__wasm_simd128__) /* chosen at build time: a wasm engine without SIMD128 refuses the whole module */
+    isa_tables[ISA_SIMD128] = isa_tables[ISA_SCALAR];
+    mm_isa_simd128(&isa_tables[ISA_SIMD128]);
+    isa_available[ISA_SIMD128] = true;
+    best = ISA_SIMD128;
 #endif
     /* TOKROUTE_KERNELS chooses among the sets this CPU can run; naming one it cannot run (or an unknown name) is
      * an error reported by kernels_check, never a silent fallback that would make a test or benchmark of that
@@ -95,7 +100,7 @@ static void isa_init(void) {
         const int forced = isa_by_name(env);
         if (forced < 0)
             snprintf(forced_error, sizeof forced_error,
-                     "TOKROUTE_KERNELS=%.40s is not an instruction set (scalar, avx2, avx512, neon)", env);
+                     "TOKROUTE_KERNELS=%.40s is not an instruction set (scalar, avx2, avx512, neon, simd128)", env);
         else if (!isa_available[forced])
             snprintf(forced_error, sizeof forced_error,
                      "TOKROUTE_KERNELS=%s: this CPU cannot run the %s kernels", env, env);

@@ -78,6 +78,10 @@ void mm_isa_neon_k23(mm_isa *isa); /* matmul_k23_neon.c: Q2_K, Q3_K */
 void mm_isa_neon_iq4(mm_isa *isa); /* matmul_iq4_neon.c: IQ4_NL, IQ4_XS */
 #endif
 
+#if defined(__wasm_simd128__)
+void mm_isa_simd128(mm_isa *isa); /* matmul_wasm.c: Q8_0, Q4_0, IQ4_NL, IQ4_XS, Q4_K, Q6_K, F32 */
+#endif
+
 /* Scalar dot products of one weight row with one activation row of n elements (also used by SIMD files for
  * leftovers). */
 typedef float (*vec_dot_fn)(const void *w, const void *x, int64_t n);

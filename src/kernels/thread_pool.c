@@ -8,17 +8,16 @@
 #include "kernels/kernels.h"
 
 #include "common/error.h"
+#include "common/platform.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -208,8 +207,9 @@ static int cgroup_limit_here(void) {
  * since threads beyond it only wait for their turn. */
 int tr_physical_cores(void) {
     enum { MAX_CPUS = 4096 };
-    cpu_set_t allowed;
-    const bool have_mask = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    bool *allowed = malloc(MAX_CPUS * sizeof *allowed);
+    const int n_allowed = allowed ? tr_platform_affinity(allowed, MAX_CPUS) : -1;
+    const bool have_mask = n_allowed >= 0;
     int (*pairs)[2] = malloc(sizeof(int[MAX_CPUS][2]));
     int n_pairs = 0;
     DIR *dir = pairs ? opendir("/sys/devices/system/cpu") : NULL;
@@ -219,7 +219,7 @@ int tr_physical_cores(void) {
             int cpu;
             char tail;
             if (sscanf(e->d_name, "cpu%d%c", &cpu, &tail) != 1) continue;
-            if (have_mask && cpu >= 0 && cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) continue;
+            if (have_mask && cpu >= 0 && cpu < MAX_CPUS && !allowed[cpu]) continue;
             char path[256];
             int pkg = 0, core = 0;
             snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
@@ -237,11 +237,11 @@ int tr_physical_cores(void) {
         closedir(dir);
     }
     free(pairs);
+    free(allowed);
     int cores = n_pairs;
     if (cores == 0) {
-        const long online = sysconf(_SC_NPROCESSORS_ONLN);
-        cores = online > 0 ? (int)online : 1;
-        if (have_mask && CPU_COUNT(&allowed) > 0 && CPU_COUNT(&allowed) < cores) cores = CPU_COUNT(&allowed);
+        cores = tr_platform_online_cpus();
+        if (have_mask && n_allowed > 0 && n_allowed < cores) cores = n_allowed;
     }
     const int quota = cgroup_limit_here();
     if (quota > 0 && quota < cores) cores = quota;

@@ -13,12 +13,11 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/platform.h"
 #include "model/model_internal.h"
 #include "model/qwen35.h"
 #include "router/router_internal.h" /* ROUTER_ARCH: a router file handed over as a model is named as one */
@@ -253,14 +252,6 @@ static tr_status bind_model(tr_model *m) {
 
 /* ---------------------------------------------------------------- repacking */
 
-/* Tells the kernel the mapped pages fully inside [p, p + n) are not needed any more (they were repacked), so they
- * leave the process's resident memory; the file stays intact and a later touch would simply read it again. */
-static void release_pages(const void *p, size_t n) {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, e = a + n;
-    const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
 /* Interleaves the matrices the active kernels read faster that way: every layer matrix, the embeddings (read
  * through weight_dequantize_row) and a separate output matrix. The repacked copies share one anonymous mapping
  * (not asked for huge pages: the kernel's synchronous compaction for them stalled loads for seconds on a busy
@@ -283,15 +274,15 @@ static tr_status repack_weights(tr_model *m) {
     tr_status st = TR_OK;
     uint8_t *arena = NULL;
     if (n > 0 && !m->file_copy) {
-        arena = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (arena == MAP_FAILED) st = tr_fail(TR_ERR_NOMEM, "out of memory repacking %zu bytes of weights", total);
+        arena = tr_platform_alloc_pages(total);
+        if (!arena) st = tr_fail(TR_ERR_NOMEM, "out of memory repacking %zu bytes of weights", total);
         else m->repacked = arena, m->repacked_bytes = total;
     }
     for (size_t i = 0, off = 0; i < n && st == TR_OK; i++) {
         const void *orig = todo[i]->data;
         const size_t bytes = weight_bytes(todo[i]);
         st = weight_repack(todo[i], arena ? arena + off : (void *)orig);
-        if (st == TR_OK && arena) release_pages(orig, bytes);
+        if (st == TR_OK && arena) tr_platform_release_pages(orig, bytes);
         off += (bytes + 63) / 64 * 64;
     }
     if (m->info.tied_output) m->output = m->tok_embd;
@@ -393,7 +384,7 @@ void tr_model_free(tr_model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned_f32[i]);
     free(m->owned_f32);
     free(m->layers);
-    if (m->repacked) munmap(m->repacked, m->repacked_bytes);
+    tr_platform_free_pages(m->repacked, m->repacked_bytes);
     tr_gguf_close(m->gguf);
     free(m->file_copy);
     free(m);

@@ -26,13 +26,11 @@
 #include <string.h>
 #include <time.h>
 #include <netinet/in.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include <microhttpd.h>
 
 #include "common/error.h"
+#include "common/platform.h"
 #include "server/httpd.h"
 
 #define ADDR_BUCKETS 1024
@@ -137,11 +135,9 @@ static void *deadline_main(void *arg) {
         if (t->closed_since_trim >= TRIM_AFTER_CLOSED && now - trimmed_ms >= TRIM_EVERY_MS) {
             t->closed_since_trim = 0;
             trimmed_ms = now;
-#ifdef __GLIBC__
             pthread_mutex_unlock(&t->mu);
-            malloc_trim(0);
+            tr_platform_trim_heap();
             pthread_mutex_lock(&t->mu);
-#endif
         }
     }
     pthread_mutex_unlock(&t->mu);

@@ -25,7 +25,6 @@
  * Scoring (tr_llm_score) goes through tokroute serve's POST /v1/completions with vLLM's prompt_logprobs, the same
  * request and reply the --openai backend sends to vLLM (remote.c), outside the session: one forward pass over the
  * sequence, batched on the server with other requests. tr_llm_backend_set_sampling changes how later calls draw. */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/platform.h"
 #include "transport/remote.h"
 #include "transport/session_reply.h"
 
@@ -52,10 +52,7 @@ typedef struct session_backend {
 
 static void random_id(char *out, size_t cap) {
     uint64_t r[2] = {0, 0};
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    bool ok = fd >= 0 && read(fd, r, sizeof r) == (ssize_t)sizeof r;
-    if (fd >= 0) close(fd);
-    if (!ok) { /* no urandom: time, address and pid still make a collision unlikely */
+    if (!tr_platform_random(r, sizeof r)) { /* none: time, address and pid still make a collision unlikely */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         r[0] = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)(uintptr_t)out;

@@ -1,7 +1,8 @@
 /* neon_check.c — run under qemu-aarch64 by scripts/check-neon.sh: every weight type's matrix product on the NEON
  * path agrees with the portable scalar path and with a float64 reference, for a single token and a small batch,
  * on one and two threads. A standalone program (no cmocka for arm64): prints one line per case, exits 1 on any
- * disagreement. */
+ * disagreement. Built with -DCHECK_ISA='"simd128"' by emcc, the same checks run the WebAssembly SIMD128 kernels
+ * under node (scripts/check-portable.sh). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,10 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kv_q8.h"
+
+#ifndef CHECK_ISA
+#define CHECK_ISA "neon"
+#endif
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
@@ -57,7 +62,7 @@ static int check_type(tr_type t, int64_t n, int threads) {
     const weight_matrix wm = {t, w, rows, cols, 0, WEIGHT_PLAIN};
     kernels_force_isa("scalar");
     tr_status s1 = matmul(tp, &wm, x, n, ys, rows, &sc);
-    kernels_force_isa("neon");
+    kernels_force_isa(CHECK_ISA);
     tr_status s2 = matmul(tp, &wm, x, n, yn, rows, &sc);
     const double vs_scalar = worst_error(yn, ys, mag, n * rows), vs_ref = worst_error(yn, yr, mag, n * rows);
     /* The interleaved layout (repack.c), where NEON has a tile for it: the same products as the plain rows. */
@@ -104,7 +109,7 @@ static int check_kv_q8(int64_t hd) {
     for (int r = 0; r < ROWS; r++) /* zero past each row's positions, as kvq8_mix asks */
         for (int p = 0; p < N_POS; p++) P[r * N_POS + p] = p < kvq8_row_valid(c, r) ? (frand() + 1.0f) / N_POS : 0;
     const kvq8_rows Kr = {K, rb, hd, 32}, Vr = {V, rb, hd, 32};
-    const char *isas[2] = {"scalar", "neon"};
+    const char *isas[2] = {"scalar", CHECK_ISA};
     for (int k = 0; k < 2; k++) {
         kernels_force_isa(isas[k]);
         kvq8_scores(&Kr, q, c, s[k], N_POS);
@@ -124,8 +129,8 @@ static int check_kv_q8(int64_t hd) {
 }
 
 int main(void) {
-    if (!kernels_isa_available("neon")) {
-        printf("FAIL: the NEON path is not available on this aarch64 build\n");
+    if (!kernels_isa_available(CHECK_ISA)) {
+        printf("FAIL: the %s path is not available in this build\n", CHECK_ISA);
         return 1;
     }
     const tr_type types[] = {TR_TYPE_F32, TR_TYPE_F16,  TR_TYPE_BF16, TR_TYPE_Q8_0, TR_TYPE_Q4_0, TR_TYPE_Q4_1,
@@ -136,6 +141,7 @@ int main(void) {
         for (int64_t n = 1; n <= 5; n += 4)
             for (int threads = 1; threads <= 2; threads++) failures += check_type(types[i], n, threads);
     failures += check_kv_q8(64) + check_kv_q8(128);
+#if defined(__aarch64__)
     /* the types NEON interleaves must really have taken the X16 path above */
     const tr_type x16[] = {TR_TYPE_Q4_0, TR_TYPE_Q8_0, TR_TYPE_Q4_K, TR_TYPE_IQ4_NL, TR_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof x16 / sizeof x16[0]; i++)
@@ -143,6 +149,7 @@ int main(void) {
             printf("FAIL: no NEON X16 tile for %s\n", tr_type_name(x16[i]));
             failures++;
         }
-    printf("neon_check: %d failure(s), kernels isa %s\n", failures, kernels_isa());
+#endif
+    printf("%s check: %d failure(s), kernels isa %s\n", CHECK_ISA, failures, kernels_isa());
     return failures ? 1 : 0;
 }
