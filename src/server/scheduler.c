@@ -1,8 +1,8 @@
 /* scheduler.c — the session table and the one worker thread that runs every forward pass.
  *
  * HTTP threads queue jobs and sleep on them; the worker takes, per pass, the waiting jobs of distinct sessions (up
- * to max_batch_tokens rows and MAX_SEQS sessions, or one session with batching off) and evaluates them together
- * with multi_forward, so the weights are read once for all of them. Only the worker touches sessions, so the table
+ * to max_batch_tokens rows and MAX_SEQS sessions, or one session with batching off; calls first, then prompt
+ * chunks: scheduler_plan.c) and evaluates them together with multi_forward, so the weights are read once for all. Only the worker touches sessions, so the table
  * needs no finer locking; the mutex guards the queue and is released during the pass and while the pass's rows
  * choose their tokens (sample.c; shared among n_threads chooser threads), so a sampled token never holds up an
  * HTTP thread queueing a job.
@@ -10,7 +10,7 @@
  * Memory: a session's KV cache starts at 64 positions and doubles on demand up to n_ctx (kv_seq). The sum of the
  * caches' bytes never exceeds kv_budget_bytes: growing or creating a session first evicts least-recently-used idle
  * sessions (cached prefixes first), and fails with 503 when nothing is left to evict. A long prompt is evaluated
- * over several passes of at most max_batch_tokens rows, sharing them with the others.
+ * over several passes, after the other sessions' calls (fill_pass, scheduler_plan.c).
  *
  * Prefix reuse (llama.cpp's cache_prompt, vLLM's prefix cache): a finished completion's private session is parked
  * rather than freed — unnamed, kept with its KV as a cached prefix, evicted like any idle session. A request that
@@ -433,7 +433,10 @@ static void fill_pass(scheduler *s, pass_fill *pf) {
         }
         admit(s, pf, j, left);
     }
-    int32_t budget = prompts_wait ? plan_prompt_rows(s, pf->rows, s->last_pass_seqs > 1) : 0;
+    /* The last pass's other sessions are due back soon, unless it ended long ago (they have gone quiet). */
+    const bool others_served =
+        s->last_pass_seqs > 1 && sched_now_ms() - s->last_pass_end_ms < s->last_pass_ms + GATHER_MAX_MS;
+    int32_t budget = prompts_wait ? plan_prompt_rows(s, pf->rows, others_served) : 0;
     while (budget > 0 && pf->n_seq < pf->max_seqs) {
         job *best = NULL;
         int64_t best_key = 0;
