@@ -421,12 +421,15 @@ static void fill_pass(scheduler *s, pass_fill *pf) {
         j->runnable = true;
         prompts_wait |= !plan_is_call(j);
     }
+    /* Waiting prompts keep a few rows and a session's slot (with one session a pass: every other pass). */
     const int32_t calls_max = plan_calls_max_rows(s, prompts_wait);
+    const int32_t calls_seqs = !prompts_wait ? pf->max_seqs : pf->max_seqs > 1 ? pf->max_seqs - 1
+                                                                               : s->last_pass_had_prompt;
     for (job *j = s->queue, *next; j; j = next) {
         next = j->next;
         if (!j->runnable || !plan_is_call(j)) continue;
         int32_t left = plan_rows_left(j);
-        if (pf->n_seq == pf->max_seqs) break;
+        if (pf->n_seq >= calls_seqs) break;
         if (pf->rows + left > calls_max) {
             if (pf->rows > 0) break; /* the first of the next pass */
             left = calls_max;        /* more than the calls' share of a pass: in chunks */
@@ -436,6 +439,7 @@ static void fill_pass(scheduler *s, pass_fill *pf) {
     /* The last pass's other sessions are due back soon, unless it ended long ago (they have gone quiet). */
     const bool others_served =
         s->last_pass_seqs > 1 && sched_now_ms() - s->last_pass_end_ms < s->last_pass_ms + GATHER_MAX_MS;
+    const int32_t n_calls = pf->n_seq;
     int32_t budget = prompts_wait ? plan_prompt_rows(s, pf->rows, others_served) : 0;
     while (budget > 0 && pf->n_seq < pf->max_seqs) {
         job *best = NULL;
@@ -449,9 +453,10 @@ static void fill_pass(scheduler *s, pass_fill *pf) {
         const int32_t before = pf->rows;
         if (admit(s, pf, best, budget)) budget -= pf->rows - before; /* else it left the queue */
     }
-    if (pf->n_seq > 0)
-        for (job *j = s->queue; j; j = j->next)
-            if (j->runnable && j->chunk == 0 && !plan_is_call(j)) j->passed_over++;
+    if (pf->n_seq == 0) return;
+    for (job *j = s->queue; j; j = j->next)
+        if (j->runnable && j->chunk == 0 && !plan_is_call(j)) j->passed_over++;
+    s->last_pass_had_prompt = pf->n_seq > n_calls;
 }
 
 /* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */

@@ -100,6 +100,7 @@ struct scheduler {
     int32_t score_rows;       /* rows per scoring chunk */
     double last_pass_ms, last_pass_end_ms;
     pass_cost cost;           /* the batched passes' ms against their rows */
+    bool last_pass_had_prompt; /* with one session a pass, calls and waiting prompts take turns */
 };
 
 double sched_now_ms(void); /* monotonic milliseconds */

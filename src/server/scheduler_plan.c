@@ -4,7 +4,8 @@
  * 1. Calls first. A job with at most SHORT_CALL_ROWS rows left (a routed call: a few new tokens, one to choose; a
  *    lookahead token) is a call: every waiting call joins the next pass, in arrival order, before any prompt
  *    rows. A call therefore waits for at most the pass in flight, whatever prompts other sessions (or keys) send.
- *    Only when calls would take the whole pass is a little left for prompts (PREFILL_MIN_ROWS), so prompts always
+ *    Only when calls would take the whole pass is a little left for prompts (PREFILL_MIN_ROWS rows and one
+ *    session's slot; with batching off, one session a pass, calls and prompts take turns), so prompts always
  *    move; the calls that did not fit are the first of the next pass.
  * 2. Prompts in chunks, shortest first with ageing. The rows left go to the jobs with more rows (prompts), each
  *    taking as many rows as are left (chunked prefill: a prompt spans passes). The order is by rows still to
