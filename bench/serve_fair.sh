@@ -7,8 +7,9 @@
 # alternates between rounds), so a noisy machine's bursts hit both; the table gives the median over rounds and the
 # spread (min-max).
 # Bursts (--bursts "64 1024"): all N sessions start together, each with a prompt of that many tokens, then 16 calls
-# of +8 tokens -> 1 token (3 such bursts per run, new sessions each; the first --burst-rounds rounds); one table per
-# prompt size: p50 / p99 over all calls (prompts included), then the prompts' (first calls') and the other calls' p99.
+# of +8 tokens -> 1 token (3 such bursts per run, 1 with prompts of 512 tokens or more, new sessions each; in the
+# first --burst-rounds rounds); one table per prompt size: p50 / p99 over all calls (prompts included), then the
+# prompts' (first calls') and the other calls' p99 apart.
 # usage: bench/serve_fair.sh [--build DIR] [-t THREADS] [--rounds R] [--duration S] [--sessions "1 4 16"]
 #                            [--model FILE] [--baseline DIR] [--no-llama] [--bursts "64 1024"] [--burst-rounds K]
 #                            [--no-steady]
@@ -104,7 +105,7 @@ for r in $(seq "$rounds"); do
             --duration "$duration" --max-len $ctx --tag "r$r")
         else
           line=$(python3 "$here/serve_fair_client.py" --kind $client --port "$port" --sessions "$n" \
-            --burst "$w" --calls 16 --bursts 3 --tag "r$r")
+            --burst "$w" --calls 16 --bursts $(( w >= 512 ? 1 : 3 )) --tag "r$r")
         fi
         [ "$kind" = before ] && line=${line/\"kind\": \"tokroute\"/\"kind\": \"before\"}
         stop
