@@ -16,10 +16,12 @@
  *    by its whole feed, so a prompt's last rows do not jump ahead as a call.
  * 3. The pass's size from the measured cost of a row. A pass costs about fixed + per_row × rows (the weights read
  *    once, then each row's products), fitted by exponentially weighted least squares over recent passes
- *    (plan_observe_pass). While other sessions are being served, prompt rows are held to what the calls
- *    themselves cost (a call's pass at most about twice as long as without prompts), but never fewer than keep
- *    the fixed cost under 1/PREFILL_EFFICIENCY of the prompt rows' own, so prompts lose little throughput to
- *    smaller passes. A prompt alone takes the whole --batch-tokens.
+ *    (plan_observe_pass). While other sessions are being served, prompt rows are held to PROMPT_SHARE times what
+ *    the calls themselves cost (a call's pass at most about three times as long as without prompts: prompts still
+ *    get two thirds of the time, so that a burst's last prompts, most of its slowest calls, are not held up by
+ *    the calls of the sessions that came first), but never fewer than keep the fixed cost under
+ *    1/PREFILL_EFFICIENCY of the prompt rows' own, so prompts lose little throughput to smaller passes. A prompt
+ *    alone takes the whole --batch-tokens.
  *
  * The design follows vLLM's scheduler with chunked prefill (running decodes are scheduled first, then prefill
  * chunks within the step's token budget; long_prefill_token_threshold and max_long_partial_prefills let short
@@ -31,6 +33,7 @@
 
 #define SHORT_CALL_ROWS 32    /* a job with at most this many rows left is a call */
 #define PREFILL_MIN_ROWS 16   /* rows kept for prompts when calls would fill the pass */
+#define PROMPT_SHARE 2        /* prompt rows beside calls: this many times the calls' own cost */
 #define PREFILL_EFFICIENCY 8  /* prompt rows per pass: fixed cost at most 1/8 of theirs */
 #define AGE_ROWS 16           /* a prompt's key falls by this many rows each pass it is passed over */
 #define PASS_COST_DECAY 0.9   /* weight of the previous passes in the cost fit, per pass */
@@ -82,8 +85,9 @@ int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool others_serv
     double fixed_ms, row_ms;
     if (left <= 0) return 0;
     if ((call_rows == 0 && !others_served) || !fit(&s->cost, &fixed_ms, &row_ms)) return left;
-    /* As many prompt rows as the calls cost (their rows and the pass's fixed part), at least the efficient chunk. */
-    double rows = call_rows + fixed_ms / row_ms;
+    /* PROMPT_SHARE times the calls' cost in prompt rows (their rows and the pass's fixed part), at least the
+     * efficient chunk. */
+    double rows = PROMPT_SHARE * (call_rows + fixed_ms / row_ms);
     const double efficient = PREFILL_EFFICIENCY * fixed_ms / row_ms;
     if (rows < efficient) rows = efficient;
     if (rows < PREFILL_MIN_ROWS) rows = PREFILL_MIN_ROWS;
