@@ -6,8 +6,13 @@ llama-server (POST /completion with the whole growing id prompt, cache_prompt, n
 reaches --max-len starts over as a new session. Prints one JSON line: calls, errors, calls_per_s, p50_ms, p99_ms
 (and for tokroute the server-reported queue_ms percentiles).
 
+--burst PROMPT: bursts instead of a steady load. All N sessions start together (a barrier), each with a PROMPT-token
+first call, then --calls calls of APPEND tokens, each asking for one token; --bursts such rounds one after the other
+(new sessions each time). p50/p99 are over every call, prompts included; prompt_p50/p99 over the first calls only
+and call_p50/p99 over the others; calls_per_s counts all calls over the bursts' time.
+
 usage: serve_fair_client.py --kind tokroute|llama --host H --port P --sessions N [--duration S] [--append 8]
-                            [--max-len 512] [--vocab 151936] [--tag T]
+                            [--max-len 512] [--vocab 151936] [--tag T] [--burst PROMPT [--calls 16] [--bursts 3]]
 """
 import argparse
 import http.client
@@ -58,6 +63,68 @@ def worker(a, index, deadline, lat, queue, errors, lock):
     conn.close()
 
 
+def one_call(a, conn, session, seq, new):
+    """One call of a burst; (ok, new conn). seq: the tokens the server already holds."""
+    if a.kind == "tokroute":
+        body, path = {"session": session, "pos": len(seq), "tokens": new}, "/v1/route/next"
+    else:
+        body, path = {"prompt": seq + new, "n_predict": 1, "cache_prompt": True, "temperature": 0}, "/completion"
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        r.read()
+        return r.status == 200, conn
+    except (OSError, http.client.HTTPException):
+        conn.close()
+        return False, http.client.HTTPConnection(a.host, a.port, timeout=600)
+
+
+def burst_worker(a, index, barrier, prompt_lat, call_lat, errors, lock):
+    rng = random.Random(index * 7919 + 3)
+    conn = http.client.HTTPConnection(a.host, a.port, timeout=600)
+    conn.connect()
+    for b in range(a.bursts):
+        seq, session = [], f"{a.tag}-b{b}-{index}"
+        barrier.wait()
+        for c in range(a.calls + 1):
+            new = [rng.randrange(100, a.vocab) for _ in range(a.burst if c == 0 else a.append)]
+            t0 = time.monotonic()
+            ok, conn = one_call(a, conn, session, seq, new)
+            ms = (time.monotonic() - t0) * 1e3
+            with lock:
+                if ok:
+                    (prompt_lat if c == 0 else call_lat).append(ms)
+                else:
+                    errors.append(b"burst call failed")
+            if not ok:
+                break
+            seq += new
+    conn.close()
+
+
+def burst(a):
+    prompt_lat, call_lat, errors, lock = [], [], [], threading.Lock()
+    barrier = threading.Barrier(a.sessions)
+    threads = [threading.Thread(target=burst_worker, args=(a, i, barrier, prompt_lat, call_lat, errors, lock))
+               for i in range(a.sessions)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - start
+    ms, prompt_lat, call_lat = sorted(prompt_lat + call_lat), sorted(prompt_lat), sorted(call_lat)
+
+    def pct(q, v):
+        return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+
+    print(json.dumps({"kind": a.kind, "sessions": a.sessions, "burst": a.burst, "calls": len(ms),
+                      "errors": len(errors), "calls_per_s": len(ms) / elapsed, "p50_ms": pct(0.50, ms),
+                      "p99_ms": pct(0.99, ms), "prompt_p50_ms": pct(0.50, prompt_lat),
+                      "prompt_p99_ms": pct(0.99, prompt_lat), "call_p50_ms": pct(0.50, call_lat),
+                      "call_p99_ms": pct(0.99, call_lat)}))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kind", choices=["tokroute", "llama"], required=True)
@@ -69,7 +136,13 @@ def main():
     p.add_argument("--max-len", type=int, default=512)
     p.add_argument("--vocab", type=int, default=151936)
     p.add_argument("--tag", default="fair")
+    p.add_argument("--burst", type=int, default=0, help="prompt tokens: burst mode (see the docstring)")
+    p.add_argument("--calls", type=int, default=16)
+    p.add_argument("--bursts", type=int, default=3)
     a = p.parse_args()
+    if a.burst:
+        burst(a)
+        return
     lat, queue, errors, lock = [], [], [], threading.Lock()
     start = time.monotonic()
     deadline = start + a.duration

@@ -1,6 +1,7 @@
 /* metrics.c — counters for GET /metrics, rendered in the Prometheus text format (version 0.0.4): requests by route
- * and status, tokens evaluated, forward passes and their batch sizes, active sessions, KV bytes, evictions and
- * expirations, request latency histograms per route, and streamed replies by how they ended (completed, failed
+ * and status, tokens evaluated, forward passes and their batch sizes, the route jobs' queue wait (in passes and in
+ * seconds: a call held behind other sessions' prompts shows in the passes), active sessions, KV bytes, evictions
+ * and expirations, request latency histograms per route, and streamed replies by how they ended (completed, failed
  * after their 200, abandoned by a client that went away: neither of the last two shows in the requests' statuses,
  * which were 200 when the stream began). */
 #include <stdarg.h>
@@ -15,6 +16,7 @@ static const char *const routes[N_ROUTES] = {"route_next", "route_delete", "comp
 static const int statuses[N_STATUS] = {200, 204, 400, 401, 404, 409, 413, 500, 503, 0}; /* 0: any other */
 static const double lat_bounds_ms[LAT_BUCKETS] = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000};
 static const int batch_bounds[8] = {1, 2, 4, 8, 16, 32, 64, 1 << 30};
+static const int wait_pass_bounds[WAIT_BUCKETS] = {0, 1, 2, 4, 8, 16, 32};
 
 void metrics_init(server_metrics *m) {
     memset(m, 0, sizeof *m);
@@ -60,6 +62,18 @@ void metrics_pass(server_metrics *m, int32_t n_seq, int32_t n_rows) {
     int b = 0;
     while (n_seq > batch_bounds[b]) b++;
     m->batch_hist[b]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_queue_wait(server_metrics *m, int32_t passes, double ms) {
+    int p = 0, t = 0;
+    while (p < WAIT_BUCKETS && passes > wait_pass_bounds[p]) p++;
+    while (t < LAT_BUCKETS && ms > lat_bounds_ms[t]) t++;
+    pthread_mutex_lock(&m->mu);
+    m->wait_passes_hist[p]++;
+    m->wait_passes_sum += passes;
+    m->wait_ms_hist[t]++;
+    m->wait_ms_sum += ms;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -121,6 +135,26 @@ char *metrics_render(server_metrics *m) {
     }
     put(&b, "tokroute_batch_sessions_sum %lld\ntokroute_batch_sessions_count %lld\n", (long long)m->batch_seqs,
         (long long)m->passes);
+    put(&b, "# HELP tokroute_queue_wait_passes Forward passes run while a route request waited for its first.\n"
+            "# TYPE tokroute_queue_wait_passes histogram\n");
+    cum = 0;
+    for (int i = 0; i <= WAIT_BUCKETS; i++) {
+        cum += m->wait_passes_hist[i];
+        if (i < WAIT_BUCKETS) put(&b, "tokroute_queue_wait_passes_bucket{le=\"%d\"} %lld\n", wait_pass_bounds[i], cum);
+        else put(&b, "tokroute_queue_wait_passes_bucket{le=\"+Inf\"} %lld\n", cum);
+    }
+    put(&b, "tokroute_queue_wait_passes_sum %lld\ntokroute_queue_wait_passes_count %lld\n",
+        (long long)m->wait_passes_sum, cum);
+    put(&b, "# HELP tokroute_queue_wait_seconds Time a route request waited for its first forward pass.\n"
+            "# TYPE tokroute_queue_wait_seconds histogram\n");
+    cum = 0;
+    for (int i = 0; i <= LAT_BUCKETS; i++) {
+        cum += m->wait_ms_hist[i];
+        if (i < LAT_BUCKETS)
+            put(&b, "tokroute_queue_wait_seconds_bucket{le=\"%g\"} %lld\n", lat_bounds_ms[i] / 1e3, cum);
+        else put(&b, "tokroute_queue_wait_seconds_bucket{le=\"+Inf\"} %lld\n", cum);
+    }
+    put(&b, "tokroute_queue_wait_seconds_sum %g\ntokroute_queue_wait_seconds_count %lld\n", m->wait_ms_sum / 1e3, cum);
     put(&b, "# HELP tokroute_active_sessions Sessions holding a KV cache.\n# TYPE tokroute_active_sessions gauge\n"
             "tokroute_active_sessions %d\n", m->active_sessions);
     put(&b, "# HELP tokroute_kv_bytes Bytes of KV cache held by sessions.\n# TYPE tokroute_kv_bytes gauge\n"

@@ -1,8 +1,8 @@
 /* scheduler.c — the session table and the one worker thread that runs every forward pass.
  *
  * HTTP threads queue jobs and sleep on them; the worker takes, per pass, the waiting jobs of distinct sessions (up
- * to max_batch_tokens rows and MAX_SEQS sessions, or one session with batching off) and evaluates them together
- * with multi_forward, so the weights are read once for all of them. Only the worker touches sessions, so the table
+ * to max_batch_tokens rows and MAX_SEQS sessions, or one session with batching off; calls first, then prompt
+ * chunks: scheduler_plan.c) and evaluates them together with multi_forward, so the weights are read once for all. Only the worker touches sessions, so the table
  * needs no finer locking; the mutex guards the queue and is released during the pass and while the pass's rows
  * choose their tokens (sample.c; shared among n_threads chooser threads), so a sampled token never holds up an
  * HTTP thread queueing a job.
@@ -10,7 +10,7 @@
  * Memory: a session's KV cache starts at 64 positions and doubles on demand up to n_ctx (kv_seq). The sum of the
  * caches' bytes never exceeds kv_budget_bytes: growing or creating a session first evicts least-recently-used idle
  * sessions (cached prefixes first), and fails with 503 when nothing is left to evict. A long prompt is evaluated
- * over several passes of at most max_batch_tokens rows, sharing them with the others.
+ * over several passes, after the other sessions' calls (fill_pass, scheduler_plan.c).
  *
  * Prefix reuse (llama.cpp's cache_prompt, vLLM's prefix cache): a finished completion's private session is parked
  * rather than freed — unnamed, kept with its KV as a cached prefix, evicted like any idle session. A request that
@@ -350,6 +350,117 @@ static tr_status score_chunk(scheduler *s, job *j, int32_t *n_rows) {
     return TR_OK;
 }
 
+/* ---------------------------------------------------------------- filling a pass (worker thread, mutex held) */
+
+typedef struct pass_fill {
+    kv_seq *seqs[MAX_SEQS];
+    const int32_t *toks[MAX_SEQS];
+    int32_t ntok[MAX_SEQS];
+    job *jobs[MAX_SEQS];
+    int32_t n_seq, rows, max_seqs;
+} pass_fill;
+
+/* Whether a route job of session (or a delete or park of it) queued before j has not finished: j waits for it (one
+ * request per session at a time, in arrival order). */
+static bool session_queued_before(const scheduler *s, const job *j, const char *session_id) {
+    for (const job *q = s->queue; q && q != j; q = q->next)
+        if (q->kind != JOB_SCORE && strcmp(q->kind == JOB_ROUTE ? q->req->session : q->delete_id, session_id) == 0)
+            return true;
+    return false;
+}
+
+/* Puts up to max_rows (>= 1) of j's rows into the pass, starting the job first; false when it finished instead
+ * (an error: it left the queue). */
+static bool admit(scheduler *s, pass_fill *pf, job *j, int32_t max_rows) {
+    if (!j->started && !start_job(s, j)) {
+        unlink_job(s, j);
+        return false;
+    }
+    int32_t chunk = j->n_feed - j->fed;
+    if (chunk > max_rows) chunk = max_rows;
+    if (!sched_ensure_capacity(s, j->sess, j->sess->seq->n_past + chunk)) {
+        fail(j, 503, "busy", "", "no KV budget left for this session");
+        unlink_job(s, j);
+        return false;
+    }
+    if (j->t_start_ms == 0) {
+        j->t_start_ms = sched_now_ms();
+        j->res->queue_passes = (int32_t)(s->n_passes - j->enqueue_pass);
+        metrics_queue_wait(s->metrics, j->res->queue_passes, j->t_start_ms - j->t_enqueue_ms);
+    }
+    j->chunk = chunk;
+    pf->seqs[pf->n_seq] = j->sess->seq;
+    pf->toks[pf->n_seq] = j->feed + j->fed;
+    pf->ntok[pf->n_seq] = chunk;
+    pf->jobs[pf->n_seq++] = j;
+    pf->rows += chunk;
+    return true;
+}
+
+/* The next pass (scheduler_plan.c's rules): deletes and finished lookahead first, then every waiting call in
+ * arrival order, then prompt chunks, lowest plan_prompt_key first, within the rows the measured cost allows. */
+static void fill_pass(scheduler *s, pass_fill *pf) {
+    bool prompts_wait = false;
+    for (job *j = s->queue, *next; j; j = next) {
+        next = j->next;
+        j->runnable = false;
+        if (j->kind == JOB_SCORE) continue; /* after the pass (worker_main) */
+        if (j->kind == JOB_DELETE || j->kind == JOB_PARK) {
+            if (session_queued_before(s, j, j->delete_id)) continue;
+            run_delete(s, j);
+            if (j->done) unlink_job(s, j);
+            continue;
+        }
+        if (j->answered && !lookahead_wanted(j)) { /* superseded or cancelled since its last pass */
+            finish(j, 200);
+            unlink_job(s, j);
+            continue;
+        }
+        if (!j->started) {
+            const session *x = sched_find_session(s, j->req->session);
+            if ((x && x->busy) || session_queued_before(s, j, j->req->session)) continue;
+        }
+        j->runnable = true;
+        prompts_wait |= !plan_is_call(j);
+    }
+    /* Waiting prompts keep a few rows and a session's slot (with one session a pass: every other pass). */
+    const int32_t calls_max = plan_calls_max_rows(s, prompts_wait);
+    const int32_t calls_seqs = !prompts_wait ? pf->max_seqs : pf->max_seqs > 1 ? pf->max_seqs - 1
+                                                                               : s->last_pass_had_prompt;
+    for (job *j = s->queue, *next; j; j = next) {
+        next = j->next;
+        if (!j->runnable || !plan_is_call(j)) continue;
+        int32_t left = plan_rows_left(j);
+        if (pf->n_seq >= calls_seqs) break;
+        if (pf->rows + left > calls_max) {
+            if (pf->rows > 0) break; /* the first of the next pass */
+            left = calls_max;        /* more than the calls' share of a pass: in chunks */
+        }
+        admit(s, pf, j, left);
+    }
+    /* The last pass's other sessions are due back soon, unless it ended long ago (they have gone quiet). */
+    const bool others_served =
+        s->last_pass_seqs > 1 && sched_now_ms() - s->last_pass_end_ms < s->last_pass_ms + GATHER_MAX_MS;
+    const int32_t n_calls = pf->n_seq;
+    int32_t budget = prompts_wait ? plan_prompt_rows(s, pf->rows, others_served) : 0;
+    while (budget > 0 && pf->n_seq < pf->max_seqs) {
+        job *best = NULL;
+        int64_t best_key = 0;
+        for (job *j = s->queue; j; j = j->next) {
+            if (!j->runnable || j->chunk > 0 || plan_is_call(j)) continue;
+            const int64_t key = plan_prompt_key(j);
+            if (!best || key < best_key) best = j, best_key = key;
+        }
+        if (!best) break;
+        const int32_t before = pf->rows;
+        if (admit(s, pf, best, budget)) budget -= pf->rows - before; /* else it left the queue */
+    }
+    if (pf->n_seq == 0) return;
+    for (job *j = s->queue; j; j = j->next)
+        if (j->runnable && j->chunk == 0 && !plan_is_call(j)) j->passed_over++;
+    s->last_pass_had_prompt = pf->n_seq > n_calls;
+}
+
 /* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */
 static int32_t count_returned(scheduler *s) {
     int32_t n = 0;
@@ -363,10 +474,6 @@ static int32_t count_returned(scheduler *s) {
 
 static void *worker_main(void *arg) {
     scheduler *s = arg;
-    kv_seq *seqs[MAX_SEQS];
-    const int32_t *toks[MAX_SEQS];
-    int32_t ntok[MAX_SEQS];
-    job *jobs[MAX_SEQS];
     double last_expiry = sched_now_ms();
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
@@ -397,47 +504,10 @@ static void *worker_main(void *arg) {
             }
             if (s->stop) break;
         }
-        int32_t n_seq = 0, rows = 0;
-        const int32_t max_seqs = s->p.batch ? MAX_SEQS : 1;
-        for (job *j = s->queue, *next; j; j = next) {
-            next = j->next;
-            if (j->kind == JOB_SCORE) continue; /* after the pass, below */
-            if (j->kind == JOB_DELETE || j->kind == JOB_PARK) {
-                run_delete(s, j);
-                if (j->done) unlink_job(s, j);
-                continue;
-            }
-            if (!j->started) {
-                session *x = sched_find_session(s, j->req->session);
-                if (x && x->busy) continue; /* one request per session at a time, in arrival order */
-                if (n_seq == max_seqs || rows == s->p.max_batch_tokens) break;
-                if (!start_job(s, j)) {
-                    unlink_job(s, j);
-                    continue;
-                }
-            }
-            if (j->answered && !lookahead_wanted(j)) { /* superseded or cancelled since its last pass */
-                finish(j, 200);
-                unlink_job(s, j);
-                continue;
-            }
-            if (j->chunk > 0) continue; /* already in this pass */
-            if (n_seq == max_seqs || rows == s->p.max_batch_tokens) break;
-            int32_t chunk = j->n_feed - j->fed;
-            if (chunk > s->p.max_batch_tokens - rows) chunk = s->p.max_batch_tokens - rows;
-            if (!sched_ensure_capacity(s, j->sess, j->sess->seq->n_past + chunk)) {
-                fail(j, 503, "busy", "", "no KV budget left for this session");
-                unlink_job(s, j);
-                continue;
-            }
-            if (j->t_start_ms == 0) j->t_start_ms = sched_now_ms();
-            j->chunk = chunk;
-            seqs[n_seq] = j->sess->seq;
-            toks[n_seq] = j->feed + j->fed;
-            ntok[n_seq] = chunk;
-            jobs[n_seq++] = j;
-            rows += chunk;
-        }
+        pass_fill pf = {.max_seqs = s->p.batch ? MAX_SEQS : 1};
+        fill_pass(s, &pf);
+        const int32_t n_seq = pf.n_seq, rows = pf.rows;
+        job *const *jobs = pf.jobs;
         job *sj = next_score(s);
         if (n_seq == 0 && !sj) {
             sched_publish_gauges(s);
@@ -452,7 +522,7 @@ static void *worker_main(void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
         double t0 = sched_now_ms();
-        const tr_status st = n_seq > 0 ? multi_forward(s->engine, seqs, toks, ntok, n_seq, s->logits) : TR_OK;
+        const tr_status st = n_seq > 0 ? multi_forward(s->engine, pf.seqs, pf.toks, pf.ntok, n_seq, s->logits) : TR_OK;
         const double dt = sched_now_ms() - t0;
         if (st == TR_OK) choose_all(s, jobs, n_seq); /* the rows that end their job's feed choose now */
         int32_t score_rows = 0;
@@ -477,6 +547,7 @@ static void *worker_main(void *arg) {
             s->last_pass_seqs = n_seq;
             s->last_pass_ms = dt;
             s->last_pass_end_ms = sched_now_ms();
+            plan_observe_pass(s, rows, dt);
             metrics_pass(s->metrics, n_seq, rows);
         }
         for (int32_t b = 0; b < n_seq; b++) {
@@ -518,6 +589,7 @@ static bool enqueue_locked(scheduler *s, job *j) {
         return false;
     }
     j->t_enqueue_ms = sched_now_ms();
+    j->enqueue_pass = s->n_passes;
     job **pp = &s->queue;
     while (*pp) pp = &(*pp)->next;
     *pp = j;

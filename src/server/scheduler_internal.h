@@ -1,6 +1,6 @@
-/* scheduler_internal.h — what scheduler.c (the queue, the worker and its passes) and scheduler_sessions.c (the
- * session table under the KV budget) share: the scheduler's, its sessions' and its jobs' structures. Only the
- * worker thread touches sessions; the mutex guards the queue. */
+/* scheduler_internal.h — what scheduler.c (the queue, the worker and its passes), scheduler_plan.c (what goes into
+ * the next pass) and scheduler_sessions.c (the session table under the KV budget) share: the scheduler's, its
+ * sessions' and its jobs' structures. Only the worker thread touches sessions; the mutex guards the queue. */
 #ifndef TR_SERVER_SCHEDULER_INTERNAL_H
 #define TR_SERVER_SCHEDULER_INTERNAL_H
 
@@ -44,7 +44,10 @@ typedef struct job {
     int32_t la_left;
     int32_t node;          /* the draft branch last entered (-1: the requested position) */
     bool walking;          /* still walking the draft */
+    bool runnable;         /* may join the pass being filled (scheduler.c, fill_pass) */
+    int32_t passed_over;   /* a prompt: passes that ran without it while it could have joined (its age) */
     double t_enqueue_ms, t_start_ms;
+    int64_t enqueue_pass;  /* the scheduler's n_passes when it was queued */
     route_result *answer;  /* streamed: the result as it was when the answer became known (NULL: not streamed) */
     bool answered;         /* streamed: answer holds the answer and the draft walk */
     bool cancelled;        /* streamed: the client is gone; no more lookahead */
@@ -69,6 +72,11 @@ typedef struct choice {
     int32_t n_top;
 } choice;
 
+/* A pass's cost against its rows, fitted over recent passes (scheduler_plan.c): exponentially weighted sums. */
+typedef struct pass_cost {
+    double w, sx, sy, sxx, sxy;
+} pass_cost;
+
 struct scheduler {
     const tr_model *model;
     sched_params p;
@@ -92,6 +100,8 @@ struct scheduler {
     int64_t score_kv_bytes;   /* its KV cache's bytes, counted in kv_bytes */
     int32_t score_rows;       /* rows per scoring chunk */
     double last_pass_ms, last_pass_end_ms;
+    pass_cost cost;           /* the batched passes' ms against their rows */
+    bool last_pass_had_prompt; /* with one session a pass, calls and waiting prompts take turns */
 };
 
 double sched_now_ms(void); /* monotonic milliseconds */
@@ -115,5 +125,22 @@ bool sched_make_room(scheduler *s, int64_t extra, const session *keep);
 bool sched_ensure_capacity(scheduler *s, session *x, int32_t n_positions);
 /* A new session named id (evicting the LRU one at max_sessions); NULL when there is no room. */
 session *sched_create_session(scheduler *s, const char *id);
+
+/* ---------------------------------------------------------------- the next pass's order and size
+ * (scheduler_plan.c; worker thread, mutex held) */
+
+/* Rows the route job has left to evaluate (before it starts: its tokens, or the one it re-evaluates). */
+int32_t plan_rows_left(const job *j);
+/* A call (few rows left: joins the next pass before any prompt) rather than a prompt (chunked, after the calls). */
+bool plan_is_call(const job *j);
+/* The prompts' order: lowest key first (rows left, less a share per pass that passed it over). */
+int64_t plan_prompt_key(const job *j);
+/* The most rows the calls may take, leaving prompts a few when any wait. */
+int32_t plan_calls_max_rows(const scheduler *s, bool prompts_wait);
+/* The rows prompts may take in a pass that holds call_rows rows of calls; others_served: other sessions were in
+ * the last pass (their next calls are due), so the prompts' share is held to what the measured cost allows. */
+int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool others_served);
+/* Feeds the cost fit with a batched pass's rows and duration. */
+void plan_observe_pass(scheduler *s, int32_t rows, double ms);
 
 #endif /* TR_SERVER_SCHEDULER_INTERNAL_H */

@@ -85,6 +85,7 @@ typedef struct route_result {
     int32_t n_reused;    /* leading tokens taken from a cached prefix, not evaluated (reuse_prefix) */
     double eval_ms, queue_ms;
     double lookahead_ms; /* passes that evaluated lookahead tokens */
+    int32_t queue_passes; /* forward passes that ran while it waited for its first (scheduler.c) */
 } route_result;
 
 /* sample.c: picks a token among ids < n_vocab of logits with the library's sampler; the draw depends only on
@@ -142,6 +143,7 @@ int32_t top_logits(const float *logits, int32_t n_vocab, int32_t k, top_entry *o
 #define N_STATUS 10
 #define N_ROUTES 7       /* route labels (metrics.c); the first N_TIMED_ROUTES have latency histograms */
 #define N_TIMED_ROUTES 4
+#define WAIT_BUCKETS 7   /* queue wait in passes: 0, 1, 2, 4, 8, 16, 32, +Inf */
 typedef struct server_metrics {
     pthread_mutex_t mu;
     int64_t requests[N_ROUTES][N_STATUS]; /* route x status (see metrics.c) */
@@ -149,6 +151,9 @@ typedef struct server_metrics {
     int64_t lat_count[N_TIMED_ROUTES][LAT_BUCKETS + 1];
     double lat_sum[N_TIMED_ROUTES];
     int64_t batch_hist[8];
+    int64_t wait_passes_hist[WAIT_BUCKETS + 1], wait_ms_hist[LAT_BUCKETS + 1]; /* route jobs' queue wait */
+    int64_t wait_passes_sum;
+    double wait_ms_sum;
     int32_t active_sessions;
     int64_t kv_bytes;
     int64_t streams[N_TIMED_ROUTES][3]; /* streamed replies by route and how they ended (stream_end) */
@@ -160,6 +165,8 @@ void metrics_init(server_metrics *m);
 void metrics_request(server_metrics *m, const char *route, int status, double ms);
 void metrics_pass(server_metrics *m, int32_t n_seq, int32_t n_rows);
 void metrics_stream_end(server_metrics *m, const char *route, stream_end how);
+/* A route job's wait from its arrival to its first forward pass: in passes run meanwhile and in milliseconds. */
+void metrics_queue_wait(server_metrics *m, int32_t passes, double ms);
 char *metrics_render(server_metrics *m);  /* malloc'ed Prometheus text */
 
 /* scheduler.c */
