@@ -15,6 +15,7 @@
 #define TR_MODEL_ARCH_H
 
 #include "model/model_internal.h"
+#include "model/synth.h"
 
 /* ---------------------------------------------------------------- per-sequence state (seq_state.c) */
 
@@ -89,12 +90,20 @@ typedef struct arch_ops {
      * span was planned for its rows. */
     tr_status (*layer)(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp);
     void (*logits_post)(const tr_model *m, float *logits, int32_t n);  /* may be NULL */
+    /* `tokroute synth` (synth.h): the family's shapes, the metadata they add to the common hyperparameters (may be
+     * NULL) and a layer's tensors (NULL: the shared decoder layer's, synth_decoder_layer). */
+    const synth_shape *shapes;
+    int n_shapes;
+    tr_status (*synth_hparams)(tr_gguf_writer *w, const synth_shape *s);
+    void (*synth_layer)(synth_plan *pl, const synth_shape *s, int il);
 } arch_ops;
 
 /* families.c: the family whose general.architecture is `name`, or NULL; the names of all, ", "-separated, into
  * out (cap bytes). */
 const arch_ops *arch_find(const char *name);
 void arch_names(char *out, size_t cap);
+/* The families in table order (n of them). */
+const arch_ops *const *arch_all(size_t *n);
 
 /* ---------------------------------------------------------------- what families share (decoder.c) */
 

@@ -147,6 +147,28 @@ static void softcap(const tr_model *m, float *logits, int32_t n) {
     for (int64_t i = 0; i < (int64_t)n * m->info.n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * c;
 }
 
+/* ---------------------------------------------------------------- synthetic shapes */
+
+/* The HF configs (query_pre_attn_scalar = head_dim, rope_local_base_freq 10000 = llama.cpp's default for
+ * freq_base_swa); the two small ones keep head_dim 256 and the 5:1 local/global rule for tests, with windows short
+ * prompts cross (extra: attention.sliding_window). */
+static const int32_t window_512 = 512, window_32 = 32, window_48 = 48;
+static const synth_shape shapes[] = {
+    {"gemma3-270m", 640, 18, 4, 1, 256, 2048, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false, 0,
+     &window_512},
+    {"gemma3-1b", 1152, 26, 4, 1, 256, 6912, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false, 0,
+     &window_512},
+    {"gemma3-tiny", 256, 7, 4, 1, 256, 512, 512, 512, 1000000.0f, 1e-6f, true, false, true, false, 0, &window_32},
+    {"gemma3-small", 384, 8, 6, 2, 256, 1024, 512, 512, 1000000.0f, 1e-6f, true, false, true, false, 0, &window_48},
+};
+
+static tr_status synth_hparams(tr_gguf_writer *w, const synth_shape *s) {
+    return synth_set_u32(w, "gemma3", "attention.sliding_window", (uint32_t)*(const int32_t *)s->extra, TR_OK);
+}
+
+/* Norms stored with Gemma's +1 added, as llama.cpp's converter does (FILL_NORM is around 1). */
+static void synth_layer(synth_plan *pl, const synth_shape *s, int il) { synth_decoder_layer(pl, s, il, true); }
+
 const arch_ops arch_gemma3 = {
     .name = "gemma3",
     .id = TR_ARCH_GEMMA3,
@@ -155,4 +177,8 @@ const arch_ops arch_gemma3 = {
     .rope_rows = rope_rows,
     .layer = decoder_layer,
     .logits_post = softcap,
+    .shapes = shapes,
+    .n_shapes = sizeof shapes / sizeof shapes[0],
+    .synth_hparams = synth_hparams,
+    .synth_layer = synth_layer,
 };

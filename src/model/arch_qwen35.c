@@ -496,6 +496,72 @@ static void rope_rows(const tr_model *m, activations *A, int32_t row, int32_t n,
             if (Q(m)->rope_static[i]) c[(int64_t)t * half + i] = 1.0f, s[(int64_t)t * half + i] = 0.0f;
 }
 
+/* ---------------------------------------------------------------- synthetic shapes */
+
+/* The Gated DeltaNet and RoPE sizes of a shape. The real ones: Qwen3.5-0.8B / 2B's HF configs
+ * (linear_conv_kernel_dim 4, linear_key_head_dim = linear_value_head_dim 128, 16 key and 16 value heads,
+ * full_attention_interval 4, partial_rotary_factor 0.25 of head_dim 256, mrope_section [11, 11, 10]: llama.cpp's
+ * converter default), as far as they could be checked here (llama.cpp's loader: 24 layers, n_embd 1024 = 0.8B,
+ * else 2B); the two small ones are for tests (value heads twice the key heads; the second leaves a RoPE pair to the
+ * unrotated 4th section). */
+typedef struct synth_sizes {
+    int32_t d_conv, d_state, n_k_heads, n_v_heads, interval, sections[4];
+} synth_sizes;
+
+static const synth_sizes real = {4, 128, 16, 16, 4, {11, 11, 10, 0}};
+static const synth_sizes tiny = {4, 32, 4, 8, 4, {3, 3, 2, 0}}, small = {4, 32, 4, 4, 4, {1, 2, 2, 0}};
+static const synth_shape shapes[] = {
+    {"qwen3.5-0.8b", 1024, 24, 8, 2, 256, 3584, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false, 64,
+     &real},
+    {"qwen3.5-2b", 2048, 24, 8, 2, 256, 6144, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false, 64, &real},
+    {"qwen3.5-tiny", 128, 4, 4, 2, 64, 256, 512, 512, 10000000.0f, 1e-6f, true, false, true, false, 16, &tiny},
+    {"qwen3.5-small", 192, 8, 6, 2, 64, 384, 512, 512, 10000000.0f, 1e-6f, true, false, true, false, 16, &small},
+};
+
+static tr_status synth_hparams(tr_gguf_writer *w, const synth_shape *s) {
+    const synth_sizes *z = s->extra;
+    tr_status st = synth_set_u32(w, "qwen35", "ssm.conv_kernel", (uint32_t)z->d_conv, TR_OK);
+    st = synth_set_u32(w, "qwen35", "ssm.state_size", (uint32_t)z->d_state, st);
+    st = synth_set_u32(w, "qwen35", "ssm.group_count", (uint32_t)z->n_k_heads, st);
+    st = synth_set_u32(w, "qwen35", "ssm.time_step_rank", (uint32_t)z->n_v_heads, st);
+    st = synth_set_u32(w, "qwen35", "ssm.inner_size", (uint32_t)(z->d_state * z->n_v_heads), st);
+    st = synth_set_u32(w, "qwen35", "full_attention_interval", (uint32_t)z->interval, st);
+    return st == TR_OK ? tr_gguf_writer_set_arr_i32(w, "qwen35.rope.dimension_sections", z->sections, 4) : st;
+}
+
+/* A Gated DeltaNet layer, or (every interval-th) gated full attention; post_attention_norm is the FFN's pre-norm.
+ * Names and shapes as llama.cpp's qwen35 loader expects them. */
+static void synth_layer(synth_plan *pl, const synth_shape *s, int il) {
+    const synth_sizes *z = s->extra;
+    const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
+    const int64_t ds = z->d_state, n_v = z->n_v_heads, conv_dim = 2 * ds * z->n_k_heads + ds * n_v;
+    char name[96];
+    synth_vector(pl, il, "attn_norm.weight", s->n_embd, FILL_NORM);
+    synth_vector(pl, il, "post_attention_norm.weight", s->n_embd, FILL_NORM);
+    if ((il + 1) % z->interval == 0) {
+        synth_weight(pl, il, "attn_q", s->n_embd, 2 * q_dim); /* query and gate per head */
+        synth_weight(pl, il, "attn_k", s->n_embd, kv_dim);
+        synth_weight(pl, il, "attn_v", s->n_embd, kv_dim);
+        synth_weight(pl, il, "attn_output", q_dim, s->n_embd);
+        synth_vector(pl, il, "attn_q_norm.weight", s->head_dim, FILL_NORM);
+        synth_vector(pl, il, "attn_k_norm.weight", s->head_dim, FILL_NORM);
+    } else {
+        synth_weight(pl, il, "attn_qkv", s->n_embd, conv_dim);
+        synth_weight(pl, il, "attn_gate", s->n_embd, ds * n_v);
+        snprintf(name, sizeof name, "blk.%d.ssm_conv1d.weight", il);
+        synth_add(pl, name, TR_TYPE_F32, z->d_conv, conv_dim, FILL_WEIGHT);
+        synth_vector(pl, il, "ssm_dt.bias", n_v, FILL_BIAS);
+        synth_vector(pl, il, "ssm_a", n_v, FILL_SSM_A);
+        synth_weight(pl, il, "ssm_beta", s->n_embd, n_v);
+        synth_weight(pl, il, "ssm_alpha", s->n_embd, n_v);
+        synth_vector(pl, il, "ssm_norm.weight", ds, FILL_NORM);
+        synth_weight(pl, il, "ssm_out", ds * n_v, s->n_embd);
+    }
+    synth_weight(pl, il, "ffn_gate", s->n_embd, s->n_ff);
+    synth_weight(pl, il, "ffn_up", s->n_embd, s->n_ff);
+    synth_weight(pl, il, "ffn_down", s->n_ff, s->n_embd);
+}
+
 const arch_ops arch_qwen35 = {
     .name = "qwen35",
     .id = TR_ARCH_QWEN35,
@@ -508,4 +574,8 @@ const arch_ops arch_qwen35 = {
     .buffers_free = buffers_free,
     .rope_rows = rope_rows,
     .layer = layer,
+    .shapes = shapes,
+    .n_shapes = sizeof shapes / sizeof shapes[0],
+    .synth_hparams = synth_hparams,
+    .synth_layer = synth_layer,
 };

@@ -26,3 +26,8 @@ void arch_names(char *out, size_t cap) {
         snprintf(out + len, cap - len, "%s%s", i ? ", " : "", families[i]->name);
     }
 }
+
+const arch_ops *const *arch_all(size_t *n) {
+    *n = N_FAMILIES;
+    return families;
+}
