@@ -1,0 +1,46 @@
+/* test_model_families_llamacpp.c — the families added through the architecture interface (arch.h) against llama.cpp
+ * itself (scripts/llamacpp.sh's build, commit de3ff81), as test_model_qwen35_llamacpp does for qwen35: each
+ * family's small `tokroute synth` shape in F32 (prompt in one chunk and in chunks of 5) and quantized (chunks of 7),
+ * through llamacpp_check_shape — logits and final hidden states at every prompt position (relative RMS 2e-3 for
+ * F32, 5e-2 quantized), argmax, 16 greedy tokens. CMake runs it again on the lower instruction sets (avx2, scalar).
+ *
+ *   smollm3-tiny: 8 layers, 3 and 7 without RoPE (NoPE every fourth), GQA 4/2, head 32. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support/llamacpp_ref.h"
+#include "tokroute.h"
+
+static llamacpp_ref llama;
+
+static int setup(void **state) {
+    (void)state;
+    return llamacpp_ref_setup(&llama, "families", "llama-quantize", "tests/model/llamacpp_ref.c");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return llamacpp_ref_teardown(&llama);
+}
+
+static void smollm3_f32(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "smollm3-tiny", TR_ARCH_SMOLLM3, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_shape(&llama, "smollm3-tiny", TR_ARCH_SMOLLM3, TR_TYPE_F32, 2e-3, 5);
+}
+
+static void smollm3_q8_0(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "smollm3-tiny", TR_ARCH_SMOLLM3, TR_TYPE_Q8_0, 5e-2, 7);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(smollm3_f32),
+        cmocka_unit_test(smollm3_q8_0),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
