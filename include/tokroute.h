@@ -226,12 +226,12 @@ typedef struct tr_model_params {
 } tr_model_params;
 
 typedef enum tr_arch {
-    TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3, TR_ARCH_SMOLLM3
+    TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3, TR_ARCH_SMOLLM3, TR_ARCH_LFM2
 } tr_arch;
 
 typedef struct tr_model_info {
     tr_arch arch;
-    const char *arch_name;   /* "llama", "qwen2", "qwen3", "qwen35", "gemma3", "smollm3" */
+    const char *arch_name;   /* "llama", "qwen2", "qwen3", "qwen35", "gemma3", "smollm3", "lfm2" */
     const char *name;        /* general.name or "" */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     float rope_theta, norm_eps;

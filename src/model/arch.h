@@ -14,6 +14,8 @@
 #ifndef TR_MODEL_ARCH_H
 #define TR_MODEL_ARCH_H
 
+#include <math.h>
+
 #include "model/model_internal.h"
 #include "model/synth.h"
 
@@ -73,6 +75,7 @@ typedef struct arch_ops {
     const char *name;    /* general.architecture */
     tr_arch id;
     bool rope_neox;      /* rotate the halves of a head (NEOX) instead of adjacent pairs */
+    const char *output_norm;  /* the final norm's tensor (NULL: "output_norm.weight") */
     /* After the common hyperparameters (model_load.c's read_hparams) and the embeddings, output norm and output
      * matrix: reads the family's own hyperparameters and binds and checks every layer's tensors (m->layers is
      * allocated; family data goes in m->family). */
@@ -114,12 +117,25 @@ typedef struct decoder_parts {
     bool post_norms;   /* post_attention_norm / post_ffw_norm (gemma3) */
 } decoder_parts;
 
-/* Binds layer il's attention and FFN tensors by llama.cpp's names. */
+/* Binds layer il's attention and FFN tensors by llama.cpp's names; its FFN alone (ffn_norm, gate, up, down). */
 tr_status bind_decoder_layer(tr_model *m, int il, decoder_parts parts);
+tr_status bind_decoder_ffn(tr_model *m, int il);
 /* The standard transformer layer: RMSNorm → Q/K/V (+bias) → [per-head Q/K RMSNorm] → RoPE (per layer: none,
  * the main table or the sliding-window one) → [× q_scale] → KV cache → attention → output → [post-norm] →
  * residual → RMSNorm → SwiGLU / GeGLU FFN → [post-norm] → residual. */
 tr_status decoder_layer(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp);
+/* The same layer around another token mixer: RMSNorm (attn_norm) → mixer (A->xb in, A->xb out) → [post-norm] →
+ * residual → FFN → residual. decoder_attention is the layer's own mixer. */
+typedef tr_status (*mixer_fn)(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp);
+tr_status decoder_block(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp, mixer_fn mixer);
+tr_status decoder_attention(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp);
+/* Causal depthwise convolution of K taps over C channels of n rows (rows[t * stride + c], in place), as
+ * ggml_ssm_conv: each channel's window is the K - 1 inputs before (kept in the sequence's state at `offset`,
+ * [C][K - 1], oldest first) and the row's own; the sum in tap order, optionally through SiLU. Planned checkpoints
+ * get the window before their token. Over the pool by channels. */
+void causal_conv(tr_context *ctx, const float *kernel, int32_t K, int32_t C, seq_state *state, size_t offset,
+                 float *rows, int64_t stride, int32_t n, bool silu);
+static inline float siluf(float x) { return x / (1.0f + expf(-x)); }
 void rope_rows_default(const tr_model *m, activations *A, int32_t row, int32_t n, int32_t pos0);
 /* Runs fn(ctx, il, sp, t) for every row t of the pass, shared among the threads by rows (each row's arithmetic is
  * what one thread would do, so the result does not depend on the split). */

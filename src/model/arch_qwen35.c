@@ -43,7 +43,6 @@ struct qwen35_scratch {
 static const qwen35_model *Q(const tr_model *m) { return m->family; }
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-static float siluf(float x) { return x / (1.0f + expf(-x)); }
 static float softplusf(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 /* ---------------------------------------------------------------- loading */
@@ -288,47 +287,13 @@ static size_t state_floats(const tr_model *m) {
     return (size_t)q->n_recurrent * (conv_floats(q) + delta_floats(q));
 }
 
-/* Recurrent layer r's conv window and delta-rule matrices inside a state (the live one or a checkpoint). */
-static float *state_conv(const qwen35_model *q, float *base, int32_t r) { return base + (size_t)r * conv_floats(q); }
+/* Recurrent layer r's delta-rule matrices inside a state (the live one or a checkpoint); its conv window is at
+ * r * conv_floats. */
 static float *state_delta(const qwen35_model *q, float *base, int32_t r) {
     return base + (size_t)q->n_recurrent * conv_floats(q) + (size_t)r * delta_floats(q);
 }
 
 /* ---------------------------------------------------------------- Gated DeltaNet */
-
-typedef struct conv_job {
-    const qwen35_model *q;
-    const deltanet_weights *D;
-    seq_state *dn;
-    int32_t r;            /* recurrent layer index */
-    float *qkv;           /* the span's rows [n][conv_dim] */
-    int32_t n;
-} conv_job;
-
-/* Causal convolution, per channel across the span's tokens (ggml_ssm_conv: window = the kept d_conv-1 inputs and
- * the new one, summed in order), SiLU in place; the window slides; planned checkpoints copy it first. */
-static void conv_task(void *arg, int ith, int nth) {
-    const conv_job *j = arg;
-    const qwen35_model *q = j->q;
-    const int32_t K = q->d_conv, C = q->conv_dim;
-    const int32_t per = (C + nth - 1) / nth, lo = ith * per, hi = lo + per < C ? lo + per : C;
-    float *state = state_conv(q, j->dn->live, j->r);
-    for (int32_t c = lo; c < hi; c++) {
-        float *w = state + (size_t)c * (K - 1);
-        const float *k = j->D->conv + (size_t)c * K;
-        for (int32_t t = 0; t < j->n; t++) {
-            float *ckpt = seq_state_slot(j->dn, t);
-            if (ckpt) memcpy(state_conv(q, ckpt, j->r) + (size_t)c * (K - 1), w, (size_t)(K - 1) * sizeof *w);
-            float *x = j->qkv + (size_t)t * C + c;
-            float sum = 0.0f;
-            for (int32_t i = 0; i < K - 1; i++) sum += w[i] * k[i];
-            sum += *x * k[K - 1];
-            for (int32_t i = 0; i + 1 < K - 1; i++) w[i] = w[i + 1];
-            w[K - 2] = *x;
-            *x = siluf(sum);
-        }
-    }
-}
 
 typedef struct delta_job {
     const qwen35_model *q;
@@ -385,10 +350,9 @@ static tr_status deltanet_layer(tr_context *view, int il, int32_t n, const seq_s
     const int64_t ld[4] = {q->conv_dim, q->value_dim, H, H};
     tr_status st = matmul_multi(view->pool, ws, 4, A->xb, n, outs, ld, &view->scratch);
     if (st != TR_OK) return st;
-    for (int32_t s = 0; s < n_sp; s++) {
-        conv_job cj = {q, D, sp[s].state, r, B->qkv + (size_t)sp[s].row * q->conv_dim, sp[s].n};
-        run_parallel(view, conv_task, &cj, (int64_t)sp[s].n * q->conv_dim * (q->d_conv + 16));
-    }
+    for (int32_t s = 0; s < n_sp; s++) /* then SiLU */
+        causal_conv(view, D->conv, q->d_conv, q->conv_dim, sp[s].state, (size_t)r * conv_floats(q),
+                    B->qkv + (size_t)sp[s].row * q->conv_dim, q->conv_dim, sp[s].n, true);
     for (int32_t t = 0; t < n; t++) {
         float *row = B->qkv + (size_t)t * q->conv_dim;
         for (int32_t h = 0; h < q->n_k_heads; h++) {

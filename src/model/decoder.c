@@ -9,10 +9,13 @@
  *   RMSNorm → Q/K/V (+bias) → [per-head Q/K RMSNorm] → RoPE (none for a NoPE layer; the sliding-window table for a
  *   windowed one) → [× q_scale] → KV cache → attention → output projection → [post-attention RMSNorm] → residual →
  *   RMSNorm → SwiGLU or GeGLU FFN → [post-FFN RMSNorm] → residual.
+ * A family whose layers mix tokens another way (lfm2's short convolutions) keeps the block around its own mixer
+ * (decoder_block). And the causal depthwise convolution over a per-sequence window that qwen35 and lfm2 share.
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "kernels/fp16.h"
@@ -96,6 +99,21 @@ void run_rows(tr_context *ctx, int il, const seq_span *sp, int32_t n_sp, int32_t
 
 /* ---------------------------------------------------------------- binding */
 
+tr_status bind_decoder_ffn(tr_model *m, int il) {
+    const tr_model_info *in = &m->info;
+    layer_weights *L = &m->layers[il];
+    char name[96];
+    tr_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    if ((st = bind_vector(m, NAME("ffn_norm.weight"), in->n_embd, true, &L->ffn_norm)) ||
+        (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, in->n_ff, true, &L->w_gate)) ||
+        (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, in->n_ff, true, &L->w_up)) ||
+        (st = bind_matrix(m, NAME("ffn_down.weight"), in->n_ff, in->n_embd, true, &L->w_down)))
+        return st;
+#undef NAME
+    return TR_OK;
+}
+
 tr_status bind_decoder_layer(tr_model *m, int il, decoder_parts parts) {
     const tr_model_info *in = &m->info;
     layer_weights *L = &m->layers[il];
@@ -115,10 +133,7 @@ tr_status bind_decoder_layer(tr_model *m, int il, decoder_parts parts) {
         (parts.post_norms &&
          (st = bind_vector(m, NAME("post_attention_norm.weight"), in->n_embd, true, &L->attn_post_norm))) ||
         (parts.post_norms && (st = bind_vector(m, NAME("post_ffw_norm.weight"), in->n_embd, true, &L->ffn_post_norm))) ||
-        (st = bind_vector(m, NAME("ffn_norm.weight"), in->n_embd, true, &L->ffn_norm)) ||
-        (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, in->n_ff, true, &L->w_gate)) ||
-        (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, in->n_ff, true, &L->w_up)) ||
-        (st = bind_matrix(m, NAME("ffn_down.weight"), in->n_ff, in->n_embd, true, &L->w_down)))
+        (st = bind_decoder_ffn(m, il)))
         return st;
 #undef NAME
     if ((L->q_norm == NULL) != (L->k_norm == NULL))
@@ -208,20 +223,17 @@ tr_status decoder_ffn(tr_context *ctx, int il, int32_t n) {
     return matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, m->info.n_embd, &ctx->scratch);
 }
 
-tr_status decoder_layer(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
+tr_status decoder_attention(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
     const tr_model *m = ctx->model;
     const layer_weights *L = &m->layers[il];
     activations *A = &ctx->act;
-    const int64_t row_work = (int64_t)m->info.n_embd * 4;
     tr_status st;
-
-    run_rows(ctx, il, sp, n_sp, n, attn_norm_row, NULL, row_work);
     /* Q, K and V read the same input: one hand-off to the threads for the three products. */
     const weight_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *qkv_out[3] = {A->q, A->k, A->v};
     const int64_t qkv_ld[3] = {m->q_dim, m->kv_dim, m->kv_dim};
     if ((st = matmul_multi(ctx->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &ctx->scratch)) != TR_OK) return st;
-    run_rows(ctx, il, sp, n_sp, n, qkv_row, NULL, row_work); /* every sequence's rows in its cache first */
+    run_rows(ctx, il, sp, n_sp, n, qkv_row, NULL, (int64_t)m->info.n_embd * 4); /* every sequence's rows cached */
     const kv_cache saved_kv = ctx->kv;
     const int32_t saved_past = ctx->n_past;
     for (int32_t s = 0; s < n_sp && st == TR_OK; s++) {
@@ -232,9 +244,61 @@ tr_status decoder_layer(tr_context *ctx, int il, int32_t n, const seq_span *sp, 
     ctx->kv = saved_kv;
     ctx->n_past = saved_past;
     if (st != TR_OK) return st;
-    if ((st = matmul(ctx->pool, &L->wo, A->att, n, A->xb, m->info.n_embd, &ctx->scratch)) != TR_OK) return st;
+    return matmul(ctx->pool, &L->wo, A->att, n, A->xb, m->info.n_embd, &ctx->scratch);
+}
+
+tr_status decoder_block(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp, mixer_fn mixer) {
+    const int64_t row_work = (int64_t)ctx->model->info.n_embd * 4;
+    tr_status st;
+    run_rows(ctx, il, sp, n_sp, n, attn_norm_row, NULL, row_work);
+    if ((st = mixer(ctx, il, n, sp, n_sp)) != TR_OK) return st;
     run_rows(ctx, il, sp, n_sp, n, resid_ffn_norm_row, NULL, row_work);
     if ((st = decoder_ffn(ctx, il, n)) != TR_OK) return st;
     run_rows(ctx, il, sp, n_sp, n, resid_row, NULL, row_work);
     return TR_OK;
+}
+
+tr_status decoder_layer(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
+    return decoder_block(ctx, il, n, sp, n_sp, decoder_attention);
+}
+
+/* ---------------------------------------------------------------- causal convolution */
+
+typedef struct conv_job {
+    const float *kernel;
+    int32_t K, C;
+    seq_state *state;
+    size_t offset;
+    float *rows;
+    int64_t stride;
+    int32_t n;
+    bool silu;
+} conv_job;
+
+static void conv_task(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    const int32_t K = j->K, C = j->C;
+    const int32_t per = (C + nth - 1) / nth, lo = ith * per, hi = lo + per < C ? lo + per : C;
+    float *state = j->state->live + j->offset;
+    for (int32_t c = lo; c < hi; c++) {
+        float *w = state + (size_t)c * (K - 1);
+        const float *k = j->kernel + (size_t)c * K;
+        for (int32_t t = 0; t < j->n; t++) {
+            float *ckpt = seq_state_slot(j->state, t);
+            if (ckpt) memcpy(ckpt + j->offset + (size_t)c * (K - 1), w, (size_t)(K - 1) * sizeof *w);
+            float *x = j->rows + (size_t)t * j->stride + c;
+            float sum = 0.0f;
+            for (int32_t i = 0; i < K - 1; i++) sum += w[i] * k[i];
+            sum += *x * k[K - 1];
+            for (int32_t i = 0; i + 1 < K - 1; i++) w[i] = w[i + 1];
+            w[K - 2] = *x;
+            *x = j->silu ? siluf(sum) : sum;
+        }
+    }
+}
+
+void causal_conv(tr_context *ctx, const float *kernel, int32_t K, int32_t C, seq_state *state, size_t offset,
+                 float *rows, int64_t stride, int32_t n, bool silu) {
+    conv_job j = {kernel, K, C, state, offset, rows, stride, n, silu};
+    run_parallel(ctx, conv_task, &j, (int64_t)n * C * (K + 16));
 }

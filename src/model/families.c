@@ -5,10 +5,11 @@
 
 #include "model/arch.h"
 
-extern const arch_ops arch_llama, arch_qwen2, arch_qwen3, arch_qwen35, arch_gemma3, arch_smollm3;
+extern const arch_ops arch_llama, arch_qwen2, arch_qwen3, arch_qwen35, arch_gemma3, arch_smollm3,
+    arch_lfm2;
 
 static const arch_ops *const families[] = {
-    &arch_llama, &arch_qwen2, &arch_qwen3, &arch_qwen35, &arch_gemma3, &arch_smollm3,
+    &arch_llama, &arch_qwen2, &arch_qwen3, &arch_qwen35, &arch_gemma3, &arch_smollm3, &arch_lfm2,
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

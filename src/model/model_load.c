@@ -203,7 +203,8 @@ static tr_status bind_model(tr_model *m) {
                        te->ne[0], te->ne[1], in->n_embd);
     in->n_vocab = (int32_t)te->ne[1];
     if ((st = bind_matrix(m, "token_embd.weight", in->n_embd, in->n_vocab, true, &m->tok_embd)) != TR_OK) return st;
-    if ((st = bind_vector(m, "output_norm.weight", in->n_embd, true, &m->output_norm)) != TR_OK) return st;
+    const char *output_norm = m->arch->output_norm ? m->arch->output_norm : "output_norm.weight";
+    if ((st = bind_vector(m, output_norm, in->n_embd, true, &m->output_norm)) != TR_OK) return st;
     if ((st = bind_matrix(m, "output.weight", in->n_embd, in->n_vocab, false, &m->output)) != TR_OK) return st;
     in->tied_output = m->output.data == NULL;
     if (in->tied_output) m->output = m->tok_embd;

@@ -262,7 +262,7 @@ void synth_decoder_layer(synth_plan *pl, const synth_shape *s, int il, bool post
 static void add_tensors(synth_plan *pl, const arch_ops *fam, const synth_shape *s, const tr_synth_params *p) {
     synth_add(pl, "token_embd.weight", weight_type(p, s->tied ? "output" : "token_embd", 0, s->n_layer, s->n_embd),
               s->n_embd, s->n_vocab, FILL_WEIGHT);
-    synth_add(pl, "output_norm.weight", TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
+    synth_add(pl, fam->output_norm ? fam->output_norm : "output_norm.weight", TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
     if (!s->tied)
         synth_add(pl, "output.weight", weight_type(p, "output", 0, s->n_layer, s->n_embd), s->n_embd, s->n_vocab,
                   FILL_WEIGHT);

@@ -135,10 +135,18 @@ static void test_smollm3(void **state) {
     remove(path);
 }
 
+static void test_lfm2(void **state) {
+    (void)state;
+    const char *path = synth("lfm2-tiny", TR_TYPE_Q8_0);
+    check_model(path, "lfm2");
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),  cmocka_unit_test(test_qwen2),  cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_qwen35), cmocka_unit_test(test_gemma3), cmocka_unit_test(test_smollm3),
+        cmocka_unit_test(test_lfm2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
  * through llamacpp_check_shape — logits and final hidden states at every prompt position (relative RMS 2e-3 for
  * F32, 5e-2 quantized), argmax, 16 greedy tokens. CMake runs it again on the lower instruction sets (avx2, scalar).
  *
- *   smollm3-tiny: 8 layers, 3 and 7 without RoPE (NoPE every fourth), GQA 4/2, head 32. */
+ *   smollm3-tiny: 8 layers, 3 and 7 without RoPE (NoPE every fourth), GQA 4/2, head 32.
+ *   lfm2-tiny: 6 layers, attention at 2 and 5 (Q/K norms, NEOX RoPE, GQA 4/2), short convolutions of 3 taps
+ *   elsewhere (their windows carried across chunks); lfm2-small: 8 layers, 4 taps, attention at 1, 4, 6. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,10 +39,25 @@ static void smollm3_q8_0(void **state) {
     llamacpp_check_shape(&llama, "smollm3-tiny", TR_ARCH_SMOLLM3, TR_TYPE_Q8_0, 5e-2, 7);
 }
 
+static void lfm2_f32(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "lfm2-tiny", TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_shape(&llama, "lfm2-tiny", TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 5);
+    llamacpp_check_shape(&llama, "lfm2-small", TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 7);
+}
+
+static void lfm2_quantized(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "lfm2-tiny", TR_ARCH_LFM2, TR_TYPE_Q8_0, 5e-2, 256);
+    llamacpp_check_shape(&llama, "lfm2-small", TR_ARCH_LFM2, TR_TYPE_Q4_0, 5e-2, 7);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smollm3_f32),
         cmocka_unit_test(smollm3_q8_0),
+        cmocka_unit_test(lfm2_f32),
+        cmocka_unit_test(lfm2_quantized),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
