@@ -1,7 +1,8 @@
 /* arch_qwen35.c — the qwen35 layout (Qwen3.5 0.8B / 2B ...), following llama.cpp's src/models/qwen35.cpp and
  * delta-net-base.cpp of 2026-09 and ggml's CPU ops they use.
  *
- * Every layer: x += mixer(RMSNorm(x)); x += SwiGLU(RMSNorm_post(x)) (post_attention_norm is the FFN's pre-norm).
+ * Every layer: x += mixer(RMSNorm(x)); x += SwiGLU(RMSNorm_post(x)) (post_attention_norm is the FFN's pre-norm):
+ * the shared decoder block (decoder.c) around this file's two mixers.
  * The mixer is, at layer il, a full-attention block when (il + 1) % full_attention_interval == 0 (or as
  * attention.recurrent_layers says), else a Gated DeltaNet block:
  *
@@ -433,21 +434,9 @@ static tr_status attention_layer(tr_context *view, int il, int32_t n, const seq_
 
 /* ---------------------------------------------------------------- the layer */
 
+/* The shared decoder block (post_attention_norm bound as its FFN pre-norm) around the layer's mixer. */
 static tr_status layer(tr_context *view, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
-    const tr_model *m = view->model;
-    const layer_weights *L = &m->layers[il];
-    activations *A = &view->act;
-    const int32_t dim = m->info.n_embd;
-    const float eps = m->info.norm_eps;
-    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
-    tr_status st = Q(m)->rec_index[il] >= 0 ? deltanet_layer(view, il, n, sp, n_sp)
-                                            : attention_layer(view, il, n, sp, n_sp);
-    if (st != TR_OK) return st;
-    add_vec(A->x, A->xb, (int64_t)n * dim);
-    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
-    if ((st = decoder_ffn(view, il, n)) != TR_OK) return st;
-    add_vec(A->x, A->xb, (int64_t)n * dim);
-    return TR_OK;
+    return decoder_block(view, il, n, sp, n_sp, Q(view->model)->rec_index[il] >= 0 ? deltanet_layer : attention_layer);
 }
 
 /* RoPE tables; pairs no M-RoPE section claims stay unrotated. */
