@@ -6,7 +6,9 @@
  *
  *   smollm3-tiny: 8 layers, 3 and 7 without RoPE (NoPE every fourth), GQA 4/2, head 32.
  *   lfm2-tiny: 6 layers, attention at 2 and 5 (Q/K norms, NEOX RoPE, GQA 4/2), short convolutions of 3 taps
- *   elsewhere (their windows carried across chunks); lfm2-small: 8 layers, 4 taps, attention at 1, 4, 6. */
+ *   elsewhere (their windows carried across chunks); lfm2-small: 8 layers, 4 taps, attention at 1, 4, 6; and
+ *   lfm2-small with attention.sliding_window 6 (llama.cpp's LFM2 SWA variant: every attention layer windowed),
+ *   which the 24-token prompt and the greedy tokens cross. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +48,17 @@ static void lfm2_f32(void **state) {
     llamacpp_check_shape(&llama, "lfm2-small", TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 7);
 }
 
+static tr_status window_6(tr_gguf_writer *w, void *user) {
+    (void)user;
+    return tr_gguf_writer_set_u32(w, "lfm2.attention.sliding_window", 6);
+}
+
+static void lfm2_swa(void **state) {
+    (void)state;
+    llamacpp_check_variant(&llama, "lfm2-small", "swa6", window_6, TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_variant(&llama, "lfm2-small", "swa6", window_6, TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 5);
+}
+
 static void lfm2_quantized(void **state) {
     (void)state;
     llamacpp_check_shape(&llama, "lfm2-tiny", TR_ARCH_LFM2, TR_TYPE_Q8_0, 5e-2, 256);
@@ -58,6 +71,7 @@ int main(void) {
         cmocka_unit_test(smollm3_q8_0),
         cmocka_unit_test(lfm2_f32),
         cmocka_unit_test(lfm2_quantized),
+        cmocka_unit_test(lfm2_swa),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "support/fixtures.h"
+#include "support/gguf_builder.h"
 #include "tokroute.h"
 
 int run_command(const char *cmd) {
@@ -82,16 +83,38 @@ int reference_clear_argmax(const float *ref, size_t n_vocab) {
 static const int32_t PROMPT[LLAMACPP_N_PROMPT] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315,
                                                   421, 395, 317, 426, 338, 401, 396, 267, 5, 300, 42, 17};
 
+static bool keep(const char *name, void *user) {
+    (void)name, (void)user;
+    return false;
+}
+
 void llamacpp_check_shape(const llamacpp_ref *llama, const char *shape, tr_arch arch, tr_type type, double tol,
                           int32_t n_batch) {
+    llamacpp_check_variant(llama, shape, NULL, NULL, arch, type, tol, n_batch);
+}
+
+void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const char *variant,
+                            tr_status (*set_keys)(tr_gguf_writer *w, void *user), tr_arch arch, tr_type type,
+                            double tol, int32_t n_batch) {
     char model[256], prefix[256], cmd[2048], csv[1024] = "";
-    snprintf(prefix, sizeof prefix, "%s/%s-%s", llama->work, shape, tr_type_name(type));
+    snprintf(prefix, sizeof prefix, "%s/%s%s%s-%s", llama->work, shape, variant ? "-" : "", variant ? variant : "",
+             tr_type_name(type));
     snprintf(model, sizeof model, "%s.gguf", prefix);
     if (access(model, R_OK) != 0) {
         tr_synth_params sp = tr_synth_default_params();
         sp.shape = shape;
         sp.type = type;
-        assert_int_equal(tr_synth_write(&sp, model), TR_OK);
+        char synth[300];
+        snprintf(synth, sizeof synth, "%s.synth", prefix);
+        assert_int_equal(tr_synth_write(&sp, set_keys ? synth : model), TR_OK);
+        if (set_keys) { /* the shape's file with the variant's keys */
+            tr_gguf *g = NULL;
+            assert_int_equal(tr_gguf_open(synth, &g), TR_OK);
+            const rewrite_hooks hooks = {keep, keep, set_keys, NULL};
+            assert_int_equal(gguf_rewrite(g, model, &hooks), TR_OK);
+            tr_gguf_close(g);
+            remove(synth);
+        }
         for (int i = 0; i < LLAMACPP_N_PROMPT; i++)
             snprintf(csv + strlen(csv), sizeof csv - strlen(csv), "%s%d", i ? "," : "", PROMPT[i]);
         snprintf(cmd, sizeof cmd, "%s %s %s %d %s", llama->exe, model, csv, LLAMACPP_N_GREEDY, prefix);

@@ -40,5 +40,10 @@ enum { LLAMACPP_N_PROMPT = 24, LLAMACPP_N_GREEDY = 16 };
  * near-ties). The file and the reference dumps are made once per work folder; `arch` is the family expected. */
 void llamacpp_check_shape(const llamacpp_ref *llama, const char *shape, tr_arch arch, tr_type type, double tol,
                           int32_t n_batch);
+/* The same on a variant of the shape: its file with the keys `set_keys` writes (e.g. a sliding window), named
+ * after `variant`. */
+void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const char *variant,
+                            tr_status (*set_keys)(tr_gguf_writer *w, void *user), tr_arch arch, tr_type type,
+                            double tol, int32_t n_batch);
 
 #endif
