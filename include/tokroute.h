@@ -225,11 +225,13 @@ typedef struct tr_model_params {
                            * name another (default TR_KV_DEFAULT: F16) */
 } tr_model_params;
 
-typedef enum tr_arch { TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3 } tr_arch;
+typedef enum tr_arch {
+    TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3, TR_ARCH_SMOLLM3, TR_ARCH_LFM2
+} tr_arch;
 
 typedef struct tr_model_info {
     tr_arch arch;
-    const char *arch_name;   /* "llama", "qwen2", "qwen3", "qwen35", "gemma3" */
+    const char *arch_name;   /* "llama", "qwen2", "qwen3", "qwen35", "gemma3", "smollm3", "lfm2" */
     const char *name;        /* general.name or "" */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     float rope_theta, norm_eps;
@@ -481,8 +483,8 @@ const char *tr_router_feature_name(unsigned feature_bit);
 /* ---------------------------------------------------------------- synthetic models */
 
 typedef struct tr_synth_params {
-    const char *shape;   /* "smollm2-135m", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "llama-3.2-1b", "tiny",
-                          * "gemma3-270m", "gemma3-1b", "gemma3-tiny", "gemma3-small" (tr_synth_shapes) */
+    const char *shape;   /* one of tr_synth_shapes: "tiny", "smollm2-135m", "qwen3-0.6b", "gemma3-270m",
+                          * "smollm3-3b" ... (each family's real sizes and small ones for tests) */
     tr_type type;        /* type of the 2-D weights (default Q8_0) */
     bool mixed_q4_k_m;   /* mix types as a stock Q4_K_M file does (type must be Q4_K) */
     uint64_t seed;

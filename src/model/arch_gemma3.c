@@ -1,5 +1,5 @@
-/* arch_gemma3.c — what the gemma3 layout adds to the llama-style decoder, as llama.cpp of 2026-09 builds it
- * (src/models/gemma3.cpp):
+/* arch_gemma3.c — the gemma3 family: the shared decoder layer (decoder.c) with what gemma3 sets in it, as
+ * llama.cpp of 2026-09 builds it (src/models/gemma3.cpp):
  *   embeddings × sqrt(n_embd); per layer RMSNorm → Q/K/V → per-head Q/K RMSNorm → RoPE (NEOX) → Q × the attention
  *   scale → attention (scores unscaled) → output projection → post-attention RMSNorm → residual → RMSNorm →
  *   GeGLU FFN → post-FFN RMSNorm → residual; output norm; tied output; optional final logit softcapping.
@@ -15,12 +15,10 @@
  */
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 
 #include "common/error.h"
-#include "kernels/fp16.h"
-#include "model/model_internal.h"
+#include "model/arch.h"
 
 /* ---------------------------------------------------------------- hyperparameters */
 
@@ -66,7 +64,7 @@ static tr_status layer_is_swa(const tr_model *m, int il, bool *swa) {
     return TR_OK;
 }
 
-tr_status gemma3_read_hparams(tr_model *m) {
+static tr_status read_hparams(tr_model *m) {
     tr_model_info *in = &m->info;
     char key[128];
     double f;
@@ -102,7 +100,7 @@ tr_status gemma3_read_hparams(tr_model *m) {
     return TR_OK;
 }
 
-tr_status gemma3_bind_layer(tr_model *m, int il) {
+static tr_status bind_layer(tr_model *m, int il) {
     int32_t window;
     bool swa = false;
     tr_status st = read_window(m, &window);
@@ -111,10 +109,18 @@ tr_status gemma3_bind_layer(tr_model *m, int il) {
     return st;
 }
 
+static tr_status load(tr_model *m) {
+    tr_status st = read_hparams(m); /* llama.cpp's gemma3 graph passes no RoPE frequency factors */
+    const decoder_parts parts = {.qk_norm = true, .post_norms = true};
+    for (int il = 0; il < m->info.n_layer && st == TR_OK; il++)
+        if ((st = bind_decoder_layer(m, il, parts)) == TR_OK) st = bind_layer(m, il);
+    return st;
+}
+
 /* ---------------------------------------------------------------- forward-pass steps */
 
 /* As rope_tables (ops.c) with the sliding-window base and scale 1 (llama.cpp's rope_freq_scale_train_swa). */
-void gemma3_rope_tables_swa(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out) {
+static void rope_tables_swa(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out) {
     const int32_t half = m->rope_dim / 2;
     const float theta_scale = powf(m->rope_theta_swa, -2.0f / (float)m->rope_dim);
     for (int32_t t = 0; t < n; t++) {
@@ -127,49 +133,52 @@ void gemma3_rope_tables_swa(const tr_model *m, int32_t pos0, int32_t n, float *c
     }
 }
 
-/* ggml's GELU reads a table indexed by the input rounded to F16 (GGML_GELU_FP16), whose entries are the tanh
- * approximation rounded to F16; inputs beyond ±10 bypass it. Built once, 256 KiB. */
-static float gelu_table[1 << 16];
-static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
-
-static void gelu_table_init(void) {
-    for (uint32_t i = 0; i < (1u << 16); i++) {
-        const float x = fp16_to_fp32((uint16_t)i);
-        const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
-        gelu_table[i] = fp16_to_fp32(fp32_to_fp16(g));
-    }
+/* The main table, and after the cap rows of it the sliding-window layers' (when the model has some). */
+static void rope_rows(const tr_model *m, activations *A, int32_t row, int32_t n, int32_t pos0) {
+    rope_rows_default(m, A, row, n, pos0);
+    const int64_t off = (int64_t)(A->cap + row) * (m->rope_dim / 2);
+    if (m->rope_swa) rope_tables_swa(m, pos0, n, A->rope_cos + off, A->rope_sin + off);
 }
 
-typedef struct geglu_job {
-    float *gate;
-    const float *up;
-    int64_t n;
-} geglu_job;
-
-static void geglu_task(void *arg, int ith, int nth) {
-    const geglu_job *j = arg;
-    const int64_t per = (j->n + nth - 1) / nth, lo = ith * per, hi = lo + per < j->n ? lo + per : j->n;
-    for (int64_t i = lo; i < hi; i++) {
-        const float x = j->gate[i];
-        const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : gelu_table[fp32_to_fp16(x)];
-        j->gate[i] = g * j->up[i];
-    }
-}
-
-void gemma3_geglu(tr_context *ctx, float *gate, const float *up, int64_t n) {
-    pthread_once(&gelu_once, gelu_table_init);
-    geglu_job job = {gate, up, n};
-    run_parallel(ctx, geglu_task, &job, n * 4);
-}
-
-void gemma3_post_norm(const tr_model *m, float *rows, const float *w, int32_t n) {
-    const int32_t dim = m->info.n_embd;
-    for (int32_t t = 0; t < n; t++) rms_norm(rows + (int64_t)t * dim, rows + (int64_t)t * dim, w, dim, m->info.norm_eps);
-}
-
-void gemma3_softcap(const tr_model *m, float *logits, int32_t n) {
+static void softcap(const tr_model *m, float *logits, int32_t n) {
     const float c = m->logit_softcap;
     if (!(c > 0)) return;
     const float inv = 1.0f / c;
     for (int64_t i = 0; i < (int64_t)n * m->info.n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * c;
 }
+
+/* ---------------------------------------------------------------- synthetic shapes */
+
+/* The HF configs (query_pre_attn_scalar = head_dim, rope_local_base_freq 10000 = llama.cpp's default for
+ * freq_base_swa); the two small ones keep head_dim 256 and the 5:1 local/global rule for tests, with windows short
+ * prompts cross (extra: attention.sliding_window). */
+static const int32_t window_512 = 512, window_32 = 32, window_48 = 48;
+static const synth_shape shapes[] = {
+    {"gemma3-270m", 640, 18, 4, 1, 256, 2048, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false, 0,
+     &window_512},
+    {"gemma3-1b", 1152, 26, 4, 1, 256, 6912, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false, 0,
+     &window_512},
+    {"gemma3-tiny", 256, 7, 4, 1, 256, 512, 512, 512, 1000000.0f, 1e-6f, true, false, true, false, 0, &window_32},
+    {"gemma3-small", 384, 8, 6, 2, 256, 1024, 512, 512, 1000000.0f, 1e-6f, true, false, true, false, 0, &window_48},
+};
+
+static tr_status synth_hparams(tr_gguf_writer *w, const synth_shape *s) {
+    return synth_set_u32(w, "gemma3", "attention.sliding_window", (uint32_t)*(const int32_t *)s->extra, TR_OK);
+}
+
+/* Norms stored with Gemma's +1 added, as llama.cpp's converter does (FILL_NORM is around 1). */
+static void synth_layer(synth_plan *pl, const synth_shape *s, int il) { synth_decoder_layer(pl, s, il, true); }
+
+const arch_ops arch_gemma3 = {
+    .name = "gemma3",
+    .id = TR_ARCH_GEMMA3,
+    .rope_neox = true,
+    .load = load,
+    .rope_rows = rope_rows,
+    .layer = decoder_layer,
+    .logits_post = softcap,
+    .shapes = shapes,
+    .n_shapes = sizeof shapes / sizeof shapes[0],
+    .synth_hparams = synth_hparams,
+    .synth_layer = synth_layer,
+};

@@ -1,7 +1,8 @@
 /* arch_qwen35.c — the qwen35 layout (Qwen3.5 0.8B / 2B ...), following llama.cpp's src/models/qwen35.cpp and
  * delta-net-base.cpp of 2026-09 and ggml's CPU ops they use.
  *
- * Every layer: x += mixer(RMSNorm(x)); x += SwiGLU(RMSNorm_post(x)) (post_attention_norm is the FFN's pre-norm).
+ * Every layer: x += mixer(RMSNorm(x)); x += SwiGLU(RMSNorm_post(x)) (post_attention_norm is the FFN's pre-norm):
+ * the shared decoder block (decoder.c) around this file's two mixers.
  * The mixer is, at layer il, a full-attention block when (il + 1) % full_attention_interval == 0 (or as
  * attention.recurrent_layers says), else a Gated DeltaNet block:
  *
@@ -17,8 +18,8 @@
  *    (ggml_gated_delta_net); then RMSNorm(o) × ssm_norm × SiLU(attn_gate·x) per head, and ssm_out.
  *
  * The recurrence runs token by token inside a chunk (the projections are batched), threads splitting the heads
- * (and the convolution's channels). Before a chunk, a sequence whose recurrent state lags behind its n_past (a
- * rollback restored an older checkpoint, deltanet.c) first replays the tokens it kept.
+ * (and the convolution's channels). The recurrent layers' convolution windows and delta-rule matrices are the
+ * family's per-sequence state (arch_ops.state_floats), checkpointed and rolled back by seq_state.c.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -38,18 +39,11 @@ struct qwen35_scratch {
     float *z;             /* [cap][value_dim] */
     float *beta, *alpha;  /* [cap][n_v_heads]: raw, then sigmoid(beta) and the decay g */
     float *o;             /* [cap][value_dim] */
-    float *last_hidden;   /* [cap][n_embd]: the multi pass's normed last rows */
 };
 
-/* A run of rows of one sequence in the pass. */
-typedef struct span {
-    int32_t row, n, n_past;
-    kv_cache *kv;
-    deltanet_state *dn;
-} span;
+static const qwen35_model *Q(const tr_model *m) { return m->family; }
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-static float siluf(float x) { return x / (1.0f + expf(-x)); }
 static float softplusf(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 /* ---------------------------------------------------------------- loading */
@@ -178,7 +172,7 @@ static tr_status bind_layer(tr_model *m, qwen35_model *q, int il) {
     return q->rec_index[il] >= 0 ? bind_recurrent(m, q, il) : bind_attention(m, il);
 }
 
-tr_status qwen35_load(tr_model *m) {
+static tr_status load(tr_model *m) {
     /* llama.cpp's converter appends the multi-token-prediction block(s) to block_count (nextn_predict_layers); the
      * trunk is the layers before them, and the MTP tensors stay unused as in llama.cpp's main pass */
     int64_t nextn = 0;
@@ -188,7 +182,7 @@ tr_status qwen35_load(tr_model *m) {
     const int32_t n_layer = m->info.n_layer;
     qwen35_model *q = calloc(1, sizeof *q);
     if (!q) return tr_fail(TR_ERR_NOMEM, "out of memory");
-    m->q35 = q;
+    m->family = q;
     q->rec_index = malloc((size_t)n_layer * sizeof *q->rec_index);
     q->no_kv = calloc((size_t)n_layer, sizeof *q->no_kv);
     q->dn = calloc((size_t)n_layer, sizeof *q->dn);
@@ -215,30 +209,33 @@ tr_status qwen35_load(tr_model *m) {
     q->key_dim = q->d_state * q->n_k_heads;
     q->value_dim = q->d_state * q->n_v_heads;
     q->conv_dim = 2 * q->key_dim + q->value_dim;
-    if ((st = read_layer_kinds(m, q)) != TR_OK || (st = read_rope_sections(m, q)) != TR_OK) return st;
+    if ((st = read_layer_kinds(m, q)) != TR_OK || (st = read_rope_sections(m, q)) != TR_OK ||
+        (st = bind_vector(m, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs)) != TR_OK)
+        return st;
     for (int il = 0; il < n_layer; il++)
         if ((st = bind_layer(m, q, il)) != TR_OK) return st;
     m->no_kv = q->no_kv;
     return TR_OK;
 }
 
-void qwen35_free(tr_model *m) {
-    qwen35_model *q = m->q35;
+static void unload(tr_model *m) {
+    qwen35_model *q = m->family;
     if (!q) return;
     free(q->rec_index);
     free(q->no_kv);
     free(q->dn);
     free(q->rope_static);
     free(q);
-    m->q35 = NULL;
+    m->family = NULL;
     m->no_kv = NULL;
 }
 
-size_t qwen35_repack_list(tr_model *m, weight_matrix **todo) {
+static size_t repack_list(tr_model *m, weight_matrix **todo) {
     size_t n = 0;
-    for (int il = 0; m->q35 && il < m->info.n_layer; il++) {
-        if (m->q35->rec_index[il] < 0) continue;
-        deltanet_weights *D = &m->q35->dn[il];
+    qwen35_model *q = m->family;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        if (q->rec_index[il] < 0) continue;
+        deltanet_weights *D = &q->dn[il];
         weight_matrix *ws[] = {&D->w_qkv, &D->w_z, &D->w_beta, &D->w_alpha, &D->w_out};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (weight_repack_wanted(ws[i])) todo[n++] = ws[i];
@@ -248,12 +245,12 @@ size_t qwen35_repack_list(tr_model *m, weight_matrix **todo) {
 
 /* ---------------------------------------------------------------- per-context buffers */
 
-tr_status qwen35_context_init(tr_context *ctx, int32_t cap, bool with_state) {
+static tr_status buffers_init(tr_context *ctx, int32_t cap) {
     const tr_model *m = ctx->model;
-    const qwen35_model *q = m->q35;
+    const qwen35_model *q = Q(m);
     qwen35_scratch *B = calloc(1, sizeof *B);
     if (!B) return tr_fail(TR_ERR_NOMEM, "out of memory");
-    ctx->q35_buf = B;
+    ctx->family_buf = B;
     const size_t c = (size_t)cap;
     B->cap = cap;
     B->qg = malloc(c * 2 * (size_t)m->q_dim * sizeof(float));
@@ -262,65 +259,46 @@ tr_status qwen35_context_init(tr_context *ctx, int32_t cap, bool with_state) {
     B->beta = malloc(c * (size_t)q->n_v_heads * sizeof(float));
     B->alpha = malloc(c * (size_t)q->n_v_heads * sizeof(float));
     B->o = malloc(c * (size_t)q->value_dim * sizeof(float));
-    B->last_hidden = malloc(c * (size_t)m->info.n_embd * sizeof(float));
-    if (!B->qg || !B->qkv || !B->z || !B->beta || !B->alpha || !B->o || !B->last_hidden)
+    if (!B->qg || !B->qkv || !B->z || !B->beta || !B->alpha || !B->o)
         return tr_fail(TR_ERR_NOMEM, "out of memory for the qwen35 buffers (batch %d)", cap);
-    return with_state ? deltanet_state_create(m, &ctx->dn) : TR_OK;
+    return TR_OK;
 }
 
-void qwen35_context_free(tr_context *ctx) {
-    qwen35_scratch *B = ctx->q35_buf;
+static void buffers_free(tr_context *ctx) {
+    qwen35_scratch *B = ctx->family_buf;
     if (B) {
-        float *bufs[] = {B->qg, B->qkv, B->z, B->beta, B->alpha, B->o, B->last_hidden};
+        float *bufs[] = {B->qg, B->qkv, B->z, B->beta, B->alpha, B->o};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
         free(B);
     }
-    deltanet_state_free(ctx->dn);
-    ctx->q35_buf = NULL;
-    ctx->dn = NULL;
+    ctx->family_buf = NULL;
+}
+
+/* ---------------------------------------------------------------- the per-sequence state */
+
+/* One state: every recurrent layer's conv window ([conv_dim][d_conv - 1], oldest first), then every layer's
+ * delta-rule matrices ([n_v_heads][d_state (v)][d_state (k)]). */
+static size_t conv_floats(const qwen35_model *q) { return (size_t)q->conv_dim * (size_t)(q->d_conv - 1); }
+static size_t delta_floats(const qwen35_model *q) {
+    return (size_t)q->n_v_heads * (size_t)q->d_state * (size_t)q->d_state;
+}
+
+static size_t state_floats(const tr_model *m) {
+    const qwen35_model *q = Q(m);
+    return (size_t)q->n_recurrent * (conv_floats(q) + delta_floats(q));
+}
+
+/* Recurrent layer r's delta-rule matrices inside a state (the live one or a checkpoint); its conv window is at
+ * r * conv_floats. */
+static float *state_delta(const qwen35_model *q, float *base, int32_t r) {
+    return base + (size_t)q->n_recurrent * conv_floats(q) + (size_t)r * delta_floats(q);
 }
 
 /* ---------------------------------------------------------------- Gated DeltaNet */
 
-typedef struct conv_job {
-    const qwen35_model *q;
-    const deltanet_weights *D;
-    deltanet_state *dn;
-    int32_t r;            /* recurrent layer index */
-    float *qkv;           /* the span's rows [n][conv_dim] */
-    int32_t n;
-} conv_job;
-
-/* Causal convolution, per channel across the span's tokens (ggml_ssm_conv: window = the kept d_conv-1 inputs and
- * the new one, summed in order), SiLU in place; the window slides; planned checkpoints copy it first. */
-static void conv_task(void *arg, int ith, int nth) {
-    const conv_job *j = arg;
-    const qwen35_model *q = j->q;
-    const int32_t K = q->d_conv, C = q->conv_dim;
-    const int32_t per = (C + nth - 1) / nth, lo = ith * per, hi = lo + per < C ? lo + per : C;
-    float *state = deltanet_conv(j->dn, j->dn->live, j->r);
-    for (int32_t c = lo; c < hi; c++) {
-        float *w = state + (size_t)c * (K - 1);
-        const float *k = j->D->conv + (size_t)c * K;
-        for (int32_t t = 0; t < j->n; t++) {
-            const int slot = t < j->dn->plan_n ? j->dn->plan[t] : -1;
-            if (slot >= 0)
-                memcpy(deltanet_conv(j->dn, j->dn->ckpt[slot], j->r) + (size_t)c * (K - 1), w,
-                       (size_t)(K - 1) * sizeof *w);
-            float *x = j->qkv + (size_t)t * C + c;
-            float sum = 0.0f;
-            for (int32_t i = 0; i < K - 1; i++) sum += w[i] * k[i];
-            sum += *x * k[K - 1];
-            for (int32_t i = 0; i + 1 < K - 1; i++) w[i] = w[i + 1];
-            w[K - 2] = *x;
-            *x = siluf(sum);
-        }
-    }
-}
-
 typedef struct delta_job {
     const qwen35_model *q;
-    deltanet_state *dn;
+    seq_state *dn;
     int32_t r;
     const float *qkv;     /* the span's rows [n][conv_dim] (after conv, q and k normalised) */
     const float *g, *beta; /* [n][n_v_heads] */
@@ -337,13 +315,11 @@ static void delta_task(void *arg, int ith, int nth) {
     const float scale = 1.0f / sqrtf((float)S);
     const delta_rule_fn step = delta_rule_for(S);
     for (int32_t h = lo; h < hi; h++) {
-        float *st = deltanet_delta(j->dn, j->dn->live, j->r) + (size_t)h * S * S;
+        float *st = state_delta(q, j->dn->live, j->r) + (size_t)h * S * S;
         const int32_t kh = h % q->n_k_heads;
         for (int32_t t = 0; t < j->n; t++) {
-            const int slot = t < j->dn->plan_n ? j->dn->plan[t] : -1;
-            if (slot >= 0)
-                memcpy(deltanet_delta(j->dn, j->dn->ckpt[slot], j->r) + (size_t)h * S * S, st,
-                       (size_t)S * S * sizeof *st);
+            float *ckpt = seq_state_slot(j->dn, t);
+            if (ckpt) memcpy(state_delta(q, ckpt, j->r) + (size_t)h * S * S, st, (size_t)S * S * sizeof *st);
             const float *row = j->qkv + (size_t)t * q->conv_dim;
             const float *qv = row + (size_t)kh * S, *kv = row + q->key_dim + (size_t)kh * S,
                         *vv = row + 2 * (size_t)q->key_dim + (size_t)h * S;
@@ -362,23 +338,22 @@ static void l2_norm(float *x, int32_t n, float eps) {
     for (int32_t i = 0; i < n; i++) x[i] = x[i] * scale * post;
 }
 
-static tr_status deltanet_layer(tr_context *view, int il, int32_t n, const span *sp, int32_t n_sp) {
+static tr_status deltanet_layer(tr_context *view, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
     const tr_model *m = view->model;
-    const qwen35_model *q = m->q35;
+    const qwen35_model *q = Q(m);
     const deltanet_weights *D = &q->dn[il];
     const int32_t r = q->rec_index[il], H = q->n_v_heads, S = q->d_state;
     activations *A = &view->act;
-    qwen35_scratch *B = view->q35_buf;
+    qwen35_scratch *B = view->family_buf;
     const float eps = m->info.norm_eps;
     const weight_matrix *ws[4] = {&D->w_qkv, &D->w_z, &D->w_beta, &D->w_alpha};
     float *outs[4] = {B->qkv, B->z, B->beta, B->alpha};
     const int64_t ld[4] = {q->conv_dim, q->value_dim, H, H};
     tr_status st = matmul_multi(view->pool, ws, 4, A->xb, n, outs, ld, &view->scratch);
     if (st != TR_OK) return st;
-    for (int32_t s = 0; s < n_sp; s++) {
-        conv_job cj = {q, D, sp[s].dn, r, B->qkv + (size_t)sp[s].row * q->conv_dim, sp[s].n};
-        run_parallel(view, conv_task, &cj, (int64_t)sp[s].n * q->conv_dim * (q->d_conv + 16));
-    }
+    for (int32_t s = 0; s < n_sp; s++) /* then SiLU */
+        causal_conv(view, D->conv, q->d_conv, q->conv_dim, sp[s].state, (size_t)r * conv_floats(q),
+                    B->qkv + (size_t)sp[s].row * q->conv_dim, q->conv_dim, sp[s].n, true);
     for (int32_t t = 0; t < n; t++) {
         float *row = B->qkv + (size_t)t * q->conv_dim;
         for (int32_t h = 0; h < q->n_k_heads; h++) {
@@ -393,7 +368,7 @@ static tr_status deltanet_layer(tr_context *view, int il, int32_t n, const span 
     }
     for (int32_t s = 0; s < n_sp; s++) {
         const size_t row = (size_t)sp[s].row;
-        delta_job dj = {q, sp[s].dn, r, B->qkv + row * q->conv_dim, B->alpha + row * H, B->beta + row * H,
+        delta_job dj = {q, sp[s].state, r, B->qkv + row * q->conv_dim, B->alpha + row * H, B->beta + row * H,
                         B->o + row * q->value_dim, sp[s].n};
         run_parallel(view, delta_task, &dj, (int64_t)sp[s].n * H * S * S * 4);
     }
@@ -413,11 +388,11 @@ static void head_norm(float *rows, const float *w, int32_t n, int32_t n_heads, i
     for (int64_t i = 0; i < (int64_t)n * n_heads; i++) rms_norm(rows + i * hd, rows + i * hd, w, hd, eps);
 }
 
-static tr_status attention_layer(tr_context *view, int il, int32_t n, const span *sp, int32_t n_sp) {
+static tr_status attention_layer(tr_context *view, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
     const tr_model *m = view->model;
     const layer_weights *L = &m->layers[il];
     activations *A = &view->act;
-    qwen35_scratch *B = view->q35_buf;
+    qwen35_scratch *B = view->family_buf;
     const int32_t hd = m->info.head_dim, n_head = m->info.n_head, half = m->rope_dim / 2;
     const float eps = m->info.norm_eps;
     const weight_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
@@ -457,138 +432,103 @@ static tr_status attention_layer(tr_context *view, int il, int32_t n, const span
     return matmul(view->pool, &L->wo, A->att, n, A->xb, m->info.n_embd, &view->scratch);
 }
 
-/* ---------------------------------------------------------------- the pass */
+/* ---------------------------------------------------------------- the layer */
 
-static tr_status layer_forward(tr_context *view, int il, int32_t n, const span *sp, int32_t n_sp) {
-    const tr_model *m = view->model;
-    const layer_weights *L = &m->layers[il];
-    activations *A = &view->act;
-    const int32_t dim = m->info.n_embd;
-    const float eps = m->info.norm_eps;
-    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->attn_norm, dim, eps);
-    tr_status st = m->q35->rec_index[il] >= 0 ? deltanet_layer(view, il, n, sp, n_sp)
-                                              : attention_layer(view, il, n, sp, n_sp);
-    if (st != TR_OK) return st;
-    add_vec(A->x, A->xb, (int64_t)n * dim);
-    for (int32_t t = 0; t < n; t++) rms_norm(A->xb + (int64_t)t * dim, A->x + (int64_t)t * dim, L->ffn_norm, dim, eps);
-    const weight_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
-    float *gate_up_out[2] = {A->gate, A->up};
-    const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
-    if ((st = matmul_multi(view->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &view->scratch)) != TR_OK)
-        return st;
-    silu_mul_parallel(view, A->gate, A->up, (int64_t)n * m->info.n_ff);
-    if ((st = matmul(view->pool, &L->w_down, A->gate, n, A->xb, dim, &view->scratch)) != TR_OK) return st;
-    add_vec(A->x, A->xb, (int64_t)n * dim);
-    return TR_OK;
+/* The shared decoder block (post_attention_norm bound as its FFN pre-norm) around the layer's mixer. */
+static tr_status layer(tr_context *view, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
+    return decoder_block(view, il, n, sp, n_sp, Q(view->model)->rec_index[il] >= 0 ? deltanet_layer : attention_layer);
 }
 
-/* Embeddings of rows [row, row + n) and their RoPE tables for positions pos0.. */
-static tr_status embed(tr_context *view, const int32_t *tokens, int32_t row, int32_t n, int32_t pos0) {
-    const tr_model *m = view->model;
-    activations *A = &view->act;
-    const int32_t dim = m->info.n_embd, half = m->rope_dim / 2;
-    for (int32_t t = 0; t < n; t++) {
-        tr_status st = weight_dequantize_row(&m->tok_embd, tokens[t], A->x + (int64_t)(row + t) * dim);
-        if (st != TR_OK) return st;
-    }
+/* RoPE tables; pairs no M-RoPE section claims stay unrotated. */
+static void rope_rows(const tr_model *m, activations *A, int32_t row, int32_t n, int32_t pos0) {
+    const int32_t half = m->rope_dim / 2;
+    rope_rows_default(m, A, row, n, pos0);
     float *c = A->rope_cos + (int64_t)row * half, *s = A->rope_sin + (int64_t)row * half;
-    rope_tables(m, pos0, n, c, s);
     for (int32_t t = 0; t < n; t++)
         for (int32_t i = 0; i < half; i++)
-            if (m->q35->rope_static[i]) c[(int64_t)t * half + i] = 1.0f, s[(int64_t)t * half + i] = 0.0f;
-    return TR_OK;
+            if (Q(m)->rope_static[i]) c[(int64_t)t * half + i] = 1.0f, s[(int64_t)t * half + i] = 0.0f;
 }
 
-/* Every layer over the rows of the spans (their states planned), committing or resetting their states. */
-static tr_status run_layers(tr_context *view, int32_t n, const span *sp, int32_t n_sp) {
-    tr_status st = TR_OK;
-    for (int32_t s = 0; s < n_sp; s++) deltanet_plan(sp[s].dn, sp[s].n);
-    for (int il = 0; il < view->model->info.n_layer && st == TR_OK; il++) st = layer_forward(view, il, n, sp, n_sp);
-    for (int32_t s = 0; s < n_sp; s++) {
-        if (st == TR_OK) deltanet_commit(sp[s].dn, sp[s].n);
-        else deltanet_reset(sp[s].dn);
-    }
-    return st;
+/* ---------------------------------------------------------------- synthetic shapes */
+
+/* The Gated DeltaNet and RoPE sizes of a shape. The real ones: Qwen3.5-0.8B / 2B's HF configs
+ * (linear_conv_kernel_dim 4, linear_key_head_dim = linear_value_head_dim 128, 16 key and 16 value heads,
+ * full_attention_interval 4, partial_rotary_factor 0.25 of head_dim 256, mrope_section [11, 11, 10]: llama.cpp's
+ * converter default), as far as they could be checked here (llama.cpp's loader: 24 layers, n_embd 1024 = 0.8B,
+ * else 2B); the two small ones are for tests (value heads twice the key heads; the second leaves a RoPE pair to the
+ * unrotated 4th section). */
+typedef struct synth_sizes {
+    int32_t d_conv, d_state, n_k_heads, n_v_heads, interval, sections[4];
+} synth_sizes;
+
+static const synth_sizes real = {4, 128, 16, 16, 4, {11, 11, 10, 0}};
+static const synth_sizes tiny = {4, 32, 4, 8, 4, {3, 3, 2, 0}}, small = {4, 32, 4, 4, 4, {1, 2, 2, 0}};
+static const synth_shape shapes[] = {
+    {"qwen3.5-0.8b", 1024, 24, 8, 2, 256, 3584, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false, 64,
+     &real},
+    {"qwen3.5-2b", 2048, 24, 8, 2, 256, 6144, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false, 64, &real},
+    {"qwen3.5-tiny", 128, 4, 4, 2, 64, 256, 512, 512, 10000000.0f, 1e-6f, true, false, true, false, 16, &tiny},
+    {"qwen3.5-small", 192, 8, 6, 2, 64, 384, 512, 512, 10000000.0f, 1e-6f, true, false, true, false, 16, &small},
+};
+
+static tr_status synth_hparams(tr_gguf_writer *w, const synth_shape *s) {
+    const synth_sizes *z = s->extra;
+    tr_status st = synth_set_u32(w, "qwen35", "ssm.conv_kernel", (uint32_t)z->d_conv, TR_OK);
+    st = synth_set_u32(w, "qwen35", "ssm.state_size", (uint32_t)z->d_state, st);
+    st = synth_set_u32(w, "qwen35", "ssm.group_count", (uint32_t)z->n_k_heads, st);
+    st = synth_set_u32(w, "qwen35", "ssm.time_step_rank", (uint32_t)z->n_v_heads, st);
+    st = synth_set_u32(w, "qwen35", "ssm.inner_size", (uint32_t)(z->d_state * z->n_v_heads), st);
+    st = synth_set_u32(w, "qwen35", "full_attention_interval", (uint32_t)z->interval, st);
+    return st == TR_OK ? tr_gguf_writer_set_arr_i32(w, "qwen35.rope.dimension_sections", z->sections, 4) : st;
 }
 
-/* Runs a sequence's kept tokens [dn->pos, n_past) through the model, in chunks the buffers hold. */
-static tr_status replay(tr_context *view, kv_cache *kv, deltanet_state *dn, const int32_t *tokens, int32_t n_past) {
-    const int32_t cap = view->q35_buf->cap < view->act.cap ? view->q35_buf->cap : view->act.cap;
-    while (dn->pos < n_past) {
-        const int32_t len = n_past - dn->pos < cap ? n_past - dn->pos : cap;
-        span sp = {0, len, dn->pos, kv, dn};
-        tr_status st = embed(view, tokens + dn->pos, 0, len, dn->pos);
-        if (st == TR_OK) st = run_layers(view, len, &sp, 1);
-        if (st != TR_OK) return st;
+/* A Gated DeltaNet layer, or (every interval-th) gated full attention; post_attention_norm is the FFN's pre-norm.
+ * Names and shapes as llama.cpp's qwen35 loader expects them. */
+static void synth_layer(synth_plan *pl, const synth_shape *s, int il) {
+    const synth_sizes *z = s->extra;
+    const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
+    const int64_t ds = z->d_state, n_v = z->n_v_heads, conv_dim = 2 * ds * z->n_k_heads + ds * n_v;
+    char name[96];
+    synth_vector(pl, il, "attn_norm.weight", s->n_embd, FILL_NORM);
+    synth_vector(pl, il, "post_attention_norm.weight", s->n_embd, FILL_NORM);
+    if ((il + 1) % z->interval == 0) {
+        synth_weight(pl, il, "attn_q", s->n_embd, 2 * q_dim); /* query and gate per head */
+        synth_weight(pl, il, "attn_k", s->n_embd, kv_dim);
+        synth_weight(pl, il, "attn_v", s->n_embd, kv_dim);
+        synth_weight(pl, il, "attn_output", q_dim, s->n_embd);
+        synth_vector(pl, il, "attn_q_norm.weight", s->head_dim, FILL_NORM);
+        synth_vector(pl, il, "attn_k_norm.weight", s->head_dim, FILL_NORM);
+    } else {
+        synth_weight(pl, il, "attn_qkv", s->n_embd, conv_dim);
+        synth_weight(pl, il, "attn_gate", s->n_embd, ds * n_v);
+        snprintf(name, sizeof name, "blk.%d.ssm_conv1d.weight", il);
+        synth_add(pl, name, TR_TYPE_F32, z->d_conv, conv_dim, FILL_WEIGHT);
+        synth_vector(pl, il, "ssm_dt.bias", n_v, FILL_BIAS);
+        synth_vector(pl, il, "ssm_a", n_v, FILL_SSM_A);
+        synth_weight(pl, il, "ssm_beta", s->n_embd, n_v);
+        synth_weight(pl, il, "ssm_alpha", s->n_embd, n_v);
+        synth_vector(pl, il, "ssm_norm.weight", ds, FILL_NORM);
+        synth_weight(pl, il, "ssm_out", ds * n_v, s->n_embd);
     }
-    return TR_OK;
+    synth_weight(pl, il, "ffn_gate", s->n_embd, s->n_ff);
+    synth_weight(pl, il, "ffn_up", s->n_embd, s->n_ff);
+    synth_weight(pl, il, "ffn_down", s->n_ff, s->n_embd);
 }
 
-tr_status qwen35_replay_context(tr_context *ctx) {
-    return replay(ctx, &ctx->kv, ctx->dn, ctx->tokens, ctx->n_past);
-}
-
-tr_status qwen35_forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float *hidden_out,
-                               int32_t logits_from, float *logits_out) {
-    const tr_model *m = ctx->model;
-    const int32_t dim = m->info.n_embd;
-    tr_status st = qwen35_replay_context(ctx);
-    if (st == TR_OK) st = embed(ctx, tokens, 0, n, ctx->n_past);
-    span sp = {0, n, ctx->n_past, &ctx->kv, ctx->dn};
-    if (st == TR_OK) st = run_layers(ctx, n, &sp, 1);
-    if (st == TR_OK) {
-        for (int32_t t = 0; t < n; t++)
-            rms_norm(hidden_out + (int64_t)t * dim, ctx->act.x + (int64_t)t * dim, m->output_norm, dim,
-                     m->info.norm_eps);
-        if (logits_out && logits_from < n)
-            st = matmul(ctx->pool, &m->output, hidden_out + (int64_t)logits_from * dim, n - logits_from, logits_out,
-                        m->info.n_vocab, &ctx->scratch);
-    }
-    if (st != TR_OK) deltanet_reset(ctx->dn); /* the caller keeps n_past where the eval started */
-    return st;
-}
-
-enum { MAX_SPANS = 256 };
-
-tr_status qwen35_multi_forward(tr_context *view, kv_seq *const *seqs, const int32_t *const *tokens,
-                               const int32_t *n_tokens, int32_t n_seq, float *logits_out) {
-    const tr_model *m = view->model;
-    const int32_t dim = m->info.n_embd, cap = view->q35_buf->cap;
-    if (n_seq > MAX_SPANS) return tr_fail(TR_ERR_RANGE, "multi_forward: %d sequences in one pass (at most %d)", n_seq,
-                                          MAX_SPANS);
-    span sp[MAX_SPANS];
-    int32_t n = 0;
-    for (int32_t s = 0; s < n_seq; s++) {
-        if (n_tokens[s] <= 0 || n_tokens[s] > cap - n || seqs[s]->n_past + n_tokens[s] > seqs[s]->kv.n_ctx ||
-            seqs[s]->kv.n_ctx > view->params.n_ctx || !seqs[s]->dn)
-            return tr_fail(TR_ERR_RANGE, "multi_forward: sequence %d does not fit the pass", s);
-        for (int32_t t = 0; t < n_tokens[s]; t++)
-            if (tokens[s][t] < 0 || tokens[s][t] >= m->info.n_vocab)
-                return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", tokens[s][t]);
-        n += n_tokens[s];
-    }
-    tr_status st = TR_OK;
-    for (int32_t s = 0; s < n_seq && st == TR_OK; s++)
-        st = replay(view, &seqs[s]->kv, seqs[s]->dn, seqs[s]->tokens, seqs[s]->n_past);
-    n = 0;
-    for (int32_t s = 0; s < n_seq && st == TR_OK; s++) {
-        sp[s] = (span){n, n_tokens[s], seqs[s]->n_past, &seqs[s]->kv, seqs[s]->dn};
-        st = embed(view, tokens[s], n, n_tokens[s], seqs[s]->n_past);
-        n += n_tokens[s];
-    }
-    if (st == TR_OK) st = run_layers(view, n, sp, n_seq);
-    float *last = view->q35_buf->last_hidden;
-    for (int32_t s = 0; s < n_seq && st == TR_OK; s++)
-        rms_norm(last + (int64_t)s * dim, view->act.x + (int64_t)(sp[s].row + sp[s].n - 1) * dim, m->output_norm, dim,
-                 m->info.norm_eps);
-    if (st == TR_OK) st = matmul(view->pool, &m->output, last, n_seq, logits_out, m->info.n_vocab, &view->scratch);
-    if (st != TR_OK) { /* no n_past moves: the states restart and replay */
-        for (int32_t s = 0; s < n_seq; s++) deltanet_reset(seqs[s]->dn);
-        return st;
-    }
-    for (int32_t s = 0; s < n_seq; s++) {
-        memcpy(seqs[s]->tokens + seqs[s]->n_past, tokens[s], (size_t)n_tokens[s] * sizeof(int32_t));
-        seqs[s]->n_past += n_tokens[s];
-    }
-    return TR_OK;
-}
+const arch_ops arch_qwen35 = {
+    .name = "qwen35",
+    .id = TR_ARCH_QWEN35,
+    .rope_neox = true, /* llama.cpp's IMROPE rotates the halves of the rotated dimensions, as NEOX */
+    .load = load,
+    .unload = unload,
+    .repack_list = repack_list,
+    .state_floats = state_floats,
+    .buffers_init = buffers_init,
+    .buffers_free = buffers_free,
+    .rope_rows = rope_rows,
+    .layer = layer,
+    .shapes = shapes,
+    .n_shapes = sizeof shapes / sizeof shapes[0],
+    .synth_hparams = synth_hparams,
+    .synth_layer = synth_layer,
+};

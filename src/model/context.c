@@ -13,7 +13,7 @@
 #include "kernels/fp16.h"
 #include "kernels/kv_q8.h"
 #include "model/model_internal.h"
-#include "model/qwen35.h"
+#include "model/arch.h"
 
 /* Below this many multiply-adds a job runs on the calling thread: waking a sleeping worker costs tens of
  * microseconds, more than the job itself (tiny models would be dominated by dispatch). */
@@ -138,7 +138,7 @@ static tr_status alloc_kv(tr_context *ctx) {
     kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache");
     for (int il = 0; il < m->info.n_layer; il++) {
-        if (!layer_has_kv(m, il)) continue; /* qwen35's recurrent layers */
+        if (!layer_has_kv(m, il)) continue; /* e.g. qwen35's recurrent layers */
         kv->k[il] = malloc(kv->layer_bytes);
         kv->v[il] = malloc(kv->layer_bytes);
         if (!kv->k[il] || !kv->v[il])
@@ -169,7 +169,8 @@ tr_status tr_context_create(const tr_model *model, const tr_context_params *para
     if (!(ctx->pool = thread_pool_create(p.n_threads))) st = TR_ERR_NOMEM;
     if (st == TR_OK) st = alloc_kv(ctx);
     if (st == TR_OK) st = alloc_activations(ctx);
-    if (st == TR_OK && model->q35) st = qwen35_context_init(ctx, ctx->act.cap, true);
+    if (st == TR_OK && model->arch->buffers_init) st = model->arch->buffers_init(ctx, ctx->act.cap);
+    if (st == TR_OK) st = seq_state_create(model, &ctx->state); /* the family's state beyond the KV cache */
     if (st == TR_OK && !(ctx->tokens = malloc((size_t)p.n_ctx * sizeof *ctx->tokens)))
         st = tr_fail(TR_ERR_NOMEM, "out of memory");
     if (st != TR_OK) {
@@ -189,7 +190,8 @@ void tr_context_free(tr_context *ctx) {
     free(ctx->kv.k);
     free(ctx->kv.v);
     free_activations(&ctx->act);
-    qwen35_context_free(ctx);
+    if (ctx->model->arch->buffers_free) ctx->model->arch->buffers_free(ctx);
+    seq_state_free(ctx->state);
     matmul_scratch_free(&ctx->scratch);
     thread_pool_free(ctx->pool);
     free(ctx->tokens);
@@ -276,7 +278,7 @@ tr_status tr_context_truncate(tr_context *ctx, int32_t n_past) {
     if (n_past < 0 || n_past > ctx->n_past)
         return tr_fail(TR_ERR_RANGE, "cannot truncate to %d: the cache holds %d tokens", n_past, ctx->n_past);
     ctx->n_past = n_past;
-    if (ctx->dn) deltanet_truncate(ctx->dn, n_past); /* qwen35: back to a checkpoint, the rest replayed */
+    if (ctx->state) seq_state_truncate(ctx->state, n_past); /* back to a checkpoint, the rest replayed */
     ctx->n_last = 0; /* outputs of the last eval no longer describe the cache */
     ctx->n_logits = 0;
     return TR_OK;

@@ -1,7 +1,8 @@
 /* forward_multi.c — several sequences in one forward pass, for the server: the rows of every sequence go through
- * each matrix product together (weights read once per pass for all of them), while RoPE positions, the KV store
- * and attention are per sequence, each on its own cache. Attention reuses attention.c through a context "view"
- * that borrows the engine's pool, buffers and scratch and the sequence's cache and n_past.
+ * each matrix product together (weights read once per pass for all of them), while RoPE positions, the KV store,
+ * attention and per-sequence state are per sequence ("spans", arch.h). The pass is forward.c's, with the family's
+ * layers — the same body as one sequence's tr_context_eval — run through a context "view" that owns the engine's
+ * pool, buffers and scratch.
  *
  * Per-sequence KV caches (kv_seq) grow by doubling (a relayout copy, amortized O(1) per token) instead of holding
  * a full context from the start: a server with many short sessions then spends memory on the positions they use.
@@ -11,14 +12,14 @@
 
 #include "common/error.h"
 #include "model/multi.h"
-#include "model/qwen35.h"
+#include "model/forward.h"
 
 #define KV_MIN_CAPACITY 64
 
 struct multi_engine {
     tr_context view;     /* model, pool, scratch, act of the engine; kv and n_past set per sequence */
     int32_t max_rows, max_ctx;
-    int32_t *row_pos;    /* [max_rows] position of each row */
+    seq_span *spans;     /* [max_rows] the pass's sequences */
     float *last_hidden;  /* [max_rows][n_embd] normed last rows for the output product */
 };
 
@@ -27,7 +28,7 @@ struct multi_engine {
 size_t kv_seq_bytes_for(const tr_model *m, int32_t n_ctx) {
     kv_cache kv;
     if (kv_cache_layout(m, m->kv_type, n_ctx, &kv) != TR_OK) return 0; /* the model's type was checked at load */
-    return 2 * (size_t)n_kv_layers(m) * kv.layer_bytes + (size_t)n_ctx * sizeof(int32_t) + deltanet_state_bytes(m);
+    return 2 * (size_t)n_kv_layers(m) * kv.layer_bytes + (size_t)n_ctx * sizeof(int32_t) + seq_state_bytes(m);
 }
 
 size_t kv_seq_bytes(const kv_seq *s) { return s ? kv_seq_bytes_for(s->model, s->kv.n_ctx) : 0; }
@@ -72,7 +73,7 @@ tr_status kv_seq_create(const tr_model *m, int32_t initial_ctx, int32_t max_ctx,
     tr_status st = alloc_layers(m, cap > 0 ? cap : max_ctx, &s->kv);
     if (st == TR_OK && !(s->tokens = malloc((size_t)s->kv.n_ctx * sizeof *s->tokens)))
         st = tr_fail(TR_ERR_NOMEM, "out of memory");
-    if (st == TR_OK && m->q35) st = deltanet_state_create(m, &s->dn); /* qwen35: the recurrent state */
+    if (st == TR_OK) st = seq_state_create(m, &s->state); /* the family's state beyond the KV cache, if any */
     if (st != TR_OK) {
         kv_seq_free(s);
         return st;
@@ -84,7 +85,7 @@ tr_status kv_seq_create(const tr_model *m, int32_t initial_ctx, int32_t max_ctx,
 void kv_seq_free(kv_seq *s) {
     if (!s) return;
     free_layers(s->model, &s->kv);
-    deltanet_state_free(s->dn);
+    seq_state_free(s->state);
     free(s->tokens);
     free(s);
 }
@@ -124,7 +125,7 @@ tr_status kv_seq_reserve(kv_seq *s, int32_t n) {
 
 void kv_seq_truncate(kv_seq *s, int32_t n_past) {
     if (n_past >= 0 && n_past < s->n_past) s->n_past = n_past;
-    if (s->dn && n_past >= 0) deltanet_truncate(s->dn, s->n_past); /* qwen35: a checkpoint, the rest replayed */
+    if (s->state && n_past >= 0) seq_state_truncate(s->state, s->n_past); /* a checkpoint, the rest replayed */
 }
 
 /* ---------------------------------------------------------------- engine */
@@ -139,10 +140,10 @@ static void free_acts(activations *A) {
 void multi_engine_free(multi_engine *e) {
     if (!e) return;
     free_acts(&e->view.act);
-    qwen35_context_free(&e->view);
+    if (e->view.model->arch->buffers_free) e->view.model->arch->buffers_free(&e->view);
     matmul_scratch_free(&e->view.scratch);
     thread_pool_free(e->view.pool);
-    free(e->row_pos);
+    free(e->spans);
     free(e->last_hidden);
     free(e);
 }
@@ -180,13 +181,13 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
     A->rope_sin = malloc((rope_table_floats(m, max_rows) + cap) * sizeof(float));
     A->att_q = malloc(attention_scratch_floats(m, max_ctx) * sizeof(float));
     if (A->att_q) attention_blocks(m, max_ctx, A->att_q, &A->att_scores, &A->att_o);
-    e->row_pos = malloc(cap * sizeof *e->row_pos);
+    e->spans = malloc(cap * sizeof *e->spans);
     e->last_hidden = malloc(cap * (size_t)m->info.n_embd * sizeof(float));
     v->pool = thread_pool_create(v->params.n_threads);
     const bool scratch_ok = attention_scratch_alloc(A, v->params.n_threads) == TR_OK &&
-                            (!m->q35 || qwen35_context_init(v, max_rows, false) == TR_OK);
+                            (!m->arch->buffers_init || m->arch->buffers_init(v, max_rows) == TR_OK);
     if (!A->x || !A->xb || !A->q || !A->att || !A->k || !A->v || !A->gate || !A->up || !A->rope_cos ||
-        !A->rope_sin || !A->att_q || !scratch_ok || !e->row_pos || !e->last_hidden || !v->pool) {
+        !A->rope_sin || !A->att_q || !scratch_ok || !e->spans || !e->last_hidden || !v->pool) {
         multi_engine_free(e);
         return tr_fail(TR_ERR_NOMEM, "out of memory for the batch engine (%d rows)", max_rows);
     }
@@ -196,156 +197,43 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
 
 /* ---------------------------------------------------------------- the pass */
 
-static void head_norm(float *rows, const float *w, int32_t n, int32_t n_heads, int32_t hd, float eps) {
-    if (!w) return;
-    for (int64_t i = 0; i < (int64_t)n * n_heads; i++) rms_norm(rows + i * hd, rows + i * hd, w, hd, eps);
-}
-
-/* The row-wise steps of a layer, shared among the threads by rows (each row's arithmetic is what one thread would
- * do, so the result is the same): the norm before attention; each row's bias, head norms, RoPE and KV store; the
- * residual add with the norm before the FFN; the last residual add. */
-typedef enum { ROWS_ATTN_NORM, ROWS_QKV, ROWS_RESID_FFN_NORM, ROWS_RESID } rows_step;
-
-typedef struct rows_job {
-    multi_engine *e;
-    int il;
-    rows_step step;
-    kv_seq *const *seqs;
-    const int32_t *n_tokens;
-    int32_t n_seq, n;
-} rows_job;
-
-static void qkv_row(multi_engine *e, int il, kv_seq *seq, int32_t t) {
-    const tr_model *m = e->view.model;
-    const layer_weights *L = &m->layers[il];
-    activations *A = &e->view.act;
-    const int32_t hd = m->info.head_dim, half = m->rope_dim / 2;
-    const float eps = m->info.norm_eps;
-    float *q = A->q + (int64_t)t * m->q_dim, *k = A->k + (int64_t)t * m->kv_dim, *v = A->v + (int64_t)t * m->kv_dim;
-    if (L->bq) add_vec(q, L->bq, m->q_dim);
-    if (L->bk) add_vec(k, L->bk, m->kv_dim);
-    if (L->bv) add_vec(v, L->bv, m->kv_dim);
-    head_norm(q, L->q_norm, 1, m->info.n_head, hd, eps);
-    head_norm(k, L->k_norm, 1, m->info.n_head_kv, hd, eps);
-    const int64_t rope_off = L->window ? (int64_t)A->cap * half : 0; /* gemma3: sliding-window layers' table */
-    const float *c = A->rope_cos + rope_off + (int64_t)t * half, *sn = A->rope_sin + rope_off + (int64_t)t * half;
-    rope_apply(m, q, m->info.n_head, c, sn);
-    rope_apply(m, k, m->info.n_head_kv, c, sn);
-    if (m->q_scale != 1.0f)
-        for (int32_t i = 0; i < m->q_dim; i++) q[i] *= m->q_scale;
-    kv_store(&seq->kv, il, e->row_pos[t], k, v, m->info.n_head_kv, hd);
-}
-
-static void rows_task(void *arg, int ith, int nth) {
-    const rows_job *j = arg;
-    const tr_model *m = j->e->view.model;
-    const layer_weights *L = &m->layers[j->il];
-    activations *A = &j->e->view.act;
-    const int32_t dim = m->info.n_embd;
-    const float eps = m->info.norm_eps;
-    const int32_t t0 = (int32_t)((int64_t)j->n * ith / nth), t1 = (int32_t)((int64_t)j->n * (ith + 1) / nth);
-    int32_t s = 0, seq_end = j->n_tokens[0]; /* the sequence of row t */
-    for (int32_t t = t0; t < t1; t++) {
-        while (t >= seq_end) seq_end += j->n_tokens[++s];
-        float *x = A->x + (int64_t)t * dim, *xb = A->xb + (int64_t)t * dim;
-        switch (j->step) {
-        case ROWS_ATTN_NORM: rms_norm(xb, x, L->attn_norm, dim, eps); break;
-        case ROWS_QKV: qkv_row(j->e, j->il, j->seqs[s], t); break;
-        case ROWS_RESID_FFN_NORM:
-            add_vec(x, xb, dim);
-            rms_norm(xb, x, L->ffn_norm, dim, eps);
-            break;
-        case ROWS_RESID: add_vec(x, xb, dim); break;
-        }
-    }
-}
-
-static void run_rows(multi_engine *e, int il, rows_step step, kv_seq *const *seqs, const int32_t *n_tokens,
-                     int32_t n_seq, int32_t n) {
-    rows_job j = {e, il, step, seqs, n_tokens, n_seq, n};
-    run_parallel(&e->view, rows_task, &j, (int64_t)n * e->view.model->info.n_embd * 4);
-}
-
-static tr_status layer_multi(multi_engine *e, int il, kv_seq *const *seqs, const int32_t *n_tokens, int32_t n_seq,
-                             int32_t n) {
-    tr_context *ctx = &e->view;
-    const tr_model *m = ctx->model;
-    const layer_weights *L = &m->layers[il];
-    activations *A = &ctx->act;
-    const int32_t dim = m->info.n_embd;
-    tr_status st;
-
-    run_rows(e, il, ROWS_ATTN_NORM, seqs, n_tokens, n_seq, n);
-    /* Q, K and V read the same input: one hand-off to the threads for the three products. */
-    const weight_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
-    float *qkv_out[3] = {A->q, A->k, A->v};
-    const int64_t qkv_ld[3] = {m->q_dim, m->kv_dim, m->kv_dim};
-    if ((st = matmul_multi(ctx->pool, qkv, 3, A->xb, n, qkv_out, qkv_ld, &ctx->scratch)) != TR_OK) return st;
-    run_rows(e, il, ROWS_QKV, seqs, n_tokens, n_seq, n); /* every sequence's rows in its cache before attention */
-    for (int32_t s = 0, row = 0; s < n_seq; row += n_tokens[s], s++) {
-        ctx->kv = seqs[s]->kv;
-        ctx->n_past = seqs[s]->n_past;
-        st = attention(ctx, il, A->q + (int64_t)row * m->q_dim, n_tokens[s], A->att + (int64_t)row * m->q_dim);
-        if (st != TR_OK) return st;
-    }
-    if ((st = matmul(ctx->pool, &L->wo, A->att, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
-    if (L->attn_post_norm) gemma3_post_norm(m, A->xb, L->attn_post_norm, n);
-    run_rows(e, il, ROWS_RESID_FFN_NORM, seqs, n_tokens, n_seq, n);
-    const weight_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
-    float *gate_up_out[2] = {A->gate, A->up};
-    const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
-    if ((st = matmul_multi(ctx->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &ctx->scratch)) != TR_OK)
-        return st;
-    if (m->gelu) {
-        gemma3_geglu(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
-    } else {
-        silu_mul_parallel(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
-    }
-    if ((st = matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, dim, &ctx->scratch)) != TR_OK) return st;
-    if (L->ffn_post_norm) gemma3_post_norm(m, A->xb, L->ffn_post_norm, n);
-    run_rows(e, il, ROWS_RESID, seqs, n_tokens, n_seq, n);
-    return TR_OK;
-}
-
 tr_status multi_forward(multi_engine *e, kv_seq *const *seqs, const int32_t *const *tokens, const int32_t *n_tokens,
                         int32_t n_seq, float *logits_out) {
     if (!e || !seqs || !tokens || !n_tokens || n_seq <= 0 || !logits_out)
         return tr_fail(TR_ERR_ARG, "multi_forward: bad arguments");
     tr_context *ctx = &e->view;
     const tr_model *m = ctx->model;
-    if (m->q35) return qwen35_multi_forward(ctx, seqs, tokens, n_tokens, n_seq, logits_out);
-    activations *A = &ctx->act;
-    const int32_t dim = m->info.n_embd, half = m->rope_dim / 2;
+    const int32_t dim = m->info.n_embd;
     int32_t n = 0;
     for (int32_t s = 0; s < n_seq; s++) {
         if (n_tokens[s] <= 0 || n_tokens[s] > e->max_rows - n ||
             seqs[s]->n_past + n_tokens[s] > seqs[s]->kv.n_ctx || seqs[s]->kv.n_ctx > e->max_ctx)
             return tr_fail(TR_ERR_RANGE, "multi_forward: sequence %d does not fit the pass", s);
-        for (int32_t t = 0; t < n_tokens[s]; t++) {
-            const int32_t id = tokens[s][t];
-            if (id < 0 || id >= m->info.n_vocab) return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", id);
-            tr_status st = weight_dequantize_row(&m->tok_embd, id, A->x + (int64_t)(n + t) * dim);
-            if (st != TR_OK) return st;
-            if (m->embd_scale != 1.0f)
-                for (int32_t i = 0; i < dim; i++) A->x[(int64_t)(n + t) * dim + i] *= m->embd_scale;
-            e->row_pos[n + t] = seqs[s]->n_past + t;
-        }
-        rope_tables(m, seqs[s]->n_past, n_tokens[s], A->rope_cos + (int64_t)n * half, A->rope_sin + (int64_t)n * half);
-        if (m->rope_swa)
-            gemma3_rope_tables_swa(m, seqs[s]->n_past, n_tokens[s], A->rope_cos + (int64_t)(A->cap + n) * half,
-                                   A->rope_sin + (int64_t)(A->cap + n) * half);
+        for (int32_t t = 0; t < n_tokens[s]; t++)
+            if (tokens[s][t] < 0 || tokens[s][t] >= m->info.n_vocab)
+                return tr_fail(TR_ERR_RANGE, "token id %d outside the vocabulary", tokens[s][t]);
         n += n_tokens[s];
     }
     tr_status st = TR_OK;
-    for (int il = 0; il < m->info.n_layer && st == TR_OK; il++) st = layer_multi(e, il, seqs, n_tokens, n_seq, n);
-    if (st != TR_OK) return st;
-    for (int32_t s = 0, row = 0; s < n_seq; row += n_tokens[s], s++) {
-        const int32_t last = row + n_tokens[s] - 1;
-        rms_norm(e->last_hidden + (int64_t)s * dim, A->x + (int64_t)last * dim, m->output_norm, dim, m->info.norm_eps);
+    for (int32_t s = 0; s < n_seq && st == TR_OK; s++) /* states a rollback left behind catch up first */
+        st = forward_replay(ctx, &seqs[s]->kv, seqs[s]->state, seqs[s]->tokens, seqs[s]->n_past);
+    seq_span *sp = e->spans;
+    n = 0;
+    for (int32_t s = 0; s < n_seq && st == TR_OK; s++) {
+        sp[s] = (seq_span){n, n_tokens[s], seqs[s]->n_past, &seqs[s]->kv, seqs[s]->state};
+        st = forward_embed(ctx, tokens[s], n, n_tokens[s], seqs[s]->n_past);
+        n += n_tokens[s];
     }
-    st = matmul(ctx->pool, &m->output, e->last_hidden, n_seq, logits_out, m->info.n_vocab, &ctx->scratch);
-    if (st != TR_OK) return st;
-    gemma3_softcap(m, logits_out, n_seq);
+    if (st == TR_OK) st = forward_layers(ctx, n, sp, n_seq);
+    for (int32_t s = 0; s < n_seq && st == TR_OK; s++)
+        rms_norm(e->last_hidden + (int64_t)s * dim, ctx->act.x + (int64_t)(sp[s].row + sp[s].n - 1) * dim,
+                 m->output_norm, dim, m->info.norm_eps);
+    if (st == TR_OK) st = forward_logits(ctx, e->last_hidden, n_seq, logits_out);
+    if (st != TR_OK) { /* no n_past moves: states restart and replay */
+        for (int32_t s = 0; s < n_seq; s++)
+            if (seqs[s]->state) seq_state_reset(seqs[s]->state);
+        return st;
+    }
     for (int32_t s = 0; s < n_seq; s++) {
         memcpy(seqs[s]->tokens + seqs[s]->n_past, tokens[s], (size_t)n_tokens[s] * sizeof(int32_t));
         seqs[s]->n_past += n_tokens[s];

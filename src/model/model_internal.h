@@ -17,10 +17,13 @@ typedef struct layer_weights {
                                                   * residual add [n_embd]; NULL elsewhere */
     int32_t window;                         /* gemma3 sliding-window layer: a query at position p sees positions
                                              * p - window + 1 .. p (llama.cpp's LLAMA_SWA_TYPE_STANDARD); 0: all */
+    bool no_rope;                           /* smollm3's every fourth layer: queries and keys not rotated */
 } layer_weights;
 
 struct tr_model {
     tr_model_info info;
+    const struct arch_ops *arch; /* the family (arch.h, families.c) */
+    void *family;             /* the family's own weights and hyperparameters (qwen35.h's qwen35_model ...) */
     tr_gguf *gguf;            /* owns the mapping (or the buffer below) */
     void *file_copy;          /* when use_mmap is false */
     char arch_name[16];
@@ -41,14 +44,13 @@ struct tr_model {
     tr_vocab *vocab;
     tr_kv_type kv_type;       /* contexts' and sessions' cache unless their params name one (never DEFAULT) */
     float kq_scale;           /* attention scores' scale: 1/sqrt(head_dim); 1 for gemma3, whose Q carries it */
-    /* gemma3 (arch_gemma3.c); neutral for the other layouts */
+    /* knobs of the shared decoder layer (decoder.c), set by families (gemma3's first); neutral by default */
     float embd_scale;         /* token embeddings times sqrt(n_embd) (1 elsewhere) */
     float q_scale;            /* queries times gemma3's f_attention_scale after RoPE (1 elsewhere) */
     float rope_theta_swa;     /* RoPE base of the sliding-window layers (scale 1, no rope_freqs) */
     bool rope_swa;            /* sliding-window layers use that second base: activations hold two RoPE tables */
     bool gelu;                /* GeGLU feed-forward (gelu(gate) * up) instead of SwiGLU */
     float logit_softcap;      /* final logits = c * tanh(logits / c) when c > 0 */
-    struct qwen35_model *q35; /* qwen35 only: its recurrent layers (qwen35.h) */
     const bool *no_kv;        /* [n_layer] layers without a KV cache (qwen35's recurrent ones), or NULL */
 };
 
@@ -114,12 +116,13 @@ struct tr_context {
     size_t logits_cap;     /* floats */
     int32_t logits_first;  /* batch index of logits row 0; rows cover [logits_first, logits_first + n_logits) */
     int32_t n_logits;
-    struct deltanet_state *dn;        /* qwen35: the recurrent state and its checkpoints (deltanet.c) */
-    struct qwen35_scratch *q35_buf;   /* qwen35: the layout's activation buffers (arch_qwen35.c) */
+    struct seq_state *state;  /* the family's per-sequence state and its checkpoints (seq_state.c), or NULL */
+    void *family_buf;         /* the family's activation buffers (arch_ops.buffers_init), or NULL */
 };
 
-/* forward.c: evaluates tokens[0..n) at positions n_past.. (n <= act.cap), writes the final hidden states (after
- * output_norm) to hidden_out [n][n_embd] and, for rows [logits_from, n), logits to logits_out. */
+/* forward.c: evaluates tokens[0..n) at positions n_past.. (n <= act.cap), after replaying the kept tokens a
+ * rollback left to its per-sequence state; writes the final hidden states (after output_norm) to hidden_out
+ * [n][n_embd] and, for rows [logits_from, n), logits to logits_out. */
 tr_status forward_chunk(tr_context *ctx, const int32_t *tokens, int32_t n, float *hidden_out, int32_t logits_from,
                         float *logits_out);
 
@@ -134,10 +137,10 @@ tr_status own_f32_copy(tr_model *m, const char *name, const tr_gguf_tensor *t, i
 /* Runs fn on the context's pool, or inline on the caller when the job is too small to repay waking workers
  * (work counts multiply-adds, roughly). */
 void run_parallel(tr_context *ctx, pool_task fn, void *arg, int64_t work);
-/* gate[i] = silu(gate[i]) * up[i] over the context's threads (forward.c). */
+/* gate[i] = silu(gate[i]) * up[i], and gate[i] = gelu(gate[i]) * up[i] as ggml computes it (tanh approximation read
+ * from an F16 table), over the context's threads (decoder.c). */
 void silu_mul_parallel(tr_context *ctx, float *gate, const float *up, int64_t n);
-/* rows[t] += bias for each of n rows of `width`; nothing when bias is NULL. */
-void add_bias_rows(float *rows, const float *bias, int32_t n, int32_t width);
+void gelu_mul_parallel(tr_context *ctx, float *gate, const float *up, int64_t n);
 
 /* ops.c */
 void rms_norm(float *out, const float *x, const float *w, int64_t n, float eps);
@@ -150,21 +153,6 @@ void rope_apply(const tr_model *m, float *vec, int32_t n_heads, const float *cos
 static inline size_t rope_table_floats(const tr_model *m, int32_t cap) {
     return (size_t)cap * (size_t)(m->rope_dim / 2) * (m->rope_swa ? 2 : 1);
 }
-
-/* arch_gemma3.c: the gemma3 layout's hyperparameters (after read_hparams: sliding window and its layer pattern,
- * the two RoPE bases, attention and embedding scales, final logit softcapping) and its extra per-layer tensors
- * (post-attention and post-FFN norms; Q/K norms are required). */
-tr_status gemma3_read_hparams(tr_model *m);
-/* Sets layer il's sliding window (0 for a global layer). */
-tr_status gemma3_bind_layer(tr_model *m, int il);
-/* The sliding-window layers' RoPE table for tokens at pos0.. (stored after the cap tokens of the global one). */
-void gemma3_rope_tables_swa(const tr_model *m, int32_t pos0, int32_t n, float *cos_out, float *sin_out);
-/* gate[i] = gelu(gate[i]) * up[i] as ggml computes it (tanh approximation read from an F16 table), over the pool. */
-void gemma3_geglu(tr_context *ctx, float *gate, const float *up, int64_t n);
-/* rows[t] = RMSNorm(rows[t]) * w for n rows of n_embd (the post-attention / post-FFN norms). */
-void gemma3_post_norm(const tr_model *m, float *rows, const float *w, int32_t n);
-/* Multiplies n rows of logits by the final softcapping (when the model has one). */
-void gemma3_softcap(const tr_model *m, float *logits, int32_t n);
 
 /* attention.c: for each token t of the chunk (position n_past + t), every query head attends over cached positions
  * 0..n_past+t. q: [n][q_dim], out: [n][q_dim]. */

@@ -1,14 +1,11 @@
-/* model_load.c — binds a GGUF file's tensors to the llama / qwen2 / qwen3 / gemma3 layouts, checking every shape and type
+/* model_load.c — loads a GGUF file for the family its general.architecture names (arch.h, families.c): the common
+ * hyperparameters, the embeddings and output, then the family's own (arch_ops.load), every shape and type checked
  * before the forward pass may touch it.
  *
  * Weights stay in the file's mapping unless the kernels stream them faster interleaved (repack.c): those matrices
  * are repacked once into owned buffers and their pages of the mapping are released, so memory holds one copy
  * either way (with use_mmap off they are repacked in place). 1-D tensors (norms, biases, rope frequency factors)
- * are converted to owned F32 arrays, since they are tiny and read on every token. The
- * three layouts differ only in: Q/K/V biases (qwen2, optional elsewhere), per-head Q/K RMSNorm (qwen3), RoPE style
- * (llama rotates adjacent pairs because its converter permutes Q/K rows; qwen rotates the two halves of a head),
- * and head size (qwen3 takes it from attention.key_length). gemma3's own hyperparameters and norms are read in
- * arch_gemma3.c.
+ * are converted to owned F32 arrays, since they are tiny and read on every token.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -19,7 +16,7 @@
 #include "common/error.h"
 #include "common/platform.h"
 #include "model/model_internal.h"
-#include "model/qwen35.h"
+#include "model/arch.h"
 #include "router/router_internal.h" /* ROUTER_ARCH: a router file handed over as a model is named as one */
 
 tr_model_params tr_model_default_params(void) {
@@ -178,36 +175,6 @@ tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, c
     return TR_OK;
 }
 
-static tr_status bind_layer(tr_model *m, int il) {
-    const tr_model_info *in = &m->info;
-    layer_weights *L = &m->layers[il];
-    char name[96];
-    tr_status st = TR_OK;
-#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
-    const bool qwen2 = in->arch == TR_ARCH_QWEN2, qwen3 = in->arch == TR_ARCH_QWEN3, gemma3 = in->arch == TR_ARCH_GEMMA3;
-    if ((st = bind_vector(m, NAME("attn_norm.weight"), in->n_embd, true, &L->attn_norm)) ||
-        (st = bind_matrix(m, NAME("attn_q.weight"), in->n_embd, m->q_dim, true, &L->wq)) ||
-        (st = bind_matrix(m, NAME("attn_k.weight"), in->n_embd, m->kv_dim, true, &L->wk)) ||
-        (st = bind_matrix(m, NAME("attn_v.weight"), in->n_embd, m->kv_dim, true, &L->wv)) ||
-        (st = bind_matrix(m, NAME("attn_output.weight"), m->q_dim, in->n_embd, true, &L->wo)) ||
-        (st = bind_vector(m, NAME("attn_q.bias"), m->q_dim, qwen2, &L->bq)) ||
-        (st = bind_vector(m, NAME("attn_k.bias"), m->kv_dim, qwen2, &L->bk)) ||
-        (st = bind_vector(m, NAME("attn_v.bias"), m->kv_dim, qwen2, &L->bv)) ||
-        (st = bind_vector(m, NAME("attn_q_norm.weight"), in->head_dim, qwen3 || gemma3, &L->q_norm)) ||
-        (st = bind_vector(m, NAME("attn_k_norm.weight"), in->head_dim, qwen3 || gemma3, &L->k_norm)) ||
-        (gemma3 && (st = bind_vector(m, NAME("post_attention_norm.weight"), in->n_embd, true, &L->attn_post_norm))) ||
-        (gemma3 && (st = bind_vector(m, NAME("post_ffw_norm.weight"), in->n_embd, true, &L->ffn_post_norm))) ||
-        (st = bind_vector(m, NAME("ffn_norm.weight"), in->n_embd, true, &L->ffn_norm)) ||
-        (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, in->n_ff, true, &L->w_gate)) ||
-        (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, in->n_ff, true, &L->w_up)) ||
-        (st = bind_matrix(m, NAME("ffn_down.weight"), in->n_ff, in->n_embd, true, &L->w_down)))
-        return st;
-#undef NAME
-    if ((L->q_norm == NULL) != (L->k_norm == NULL))
-        return tr_fail(TR_ERR_FORMAT, "layer %d has only one of attn_q_norm / attn_k_norm", il);
-    return gemma3 ? gemma3_bind_layer(m, il) : TR_OK;
-}
-
 static tr_type most_common_type(const tr_model *m) {
     uint64_t count[TR_TYPE_COUNT] = {0};
     for (int il = 0; il < m->info.n_layer; il++) {
@@ -236,16 +203,12 @@ static tr_status bind_model(tr_model *m) {
                        te->ne[0], te->ne[1], in->n_embd);
     in->n_vocab = (int32_t)te->ne[1];
     if ((st = bind_matrix(m, "token_embd.weight", in->n_embd, in->n_vocab, true, &m->tok_embd)) != TR_OK) return st;
-    if ((st = bind_vector(m, "output_norm.weight", in->n_embd, true, &m->output_norm)) != TR_OK) return st;
+    const char *output_norm = m->arch->output_norm ? m->arch->output_norm : "output_norm.weight";
+    if ((st = bind_vector(m, output_norm, in->n_embd, true, &m->output_norm)) != TR_OK) return st;
     if ((st = bind_matrix(m, "output.weight", in->n_embd, in->n_vocab, false, &m->output)) != TR_OK) return st;
     in->tied_output = m->output.data == NULL;
     if (in->tied_output) m->output = m->tok_embd;
-    if (in->arch != TR_ARCH_GEMMA3 && /* llama.cpp's gemma3 graph passes no frequency factors */
-        (st = bind_vector(m, "rope_freqs.weight", m->rope_dim / 2, false, &m->rope_freqs)) != TR_OK)
-        return st;
-    if (in->arch == TR_ARCH_QWEN35 && (st = qwen35_load(m)) != TR_OK) return st; /* its own layers (arch_qwen35.c) */
-    for (int il = 0; il < in->n_layer && in->arch != TR_ARCH_QWEN35; il++)
-        if ((st = bind_layer(m, il)) != TR_OK) return st;
+    if ((st = m->arch->load(m)) != TR_OK) return st; /* the family's hyperparameters and layers */
     in->main_type = most_common_type(m);
     return TR_OK;
 }
@@ -257,7 +220,7 @@ static tr_status bind_model(tr_model *m) {
  * (not asked for huge pages: the kernel's synchronous compaction for them stalled loads for seconds on a busy
  * machine); with use_mmap off the file is our own copy and they are repacked in place. */
 static tr_status repack_weights(tr_model *m) {
-    const size_t n_max = (size_t)m->info.n_layer * 12 + 2; /* 7 per layer, qwen35's recurrent ones 5 more */
+    const size_t n_max = (size_t)m->info.n_layer * 15 + 2; /* 7 per layer, up to 8 more of the family's */
     weight_matrix **todo = calloc(n_max, sizeof *todo);
     if (!todo) return tr_fail(TR_ERR_NOMEM, "out of memory");
     size_t n = 0, total = 0;
@@ -269,7 +232,7 @@ static tr_status repack_weights(tr_model *m) {
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (weight_repack_wanted(ws[i])) todo[n++] = ws[i];
     }
-    n += qwen35_repack_list(m, todo + n);
+    if (m->arch->repack_list) n += m->arch->repack_list(m, todo + n);
     for (size_t i = 0; i < n; i++) total += (weight_bytes(todo[i]) + 63) / 64 * 64;
     tr_status st = TR_OK;
     uint8_t *arena = NULL;
@@ -322,26 +285,16 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         const char *arch = tr_gguf_get_str(m->gguf, "general.architecture", NULL);
         if (!arch) {
             st = tr_fail(TR_ERR_FORMAT, "missing general.architecture");
-        } else if (strcmp(arch, "llama") == 0) {
-            m->info.arch = TR_ARCH_LLAMA;
-        } else if (strcmp(arch, "qwen2") == 0) {
-            m->info.arch = TR_ARCH_QWEN2;
-            m->rope_neox = true;
-        } else if (strcmp(arch, "qwen3") == 0) {
-            m->info.arch = TR_ARCH_QWEN3;
-            m->rope_neox = true;
-        } else if (strcmp(arch, "qwen35") == 0) {
-            m->info.arch = TR_ARCH_QWEN35;
-            m->rope_neox = true; /* llama.cpp's IMROPE rotates the halves of the rotated dimensions, as NEOX */
-        } else if (strcmp(arch, "gemma3") == 0) {
-            m->info.arch = TR_ARCH_GEMMA3;
-            m->rope_neox = true;
         } else if (strcmp(arch, ROUTER_ARCH) == 0) {
             st = tr_fail(TR_ERR_ARG, "this is a tokroute router file, not a model: load it as the router "
                                      "(tr_router_load; on the command line --router FILE)");
+        } else if (!(m->arch = arch_find(arch))) {
+            char names[256];
+            arch_names(names, sizeof names);
+            st = tr_fail(TR_ERR_UNSUPPORTED, "architecture '%.40s' is not supported (%s are)", arch, names);
         } else {
-            st = tr_fail(TR_ERR_UNSUPPORTED,
-                         "architecture '%.40s' is not supported (llama, qwen2, qwen3, qwen35, gemma3 are)", arch);
+            m->info.arch = m->arch->id;
+            m->rope_neox = m->arch->rope_neox;
         }
         if (st == TR_OK) {
             snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
@@ -352,7 +305,6 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
         }
     }
     if (st == TR_OK) st = read_hparams(m);
-    if (st == TR_OK && m->info.arch == TR_ARCH_GEMMA3) st = gemma3_read_hparams(m);
     if (st == TR_OK) { /* a KV type the model cannot hold fails here, not at its first context */
         kv_cache probe;
         m->kv_type = p.kv_type == TR_KV_DEFAULT ? TR_KV_F16 : p.kv_type;
@@ -380,7 +332,7 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
 void tr_model_free(tr_model *m) {
     if (!m) return;
     tr_vocab_free(m->vocab);
-    qwen35_free(m);
+    if (m->arch && m->arch->unload) m->arch->unload(m);
     for (int i = 0; i < m->n_owned; i++) free(m->owned_f32[i]);
     free(m->owned_f32);
     free(m->layers);

@@ -14,7 +14,7 @@ typedef struct kv_seq {
     int32_t max_ctx;    /* capacity never grows past this */
     int32_t n_past;
     int32_t *tokens;    /* [capacity] tokens in the cache */
-    struct deltanet_state *dn; /* qwen35: the recurrent state and its checkpoints (deltanet.c), else NULL */
+    struct seq_state *state; /* the family's state beyond the KV cache and its checkpoints (seq_state.c), or NULL */
 } kv_seq;
 
 /* Bytes of K and V for a capacity of n_ctx positions, in the model's KV type (tr_model_params.kv_type). */

@@ -1,5 +1,6 @@
 /* synth.c — writes models with random weights at real models' exact shapes, so speed can be measured at real
- * sizes without downloading them.
+ * sizes without downloading them. The shapes, the metadata they add and the tensors of layers other than the shared
+ * decoder layer's live with their families (arch_ops.shapes, synth_hparams, synth_layer; synth.h).
  *
  * Tensor types follow llama.cpp's quantizer where it matters for speed: a K-quant cannot hold rows whose length
  * is not a multiple of 256 (Qwen2.5-0.5B's 896, SmolLM2's 576), so those fall back as llama.cpp does (Q4_K → Q5_0,
@@ -17,67 +18,30 @@
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "model/arch.h"
 #include "model/sample_math.h"
 
-typedef struct synth_shape {
-    const char *name, *arch;
-    int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
-    float rope_theta, norm_eps;
-    bool tied, biases, qk_norm, rope_freqs;
-} synth_shape;
-
-static const synth_shape shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, true, false, false, false},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 64, 4864, 151936, 32768, 1000000.0f, 1e-6f, true, true, false, false},
-    {"qwen2.5-1.5b", "qwen2", 1536, 28, 12, 2, 128, 8960, 151936, 32768, 1000000.0f, 1e-6f, true, true, false, false},
-    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1000000.0f, 1e-6f, true, false, true, false},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0f, 1e-5f, true, false, false, true},
-    {"tiny", "llama", 64, 2, 4, 2, 16, 128, 512, 512, 10000.0f, 1e-5f, false, false, false, false},
-    /* Qwen3.5 (qwen35; its Gated DeltaNet sizes in qwen35_shapes below) */
-    {"qwen3.5-0.8b", "qwen35", 1024, 24, 8, 2, 256, 3584, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false},
-    {"qwen3.5-2b", "qwen35", 2048, 24, 8, 2, 256, 6144, 248320, 262144, 10000000.0f, 1e-6f, true, false, true, false},
-    {"qwen3.5-tiny", "qwen35", 128, 4, 4, 2, 64, 256, 512, 512, 10000000.0f, 1e-6f, true, false, true, false},
-    {"qwen3.5-small", "qwen35", 192, 8, 6, 2, 64, 384, 512, 512, 10000000.0f, 1e-6f, true, false, true, false},
-    /* Gemma 3 (the HF configs: query_pre_attn_scalar = head_dim, rope_local_base_freq 10000 = llama.cpp's
-     * default for freq_base_swa); the two small ones keep head_dim 256 and the 5:1 local/global rule for tests,
-     * with windows short prompts cross */
-    {"gemma3-270m", "gemma3", 640, 18, 4, 1, 256, 2048, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false},
-    {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 256, 6912, 262144, 32768, 1000000.0f, 1e-6f, true, false, true, false},
-    {"gemma3-tiny", "gemma3", 256, 7, 4, 1, 256, 512, 512, 512, 1000000.0f, 1e-6f, true, false, true, false},
-    {"gemma3-small", "gemma3", 384, 8, 6, 2, 256, 1024, 512, 512, 1000000.0f, 1e-6f, true, false, true, false},
-};
-/* gemma3 shapes' attention.sliding_window (HF config sliding_window) */
-static const struct {
-    const char *name;
-    int32_t window;
-} gemma3_windows[] = {{"gemma3-270m", 512}, {"gemma3-1b", 512}, {"gemma3-tiny", 32}, {"gemma3-small", 48}};
-/* qwen35 shapes' Gated DeltaNet and RoPE. The real ones: Qwen3.5-0.8B / 2B's HF configs (linear_conv_kernel_dim 4,
- * linear_key_head_dim = linear_value_head_dim 128, 16 key and 16 value heads, full_attention_interval 4,
- * partial_rotary_factor 0.25 of head_dim 256, mrope_section [11, 11, 10]: llama.cpp's converter default), as far as
- * they could be checked here (llama.cpp's loader: 24 layers, n_embd 1024 = 0.8B, else 2B); the two small ones
- * are for tests (value heads twice the key heads; the second leaves a RoPE pair to the unrotated 4th section). */
-static const struct {
-    const char *name;
-    int32_t d_conv, d_state, n_k_heads, n_v_heads, interval, rope_dim, sections[4];
-} qwen35_shapes[] = {
-    {"qwen3.5-0.8b", 4, 128, 16, 16, 4, 64, {11, 11, 10, 0}},
-    {"qwen3.5-2b", 4, 128, 16, 16, 4, 64, {11, 11, 10, 0}},
-    {"qwen3.5-tiny", 4, 32, 4, 8, 4, 16, {3, 3, 2, 0}},
-    {"qwen3.5-small", 4, 32, 4, 4, 4, 16, {1, 2, 2, 0}},
-};
-#define N_SHAPES (sizeof shapes / sizeof shapes[0])
-
-static int qwen35_shape(const synth_shape *s) {
-    for (int i = 0; i < (int)(sizeof qwen35_shapes / sizeof qwen35_shapes[0]); i++)
-        if (strcmp(s->name, qwen35_shapes[i].name) == 0) return i;
-    return -1;
+/* Every family's shapes (arch_ops.shapes), and the family of one. */
+static const synth_shape *find_shape(const char *name, const arch_ops **family) {
+    size_t n_fam;
+    const arch_ops *const *fams = arch_all(&n_fam);
+    for (size_t f = 0; f < n_fam; f++)
+        for (int i = 0; i < fams[f]->n_shapes; i++)
+            if (strcmp(fams[f]->shapes[i].name, name) == 0) {
+                *family = fams[f];
+                return &fams[f]->shapes[i];
+            }
+    return NULL;
 }
 
-
 const char *const *tr_synth_shapes(void) {
-    static const char *names[N_SHAPES + 1];
-    for (size_t i = 0; i < N_SHAPES; i++) names[i] = shapes[i].name;
-    names[N_SHAPES] = NULL;
+    static const char *names[128];
+    size_t n_fam, k = 0;
+    const arch_ops *const *fams = arch_all(&n_fam);
+    for (size_t f = 0; f < n_fam; f++)
+        for (int i = 0; i < fams[f]->n_shapes && k + 1 < sizeof names / sizeof names[0]; i++)
+            names[k++] = fams[f]->shapes[i].name;
+    names[k] = NULL;
     return names;
 }
 
@@ -88,12 +52,10 @@ tr_synth_params tr_synth_default_params(void) {
 
 /* ---------------------------------------------------------------- tensor plan */
 
-typedef enum fill_kind { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_ROPE_FREQS, FILL_SSM_A } fill_kind;
-
 typedef struct synth_job {
     const synth_shape *shape;
     const tr_synth_params *params;
-    fill_kind *kinds;     /* per tensor */
+    synth_fill *kinds;     /* per tensor */
     int64_t *cols;        /* row length per tensor */
     tr_type *types;
     int64_t n_tensors, done;
@@ -198,148 +160,116 @@ static tr_status write_vocab(tr_gguf_writer *w, int32_t n_vocab) {
     return st;
 }
 
-static tr_status write_hparams(tr_gguf_writer *w, const synth_shape *s, const tr_synth_params *p) {
-    char key[128], name[96];
-    tr_status st = tr_gguf_writer_set_str(w, "general.architecture", s->arch);
+tr_status synth_set_u32(tr_gguf_writer *w, const char *arch, const char *suffix, uint32_t v, tr_status st) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return st == TR_OK ? tr_gguf_writer_set_u32(w, key, v) : st;
+}
+
+tr_status synth_set_f32(tr_gguf_writer *w, const char *arch, const char *suffix, float v, tr_status st) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return st == TR_OK ? tr_gguf_writer_set_f32(w, key, v) : st;
+}
+
+static tr_status write_hparams(tr_gguf_writer *w, const arch_ops *fam, const synth_shape *s,
+                               const tr_synth_params *p) {
+    char name[96];
+    const char *arch = fam->name;
+    tr_status st = tr_gguf_writer_set_str(w, "general.architecture", arch);
     snprintf(name, sizeof name, "synthetic %s %s%s", s->name, tr_type_name(p->type), p->mixed_q4_k_m ? "_m" : "");
     if (st == TR_OK) st = tr_gguf_writer_set_str(w, "general.name", name);
-#define SET_U32(suffix, v) \
-    if (st == TR_OK) st = (snprintf(key, sizeof key, "%s." suffix, s->arch), tr_gguf_writer_set_u32(w, key, (uint32_t)(v)))
-#define SET_F32(suffix, v) \
-    if (st == TR_OK) st = (snprintf(key, sizeof key, "%s." suffix, s->arch), tr_gguf_writer_set_f32(w, key, (v)))
-    SET_U32("context_length", s->n_ctx);
-    SET_U32("embedding_length", s->n_embd);
-    SET_U32("block_count", s->n_layer);
-    SET_U32("feed_forward_length", s->n_ff);
-    SET_U32("attention.head_count", s->n_head);
-    SET_U32("attention.head_count_kv", s->n_head_kv);
-    SET_U32("attention.key_length", s->head_dim);
-    SET_U32("attention.value_length", s->head_dim);
-    const int q35 = qwen35_shape(s);
-    SET_U32("rope.dimension_count", q35 >= 0 ? qwen35_shapes[q35].rope_dim : s->head_dim);
-    if (q35 >= 0) {
-        SET_U32("ssm.conv_kernel", qwen35_shapes[q35].d_conv);
-        SET_U32("ssm.state_size", qwen35_shapes[q35].d_state);
-        SET_U32("ssm.group_count", qwen35_shapes[q35].n_k_heads);
-        SET_U32("ssm.time_step_rank", qwen35_shapes[q35].n_v_heads);
-        SET_U32("ssm.inner_size", qwen35_shapes[q35].d_state * qwen35_shapes[q35].n_v_heads);
-        SET_U32("full_attention_interval", qwen35_shapes[q35].interval);
-        if (st == TR_OK)
-            st = (snprintf(key, sizeof key, "%s.rope.dimension_sections", s->arch),
-                  tr_gguf_writer_set_arr_i32(w, key, qwen35_shapes[q35].sections, 4));
-    }
-    SET_F32("rope.freq_base", s->rope_theta);
-    SET_F32("attention.layer_norm_rms_epsilon", s->norm_eps);
-    for (size_t i = 0; i < sizeof gemma3_windows / sizeof gemma3_windows[0]; i++)
-        if (strcmp(s->name, gemma3_windows[i].name) == 0) SET_U32("attention.sliding_window", gemma3_windows[i].window);
-#undef SET_U32
-#undef SET_F32
+    st = synth_set_u32(w, arch, "context_length", (uint32_t)s->n_ctx, st);
+    st = synth_set_u32(w, arch, "embedding_length", (uint32_t)s->n_embd, st);
+    st = synth_set_u32(w, arch, "block_count", (uint32_t)s->n_layer, st);
+    st = synth_set_u32(w, arch, "feed_forward_length", (uint32_t)s->n_ff, st);
+    st = synth_set_u32(w, arch, "attention.head_count", (uint32_t)s->n_head, st);
+    st = synth_set_u32(w, arch, "attention.head_count_kv", (uint32_t)s->n_head_kv, st);
+    st = synth_set_u32(w, arch, "attention.key_length", (uint32_t)s->head_dim, st);
+    st = synth_set_u32(w, arch, "attention.value_length", (uint32_t)s->head_dim, st);
+    st = synth_set_u32(w, arch, "rope.dimension_count", (uint32_t)(s->rope_dim ? s->rope_dim : s->head_dim), st);
+    st = synth_set_f32(w, arch, "rope.freq_base", s->rope_theta, st);
+    st = synth_set_f32(w, arch, "attention.layer_norm_rms_epsilon", s->norm_eps, st);
+    if (st == TR_OK && fam->synth_hparams) st = fam->synth_hparams(w, s);
     return st;
 }
 
 /* ---------------------------------------------------------------- tensors */
 
-typedef struct plan {
+struct synth_plan {
     tr_gguf_writer *w;
     synth_job *job;
     tr_status st;
-} plan;
+};
 
-static void add(plan *pl, const char *name, tr_type type, int64_t cols, int64_t rows, fill_kind kind) {
+void synth_add(synth_plan *pl, const char *name, tr_type type, int64_t cols, int64_t rows, synth_fill fill) {
     if (pl->st != TR_OK) return;
     int64_t ne[2] = {cols, rows}, index;
     pl->st = tr_gguf_writer_add_tensor(pl->w, name, type, rows > 0 ? 2 : 1, ne, NULL, &index);
     if (pl->st != TR_OK) return;
-    pl->job->kinds[index] = kind;
+    pl->job->kinds[index] = fill;
     pl->job->cols[index] = cols;
     pl->job->types[index] = type;
     pl->job->n_tensors = index + 1;
 }
 
-/* A qwen35 layer: a Gated DeltaNet one, or (every interval-th) gated full attention; post_attention_norm is the
- * FFN's pre-norm. Names and shapes as llama.cpp's qwen35 loader expects them. */
-static void add_qwen35_layer(plan *pl, const synth_shape *s, const tr_synth_params *p, int q35, int il) {
-    const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
-    const int64_t ds = qwen35_shapes[q35].d_state, n_k = qwen35_shapes[q35].n_k_heads;
-    const int64_t n_v = qwen35_shapes[q35].n_v_heads, conv_dim = 2 * ds * n_k + ds * n_v;
+const synth_shape *synth_plan_shape(const synth_plan *pl) { return pl->job->shape; }
+
+void synth_weight(synth_plan *pl, int il, const char *role, int64_t cols, int64_t rows) {
     char name[96];
-#define T(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
-#define W(role, cols, rows) add(pl, T(role ".weight"), weight_type(p, role, il, s->n_layer, cols), cols, rows, FILL_WEIGHT)
-    add(pl, T("attn_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
-    add(pl, T("post_attention_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
-    if ((il + 1) % qwen35_shapes[q35].interval == 0) {
-        W("attn_q", s->n_embd, 2 * q_dim); /* query and gate per head */
-        W("attn_k", s->n_embd, kv_dim);
-        W("attn_v", s->n_embd, kv_dim);
-        W("attn_output", q_dim, s->n_embd);
-        add(pl, T("attn_q_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
-        add(pl, T("attn_k_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
-    } else {
-        W("attn_qkv", s->n_embd, conv_dim);
-        W("attn_gate", s->n_embd, ds * n_v);
-        add(pl, T("ssm_conv1d.weight"), TR_TYPE_F32, qwen35_shapes[q35].d_conv, conv_dim, FILL_WEIGHT);
-        add(pl, T("ssm_dt.bias"), TR_TYPE_F32, n_v, 0, FILL_BIAS);
-        add(pl, T("ssm_a"), TR_TYPE_F32, n_v, 0, FILL_SSM_A);
-        W("ssm_beta", s->n_embd, n_v);
-        W("ssm_alpha", s->n_embd, n_v);
-        add(pl, T("ssm_norm.weight"), TR_TYPE_F32, ds, 0, FILL_NORM);
-        W("ssm_out", ds * n_v, s->n_embd);
-    }
-    W("ffn_gate", s->n_embd, s->n_ff);
-    W("ffn_up", s->n_embd, s->n_ff);
-    W("ffn_down", s->n_ff, s->n_embd);
-#undef W
-#undef T
+    snprintf(name, sizeof name, "blk.%d.%s.weight", il, role);
+    synth_add(pl, name, weight_type(pl->job->params, role, il, pl->job->shape->n_layer, cols), cols, rows,
+              FILL_WEIGHT);
 }
 
-static void add_tensors(plan *pl, const synth_shape *s, const tr_synth_params *p) {
-    const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
+void synth_vector(synth_plan *pl, int il, const char *suffix, int64_t n, synth_fill fill) {
     char name[96];
-    add(pl, "token_embd.weight", weight_type(p, s->tied ? "output" : "token_embd", 0, s->n_layer, s->n_embd),
-        s->n_embd, s->n_vocab, FILL_WEIGHT);
-    add(pl, "output_norm.weight", TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
+    snprintf(name, sizeof name, "blk.%d.%s", il, suffix);
+    synth_add(pl, name, TR_TYPE_F32, n, 0, fill);
+}
+
+void synth_decoder_layer(synth_plan *pl, const synth_shape *s, int il, bool post_norms) {
+    const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
+    synth_vector(pl, il, "attn_norm.weight", s->n_embd, FILL_NORM);
+    synth_weight(pl, il, "attn_q", s->n_embd, q_dim);
+    synth_weight(pl, il, "attn_k", s->n_embd, kv_dim);
+    synth_weight(pl, il, "attn_v", s->n_embd, kv_dim);
+    synth_weight(pl, il, "attn_output", q_dim, s->n_embd);
+    if (s->biases) {
+        synth_vector(pl, il, "attn_q.bias", q_dim, FILL_BIAS);
+        synth_vector(pl, il, "attn_k.bias", kv_dim, FILL_BIAS);
+        synth_vector(pl, il, "attn_v.bias", kv_dim, FILL_BIAS);
+    }
+    if (s->qk_norm) {
+        synth_vector(pl, il, "attn_q_norm.weight", s->head_dim, FILL_NORM);
+        synth_vector(pl, il, "attn_k_norm.weight", s->head_dim, FILL_NORM);
+    }
+    if (post_norms) synth_vector(pl, il, "post_attention_norm.weight", s->n_embd, FILL_NORM);
+    synth_vector(pl, il, "ffn_norm.weight", s->n_embd, FILL_NORM);
+    synth_weight(pl, il, "ffn_gate", s->n_embd, s->n_ff);
+    synth_weight(pl, il, "ffn_up", s->n_embd, s->n_ff);
+    synth_weight(pl, il, "ffn_down", s->n_ff, s->n_embd);
+    if (post_norms) synth_vector(pl, il, "post_ffw_norm.weight", s->n_embd, FILL_NORM);
+}
+
+static void add_tensors(synth_plan *pl, const arch_ops *fam, const synth_shape *s, const tr_synth_params *p) {
+    synth_add(pl, "token_embd.weight", weight_type(p, s->tied ? "output" : "token_embd", 0, s->n_layer, s->n_embd),
+              s->n_embd, s->n_vocab, FILL_WEIGHT);
+    synth_add(pl, fam->output_norm ? fam->output_norm : "output_norm.weight", TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
     if (!s->tied)
-        add(pl, "output.weight", weight_type(p, "output", 0, s->n_layer, s->n_embd), s->n_embd, s->n_vocab,
-            FILL_WEIGHT);
-    if (s->rope_freqs) add(pl, "rope_freqs.weight", TR_TYPE_F32, s->head_dim / 2, 0, FILL_ROPE_FREQS);
+        synth_add(pl, "output.weight", weight_type(p, "output", 0, s->n_layer, s->n_embd), s->n_embd, s->n_vocab,
+                  FILL_WEIGHT);
+    if (s->rope_freqs) synth_add(pl, "rope_freqs.weight", TR_TYPE_F32, s->head_dim / 2, 0, FILL_ROPE_FREQS);
     for (int il = 0; il < s->n_layer; il++) {
-        if (qwen35_shape(s) >= 0) {
-            add_qwen35_layer(pl, s, p, qwen35_shape(s), il);
-            continue;
-        }
-#define T(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
-#define W(role, cols, rows) add(pl, T(role ".weight"), weight_type(p, role, il, s->n_layer, cols), cols, rows, FILL_WEIGHT)
-        add(pl, T("attn_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
-        W("attn_q", s->n_embd, q_dim);
-        W("attn_k", s->n_embd, kv_dim);
-        W("attn_v", s->n_embd, kv_dim);
-        W("attn_output", q_dim, s->n_embd);
-        if (s->biases) {
-            add(pl, T("attn_q.bias"), TR_TYPE_F32, q_dim, 0, FILL_BIAS);
-            add(pl, T("attn_k.bias"), TR_TYPE_F32, kv_dim, 0, FILL_BIAS);
-            add(pl, T("attn_v.bias"), TR_TYPE_F32, kv_dim, 0, FILL_BIAS);
-        }
-        if (s->qk_norm) {
-            add(pl, T("attn_q_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
-            add(pl, T("attn_k_norm.weight"), TR_TYPE_F32, s->head_dim, 0, FILL_NORM);
-        }
-        if (strcmp(s->arch, "gemma3") == 0) /* norms stored with Gemma's +1 added, as llama.cpp's converter does */
-            add(pl, T("post_attention_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
-        add(pl, T("ffn_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
-        W("ffn_gate", s->n_embd, s->n_ff);
-        W("ffn_up", s->n_embd, s->n_ff);
-        W("ffn_down", s->n_ff, s->n_embd);
-        if (strcmp(s->arch, "gemma3") == 0) add(pl, T("post_ffw_norm.weight"), TR_TYPE_F32, s->n_embd, 0, FILL_NORM);
-#undef W
-#undef T
+        if (fam->synth_layer) fam->synth_layer(pl, s, il);
+        else synth_decoder_layer(pl, s, il, false);
     }
 }
 
 tr_status tr_synth_write(const tr_synth_params *params, const char *path) {
     if (!params || !params->shape || !path) return tr_fail(TR_ERR_ARG, "tr_synth_write: NULL argument");
-    const synth_shape *s = NULL;
-    for (size_t i = 0; i < N_SHAPES; i++)
-        if (strcmp(shapes[i].name, params->shape) == 0) s = &shapes[i];
+    const arch_ops *fam = NULL;
+    const synth_shape *s = find_shape(params->shape, &fam);
     if (!s) return tr_fail(TR_ERR_ARG, "unknown shape '%s'", params->shape);
     if (!tr_type_supported(params->type) || params->type == TR_TYPE_Q8_K)
         return tr_fail(TR_ERR_UNSUPPORTED, "cannot write weights of type %s",
@@ -355,11 +285,11 @@ tr_status tr_synth_write(const tr_synth_params *params, const char *path) {
     tr_gguf_writer *w = NULL;
     tr_status st = (!job.kinds || !job.cols || !job.types || !job.row) ? tr_fail(TR_ERR_NOMEM, "out of memory")
                                                                        : tr_gguf_writer_create(&w);
-    if (st == TR_OK) st = write_hparams(w, s, params);
+    if (st == TR_OK) st = write_hparams(w, fam, s, params);
     if (st == TR_OK) st = write_vocab(w, s->n_vocab);
     if (st == TR_OK) {
-        plan pl = {w, &job, TR_OK};
-        add_tensors(&pl, s, params);
+        synth_plan pl = {w, &job, TR_OK};
+        add_tensors(&pl, fam, s, params);
         st = pl.st;
     }
     if (st == TR_OK) st = tr_gguf_writer_write(w, path, fill_tensor, &job);

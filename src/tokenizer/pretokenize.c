@@ -40,7 +40,7 @@ typedef struct pre_def {
 
 static const pre_def pre_defs[] = {
     {"default|", {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false, false},
-    {"llama3|llama-v3|llama-bpe|falcon3|pixtral", {RE_LLAMA3}, true, true},
+    {"llama3|llama-v3|llama-bpe|falcon3|pixtral|lfm2", {RE_LLAMA3}, true, true},
     {"dbrx|smaug-bpe", {RE_LLAMA3}, false, false},
     /* Some letters below are written as \x{..}: they are canonical singletons (Kelvin sign, Ohm sign, Greek oxia
      * forms) that text tools silently NFC-normalize into other codepoints. */

@@ -5,7 +5,8 @@
  * evaluates the tokens in one batch with every position's output and writes OUT_PREFIX.logits.f32
  * ([n][n_vocab]), OUT_PREFIX.hidden.f32 ([n][n_embd], the final norm's output, which llama.cpp returns as the
  * embedding when pooling is off) and OUT_PREFIX.greedy (N_GREEDY argmax tokens decoded one at a time, one line
- * each: "token runner-up gap", the gap between their logits relative to the top one). 2 threads, F16 KV cache, flash attention off (the conformance goldens' settings); with LLAMACPP_REF_KV_Q8_0 set, a q8_0 K and V cache with flash attention. */
+ * each: "token runner-up gap", the gap between their logits relative to the top one); hidden states from a
+ * context with embeddings on, logits from one with them off. 2 threads, F16 KV cache, flash attention off (the conformance goldens' settings); with LLAMACPP_REF_KV_Q8_0 set, a q8_0 K and V cache with flash attention. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +69,12 @@ int main(int argc, char **argv) {
         cp.type_k = cp.type_v = GGML_TYPE_Q8_0;
         cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
     }
+    /* hidden states from a context with embeddings on, logits and greedy tokens from one without (lfm2's graph
+     * computes no logits when embeddings are asked for) */
+    struct llama_context *ctx_h = llama_init_from_model(model, cp);
+    cp.embeddings = false;
     struct llama_context *ctx = llama_init_from_model(model, cp);
-    if (!ctx) return fprintf(stderr, "cannot create a context\n"), 1;
+    if (!ctx || !ctx_h) return fprintf(stderr, "cannot create a context\n"), 1;
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model)), n_embd = llama_model_n_embd(model);
 
     struct llama_batch batch = llama_batch_init(n, 0, 1);
@@ -81,10 +86,11 @@ int main(int argc, char **argv) {
         batch.logits[i] = 1;
     }
     batch.n_tokens = n;
-    if (llama_decode(ctx, batch) != 0) return fprintf(stderr, "llama_decode failed\n"), 1;
+    if (llama_decode(ctx, batch) != 0 || llama_decode(ctx_h, batch) != 0)
+        return fprintf(stderr, "llama_decode failed\n"), 1;
     float *logits = malloc(sizeof(float) * (size_t)n * n_vocab), *hidden = malloc(sizeof(float) * (size_t)n * n_embd);
     for (int i = 0; i < n; i++) {
-        const float *l = llama_get_logits_ith(ctx, i), *h = llama_get_embeddings_ith(ctx, i);
+        const float *l = llama_get_logits_ith(ctx, i), *h = llama_get_embeddings_ith(ctx_h, i);
         if (!l || !h) return fprintf(stderr, "no output at position %d\n", i), 1;
         memcpy(logits + (size_t)i * n_vocab, l, sizeof(float) * n_vocab);
         memcpy(hidden + (size_t)i * n_embd, h, sizeof(float) * n_embd);
@@ -108,6 +114,7 @@ int main(int argc, char **argv) {
     free(logits);
     free(hidden);
     llama_free(ctx);
+    llama_free(ctx_h);
     llama_model_free(model);
     llama_backend_free();
     return 0;

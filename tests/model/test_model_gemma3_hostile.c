@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "support/fixtures.h"
-#include "support/gguf_builder.h"
+#include "support/hostile.h"
 #include "tokroute.h"
 
 static char base[256];
@@ -36,52 +36,12 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* One change to the base file: a key or tensor dropped, and/or keys set by `extra`. */
-typedef struct change {
-    const char *drop_key, *drop_tensor;
-    tr_status (*extra)(tr_gguf_writer *w, void *user);
-} change;
+typedef hostile_change change;
 
-static bool skip_kv(const char *key, void *user) {
-    const change *c = user;
-    return c->drop_key && strcmp(key, c->drop_key) == 0;
-}
-static bool skip_tensor(const char *name, void *user) {
-    const change *c = user;
-    return c->drop_tensor && strcmp(name, c->drop_tensor) == 0;
-}
-
-static const char *rewrite(const change *c) {
-    static char path[256];
-    snprintf(path, sizeof path, "%s", temp_path(".gguf"));
-    tr_gguf *g = NULL;
-    assert_int_equal(tr_gguf_open(base, &g), TR_OK);
-    const rewrite_hooks hooks = {skip_kv, skip_tensor, c->extra, (void *)c};
-    assert_int_equal(gguf_rewrite(g, path, &hooks), TR_OK);
-    tr_gguf_close(g);
-    return path;
-}
-
-static tr_model *load(const char *path, tr_status *st) {
-    tr_model_params mp = tr_model_default_params();
-    mp.load_vocab = false;
-    tr_model *m = NULL;
-    *st = tr_model_load(path, &mp, &m);
-    return m;
-}
-
-/* The change must fail to load with `status` and a message containing `needle` and the file's path. */
+static const char *rewrite(const change *c) { return hostile_rewrite(base, c); }
+static tr_model *load(const char *path, tr_status *st) { return hostile_load(path, st); }
 static void expect_fail(const change *c, tr_status status, const char *needle) {
-    const char *path = rewrite(c);
-    tr_status st;
-    tr_model *m = load(path, &st);
-    const char *msg = tr_last_error();
-    fprintf(stderr, "  %s\n", msg);
-    assert_null(m);
-    assert_int_equal(st, status);
-    assert_non_null(strstr(msg, needle));
-    assert_non_null(strstr(msg, path));
-    remove(path);
+    hostile_expect_fail(base, c, status, needle);
 }
 
 static void missing_tensors(void **state) {

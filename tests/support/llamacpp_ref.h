@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tokroute.h"
+
 typedef struct llamacpp_ref {
     char bin[512]; /* llama.cpp's bin folder (llama-quantize, llama-tokenize, libllama.so) */
     char work[64]; /* this run's files: /tmp/tokroute-<name>-XXXXXX */
@@ -28,5 +30,20 @@ void read_greedy_dump(const char *prefix, int n, int32_t *token, int32_t *runner
 /* The reference logits' argmax where its top two differ by more than 1% of the top, else -1 (a near-tie that a
  * rounding may swap). */
 int reference_clear_argmax(const float *ref, size_t n_vocab);
+
+enum { LLAMACPP_N_PROMPT = 24, LLAMACPP_N_GREEDY = 16 };
+
+/* `tokroute synth`'s `shape` in `type` against llama.cpp (the reference program tests/model/llamacpp_ref.c, compiled
+ * by llamacpp_ref_setup): the engine must give llama.cpp's logits and final hidden states at every position of a
+ * 24-token prompt (fed in chunks of n_batch) within relative RMS `tol`, its argmax where its top two differ
+ * clearly, and its 16 greedy tokens decoded one at a time (a quantized file may part at one of llama.cpp's own
+ * near-ties). The file and the reference dumps are made once per work folder; `arch` is the family expected. */
+void llamacpp_check_shape(const llamacpp_ref *llama, const char *shape, tr_arch arch, tr_type type, double tol,
+                          int32_t n_batch);
+/* The same on a variant of the shape: its file with the keys `set_keys` writes (e.g. a sliding window), named
+ * after `variant`. */
+void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const char *variant,
+                            tr_status (*set_keys)(tr_gguf_writer *w, void *user), tr_arch arch, tr_type type,
+                            double tol, int32_t n_batch);
 
 #endif

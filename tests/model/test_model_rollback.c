@@ -1,10 +1,11 @@
-/* test_model_qwen35.c — rollback on the qwen35 layout stays exact. A recurrent state cannot be truncated, so a
- * truncation restores a checkpoint and replays the kept tokens after it (deltanet.c); here a context that generated
- * further, took a detour and was truncated must give the same logits as one that never left the path: bit for bit
- * where a checkpoint sits at the truncation point (the start of a recent evaluation, the tail of a batch), and
- * where tokens are replayed too (the same chunks' rows go through the same products). The server's path
- * (kv_seq + multi_forward) is held to a tr_context the same way, with two sequences in one pass. And a hostile
- * file: broken ssm metadata and a missing DeltaNet tensor are refused with a message, not run. */
+/* test_model_rollback.c — rollback stays exact on every family with per-sequence state beyond the KV cache
+ * (qwen35's recurrent layers, lfm2's convolution windows: seq_state.c). Such a state cannot be truncated, so a
+ * truncation restores a checkpoint and replays the kept tokens after it; here a context that generated further, took
+ * a detour and was truncated must give the same logits as one that never left the path: bit for bit where a
+ * checkpoint sits at the truncation point (the start of a recent evaluation, the tail of a batch), and where tokens
+ * are replayed too (the same chunks' rows go through the same products). The server's path (kv_seq +
+ * multi_forward) is held to a tr_context the same way, with two sequences in one pass. And a hostile qwen35 file:
+ * broken ssm metadata and a missing DeltaNet tensor are refused with a message, not run. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,20 +25,29 @@ enum { N_PROMPT = 20, N_GEN = 12, N_DETOUR = 6 };
 
 static const int32_t PROMPT[N_PROMPT] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376,
                                          298, 315, 421, 395, 317, 426, 338, 401, 396, 267};
-static char path[128];
+static const char *const SHAPES[] = {"qwen3.5-tiny", "lfm2-tiny"};
+enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
+static char paths[N_SHAPES][128];
+static const char *path; /* the file of the test running */
 
 static int setup(void **state) {
     (void)state;
-    snprintf(path, sizeof path, "/tmp/tokroute-qwen35-rb-%d.gguf", (int)getpid());
-    tr_synth_params sp = tr_synth_default_params();
-    sp.shape = "qwen3.5-tiny";
-    sp.type = TR_TYPE_Q8_0;
-    return tr_synth_write(&sp, path) == TR_OK ? 0 : -1;
+    for (int i = 0; i < N_SHAPES; i++) {
+        snprintf(paths[i], sizeof paths[i], "/tmp/tokroute-rb-%s-%d.gguf", SHAPES[i], (int)getpid());
+        tr_synth_params sp = tr_synth_default_params();
+        sp.shape = SHAPES[i];
+        sp.type = TR_TYPE_Q8_0;
+        if (tr_synth_write(&sp, paths[i]) != TR_OK) return -1;
+    }
+    path = paths[0];
+    return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    return unlink(path);
+    int rc = 0;
+    for (int i = 0; i < N_SHAPES; i++) rc |= unlink(paths[i]);
+    return rc;
 }
 
 static tr_model *load(void) {
@@ -115,8 +125,9 @@ static void rollback_case(const tr_model *m, const int32_t *gen, const float *re
     tr_context_free(ctx);
 }
 
-static void rollback_context(void **state) {
-    (void)state;
+static void rollback_context(int shape) {
+    path = paths[shape];
+    fprintf(stderr, "%s\n", SHAPES[shape]);
     tr_model *m = load();
     const int32_t V = tr_model_get_info(m)->n_vocab;
     int32_t gen[N_GEN];
@@ -132,8 +143,8 @@ static void rollback_context(void **state) {
 
 /* The server's sessions: two sequences share each pass; one is rolled back (kv_seq_truncate) and continues. Each
  * must give what a tr_context gives along the same evaluations. */
-static void rollback_multi(void **state) {
-    (void)state;
+static void rollback_multi(int shape) {
+    path = paths[shape];
     tr_model *m = load();
     const int32_t V = tr_model_get_info(m)->n_vocab;
     multi_engine *e = NULL;
@@ -208,8 +219,26 @@ static void expect_refused(const char *file, const char *words) {
     unlink(file);
 }
 
+static void rollback_context_qwen35(void **state) {
+    (void)state;
+    rollback_context(0);
+}
+static void rollback_context_lfm2(void **state) {
+    (void)state;
+    rollback_context(1);
+}
+static void rollback_multi_qwen35(void **state) {
+    (void)state;
+    rollback_multi(0);
+}
+static void rollback_multi_lfm2(void **state) {
+    (void)state;
+    rollback_multi(1);
+}
+
 static void hostile(void **state) {
     (void)state;
+    path = paths[0];
     /* ssm.group_count 3 does not divide the 8 value heads (a key's value follows its name and a 4-byte type) */
     size_t size = 0;
     char *b = read_file(path, &size);
@@ -233,8 +262,10 @@ static void hostile(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rollback_context),
-        cmocka_unit_test(rollback_multi),
+        cmocka_unit_test(rollback_context_qwen35),
+        cmocka_unit_test(rollback_context_lfm2),
+        cmocka_unit_test(rollback_multi_qwen35),
+        cmocka_unit_test(rollback_multi_lfm2),
         cmocka_unit_test(hostile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,77 @@
+/* test_model_families_llamacpp.c — the families added through the architecture interface (arch.h) against llama.cpp
+ * itself (scripts/llamacpp.sh's build, commit de3ff81), as test_model_qwen35_llamacpp does for qwen35: each
+ * family's small `tokroute synth` shape in F32 (prompt in one chunk and in chunks of 5) and quantized (chunks of 7),
+ * through llamacpp_check_shape — logits and final hidden states at every prompt position (relative RMS 2e-3 for
+ * F32, 5e-2 quantized), argmax, 16 greedy tokens. CMake runs it again on the lower instruction sets (avx2, scalar).
+ *
+ *   smollm3-tiny: 8 layers, 3 and 7 without RoPE (NoPE every fourth), GQA 4/2, head 32.
+ *   lfm2-tiny: 6 layers, attention at 2 and 5 (Q/K norms, NEOX RoPE, GQA 4/2), short convolutions of 3 taps
+ *   elsewhere (their windows carried across chunks); lfm2-small: 8 layers, 4 taps, attention at 1, 4, 6; and
+ *   lfm2-small with attention.sliding_window 6 (llama.cpp's LFM2 SWA variant: every attention layer windowed),
+ *   which the 24-token prompt and the greedy tokens cross. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "support/llamacpp_ref.h"
+#include "tokroute.h"
+
+static llamacpp_ref llama;
+
+static int setup(void **state) {
+    (void)state;
+    return llamacpp_ref_setup(&llama, "families", "llama-quantize", "tests/model/llamacpp_ref.c");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return llamacpp_ref_teardown(&llama);
+}
+
+static void smollm3_f32(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "smollm3-tiny", TR_ARCH_SMOLLM3, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_shape(&llama, "smollm3-tiny", TR_ARCH_SMOLLM3, TR_TYPE_F32, 2e-3, 5);
+}
+
+static void smollm3_q8_0(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "smollm3-tiny", TR_ARCH_SMOLLM3, TR_TYPE_Q8_0, 5e-2, 7);
+}
+
+static void lfm2_f32(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "lfm2-tiny", TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_shape(&llama, "lfm2-tiny", TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 5);
+    llamacpp_check_shape(&llama, "lfm2-small", TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 7);
+}
+
+static tr_status window_6(tr_gguf_writer *w, void *user) {
+    (void)user;
+    return tr_gguf_writer_set_u32(w, "lfm2.attention.sliding_window", 6);
+}
+
+static void lfm2_swa(void **state) {
+    (void)state;
+    llamacpp_check_variant(&llama, "lfm2-small", "swa6", window_6, TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_variant(&llama, "lfm2-small", "swa6", window_6, TR_ARCH_LFM2, TR_TYPE_F32, 2e-3, 5);
+}
+
+static void lfm2_quantized(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "lfm2-tiny", TR_ARCH_LFM2, TR_TYPE_Q8_0, 5e-2, 256);
+    llamacpp_check_shape(&llama, "lfm2-small", TR_ARCH_LFM2, TR_TYPE_Q4_0, 5e-2, 7);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(smollm3_f32),
+        cmocka_unit_test(smollm3_q8_0),
+        cmocka_unit_test(lfm2_f32),
+        cmocka_unit_test(lfm2_quantized),
+        cmocka_unit_test(lfm2_swa),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
