@@ -118,6 +118,7 @@ struct tr_context {
     int32_t n_logits;
     struct seq_state *state;  /* the family's per-sequence state and its checkpoints (seq_state.c), or NULL */
     void *family_buf;         /* the family's activation buffers (arch_ops.buffers_init), or NULL */
+    bool parallel_rows;       /* row-wise steps over the pool (the batched engine's view); else on the caller */
 };
 
 /* forward.c: evaluates tokens[0..n) at positions n_past.. (n <= act.cap), after replaying the kept tokens a
