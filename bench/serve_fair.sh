@@ -123,7 +123,7 @@ for r in rows:
     r.setdefault("burst", 0)
 def stat(kind, n, key, w):
     v = [r[key] for r in rows if r["kind"] == kind and r["sessions"] == n and r["burst"] == w]
-    return statistics.median(v), min(v), max(v)
+    return (statistics.median(v), min(v), max(v)) if v else (float("nan"),) * 3  # nan: runs missing
 def cell(m, lo, hi, f):
     return f"{m:{f}} ({lo:{f}}–{hi:{f}})"
 names = {"tokroute": "tokroute", "before": "tokroute before", "llama": "llama-server"}
@@ -132,7 +132,7 @@ def ratio(a, b, n, w):  # median (min–max) of the rounds' paired ratios
     v = sorted(x["calls_per_s"] / y["calls_per_s"] for x, y in
                zip([r for r in rows if r["kind"] == a and r["sessions"] == n and r["burst"] == w],
                    [r for r in rows if r["kind"] == b and r["sessions"] == n and r["burst"] == w]))
-    return f"{cell(statistics.median(v), v[0], v[-1], '.2f')}x"
+    return f"{cell(statistics.median(v), v[0], v[-1], '.2f')}x" if v else "–"
 pairs = [(a, "llama") for a in ("tokroute", "before") if a in kinds and "llama" in kinds]
 for w in sorted({r["burst"] for r in rows}):
     print()
