@@ -94,7 +94,7 @@ PY
 
 # A backend that ignores drafts (--openai against the same server) gets one draft, then none: same tokens.
 ref=$(gen --server "$url" -p "Once upon a time" --threshold 0.9 --sync --no-summary 2>/dev/null)
-got=$(gen --openai "$url" -p "Once upon a time" --threshold 0.9 --summary-json 2>"$tmp/oa.json")
+got=$(gen --openai "$url" -p "Once upon a time" --threshold 0.9 --draft-fixed --summary-json 2>"$tmp/oa.json")
 [ "$got" == "$ref" ] || fail "--openai with drafts: $got != --sync $ref"
 python3 - "$tmp/oa.json" <<'PY' || fail "drafting went on for a backend that ignores drafts: $(cat "$tmp/oa.json")"
 import json, sys
