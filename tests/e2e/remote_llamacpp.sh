@@ -11,23 +11,13 @@ set -euo pipefail
 cli=$1
 shared=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$("$root/scripts/llamacpp.sh" llama-server) || { echo "FAIL: cannot build llama-server" >&2; exit 1; }
+llama_bin=$("$root/scripts/llamacpp.sh" llama-server) || { echo "FAIL: cannot build llama-server" >&2; exit 1; }
 slm=$shared/models/stories-student.gguf
 llm=$shared/models/stories260K.gguf
 source "$root/tests/support/e2e.sh"
 
-# Starts llama-server on port $1 (extra args after), waits until /health answers; sets $server_pid.
-start_llama() {
-  local port=$1
-  shift
-  timeout 300 "$bin/llama-server" -m "$llm" --host 127.0.0.1 --port "$port" -t 1 -c 1024 -np 1 "$@" \
-    >>"$tmp/llama-$port.log" 2>&1 &
-  server_pid=$!
-  pids+=("$server_pid")
-  wait_http "http://127.0.0.1:$port/health" "$server_pid" "$tmp/llama-$port.log"
-}
 port=$(free_port)
-start_llama "$port"
+start_llama_server "$port"
 url=http://127.0.0.1:$port
 gen() { "$cli" generate --slm "$slm" -n 48 --ids --no-summary "$@" 2>>"$tmp/stderr"; }
 
@@ -57,11 +47,11 @@ echo "equal to embedded: $n_checked routed runs + llm mode"
 # single-token and batched passes round differently — so the first difference from --sync, if any, must be between
 # llama.cpp's two best tokens after the common prefix, within 0.01 in log-probability (a near-tie). On a server of its own, so the
 # other checks here see a cache that only plain requests filled. By default and with --openai: no lookahead.
-main_pid=$server_pid
+main_pid=$llama_pid
 la_port=$(free_port)
-start_llama "$la_port"
-la_pid=$server_pid
-server_pid=$main_pid
+start_llama_server "$la_port"
+la_pid=$llama_pid
+llama_pid=$main_pid
 la_url=http://127.0.0.1:$la_port
 : >"$tmp/near_ties"
 for prompt in "Once upon a time" "The little bird"; do
@@ -127,9 +117,9 @@ ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 1 -n 60)
   --timeout-ms 15000 --retries 12 --trace "$tmp/restart.jsonl" --summary-json >"$tmp/restart.out" 2>"$tmp/restart.err" &
 gen_pid=$!
 wait_tokens "$tmp/restart.out" 5
-crash_pid "$server_pid"
+crash_pid "$llama_pid"
 sleep 0.3 # down for a while: calls in between fail and are retried
-start_llama "$port"
+start_llama_server "$port"
 wait "$gen_pid" || fail "generation across a restart failed: $(cat "$tmp/restart.err")"
 [ "$(cat "$tmp/restart.out")" == "$ref" ] || fail "output changed across a restart"
 grep -q '"n_fallback":0' "$tmp/restart.err" || fail "fallback across a restart: $(cat "$tmp/restart.err")"
@@ -143,7 +133,7 @@ echo "restart mid-generation: output unchanged"
   --timeout-ms 1000 --retries 1 --trace "$tmp/kill.jsonl" --summary-json >"$tmp/kill.out" 2>"$tmp/kill.err" &
 gen_pid=$!
 wait_tokens "$tmp/kill.out" 5
-crash_pid "$server_pid"
+crash_pid "$llama_pid"
 wait "$gen_pid" || fail "generation with a dead server failed: $(cat "$tmp/kill.err")"
 [ "$(wc -w <"$tmp/kill.out")" -eq 60 ] || fail "not all 60 tokens: $(cat "$tmp/kill.out")"
 python3 - "$tmp/kill.jsonl" "$ref" <<'PY' || fail "trace after the server died is wrong"
@@ -198,7 +188,7 @@ echo "silent server: 40 tokens in $elapsed_ms ms, each call bounded by the timeo
 
 # 5. API keys: without the key the server refuses (a clear error, no silent fallback); with it, the same tokens.
 port2=$(free_port)
-start_llama "$port2" --api-key sekrit
+start_llama_server "$port2" --api-key sekrit
 ref=$(gen --llm "$llm" -p "Once upon a time" --threshold 0.6)
 if gen --llamacpp "http://127.0.0.1:$port2" -p "Once upon a time" --threshold 0.6 >/dev/null 2>"$tmp/e"; then
   fail "accepted without the API key"

@@ -69,11 +69,7 @@ start_peer sglang "$root/tests/support/sglang_peer.py" "$cli" "$llm"
 check "SGLang peer" --sglang "$peer_url"
 sglang_url=$peer_url
 port=$(free_port)
-timeout 600 "$llama_bin/llama-server" -m "$llm" --host 127.0.0.1 --port "$port" -t 1 -c 1024 -np 1 \
-  >>"$tmp/llama.log" 2>&1 &
-lpid=$!
-pids+=("$lpid")
-wait_http "http://127.0.0.1:$port/health" "$lpid" "$tmp/llama.log"
+start_llama_server "$port"
 check "llama.cpp (/completion)" --llamacpp "http://127.0.0.1:$port"
 check "llama.cpp (OpenAI endpoint)" --openai "http://127.0.0.1:$port"
 

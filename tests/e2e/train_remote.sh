@@ -165,11 +165,7 @@ grep -q "LLM backend" "$tmp/dead.err" || fail "unclear error: $(cat "$tmp/dead.e
 
 # 4. llama.cpp's server: one /completion per position (no prompt log-probabilities there).
 port=$(free_port)
-timeout 600 "$llama_bin/llama-server" -m "$llm" --host 127.0.0.1 --port "$port" -t 1 -c 1024 -np 1 \
-  >>"$tmp/llama.log" 2>&1 &
-lpid=$!
-pids+=("$lpid")
-wait_http "http://127.0.0.1:$port/health" "$lpid" "$tmp/llama.log"
+start_llama_server "$port"
 collect --llamacpp "http://127.0.0.1:$port" --range 0:6 --out "$tmp/llama"
 collect --llm "$llm" --range 0:6 --out "$tmp/emb6"
 # llama.cpp's numerics: its log-probabilities drift from ours by up to ~0.02 at later positions of a 256-token story

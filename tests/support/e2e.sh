@@ -53,6 +53,18 @@ start_serve() { # port [args...]
   done
   fail "tokroute serve did not come up"
 }
+# Starts the cached llama.cpp's llama-server ($llama_bin) on $llm at port $1 (its arguments after), one thread, one
+# slot, bounded by `timeout 600`; waits until /health answers; sets $llama_pid and $llama_url.
+start_llama_server() { # port [args...]
+  local port=$1
+  shift
+  timeout 600 "$llama_bin/llama-server" -m "$llm" --host 127.0.0.1 --port "$port" -t 1 -c 1024 -np 1 "$@" \
+    >>"$tmp/llama-$port.log" 2>&1 &
+  llama_pid=$!
+  pids+=("$llama_pid")
+  wait_http "http://127.0.0.1:$port/health" "$llama_pid" "$tmp/llama-$port.log"
+  llama_url=http://127.0.0.1:$port
+}
 # Starts a protocol peer (tests/support/vllm_peer.py, sglang_peer.py: each prints "PORT PID" first) bounded by
 # `timeout 600`; sets $peer_url.
 start_peer() { # name script args...
