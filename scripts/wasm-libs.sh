@@ -2,7 +2,8 @@
 # wasm-libs.sh — PCRE2 and cJSON, the two libraries the device core links, built for wasm32 with emcc from Debian's
 # source packages (the versions this machine's -dev packages come from), once per machine, cached outside the
 # repository like llama.cpp (scripts/llamacpp.sh). Nothing third-party is vendored.
-#   scripts/wasm-libs.sh        builds them if missing; prints the prefix (PREFIX/include, PREFIX/lib) on stdout
+#   scripts/wasm-libs.sh        builds them if missing; prints the prefix on stdout: PREFIX/include, PREFIX/lib-mt
+#                               (-pthread: atomics, for a shared-memory module) and PREFIX/lib-st (without)
 # Cache: $TOKROUTE_CACHE (default ~/.cache/tokroute)/wasm-libs-<pcre2 version>-<cjson version>/; concurrent callers
 # wait on a lock. `apt-get source` needs a deb-src entry: when none is configured and we run as root, one is added
 # for the same mirrors and suites as the deb entries (/etc/apt/sources.list.d/tokroute-src.sources).
@@ -19,7 +20,7 @@ root=$cache/wasm-libs-$pcre2_v-$cjson_v
 mkdir -p "$root"
 exec 9>"$root/.lock"
 flock 9
-if [ -f "$root/lib/libpcre2-8.a" ] && [ -f "$root/lib/libcjson.a" ]; then echo "$root"; exit 0; fi
+if [ -f "$root/lib-st/libpcre2-8.a" ] && [ -f "$root/lib-mt/libcjson.a" ]; then echo "$root"; exit 0; fi
 command -v emcc >/dev/null || { echo "wasm-libs: emcc missing (apt-get install emscripten)" >&2; exit 1; }
 command -v dpkg-source >/dev/null || { echo "wasm-libs: dpkg-source missing (apt-get install dpkg-dev)" >&2; exit 1; }
 
@@ -51,25 +52,31 @@ pcre=$(find "$work" -maxdepth 1 -type d -name 'pcre2-*' | head -1)
 cjson=$(find "$work" -maxdepth 1 -type d -name 'cjson-*' | head -1)
 [ -d "$pcre" ] && [ -d "$cjson" ] || { echo "wasm-libs: unpacked sources not found in $work" >&2; exit 1; }
 
-mkdir -p "$root/include/cjson" "$root/lib" "$work/obj-pcre2" "$work/obj-cjson"
-cflags=(-O2 -msimd128 -pthread)
-# cJSON: one file.
-emcc "${cflags[@]}" -c "$cjson/cJSON.c" -o "$work/obj-cjson/cJSON.o"
-emar rcs "$root/lib/libcjson.a" "$work/obj-cjson/cJSON.o"
-cp "$cjson/cJSON.h" "$root/include/cjson/cJSON.h"
-# PCRE2, 8-bit.
+mkdir -p "$root/include/cjson"
 cp "$pcre/src/config.h.generic" "$pcre/src/config.h"
 cp "$pcre/src/pcre2.h.generic" "$pcre/src/pcre2.h"
 cp "$pcre/src/pcre2_chartables.c.dist" "$pcre/src/pcre2_chartables.c"
-for f in auto_possess chartables compile config context convert dfa_match error extuni find_bracket maketables \
-  match match_data newline ord2utf pattern_info script_run serialize string_utils study substitute substring \
-  tables ucd valid_utf xclass jit_compile; do
-  [ -f "$pcre/src/pcre2_$f.c" ] || continue
-  emcc "${cflags[@]}" -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DPCRE2_STATIC -DSUPPORT_UNICODE -I"$pcre/src" \
-    -c "$pcre/src/pcre2_$f.c" -o "$work/obj-pcre2/$f.o" &
-done
-wait
-emar rcs "$root/lib/libpcre2-8.a" "$work"/obj-pcre2/*.o
+cp "$cjson/cJSON.h" "$root/include/cjson/cJSON.h"
 cp "$pcre/src/pcre2.h" "$root/include/pcre2.h"
+# build VARIANT FLAGS...: both libraries into $root/lib-VARIANT (a -pthread module's objects must all be -pthread;
+# a module without threads links none that is).
+build() {
+  local variant=$1; shift
+  local obj=$work/obj-$variant lib=$root/lib-$variant
+  mkdir -p "$obj" "$lib"
+  emcc -O2 -msimd128 "$@" -c "$cjson/cJSON.c" -o "$obj/cJSON.o"
+  emar rcs "$lib/libcjson.a" "$obj/cJSON.o"
+  for f in auto_possess chartables compile config context convert dfa_match error extuni find_bracket maketables \
+    match match_data newline ord2utf pattern_info script_run serialize string_utils study substitute substring \
+    tables ucd valid_utf xclass jit_compile; do
+    [ -f "$pcre/src/pcre2_$f.c" ] || continue
+    emcc -O2 -msimd128 "$@" -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DPCRE2_STATIC -DSUPPORT_UNICODE -I"$pcre/src" \
+      -c "$pcre/src/pcre2_$f.c" -o "$obj/pcre2_$f.o" &
+  done
+  wait
+  emar rcs "$lib/libpcre2-8.a" "$obj"/pcre2_*.o
+}
+build mt -pthread
+build st
 rm -rf "$work"
 echo "$root"
