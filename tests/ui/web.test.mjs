@@ -2,12 +2,14 @@
 // driven by playwright-core), the LLM behind a real `tokroute serve --cors '*' --api-key` on 127.0.0.1 and the page
 // served cross-origin isolated by scripts/serve-web.mjs. The demo pair's greedy generation in the page equals native
 // `tokroute generate --server` token for token (ids, and which were routed) in joint, SLM-only and LLM-only modes,
-// with a policy, with a routed-share target and with a trained router (a file picked beside the model's URL); the model downloaded from a URL comes back from the browser's cache
-// after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the one-thread build runs
-// and says so; the LLM killed mid-run gives flagged fallback tokens and
-// the generation finishes; an unreachable LLM, a model URL that is not there, a file that is not a GGUF and a wrong
-// key each give their message, nothing hangs; random-weight SLMs of real shapes (tokroute synth: qwen2.5-0.5b in
-// Q4_0 and Q4_K_M, gemma3-270m) give the native engine's 32 greedy ids. Screenshots go to ARTIFACTS/*.png.
+// with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL), and
+// through the OpenAI-compatible backend as `generate --openai`. The model downloaded from a URL comes back from the
+// browser's cache after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
+// one-thread build runs and says so. The LLM killed mid-run gives flagged fallback tokens and the generation
+// finishes; an unreachable LLM, a model URL that is not there, a file that is not a GGUF, one too large for wasm32
+// and a wrong key each give their message, nothing hangs. Random-weight SLMs of real shapes (tokroute synth:
+// qwen2.5-0.5b in Q4_0 and Q4_K_M, gemma3-270m) give the native engine's 32 greedy ids, or part at a near-tie of
+// the native logits (SIMD128 sums in another order). Screenshots go to ARTIFACTS/*.png.
 // Usage: node web.test.mjs TOKROUTE SHARED_DIR WEB_DIR ARTIFACTS_DIR
 import { spawn, spawnSync } from "node:child_process";
 import assert from "node:assert/strict";
@@ -77,9 +79,9 @@ async function startLlm(name) {
 }
 
 // Native `tokroute generate --server`: [{id, routed, fallback}] from its trace.
-function native(llmUrl, args) {
+function native(llmUrl, args, protocol = "--server") {
   const trace = path.join(tmp, "trace.jsonl");
-  const r = spawnSync(cli, ["generate", "--slm", slm, "--server", llmUrl, "--api-key", KEY, "-p", PROMPT, "--ids",
+  const r = spawnSync(cli, ["generate", "--slm", slm, protocol, llmUrl, "--api-key", KEY, "-p", PROMPT, "--ids",
     "--trace", trace, ...args], { encoding: "utf8", timeout: 60_000 });
   assert.equal(r.status, 0, "native generate " + args.join(" ") + ": " + r.stderr);
   return fs.readFileSync(trace, "utf8").trim().split("\n").map((l) => JSON.parse(l))
@@ -149,10 +151,11 @@ async function loadModel(page, how) {
   return page.evaluate(() => window.tokroute.events.includes("loaded"));
 }
 
-async function connect(page, url, key) {
+async function connect(page, url, key, protocol = "server") {
   await page.evaluate(() => { window.tokroute.events = []; });
   await page.locator("#llm-url").fill(url);
   await page.locator("#llm-key").fill(key);
+  await page.selectOption("#protocol", protocol);
   await page.click("#connect");
   await waitFor(page, "LLM connect", () => window.tokroute.events.some((e) => e === "llm" || e === "error"), null, 30_000);
   return page.locator("#llm-info").textContent();
@@ -235,6 +238,23 @@ async function main() {
   const routedR = wantR.filter((t) => t.routed).length;
   assert.ok(routedR > 0 && routedR < n, "the router routes some, not all: " + routedR);
   ok("--router (trained) --tau 0.5: " + n + " tokens equal native, " + routedR + " routed");
+
+  // The OpenAI-compatible backend (tokroute serve's /v1/completions), as `tokroute generate --openai`.
+  assert.equal(await connect(page, server.url, KEY, "openai"), "connected");
+  const wantO = native(server.url, ["-n", String(n), "--tau", "0.6"], "--openai");
+  // (policy named: the router file loaded above would otherwise score, as --router would natively)
+  same(await generate(page, { mode: "joint", tau: 0.6, policy: "maxprob", n }), wantO, "openai protocol");
+  ok("--openai --tau 0.6: " + n + " tokens equal native, " + wantO.filter((t) => t.routed).length + " routed");
+  assert.equal(await connect(page, server.url, KEY), "connected");
+
+  // A model too large for wasm32's memory: refused by its size before anything is read (a sparse 4.5 GiB file).
+  const huge = path.join(tmp, "huge.gguf");
+  fs.writeFileSync(huge, "GGUF");
+  fs.truncateSync(huge, 4.5 * 2 ** 30);
+  assert.equal(await loadModel(page, { file: huge }), false);
+  assert.match(await errorText(page), /too large for WebAssembly's 32-bit memory/);
+  ok("a model too large: " + (await errorText(page)));
+  fs.rmSync(huge);
 
   // A reload finds the model in the browser's cache.
   await page.reload();
