@@ -82,7 +82,8 @@ function loadModel(again) {
 }
 
 function connectLlm() {
-  llm = { url: $("llm-url").value.trim(), key: $("llm-key").value, protocol: $("protocol").value };
+  llm = { url: $("llm-url").value.trim(), key: $("llm-key").value, protocol: $("protocol").value,
+    timeout_ms: Number($("llm-timeout").value) || 10000 };
   showError("");
   $("llm-info").textContent = "connecting…";
   send("llm", llm);

@@ -6,10 +6,11 @@
 // through the OpenAI-compatible backend as `generate --openai`. The model downloaded from a URL comes back from the
 // browser's cache after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
 // one-thread build runs and says so. The LLM killed mid-run gives flagged fallback tokens and the generation
-// finishes; an unreachable LLM, a model URL that is not there, a file that is not a GGUF, one too large for wasm32
-// and a wrong key each give their message, nothing hangs. Random-weight SLMs of real shapes (tokroute synth:
-// qwen2.5-0.5b in Q4_0 and Q4_K_M, gemma3-270m) give the native engine's 32 greedy ids, or part at a near-tie of
-// the native logits (SIMD128 sums in another order). Screenshots go to ARTIFACTS/*.png.
+// finishes; an LLM that never answers times out per call; an unreachable LLM, a model URL that is not there, a file
+// that is not a GGUF, one too large for wasm32 and a wrong key each give their message, nothing hangs.
+// Random-weight SLMs of real shapes (tokroute synth: qwen2.5-0.5b in Q4_0 and Q4_K_M, gemma3-270m) give the native
+// engine's 32 greedy ids, or part at a near-tie of the native logits (SIMD128 sums in another order). Screenshots
+// go to ARTIFACTS/*.png.
 // Usage: node web.test.mjs TOKROUTE SHARED_DIR WEB_DIR ARTIFACTS_DIR
 import { spawn, spawnSync } from "node:child_process";
 import assert from "node:assert/strict";
@@ -272,6 +273,24 @@ async function main() {
   assert.ok(last.tokens.some((t) => t.fallback) && !last.tokens.some((t) => t.routed), "fallbacks, nothing routed");
   assert.equal(last.stats.n_fallback, last.tokens.filter((t) => t.fallback).length);
   ok("an unreachable LLM: message, then " + last.stats.n_fallback + " flagged fallback tokens");
+
+  // An LLM that accepts connections and never answers: each call ends at its timeout (xhr.timeout from the call's
+  // deadline), the message says so, and routed tokens are the SLM's, flagged; nothing hangs.
+  const silent = net.createServer(() => {}).listen(0, "127.0.0.1");
+  await new Promise((r) => silent.once("listening", r));
+  await page.locator("#llm-timeout").fill("800");
+  const t0 = Date.now();
+  assert.match(await connect(page, "http://127.0.0.1:" + silent.address().port, KEY), /does not answer/);
+  assert.match(await errorText(page), /timed out|timeout/);
+  const connectMs = Date.now() - t0;
+  last = await generate(page, { mode: "joint", tau: 0.6, n: 16 });
+  assert.equal(last.tokens.length, 16);
+  assert.ok(last.tokens.some((t) => t.fallback) && !last.tokens.some((t) => t.routed), "fallbacks, nothing routed");
+  assert.ok(last.stats.total_ms < 15_000, "the timeouts bound the run: " + last.stats.total_ms + " ms");
+  ok("an LLM that never answers: connect gave up in " + connectMs + " ms (timeout 800), then " + last.stats.n_fallback +
+    " flagged fallbacks in " + last.stats.total_ms.toFixed(0) + " ms");
+  silent.close();
+  await page.locator("#llm-timeout").fill("10000");
 
   // The LLM killed mid-run: what came before is the LLM's, then flagged fallbacks, and the generation finishes.
   const doomed = await startLlm("doomed");
