@@ -25,6 +25,9 @@ command -v dpkg-source >/dev/null || install dpkg-dev
 for h in /usr/include/cjson/cJSON.h /usr/include/pcre2.h; do [ -f "$h" ] || install libcjson-dev libpcre2-dev; done
 export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
 libs=$(scripts/wasm-libs.sh)
+mkdir -p "$out"
+exec 9>"$out/.lock" # one build at a time in $out (make wasm beside a test run)
+flock 9
 
 core=$(ls src/{gguf,kernels,model,tokenizer,router,route,transport,common}/*.c src/wasm/*.c |
   grep -v -E '_(avx2|avx512|neon)\.c$' | grep -v -E '^src/transport/http\.c$')
