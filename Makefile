@@ -15,7 +15,7 @@ PREFIX     ?= /usr/local
 MAKEFLAGS  += --no-print-directory
 
 .PHONY: all deps deps-test build cli demo eval test test-fast test-asan test-tsan clean llamacpp install uninstall python \
-	check-portable
+	check-portable wasm web
 
 all: build
 
@@ -83,6 +83,18 @@ test: test-fast test-asan test-tsan
 check-portable:
 	@./scripts/check-portable.sh
 
+# The browser as the device (docs/web.md): `make wasm` builds the static bundle build-wasm/web (the device core in
+# WebAssembly, two variants: threads when cross-origin isolated, one thread otherwise; installs emscripten and
+# builds PCRE2/cJSON for wasm32 once, cached in ~/.cache/tokroute); `make web` serves it on 127.0.0.1:$(WEB_PORT)
+# with the COOP/COEP headers threads need (WEB_MODELS=DIR also serves DIR's GGUF files under /models/).
+WEB_PORT   ?= 8000
+WEB_MODELS ?=
+wasm:
+	@./scripts/wasm.sh
+
+web: wasm
+	@node scripts/serve-web.mjs --dir build-wasm/web --port $(WEB_PORT) $(if $(WEB_MODELS),--models $(WEB_MODELS))
+
 # The CLI, libtokroute (.so and .a), the headers, tokroute.pc and the CMake package under PREFIX (DESTDIR=DIR stages
 # it); builds only what is installed. `make uninstall` removes exactly the files $(BUILD)/install_manifest.txt lists
 # (under the same DESTDIR).
@@ -95,4 +107,4 @@ uninstall:
 	@DESTDIR=$(DESTDIR) cmake -DMANIFEST=$(abspath $(BUILD))/install_manifest.txt -P cmake/uninstall.cmake
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-wasm

@@ -10,6 +10,8 @@ packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicroht
 if [ "$what" = test ]; then
   packages+=(libcmocka-dev python3 bsdutils binutils)  # python3 (e2e checks), script (bsdutils: a pseudo-terminal), nm
   packages+=(chromium curl)  # the web UI's browser test (headless Chromium) and HTTP test
+  # the browser device's test (e2e_web_browser: make wasm): emcc, the acorn its Node needs, apt-get source's unpacker
+  packages+=(emscripten node-acorn dpkg-dev)
 fi
 if [ "$what" = test ] || [ "$what" = python ]; then
   # the Python package and its tests (tests/python): a venv with Debian's interpreter, NumPy, PyTorch and pytest

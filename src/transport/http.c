@@ -17,13 +17,11 @@
 #include "transport/http.h"
 
 #include <curl/curl.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "common/error.h"
 
@@ -66,20 +64,7 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_OK;
 static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-double http_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 double http_deadline(const http_client *c) { return http_now_ms() + c->timeout_ms; }
-
-static void sleep_ms(double ms) {
-    if (ms <= 0) return;
-    struct timespec ts = {(time_t)(ms / 1e3), (long)((ms - (double)(time_t)(ms / 1e3) * 1e3) * 1e6)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* Appends n bytes to buf (kept NUL-terminated); false when out of memory. */
 static bool buf_append(http_conn *x, const char *p, size_t n) {
@@ -414,25 +399,9 @@ tr_status http_request_lines(http_client *c, const char *method, const char *pat
                          x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc), attempt + 1, attempt ? "s" : "");
             break;
         }
-        sleep_ms(backoff_ms);
+        http_sleep_ms(backoff_ms);
         backoff_ms *= 2;
     }
     free(url);
     return st;
-}
-
-const char *http_error_text(const http_response *resp, char *buf, size_t cap) {
-    const char *b = resp->body ? resp->body : "";
-    /* Cheap extraction without a JSON parse: the backends parse bodies they need; this is for messages only. */
-    const char *m = strstr(b, "\"message\"");
-    if (m && (m = strchr(m + 9, '"'))) {
-        m++;
-        size_t n = 0;
-        while (m[n] && m[n] != '"' && n + 1 < cap) n++;
-        memcpy(buf, m, n);
-        buf[n] = '\0';
-        return buf;
-    }
-    snprintf(buf, cap, "%.*s", (int)(resp->len < 200 ? resp->len : 200), b);
-    return buf;
 }

@@ -1,7 +1,8 @@
-/* http.h — the HTTP client the remote backends share: two libcurl handles per backend under one multi handle
- * (kept-alive connections are reused; a stream the caller left goes on being read on one while the next request
- * uses the other), JSON bodies, Bearer auth, https with verification (optionally a private CA), bounded
- * retries with exponential backoff inside an absolute deadline, and an abort callback polled while waiting. */
+/* http.h — the HTTP client the remote backends share. Natively (http.c): two libcurl handles per backend under one
+ * multi handle (kept-alive connections are reused; a stream the caller left goes on being read on one while the
+ * next request uses the other), JSON bodies, Bearer auth, https with verification (optionally a private CA),
+ * bounded retries with exponential backoff inside an absolute deadline, and an abort callback polled while
+ * waiting. In the browser (http_fetch.c, emscripten) the same calls over a synchronous XMLHttpRequest. */
 #ifndef TR_HTTP_H
 #define TR_HTTP_H
 
@@ -27,6 +28,8 @@ void http_client_free(http_client *c);
 void http_client_wake(http_client *c);
 /* Monotonic milliseconds, for deadlines. */
 double http_now_ms(void);
+/* Sleeps ms (the backoff between attempts). */
+void http_sleep_ms(double ms);
 /* The deadline of a call starting now (now + timeout_ms). */
 double http_deadline(const http_client *c);
 

@@ -1,0 +1,38 @@
+/* http_common.c — what both HTTP clients share: libcurl's (http.c, native) and the browser's (http_fetch.c,
+ * emscripten; one of the two is linked): the monotonic clock deadlines are measured on, the backoff sleep between
+ * attempts and the message of an error body. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport/http.h"
+
+double http_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void http_sleep_ms(double ms) {
+    if (ms <= 0) return;
+    struct timespec ts = {(time_t)(ms / 1e3), (long)((ms - (double)(time_t)(ms / 1e3) * 1e3) * 1e6)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+const char *http_error_text(const http_response *resp, char *buf, size_t cap) {
+    const char *b = resp->body ? resp->body : "";
+    /* Cheap extraction without a JSON parse: the backends parse bodies they need; this is for messages only. */
+    const char *m = strstr(b, "\"message\"");
+    if (m && (m = strchr(m + 9, '"'))) {
+        m++;
+        size_t n = 0;
+        while (m[n] && m[n] != '"' && n + 1 < cap) n++;
+        memcpy(buf, m, n);
+        buf[n] = '\0';
+        return buf;
+    }
+    snprintf(buf, cap, "%.*s", (int)(resp->len < 200 ? resp->len : 200), b);
+    return buf;
+}
