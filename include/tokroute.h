@@ -226,7 +226,8 @@ typedef struct tr_model_params {
 } tr_model_params;
 
 typedef enum tr_arch {
-    TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3, TR_ARCH_SMOLLM3, TR_ARCH_LFM2
+    TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3, TR_ARCH_SMOLLM3, TR_ARCH_LFM2,
+    TR_ARCH_GEMMA4
 } tr_arch;
 
 typedef struct tr_model_info {

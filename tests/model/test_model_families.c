@@ -142,11 +142,18 @@ static void test_lfm2(void **state) {
     remove(path);
 }
 
+static void test_gemma4(void **state) {
+    (void)state;
+    const char *path = synth("gemma4-tiny", TR_TYPE_Q8_0);
+    check_model(path, "gemma4");
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),  cmocka_unit_test(test_qwen2),  cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_qwen35), cmocka_unit_test(test_gemma3), cmocka_unit_test(test_smollm3),
-        cmocka_unit_test(test_lfm2),
+        cmocka_unit_test(test_lfm2),   cmocka_unit_test(test_gemma4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

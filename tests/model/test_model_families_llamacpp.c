@@ -65,6 +65,18 @@ static void lfm2_quantized(void **state) {
     llamacpp_check_shape(&llama, "lfm2-small", TR_ARCH_LFM2, TR_TYPE_Q4_0, 5e-2, 7);
 }
 
+static void gemma4_f32(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_F32, 2e-3, 5);
+}
+
+static void gemma4_quantized(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_Q8_0, 5e-2, 7);
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_Q4_0, 5e-2, 256);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smollm3_f32),
@@ -72,6 +84,8 @@ int main(void) {
         cmocka_unit_test(lfm2_f32),
         cmocka_unit_test(lfm2_quantized),
         cmocka_unit_test(lfm2_swa),
+        cmocka_unit_test(gemma4_f32),
+        cmocka_unit_test(gemma4_quantized),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
