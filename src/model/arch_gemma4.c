@@ -477,17 +477,20 @@ static void rope_rows(const tr_model *m, activations *A, int32_t row, int32_t n,
 /* E2B by its HF config (hidden 1536, 35 layers, 8 heads, 1 KV head, head 256 sliding / 512 global, every fifth
  * layer global, window 512, per-layer inputs of 256, the last 20 layers sharing KV, double-wide MLP 6144 / 12288 on
  * them, vocabulary 262144, softcap 30, RoPE 1e6 global with partial factor 0.25, 1e4 sliding); a tiny one for
- * tests with both kinds of KV sharing and a window the 24-token reference prompt crosses. */
+ * tests with both kinds of KV sharing and a window the 24-token reference prompt crosses, and a small one (its
+ * LLM in routing tests: the same 512-token vocabulary). */
 typedef struct gemma4_sizes {
     int32_t head_dim_swa, n_pl, n_shared, window;
     const char *kinds;       /* per layer, 's' sliding, 'g' global; NULL: every fifth layer global */
     bool double_wide;
 } gemma4_sizes;
 
-static const gemma4_sizes e2b = {256, 256, 20, 512, NULL, true}, tiny = {64, 64, 2, 10, "sgsgsg", true};
+static const gemma4_sizes e2b = {256, 256, 20, 512, NULL, true}, tiny = {64, 64, 2, 10, "sgsgsg", true},
+                          small = {64, 64, 3, 16, "ssgsgssg", true};
 static const synth_shape shapes[] = {
     {"gemma4-e2b", 1536, 35, 8, 1, 512, 6144, 262144, 131072, 1000000.0f, 1e-6f, true, false, true, false, 0, &e2b},
     {"gemma4-tiny", 256, 6, 4, 2, 128, 512, 512, 512, 1000000.0f, 1e-6f, true, false, true, false, 0, &tiny},
+    {"gemma4-small", 384, 8, 6, 2, 128, 768, 512, 512, 1000000.0f, 1e-6f, true, false, true, false, 0, &small},
 };
 
 static bool synth_is_swa(const synth_shape *s, int il) {
