@@ -11,7 +11,8 @@
  *   gemma4: the sliding-layer keys (key_length_swa, sliding_window_pattern, embedding_length_per_layer_input)
  *   missing, the pattern of the wrong length, V's sliding head size unlike K's, KV sharing that leaves one layer with
  *   a cache or pairs a layer with one of the other kind, per-layer KV heads that differ, per-layer FFN widths unlike
- *   the tensors, the per-layer inputs' and RoPE factors' tensors missing, a KV layer's K missing. */
+ *   the tensors, the per-layer inputs' and RoPE factors' tensors missing, a KV layer's K missing; and what the engine
+ *   does not run, by name: a mixture-of-experts router (26B-A4B), a fused attn_qkv. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,6 +154,23 @@ static tr_status gemma4_ff_flat(tr_gguf_writer *w, void *u) {
     return tr_gguf_writer_set_arr_i32(w, "gemma4.feed_forward_length", ff, 6);
 }
 
+/* A 2-D F32 tensor of zeros, added to the file. */
+static tr_status add_zeros(tr_gguf_writer *w, const char *name, int64_t cols, int64_t rows) {
+    float *zeros = calloc((size_t)(cols * rows), sizeof *zeros);
+    const int64_t ne[2] = {cols, rows};
+    tr_status st = zeros ? tr_gguf_writer_add_tensor(w, name, TR_TYPE_F32, 2, ne, zeros, NULL) : TR_ERR_NOMEM;
+    free(zeros);
+    return st;
+}
+static tr_status gemma4_moe(tr_gguf_writer *w, void *u) {
+    (void)u; /* a router: the 26B-A4B's expert layers */
+    return add_zeros(w, "blk.1.ffn_gate_inp.weight", 256, 4);
+}
+static tr_status gemma4_fused_qkv(tr_gguf_writer *w, void *u) {
+    (void)u;
+    return add_zeros(w, "blk.0.attn_qkv.weight", 256, 4 * 64 + 2 * 2 * 64);
+}
+
 static void gemma4_hostile(void **state) {
     (void)state;
     tr_status st;
@@ -187,6 +205,10 @@ static void gemma4_hostile(void **state) {
                         "missing tensor 'blk.3.attn_k.weight'");
     hostile_expect_fail(gemma4, &(hostile_change){.drop_tensor = "blk.5.proj.weight"}, TR_ERR_FORMAT,
                         "missing tensor 'blk.5.proj.weight'");
+    hostile_expect_fail(gemma4, &(hostile_change){.extra = gemma4_moe}, TR_ERR_UNSUPPORTED,
+                        "tensor 'blk.1.ffn_gate_inp.weight': mixture-of-experts layers are not supported");
+    hostile_expect_fail(gemma4, &(hostile_change){.extra = gemma4_fused_qkv}, TR_ERR_UNSUPPORTED,
+                        "tensor 'blk.0.attn_qkv.weight' (fused Q/K/V) is not supported");
 }
 
 int main(void) {
