@@ -412,7 +412,8 @@ static tr_status attend(tr_context *ctx, int il, int32_t n, const seq_span *sp, 
     return matmul(ctx->pool, &L->wo, A->att, n, A->xb, m->info.n_embd, &ctx->scratch);
 }
 
-/* [post-norm of xb], x += xb; then xb = RMSNorm(x) by `next` (NULL: none). */
+/* A residual step of row t: xb through its post-norm, x += xb; after attention, xb = the FFN's RMSNorm of x; after the
+ * layer's last step, x × layer_output_scale. */
 typedef struct resid_arg {
     int which; /* 0: after attention, 1: after the FFN, 2: after the per-layer input */
 } resid_arg;
