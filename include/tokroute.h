@@ -226,7 +226,8 @@ typedef struct tr_model_params {
 } tr_model_params;
 
 typedef enum tr_arch {
-    TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3, TR_ARCH_SMOLLM3, TR_ARCH_LFM2
+    TR_ARCH_LLAMA = 0, TR_ARCH_QWEN2, TR_ARCH_QWEN3, TR_ARCH_QWEN35, TR_ARCH_GEMMA3, TR_ARCH_SMOLLM3, TR_ARCH_LFM2,
+    TR_ARCH_GEMMA4
 } tr_arch;
 
 typedef struct tr_model_info {
@@ -385,7 +386,7 @@ typedef struct tr_chat_message {
 /* Known templates: "chatml" (also Qwen2/3/3.5), "llama2", "llama3", "gemma" (Gemma 2/3: the system text opens the
  * first user turn, the assistant's role is "model"). */
 typedef enum tr_chat_template {
-    TR_CHAT_NONE = 0, TR_CHAT_CHATML, TR_CHAT_LLAMA2, TR_CHAT_LLAMA3, TR_CHAT_GEMMA
+    TR_CHAT_NONE = 0, TR_CHAT_CHATML, TR_CHAT_LLAMA2, TR_CHAT_LLAMA3, TR_CHAT_GEMMA, TR_CHAT_GEMMA4
 } tr_chat_template;
 
 /* Picks the template the vocabulary's tokenizer.chat_template matches, or TR_CHAT_NONE. */

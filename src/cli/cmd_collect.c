@@ -20,7 +20,7 @@ static const char *usage_rest =
     "  --format F           text (examples separated by <|endoftext|> lines), llm-sample (no --data: example i\n"
     "                       is sampled from the LLM at temperature 1 with seed + i), csqa|gsm8k|arc|mmlu (the\n"
     "                       answer's positions after the prompt; templates as `tokroute eval`)\n"
-    "  --chat-template NAME question prompts as a user turn: chatml, llama2, llama3, gemma, none (default: the SLM's)\n"
+    "  --chat-template NAME question prompts as a user turn: chatml, llama2, llama3, gemma, gemma4, none (default: the SLM's)\n"
     "  --range A:B          examples A..B-1 (default: all; llm-sample needs it)\n"
     "  --max-tokens N       tokens per example, BOS included (default 256)\n"
     "  --topk K             top-k log-probs of the SLM stored per position (default 16, at most 64)\n"

@@ -30,7 +30,7 @@ static const char *usage_rest =
     "  --no-generate          token level only (no task / free-running generation)\n"
     "  --max-new N            tokens generated per example (default: text 64, gsm8k 256, others 32)\n"
     "  --prompt-tokens N      text: story tokens given as the prompt, BOS included (default 16)\n"
-    "  --chat-template NAME   question prompts as a user turn: chatml, llama2, llama3, gemma, none (default: the SLM's\n"
+    "  --chat-template NAME   question prompts as a user turn: chatml, llama2, llama3, gemma, gemma4, none (default: the SLM's\n"
     "                         template when it has one, else plain prompts)\n"
     "  --sweep N              points of the τ grid (default 101);  --seed S  the random policy's seed (default 1234)\n"
     "  -t, --threads N        threads per model (default 1);  --kv-type f16|q8_0|f32  KV caches (default f16)\n";

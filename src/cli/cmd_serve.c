@@ -30,7 +30,7 @@ static const char *usage =
     "  --max-connections-per-ip N   the same per client address (default 64)\n"
     "  --request-timeout-s S  a connection must send a whole request within S of opening or of its last reply\n"
     "                         (default 10; slow or idle connections are closed)\n"
-    "  --chat-template NAME   chatml|llama2|llama3|gemma|none: renders /v1/chat/completions' messages\n"
+    "  --chat-template NAME   chatml|llama2|llama3|gemma|gemma4|none: renders /v1/chat/completions' messages\n"
     "                         (default: the model's own; a model without one answers chat requests with 400)\n"
     "  --cors ORIGIN          let browser pages from ORIGIN (e.g. http://localhost:3000; repeatable; * = any)\n"
     "                         call the server: OPTIONS preflights, Access-Control-Allow-Origin (default: none)\n"
@@ -136,7 +136,7 @@ static int serve(int argc, char **argv, key_list *kl) {
             if (!cli_int("--request-timeout-s", v, 1, 3600, &x)) return 2;
             sp.request_timeout_s = (int32_t)x;
         } else if (cli_option(argc, argv, &i, NULL, "--chat-template", &v)) {
-            if (!v) return cli_usage_error(usage, "--chat-template needs a name (chatml, llama2, llama3, gemma, none)");
+            if (!v) return cli_usage_error(usage, "--chat-template needs a name (chatml, llama2, llama3, gemma, gemma4, none)");
             chat_template = v;
         } else if (cli_option(argc, argv, &i, NULL, "--cors", &v)) {
             if (!v || !v[0]) return cli_usage_error(usage, "--cors needs an origin (e.g. http://localhost:3000, or *)");

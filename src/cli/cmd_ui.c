@@ -32,7 +32,7 @@ static const char *usage_rest =
     "  --request-timeout-s S  a connection must send a whole request within S of opening or of its last reply\n"
     "                         (default 10)\n"
     "  --ready-file FILE      write the base URL (http://HOST:PORT, as serve does) to FILE once listening\n"
-    "  --chat-template NAME   chat template (chatml, llama2, llama3, gemma) for /v1/chat/completions and the page's chat\n"
+    "  --chat-template NAME   chat template (chatml, llama2, llama3, gemma, gemma4) for /v1/chat/completions and the page's chat\n"
     "                         toggle (default: the SLM's own, from its GGUF; without one chat requests get 400)\n"
     "  --ui-key KEY           key the API (/v1/, /api/) requires as \"Authorization: Bearer KEY\" (or TOKROUTE_UI_KEY);\n"
     "                         required with a --host other than loopback\n"

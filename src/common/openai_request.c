@@ -45,8 +45,8 @@ void oai_refuse(oai_error *e, const char *field, const char *server, const char 
 void oai_no_chat_template(oai_error *e, const char *server, const char *model) {
     oai_error_set(e, 400, "no_chat_template", "messages",
                   "the model (%.100s) has no chat template to render messages with: start %s with --chat-template "
-                  "chatml|llama2|llama3|gemma (the format the model was trained on), or send the prompt as text to "
-                  "/v1/completions", model, server);
+                  "chatml|llama2|llama3|gemma|gemma4 (the format the model was trained on), or send the prompt as "
+                  "text to /v1/completions", model, server);
 }
 
 /* What a JSON value is, for "..., not X": a number as written (integers as integers), else its kind. */

@@ -87,6 +87,9 @@ typedef struct arch_ops {
     /* Per-context buffers for passes of up to cap rows (in ctx->family_buf); both may be NULL. */
     tr_status (*buffers_init)(tr_context *ctx, int32_t cap);
     void (*buffers_free)(tr_context *ctx);
+    /* After the token embeddings of rows [row, row + n) (A->x, scaled): what the family keeps per token for its
+     * layers (gemma4's per-layer inputs); may be NULL. */
+    tr_status (*embed_rows)(tr_context *ctx, const int32_t *tokens, int32_t row, int32_t n);
     /* RoPE tables of rows [row, row + n) at positions pos0.. (rope_rows_default: one table). */
     void (*rope_rows)(const tr_model *m, activations *A, int32_t row, int32_t n, int32_t pos0);
     /* Layer il over the pass's n rows (A->x in and out), spans in row order; the per-sequence state of every
@@ -136,6 +139,8 @@ tr_status decoder_attention(tr_context *ctx, int il, int32_t n, const seq_span *
 void causal_conv(tr_context *ctx, const float *kernel, int32_t K, int32_t C, seq_state *state, size_t offset,
                  float *rows, int64_t stride, int32_t n, bool silu);
 static inline float siluf(float x) { return x / (1.0f + expf(-x)); }
+/* Final logit softcapping, logits = c · tanh(logits / c) when m->logit_softcap = c > 0 (gemma3, gemma4). */
+void logits_softcap(const tr_model *m, float *logits, int32_t n);
 void rope_rows_default(const tr_model *m, activations *A, int32_t row, int32_t n, int32_t pos0);
 /* Runs fn(ctx, il, sp, t) for every row t of the pass, shared among the threads by rows (each row's arithmetic is
  * what one thread would do, so the result does not depend on the split). */

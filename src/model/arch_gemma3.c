@@ -140,13 +140,6 @@ static void rope_rows(const tr_model *m, activations *A, int32_t row, int32_t n,
     if (m->rope_swa) rope_tables_swa(m, pos0, n, A->rope_cos + off, A->rope_sin + off);
 }
 
-static void softcap(const tr_model *m, float *logits, int32_t n) {
-    const float c = m->logit_softcap;
-    if (!(c > 0)) return;
-    const float inv = 1.0f / c;
-    for (int64_t i = 0; i < (int64_t)n * m->info.n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * c;
-}
-
 /* ---------------------------------------------------------------- synthetic shapes */
 
 /* The HF configs (query_pre_attn_scalar = head_dim, rope_local_base_freq 10000 = llama.cpp's default for
@@ -176,7 +169,7 @@ const arch_ops arch_gemma3 = {
     .load = load,
     .rope_rows = rope_rows,
     .layer = decoder_layer,
-    .logits_post = softcap,
+    .logits_post = logits_softcap,
     .shapes = shapes,
     .n_shapes = sizeof shapes / sizeof shapes[0],
     .synth_hparams = synth_hparams,

@@ -8,6 +8,8 @@
  * Decode (a few tokens) shares the KV heads out among the threads in one hand-off; prefill splits each head's
  * products across the threads instead.
  *
+ * A layer with a head size of its own (gemma4) runs as its geometry model over its view of the cache (attention).
+ *
  * A sliding-window layer (gemma3) reads only the positions its block's first token still sees, and each row masks
  * the ones its own window hides (zero weights, as llama.cpp's -inf mask gives); the cache itself keeps everything.
  *
@@ -249,7 +251,7 @@ static void heads_task(void *arg, int ith, int nth) {
     }
 }
 
-tr_status attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out) {
+static tr_status attention_run(tr_context *ctx, int layer, const float *q, int32_t n, float *out) {
     const int32_t n_kv = ctx->model->info.n_head_kv;
     const int nth = thread_pool_size(ctx->pool);
     const att_bufs whole = {ctx->act.att_q, ctx->act.att_scores, ctx->act.att_o, &ctx->scratch};
@@ -269,6 +271,20 @@ tr_status attention(tr_context *ctx, int layer, const float *q, int32_t n, float
         }
     }
     return TR_OK;
+}
+
+/* A layer with its own geometry (layer_weights.geometry: gemma4's head sizes) runs as that model, on its view of
+ * the cache; the buffers are sized for the model's, which is the largest. */
+tr_status attention(tr_context *ctx, int layer, const float *q, int32_t n, float *out) {
+    const tr_model *m = ctx->model, *g = layer_geometry(m, layer);
+    if (g == m) return attention_run(ctx, layer, q, n, out);
+    const kv_cache saved = ctx->kv;
+    kv_layer_view(m, &saved, layer, &ctx->kv);
+    ctx->model = g;
+    const tr_status st = attention_run(ctx, layer, q, n, out);
+    ctx->model = m;
+    ctx->kv = saved;
+    return st;
 }
 
 /* Block rows: ATT_TOKENS tokens × the query heads of one KV head. Layout: queries [rows][head_dim], then scores

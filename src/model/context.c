@@ -70,6 +70,28 @@ tr_status kv_cache_layout(const tr_model *m, tr_kv_type type, int32_t n_ctx, kv_
     return TR_OK;
 }
 
+void kv_layer_view(const tr_model *m, const kv_cache *kv, int il, kv_cache *out) {
+    const tr_model *g = layer_geometry(m, il);
+    *out = *kv;
+    if (g == m) return;
+    (void)kv_cache_layout(g, kv->type, kv->n_ctx, out); /* the family checked the type on it at load */
+    out->k = kv->k;
+    out->v = kv->v;
+}
+
+size_t kv_layer_bytes(const tr_model *m, const kv_cache *kv, int il) {
+    kv_cache view;
+    kv_layer_view(m, kv, il, &view);
+    return view.layer_bytes;
+}
+
+size_t kv_cache_bytes(const tr_model *m, const kv_cache *kv) {
+    size_t bytes = 0;
+    for (int il = 0; il < m->info.n_layer; il++)
+        if (layer_has_kv(m, il)) bytes += 2 * kv_layer_bytes(m, kv, il);
+    return bytes;
+}
+
 void kv_store(const kv_cache *kv, int layer, int32_t pos, float *k, float *v, int32_t n_heads, int32_t hd) {
     uint8_t *K = kv->k[layer], *V = kv->v[layer];
     for (int32_t g = 0; g < n_heads; g++) {
@@ -139,8 +161,8 @@ static tr_status alloc_kv(tr_context *ctx) {
     if (!kv->k || !kv->v) return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache");
     for (int il = 0; il < m->info.n_layer; il++) {
         if (!layer_has_kv(m, il)) continue; /* e.g. qwen35's recurrent layers */
-        kv->k[il] = malloc(kv->layer_bytes);
-        kv->v[il] = malloc(kv->layer_bytes);
+        kv->k[il] = malloc(kv_layer_bytes(m, kv, il));
+        kv->v[il] = malloc(kv_layer_bytes(m, kv, il));
         if (!kv->k[il] || !kv->v[il])
             return tr_fail(TR_ERR_NOMEM, "out of memory for the KV cache (%d positions)", kv->n_ctx);
     }
@@ -296,7 +318,7 @@ int64_t tr_context_n_evaluated(const tr_context *ctx) { return ctx ? ctx->n_eval
 int32_t tr_context_n_threads(const tr_context *ctx) { return ctx ? ctx->params.n_threads : 0; }
 tr_kv_type tr_context_kv_type(const tr_context *ctx) { return ctx ? ctx->kv.type : TR_KV_DEFAULT; }
 size_t tr_context_kv_bytes(const tr_context *ctx) {
-    return ctx ? 2 * (size_t)n_kv_layers(ctx->model) * ctx->kv.layer_bytes : 0;
+    return ctx ? kv_cache_bytes(ctx->model, &ctx->kv) : 0;
 }
 
 const char *tr_kernels_isa(void) { return kernels_isa(); }

@@ -105,13 +105,14 @@ void run_rows(tr_context *ctx, int il, const seq_span *sp, int32_t n_sp, int32_t
 tr_status bind_decoder_ffn(tr_model *m, int il) {
     const tr_model_info *in = &m->info;
     layer_weights *L = &m->layers[il];
+    const int32_t n_ff = L->n_ff ? L->n_ff : in->n_ff;
     char name[96];
     tr_status st;
 #define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
     if ((st = bind_vector(m, NAME("ffn_norm.weight"), in->n_embd, true, &L->ffn_norm)) ||
-        (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, in->n_ff, true, &L->w_gate)) ||
-        (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, in->n_ff, true, &L->w_up)) ||
-        (st = bind_matrix(m, NAME("ffn_down.weight"), in->n_ff, in->n_embd, true, &L->w_down)))
+        (st = bind_matrix(m, NAME("ffn_gate.weight"), in->n_embd, n_ff, true, &L->w_gate)) ||
+        (st = bind_matrix(m, NAME("ffn_up.weight"), in->n_embd, n_ff, true, &L->w_up)) ||
+        (st = bind_matrix(m, NAME("ffn_down.weight"), n_ff, in->n_embd, true, &L->w_down)))
         return st;
 #undef NAME
     return TR_OK;
@@ -218,11 +219,12 @@ tr_status decoder_ffn(tr_context *ctx, int il, int32_t n) {
     activations *A = &ctx->act;
     const weight_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
     float *gate_up_out[2] = {A->gate, A->up};
-    const int64_t gate_up_ld[2] = {m->info.n_ff, m->info.n_ff};
+    const int32_t n_ff = L->n_ff ? L->n_ff : m->info.n_ff;
+    const int64_t gate_up_ld[2] = {n_ff, n_ff};
     tr_status st = matmul_multi(ctx->pool, gate_up, 2, A->xb, n, gate_up_out, gate_up_ld, &ctx->scratch);
     if (st != TR_OK) return st;
-    if (m->gelu) gelu_mul_parallel(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
-    else silu_mul_parallel(ctx, A->gate, A->up, (int64_t)n * m->info.n_ff);
+    if (m->gelu) gelu_mul_parallel(ctx, A->gate, A->up, (int64_t)n * n_ff);
+    else silu_mul_parallel(ctx, A->gate, A->up, (int64_t)n * n_ff);
     return matmul(ctx->pool, &L->w_down, A->gate, n, A->xb, m->info.n_embd, &ctx->scratch);
 }
 
@@ -263,6 +265,13 @@ tr_status decoder_block(tr_context *ctx, int il, int32_t n, const seq_span *sp, 
 
 tr_status decoder_layer(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp) {
     return decoder_block(ctx, il, n, sp, n_sp, decoder_attention);
+}
+
+void logits_softcap(const tr_model *m, float *logits, int32_t n) {
+    const float c = m->logit_softcap;
+    if (!(c > 0)) return;
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < (int64_t)n * m->info.n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * c;
 }
 
 /* ---------------------------------------------------------------- causal convolution */

@@ -6,10 +6,10 @@
 #include "model/arch.h"
 
 extern const arch_ops arch_llama, arch_qwen2, arch_qwen3, arch_qwen35, arch_gemma3, arch_smollm3,
-    arch_lfm2;
+    arch_lfm2, arch_gemma4;
 
 static const arch_ops *const families[] = {
-    &arch_llama, &arch_qwen2, &arch_qwen3, &arch_qwen35, &arch_gemma3, &arch_smollm3, &arch_lfm2,
+    &arch_llama, &arch_qwen2, &arch_qwen3, &arch_qwen35, &arch_gemma3, &arch_smollm3, &arch_lfm2, &arch_gemma4,
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

@@ -26,7 +26,7 @@ tr_status forward_embed(tr_context *ctx, const int32_t *tokens, int32_t row, int
             for (int32_t i = 0; i < dim; i++) x[i] *= m->embd_scale;
     }
     m->arch->rope_rows(m, A, row, n, pos0);
-    return TR_OK;
+    return m->arch->embed_rows ? m->arch->embed_rows(ctx, tokens, row, n) : TR_OK;
 }
 
 tr_status forward_layers(tr_context *ctx, int32_t n, const seq_span *sp, int32_t n_sp) {

@@ -28,7 +28,8 @@ struct multi_engine {
 size_t kv_seq_bytes_for(const tr_model *m, int32_t n_ctx) {
     kv_cache kv;
     if (kv_cache_layout(m, m->kv_type, n_ctx, &kv) != TR_OK) return 0; /* the model's type was checked at load */
-    return 2 * (size_t)n_kv_layers(m) * kv.layer_bytes + (size_t)n_ctx * sizeof(int32_t) + seq_state_bytes(m);
+    kv.k = kv.v = NULL;
+    return kv_cache_bytes(m, &kv) + (size_t)n_ctx * sizeof(int32_t) + seq_state_bytes(m);
 }
 
 size_t kv_seq_bytes(const kv_seq *s) { return s ? kv_seq_bytes_for(s->model, s->kv.n_ctx) : 0; }
@@ -48,7 +49,8 @@ static tr_status alloc_layers(const tr_model *m, int32_t n_ctx, kv_cache *kv) {
     kv->v = calloc((size_t)m->info.n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) goto fail;
     for (int il = 0; il < m->info.n_layer; il++)
-        if (layer_has_kv(m, il) && (!(kv->k[il] = malloc(kv->layer_bytes)) || !(kv->v[il] = malloc(kv->layer_bytes))))
+        if (layer_has_kv(m, il) && (!(kv->k[il] = malloc(kv_layer_bytes(m, kv, il))) ||
+                                    !(kv->v[il] = malloc(kv_layer_bytes(m, kv, il)))))
             goto fail;
     return TR_OK;
 fail:
@@ -95,7 +97,6 @@ tr_status kv_seq_reserve(kv_seq *s, int32_t n) {
     const int32_t cap = kv_seq_capacity_for(s, n);
     if (cap == 0) return tr_fail(TR_ERR_RANGE, "%d positions exceed the context length %d", n, s->max_ctx);
     const tr_model *m = s->model;
-    const int32_t hd = m->info.head_dim, n_kv = m->info.n_head_kv;
     kv_cache nk = {0};
     tr_status st = alloc_layers(m, cap, &nk);
     if (st != TR_OK) return st;
@@ -105,19 +106,25 @@ tr_status kv_seq_reserve(kv_seq *s, int32_t n) {
         return tr_fail(TR_ERR_NOMEM, "out of memory");
     }
     s->tokens = tokens;
-    for (int il = 0; il < m->info.n_layer; il++)
-        for (int32_t g = 0; g < n_kv && layer_has_kv(m, il); g++) {
-            memcpy(nk.k[il] + kv_head_offset_k(&nk, g, 0, hd), s->kv.k[il] + kv_head_offset_k(&s->kv, g, 0, hd),
-                   (size_t)s->n_past * nk.row_bytes);
-            if (nk.type == TR_KV_Q8_0) { /* V by position, like K */
-                memcpy(nk.v[il] + kv_head_offset_v(&nk, g, 0, 0, hd), s->kv.v[il] + kv_head_offset_v(&s->kv, g, 0, 0, hd),
-                       (size_t)s->n_past * nk.row_bytes);
+    for (int il = 0; il < m->info.n_layer; il++) {
+        if (!layer_has_kv(m, il)) continue;
+        const int32_t hd = layer_geometry(m, il)->info.head_dim, n_kv = layer_geometry(m, il)->info.n_head_kv;
+        kv_cache to, from; /* the layer's own layout (its head size may not be the model's) */
+        kv_layer_view(m, &nk, il, &to);
+        kv_layer_view(m, &s->kv, il, &from);
+        for (int32_t g = 0; g < n_kv; g++) {
+            memcpy(to.k[il] + kv_head_offset_k(&to, g, 0, hd), from.k[il] + kv_head_offset_k(&from, g, 0, hd),
+                   (size_t)s->n_past * to.row_bytes);
+            if (to.type == TR_KV_Q8_0) { /* V by position, like K */
+                memcpy(to.v[il] + kv_head_offset_v(&to, g, 0, 0, hd), from.v[il] + kv_head_offset_v(&from, g, 0, 0, hd),
+                       (size_t)s->n_past * to.row_bytes);
                 continue;
             }
             for (int32_t d = 0; d < hd; d++)
-                memcpy(nk.v[il] + kv_head_offset_v(&nk, g, d, 0, hd), s->kv.v[il] + kv_head_offset_v(&s->kv, g, d, 0, hd),
-                       (size_t)s->n_past * nk.elt);
+                memcpy(to.v[il] + kv_head_offset_v(&to, g, d, 0, hd), from.v[il] + kv_head_offset_v(&from, g, d, 0, hd),
+                       (size_t)s->n_past * to.elt);
         }
+    }
     free_layers(m, &s->kv);
     s->kv = nk;
     return TR_OK;

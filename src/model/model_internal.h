@@ -18,6 +18,12 @@ typedef struct layer_weights {
     int32_t window;                         /* gemma3 sliding-window layer: a query at position p sees positions
                                              * p - window + 1 .. p (llama.cpp's LLAMA_SWA_TYPE_STANDARD); 0: all */
     bool no_rope;                           /* smollm3's every fourth layer: queries and keys not rotated */
+    int32_t n_ff;                           /* this layer's FFN width when the file gives one per layer (gemma4's
+                                             * double-wide layers); 0: info.n_ff */
+    const struct tr_model *geometry;        /* this layer's attention geometry when it differs from the model's
+                                             * (gemma4's sliding layers' head size): a copy of the model with
+                                             * info.head_dim / n_head_kv, q_dim, kv_dim, rope_dim and kq_scale set;
+                                             * its KV cache is laid out for it (kv_layer_view); NULL: the model's */
 } layer_weights;
 
 struct tr_model {
@@ -62,6 +68,11 @@ static inline int32_t n_kv_layers(const tr_model *m) {
     return n;
 }
 
+/* The model whose head size, KV heads and attention scale layer il uses (layer_weights.geometry). */
+static inline const tr_model *layer_geometry(const tr_model *m, int il) {
+    return m->layers && m->layers[il].geometry ? m->layers[il].geometry : m;
+}
+
 /* KV cache, per layer and KV head: K rows by position; for F16/F32, V transposed (one row per head dimension), so
  * attention is two plain matrix products (see attention.c). A Q8_0 cache keeps V by position too (its blocks run
  * along head_dim: a position's row is whole blocks, see kernels/kv_q8.h). Truncating only moves n_past: positions
@@ -82,6 +93,12 @@ typedef struct kv_cache {
  * memory allocated); TR_ERR_ARG for a type outside the enum, TR_ERR_UNSUPPORTED for Q8_0 on a head_dim that is
  * not a multiple of 8. */
 tr_status kv_cache_layout(const tr_model *m, tr_kv_type type, int32_t n_ctx, kv_cache *kv);
+/* Layer il's view of a cache laid out for the model (kv itself unless the layer has its own geometry: then its
+ * row and layer sizes, same storage), and the bytes one of its K or V buffers takes. */
+void kv_layer_view(const tr_model *m, const kv_cache *kv, int il, kv_cache *out);
+size_t kv_layer_bytes(const tr_model *m, const kv_cache *kv, int il);
+/* K and V of every layer that keeps a cache. */
+size_t kv_cache_bytes(const tr_model *m, const kv_cache *kv);
 /* The type a context or session on m uses when asked for `type` (DEFAULT: the model's). */
 tr_kv_type kv_type_resolve(const tr_model *m, tr_kv_type type);
 /* Writes position pos of every KV head of the layer (K and V rows [n_head_kv][head_dim] in float; a Q8_0 cache

@@ -52,6 +52,26 @@ static tr_status require_int(const tr_gguf *g, const char *arch, const char *suf
     return TR_OK;
 }
 
+/* feed_forward_length: one integer, or one per layer (gemma4's double-wide layers: the family binds each layer's;
+ * the buffers take the largest). */
+static tr_status read_n_ff(const tr_model *m, int32_t *n_ff) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.feed_forward_length", m->arch_name);
+    const int64_t kv = tr_gguf_find_kv(m->gguf, key);
+    if (kv < 0 || tr_gguf_kv_type(m->gguf, kv) != TR_GGUF_ARRAY)
+        return require_int(m->gguf, m->arch_name, "feed_forward_length", 1, 1 << 20, n_ff);
+    const uint64_t n = tr_gguf_kv_array_len(m->gguf, kv);
+    *n_ff = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        int64_t v;
+        if (!tr_gguf_arr_int(m->gguf, kv, i, &v) || v < 1 || v > (1 << 20))
+            return tr_fail(TR_ERR_FORMAT, "metadata %s[%" PRIu64 "] is not an integer 1..%d", key, i, 1 << 20);
+        if (v > *n_ff) *n_ff = (int32_t)v;
+    }
+    if (n == 0) return tr_fail(TR_ERR_FORMAT, "metadata %s is an empty array", key);
+    return TR_OK;
+}
+
 static tr_status read_hparams(tr_model *m) {
     const tr_gguf *g = m->gguf;
     tr_model_info *in = &m->info;
@@ -60,7 +80,7 @@ static tr_status read_hparams(tr_model *m) {
     if ((st = require_int(g, arch, "embedding_length", 1, 1 << 16, &in->n_embd)) != TR_OK ||
         (st = require_int(g, arch, "block_count", 1, 1024, &in->n_layer)) != TR_OK ||
         (st = require_int(g, arch, "attention.head_count", 1, 1024, &in->n_head)) != TR_OK ||
-        (st = require_int(g, arch, "feed_forward_length", 1, 1 << 20, &in->n_ff)) != TR_OK)
+        (st = read_n_ff(m, &in->n_ff)) != TR_OK)
         return st;
     int64_t v;
     in->n_head_kv = in->n_head;

@@ -116,6 +116,7 @@ static tr_status fill_tensor(void *user, int64_t ti, void *dst, size_t n_bytes) 
             case FILL_BIAS: job->row[i] = 0.1f * rand_sym(&state); break;
             case FILL_ROPE_FREQS: job->row[i] = 1.0f + (float)i / (float)cols * 7.0f; break;
             case FILL_SSM_A: job->row[i] = -1.0f + 0.45f * rand_sym(&state); break; /* -exp(A_log): decays */
+            case FILL_ROPE_QUARTER: job->row[i] = i < cols / 4 ? 1.0f : 1e30f; break;
             }
         }
         tr_status st = quantize_row(type, job->row, (uint8_t *)dst + (size_t)r * row_bytes, cols);
@@ -228,6 +229,12 @@ void synth_vector(synth_plan *pl, int il, const char *suffix, int64_t n, synth_f
     synth_add(pl, name, TR_TYPE_F32, n, 0, fill);
 }
 
+void synth_global_weight(synth_plan *pl, const char *name, int64_t cols, int64_t rows) {
+    char full[96];
+    snprintf(full, sizeof full, "%s.weight", name);
+    synth_add(pl, full, weight_type(pl->job->params, name, 0, pl->job->shape->n_layer, cols), cols, rows, FILL_WEIGHT);
+}
+
 void synth_decoder_layer(synth_plan *pl, const synth_shape *s, int il, bool post_norms) {
     const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
     synth_vector(pl, il, "attn_norm.weight", s->n_embd, FILL_NORM);
@@ -276,15 +283,14 @@ tr_status tr_synth_write(const tr_synth_params *params, const char *path) {
                        tr_type_name(params->type) ? tr_type_name(params->type) : "?");
     if (params->mixed_q4_k_m && params->type != TR_TYPE_Q4_K)
         return tr_fail(TR_ERR_ARG, "the Q4_K_M mix needs type q4_k");
-    const size_t max_tensors = 4 + (size_t)s->n_layer * 16;
+    const size_t max_tensors = 8 + (size_t)s->n_layer * 20;
     synth_job job = {.shape = s, .params = params};
     job.kinds = calloc(max_tensors, sizeof *job.kinds);
     job.cols = calloc(max_tensors, sizeof *job.cols);
     job.types = calloc(max_tensors, sizeof *job.types);
-    job.row = malloc((size_t)(s->n_ff > s->n_embd * 4 ? s->n_ff : s->n_embd * 4) * sizeof *job.row);
     tr_gguf_writer *w = NULL;
-    tr_status st = (!job.kinds || !job.cols || !job.types || !job.row) ? tr_fail(TR_ERR_NOMEM, "out of memory")
-                                                                       : tr_gguf_writer_create(&w);
+    tr_status st = (!job.kinds || !job.cols || !job.types) ? tr_fail(TR_ERR_NOMEM, "out of memory")
+                                                           : tr_gguf_writer_create(&w);
     if (st == TR_OK) st = write_hparams(w, fam, s, params);
     if (st == TR_OK) st = write_vocab(w, s->n_vocab);
     if (st == TR_OK) {
@@ -292,6 +298,10 @@ tr_status tr_synth_write(const tr_synth_params *params, const char *path) {
         add_tensors(&pl, fam, s, params);
         st = pl.st;
     }
+    int64_t max_cols = 1; /* the longest row of any tensor planned */
+    for (int64_t i = 0; i < job.n_tensors; i++) max_cols = job.cols[i] > max_cols ? job.cols[i] : max_cols;
+    if (st == TR_OK && !(job.row = malloc((size_t)max_cols * sizeof *job.row)))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory");
     if (st == TR_OK) st = tr_gguf_writer_write(w, path, fill_tensor, &job);
     tr_gguf_writer_free(w);
     free(job.kinds);

@@ -15,7 +15,9 @@ typedef struct synth_shape {
     const void *extra;     /* the family's own sizes (its synth_hparams / synth_layer read them) */
 } synth_shape;
 
-typedef enum synth_fill { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_ROPE_FREQS, FILL_SSM_A } synth_fill;
+/* FILL_ROPE_QUARTER: RoPE frequency factors 1 on the first quarter of the pairs and 1e30 after (the rest do not
+ * rotate: gemma4's "proportional" RoPE at partial_rotary_factor 0.25, as llama.cpp's converter writes it). */
+typedef enum synth_fill { FILL_WEIGHT, FILL_NORM, FILL_BIAS, FILL_ROPE_FREQS, FILL_SSM_A, FILL_ROPE_QUARTER } synth_fill;
 
 typedef struct synth_plan synth_plan;
 
@@ -25,6 +27,8 @@ void synth_add(synth_plan *pl, const char *name, tr_type type, int64_t cols, int
  * give it; its 1-D tensor "blk.<il>.<suffix>" of n F32 values. */
 void synth_weight(synth_plan *pl, int il, const char *role, int64_t cols, int64_t rows);
 void synth_vector(synth_plan *pl, int il, const char *suffix, int64_t n, synth_fill fill);
+/* A weight outside the layers ("<name>.weight" [cols, rows]) in the parameters' type. */
+void synth_global_weight(synth_plan *pl, const char *name, int64_t cols, int64_t rows);
 /* The shared decoder layer's tensors (decoder.c's bind_decoder_layer): biases and Q/K norms as the shape says,
  * the post-norms when post_norms. */
 void synth_decoder_layer(synth_plan *pl, const synth_shape *s, int il, bool post_norms);

@@ -1,4 +1,5 @@
-/* bpe.c — byte-level BPE (tokenizer.ggml.model = "gpt2"), as llama.cpp's llm_tokenizer_bpe_session.
+/* bpe.c — byte-level BPE (tokenizer.ggml.model = "gpt2"), as llama.cpp's llm_tokenizer_bpe_session; and Gemma 4's
+ * BPE ("gemma4"), which merges raw UTF-8 (spaces already escaped to U+2581, tokenize.c) and falls back to <0xNN>.
  *
  * A fragment is decoded to codepoints (invalid UTF-8 becomes U+FFFD), split into words by the pre-tokenizer, each
  * word re-encoded as UTF-8 and every byte replaced by its GPT-2 printable character. Within a word, symbols start
@@ -24,7 +25,9 @@ static bool bpe_try_pair(const tr_vocab *v, const char *w, const merge_sym *syms
 /* Merges one byte-encoded word w[0..len) and appends its tokens. syms must hold len entries. */
 static tr_status bpe_word(const tr_vocab *v, const char *w, size_t len, merge_sym *syms, merge_heap *heap,
                           idbuf *out) {
-    if (v->ignore_merges) {
+    size_t newlines = 0;
+    while (newlines < len && w[newlines] == '\n') newlines++;
+    if (v->ignore_merges || (v->spm_bpe && newlines == len)) { /* gemma4: a run of newlines, whole */
         int32_t id = strmap_get(&v->token_ids, w, len);
         if (id >= 0) return idbuf_push(out, id) ? TR_OK : tr_fail(TR_ERR_NOMEM, "token buffer");
     }
@@ -56,9 +59,10 @@ static tr_status bpe_word(const tr_vocab *v, const char *w, size_t len, merge_sy
             if (!idbuf_push(out, id)) return tr_fail(TR_ERR_NOMEM, "token buffer");
             continue;
         }
-        /* llama.cpp looks each byte of the encoded text up as a one-byte token and drops those it cannot find */
+        /* llama.cpp looks each byte of the encoded text up as a one-byte token (gemma4: its <0xNN> token) and
+         * drops those it cannot find */
         for (uint32_t k = 0; k < syms[i].n; k++) {
-            int32_t b = strmap_get(&v->token_ids, s + k, 1);
+            int32_t b = v->spm_bpe ? v->byte_token[(uint8_t)s[k]] : strmap_get(&v->token_ids, s + k, 1);
             if (b >= 0 && !idbuf_push(out, b)) return tr_fail(TR_ERR_NOMEM, "token buffer");
         }
     }
@@ -85,7 +89,9 @@ tr_status bpe_tokenize(const tr_vocab *v, const char *text, size_t len, idbuf *o
         for (size_t k = bounds[i]; k < bounds[i + 1]; k++) {
             char raw[4];
             int rl = utf8_encode(cpts[k], raw);
-            for (int j = 0; j < rl; j++) wl += (size_t)utf8_encode(gpt2_byte_to_cpt((uint8_t)raw[j]), word + wl);
+            for (int j = 0; j < rl; j++)
+                if (v->spm_bpe) word[wl++] = raw[j]; /* raw UTF-8 */
+                else wl += (size_t)utf8_encode(gpt2_byte_to_cpt((uint8_t)raw[j]), word + wl);
         }
         st = bpe_word(v, word, wl, syms, &heap, out);
     }

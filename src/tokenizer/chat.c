@@ -1,4 +1,4 @@
-/* chat.c — the four chat prompt formats we know, picked from a GGUF's tokenizer.chat_template or by name.
+/* chat.c — the five chat prompt formats we know, picked from a GGUF's tokenizer.chat_template or by name.
  *
  * Like llama.cpp's llm_chat_detect_template we do not run Jinja: a template is recognised by its markers, checked in
  * llama.cpp's order: "<|im_start|>" → ChatML (Qwen2/3/3.5 too), "[INST]" → Llama 2, "<start_of_turn>" → Gemma,
@@ -12,6 +12,11 @@
  *   Gemma    <start_of_turn>user\n{system, trimmed}\n\n{content, trimmed}<end_of_turn>\n ... <start_of_turn>model\n
  *            (no system turn: the system texts, trimmed and joined, open the next non-model turn; "assistant" is
  *            written "model")
+ *   Gemma 4  [<|turn>system\n{first message if system, trimmed}<turn|>\n] <|turn>{role}\n{content, trimmed}<turn|>\n
+ *            ... <|turn>model\n<|channel>thought\n<channel|>  (google-gemma-4's Jinja template without tools or
+ *            thinking, which llama.cpp renders with its Jinja engine: "assistant" is written "model", a model turn
+ *            right after an assistant message continues it, thoughts <|channel>..<channel|> are dropped from model
+ *            turns; "<|turn>" in a template picks it, before Gemma 3's "<start_of_turn>")
  *
  * Rendering also marks which bytes are the template's own: tr_chat_tokenize lets only those become control
  * tokens, so a message that contains "<|im_end|>" cannot close its turn (prompt injection), while the text runs
@@ -29,6 +34,7 @@ tr_chat_template tr_chat_template_detect(const tr_gguf *gguf) {
     if (!t) return TR_CHAT_NONE;
     if (strstr(t, "<|im_start|>")) return TR_CHAT_CHATML;
     if (strstr(t, "[INST]")) return TR_CHAT_LLAMA2;
+    if (strstr(t, "<|turn>")) return TR_CHAT_GEMMA4;
     if (strstr(t, "<start_of_turn>")) return TR_CHAT_GEMMA;
     if (strstr(t, "<|start_header_id|>") && strstr(t, "<|end_header_id|>")) return TR_CHAT_LLAMA3;
     return TR_CHAT_NONE;
@@ -40,8 +46,9 @@ tr_status tr_chat_template_from_name(const char *name, tr_chat_template *out) {
     else if (strcmp(name, "llama2") == 0 || strcmp(name, "llama-2") == 0) *out = TR_CHAT_LLAMA2;
     else if (strcmp(name, "llama3") == 0 || strcmp(name, "llama-3") == 0) *out = TR_CHAT_LLAMA3;
     else if (strcmp(name, "gemma") == 0) *out = TR_CHAT_GEMMA;
+    else if (strcmp(name, "gemma4") == 0) *out = TR_CHAT_GEMMA4;
     else if (strcmp(name, "none") == 0) *out = TR_CHAT_NONE;
-    else return tr_fail(TR_ERR_ARG, "unknown chat template '%s' (known: chatml, llama2, llama3, gemma)", name);
+    else return tr_fail(TR_ERR_ARG, "unknown chat template '%s' (known: chatml, llama2, llama3, gemma, gemma4)", name);
     return TR_OK;
 }
 
@@ -51,6 +58,7 @@ const char *tr_chat_template_name(tr_chat_template t) {
     case TR_CHAT_LLAMA2: return "llama2";
     case TR_CHAT_LLAMA3: return "llama3";
     case TR_CHAT_GEMMA: return "gemma";
+    case TR_CHAT_GEMMA4: return "gemma4";
     default: return "none";
     }
 }
@@ -153,6 +161,56 @@ static void render_gemma(sbuf *b, const tr_chat_message *m, size_t n, bool add_a
     if (add_assistant) adds(b, "<start_of_turn>model\n");
 }
 
+/* A model turn's text without its thoughts (each "<|channel>..." up to "<channel|>"), trimmed: the template's
+ * strip_thinking. */
+static void add_without_thoughts(sbuf *b, const char *s) {
+    char *kept = malloc(strlen(s) + 1);
+    if (!kept) {
+        b->oom = true;
+        return;
+    }
+    size_t k = 0;
+    for (const char *part = s;;) { /* the parts between "<channel|>" markers */
+        const char *end = strstr(part, "<channel|>");
+        const size_t len = end ? (size_t)(end - part) : strlen(part);
+        const char *open = strstr(part, "<|channel>");
+        const size_t keep = open && open < part + len ? (size_t)(open - part) : len;
+        memcpy(kept + k, part, keep);
+        k += keep;
+        if (!end) break;
+        part = end + strlen("<channel|>");
+    }
+    kept[k] = '\0';
+    add_trimmed(b, kept);
+    free(kept);
+}
+
+static void render_gemma4(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
+    size_t first = 0;
+    if (n > 0 && (strcmp(m[0].role, "system") == 0 || strcmp(m[0].role, "developer") == 0)) {
+        adds(b, "<|turn>system\n");
+        add_trimmed(b, m[0].content);
+        adds(b, "<turn|>\n");
+        first = 1;
+    }
+    const char *prev = NULL; /* the previous message's role */
+    for (size_t i = first; i < n; i++) {
+        if (strcmp(m[i].role, "tool") == 0) continue; /* the template renders tool results with their calls only */
+        const bool assistant = strcmp(m[i].role, "assistant") == 0, model = assistant || strcmp(m[i].role, "model") == 0;
+        if (!(model && prev && strcmp(prev, "assistant") == 0)) { /* not a continued model turn */
+            adds(b, "<|turn>");
+            if (assistant) adds(b, "model");
+            else addm(b, m[i].role);
+            adds(b, "\n");
+        }
+        if (model) add_without_thoughts(b, m[i].content);
+        else add_trimmed(b, m[i].content);
+        adds(b, "<turn|>\n");
+        prev = m[i].role;
+    }
+    if (add_assistant) adds(b, "<|turn>model\n<|channel>thought\n<channel|>");
+}
+
 static void render_llama2(sbuf *b, const tr_chat_message *m, size_t n, bool add_assistant) {
     bool in_turn = false;  /* an [INST] is open and waits for its user text */
     for (size_t i = 0; i < n; i++) {
@@ -193,6 +251,7 @@ static tr_status render(tr_chat_template t, const tr_chat_message *messages, siz
     case TR_CHAT_LLAMA2: render_llama2(b, messages, n_messages, add_assistant); break;
     case TR_CHAT_LLAMA3: render_llama3(b, messages, n_messages, add_assistant); break;
     case TR_CHAT_GEMMA: render_gemma(b, messages, n_messages, add_assistant); break;
+    case TR_CHAT_GEMMA4: render_gemma4(b, messages, n_messages, add_assistant); break;
     default: free(b->s), free(b->tmpl); return tr_fail(TR_ERR_ARG, "no chat template chosen");
     }
     if (b->oom) {

@@ -45,7 +45,7 @@ int32_t tr_token_to_piece(const tr_vocab *v, int32_t id, bool render_special, ch
         return o;
     }
     if (a & ATTR_NORMAL) {
-        if (v->kind == TR_VOCAB_SPM) {
+        if (v->kind == TR_VOCAB_SPM || v->spm_bpe) {
             for (size_t i = 0; i < tl; i++) {
                 if (i + 2 < tl && memcmp(t + i, "\xE2\x96\x81", 3) == 0) {
                     put(buf, cap, &o, " ", 1);

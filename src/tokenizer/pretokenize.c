@@ -58,6 +58,7 @@ static const pre_def pre_defs[] = {
     {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b", {"\\p{N}", RE_GPT2}, false, false},
     {"qwen2|deepseek-r1-qwen|megrez|stablelm2", {RE_QWEN2}, false, false},
     {"qwen35", {RE_QWEN35}, false, false},
+    {"gemma4", {"[^\\n]+|[\\n]+"}, false, true}, /* lines and runs of newlines; the merges do the rest */
     {"poro-chat|bloom|gpt3-finnish", {RE_PORO}, false, false},
     {"viking", {RE_PORO, "\\p{N}"}, false, false},
 };

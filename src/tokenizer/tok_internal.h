@@ -105,6 +105,9 @@ struct tr_vocab {
     bool add_bos, add_eos;
     bool add_space_prefix;  /* SPM dummy prefix (tokenizer.ggml.add_space_prefix, default true) */
     bool ignore_merges;     /* llama3-style BPE: a pre-token that is a whole token is taken as is */
+    bool spm_bpe;           /* gemma4 ("gemma4" model): BPE merges on raw UTF-8 with spaces escaped to U+2581, bytes
+                             * as <0xNN> tokens, a run of newlines taken whole when it is a token (llama.cpp's
+                             * LLAMA_VOCAB_PRE_TYPE_GEMMA4) */
 
     int32_t *eog;
     int32_t n_eog;

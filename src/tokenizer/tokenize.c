@@ -127,7 +127,7 @@ static tr_status partition(const tr_vocab *v, const char *text, size_t len, bool
     return TR_OK;
 }
 
-/* Dummy prefix and " " → U+2581 for one SPM fragment. */
+/* Dummy prefix and " " → U+2581 for one SPM fragment (or a gemma4 BPE one, without the prefix). */
 static tr_status spm_fragment(const tr_vocab *v, const char *s, size_t len, bool prefix, idbuf *out) {
     size_t spaces = prefix ? 1 : 0;
     for (size_t i = 0; i < len; i++) spaces += s[i] == ' ';
@@ -139,7 +139,7 @@ static tr_status spm_fragment(const tr_vocab *v, const char *s, size_t len, bool
         if (s[i] == ' ') memcpy(esc + o, "\xE2\x96\x81", 3), o += 3;
         else esc[o++] = s[i];
     }
-    tr_status st = spm_tokenize(v, esc, o, out);
+    tr_status st = v->kind == TR_VOCAB_SPM ? spm_tokenize(v, esc, o, out) : bpe_tokenize(v, esc, o, out);
     free(esc);
     return st;
 }
@@ -165,6 +165,8 @@ tr_status tokenize_masked(const tr_vocab *v, const char *text, size_t len, const
         } else if (v->kind == TR_VOCAB_SPM) {
             st = spm_fragment(v, text + f.off, f.len, v->add_space_prefix && prev_special, &out);
             prev_special = false;
+        } else if (v->spm_bpe) {
+            st = spm_fragment(v, text + f.off, f.len, false, &out);
         } else {
             st = bpe_tokenize(v, text + f.off, f.len, &out);
         }

@@ -1,7 +1,8 @@
 /* vocab.c — loading a tokenizer from GGUF metadata (tokenizer.ggml.*) and the read-only accessors.
  *
  * The defaults and overrides follow llama.cpp's llama_vocab::impl::load: SPM ("llama") defaults to BOS 1, EOS 2,
- * UNK 0, add BOS, dummy space prefix; byte-level BPE ("gpt2") defaults to BOS = EOS = 11, no prefix. Special ids
+ * UNK 0, add BOS, dummy space prefix; byte-level BPE ("gpt2") defaults to BOS = EOS = 11, no prefix; Gemma 4's
+ * BPE over SentencePiece-style pieces ("gemma4") has no default ids and always adds BOS. Special ids
  * out of range are ignored. Which tokens are special beyond their declared types (end of turn, end of generation, the
  * special-token cache) is vocab_special.c. Token strings are copied: the vocabulary does not keep the GGUF open. */
 #include <stdio.h>
@@ -127,7 +128,10 @@ static void find_byte_tokens(tr_vocab *v) {
     for (int b = 0; b < 256; b++) {
         char buf[8];
         int32_t id = -1;
-        if (v->kind == TR_VOCAB_SPM) {
+        if (v->spm_bpe) {
+            snprintf(buf, sizeof buf, "<0x%02X>", b);
+            id = find_text(v, buf);
+        } else if (v->kind == TR_VOCAB_SPM) {
             snprintf(buf, sizeof buf, "<0x%02X>", b);
             id = find_text(v, buf);
             if (id < 0) { /* llama.cpp falls back to the byte itself as a one-character token */
@@ -166,8 +170,14 @@ tr_status tr_vocab_from_gguf(const tr_gguf *g, tr_vocab **out) {
             /* a missing pre-tokenizer name means "default", as in llama.cpp */
             st = pretok_create(v->pre, &v->pretok, &v->ignore_merges, &add_bos_default);
             v->add_bos = add_bos_default;
+        } else if (strcmp(model, "gemma4") == 0) { /* llama.cpp takes its pre-tokenizer whatever the file says */
+            v->kind = TR_VOCAB_BPE;
+            v->spm_bpe = true;
+            v->bos = v->eos = v->unk = -1;
+            st = pretok_create("gemma4", &v->pretok, &v->ignore_merges, &add_bos_default);
+            v->add_bos = add_bos_default;
         } else {
-            st = tr_fail(TR_ERR_UNSUPPORTED, "unsupported tokenizer model '%s' (known: llama, gpt2)", model);
+            st = tr_fail(TR_ERR_UNSUPPORTED, "unsupported tokenizer model '%s' (known: llama, gpt2, gemma4)", model);
         }
     }
     v->eot = v->eom = v->pad = -1;
@@ -182,6 +192,7 @@ tr_status tr_vocab_from_gguf(const tr_gguf *g, tr_vocab **out) {
         read_special(g, "tokenizer.ggml.padding_token_id", v, &v->pad);
         if (tr_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
         if (tr_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) v->add_eos = b;
+        if (v->spm_bpe) v->add_bos = true; /* llama.cpp overrides a false add_bos_token for Gemma 4 */
         if (v->add_bos && v->bos < 0) st = tr_fail(TR_ERR_FORMAT, "add_bos_token is true, but bos_token_id is not set");
         else if (v->add_eos && v->eos < 0)
             st = tr_fail(TR_ERR_FORMAT, "add_eos_token is true, but eos_token_id is not set");

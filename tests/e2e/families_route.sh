@@ -8,6 +8,8 @@
 #   smollm3: smollm3-tiny (SLM) and smollm3-small (LLM), NoPE every fourth layer.
 #   lfm2: lfm2-tiny (SLM) and lfm2-small (LLM), short-convolution layers whose windows roll back by checkpoint and
 #   replay (the speculative runs roll back on both models).
+#   gemma4: gemma4-tiny (SLM) and gemma4-small (LLM): sliding and global layers of different head sizes, KV-shared
+#   layers, per-layer inputs.
 set -euo pipefail
 cli=$1
 source "$(dirname "$0")/../support/e2e.sh"
@@ -48,4 +50,5 @@ check_family() { # name slm_shape llm_shape threshold
 
 check_family smollm3 smollm3-tiny smollm3-small 0.02
 check_family lfm2 lfm2-tiny lfm2-small 0.02
+check_family gemma4 gemma4-tiny gemma4-small 0.02
 echo "families_route: ok"

@@ -142,11 +142,64 @@ static void test_lfm2(void **state) {
     remove(path);
 }
 
+static void test_gemma4(void **state) {
+    (void)state;
+    const char *path = synth("gemma4-tiny", TR_TYPE_Q8_0);
+    check_model(path, "gemma4");
+    remove(path);
+}
+
+/* gemma4's layers of two head sizes in the KV cache: each layer's own layout in contexts and in the server's
+ * per-session caches, which grow past their first 64 positions (a relayout copy per layer) — F16 and Q8_0 (whose
+ * block size and rotation follow the head size) — still bit-identical to the context, and the cache's size is the
+ * sum of its layers' (4 of 6 layers keep one: 2 KV heads of 64 and 128 values alternating). */
+static void test_gemma4_kv(void **state) {
+    (void)state;
+    const char *path = synth("gemma4-tiny", TR_TYPE_Q8_0);
+    int32_t long_prompt[120];
+    for (int i = 0; i < 120; i++) long_prompt[i] = 3 + (i * 37) % 500;
+    const tr_kv_type types[2] = {TR_KV_F16, TR_KV_Q8_0};
+    const size_t bytes_per_position[2] = {2 * 2 * (64 + 128 + 64 + 128) * 2, 2 * 2 * (2 + 4 + 2 + 4) * 34};
+    for (int k = 0; k < 2; k++) {
+        tr_model_params mp = tr_model_default_params();
+        mp.load_vocab = false;
+        mp.kv_type = types[k];
+        tr_model *m = NULL;
+        if (tr_model_load(path, &mp, &m) != TR_OK) fail_msg("%s: %s", path, tr_last_error());
+        const int32_t n_vocab = tr_model_get_info(m)->n_vocab;
+        multi_engine *e = NULL;
+        assert_int_equal(multi_engine_create(m, 2, 64, N_CTX, &e), TR_OK);
+        tr_context_params cp = tr_context_default_params();
+        cp.n_ctx = N_CTX;
+        cp.n_threads = 2;
+        cp.n_batch = 64;
+        tr_context *ctx = NULL;
+        kv_seq *seq = NULL, *side = NULL;
+        assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
+        assert_int_equal(tr_context_kv_bytes(ctx), bytes_per_position[k] * N_CTX);
+        assert_int_equal(kv_seq_create(m, 1, N_CTX, &seq), TR_OK);
+        assert_int_equal(kv_seq_create(m, 1, N_CTX, &side), TR_OK);
+        pass(e, ctx, seq, side, long_prompt, 40, B, 10, n_vocab);
+        pass(e, ctx, seq, side, long_prompt + 40, 40, A, 20, n_vocab); /* both caches grow to 128 positions */
+        assert_int_equal(seq->kv.n_ctx, 128);
+        for (int i = 0; i < 3; i++) pass(e, ctx, seq, side, long_prompt + 80 + i, 1, B + i, 1, n_vocab);
+        assert_int_equal(tr_context_truncate(ctx, 30), TR_OK);
+        kv_seq_truncate(seq, 30);
+        pass(e, ctx, seq, side, long_prompt + 90, 30, NULL, 0, n_vocab);
+        kv_seq_free(seq);
+        kv_seq_free(side);
+        tr_context_free(ctx);
+        multi_engine_free(e);
+        tr_model_free(m);
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),  cmocka_unit_test(test_qwen2),  cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_qwen35), cmocka_unit_test(test_gemma3), cmocka_unit_test(test_smollm3),
-        cmocka_unit_test(test_lfm2),
+        cmocka_unit_test(test_lfm2),   cmocka_unit_test(test_gemma4), cmocka_unit_test(test_gemma4_kv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,10 @@
  *   lfm2-tiny: 6 layers, attention at 2 and 5 (Q/K norms, NEOX RoPE, GQA 4/2), short convolutions of 3 taps
  *   elsewhere (their windows carried across chunks); lfm2-small: 8 layers, 4 taps, attention at 1, 4, 6; and
  *   lfm2-small with attention.sliding_window 6 (llama.cpp's LFM2 SWA variant: every attention layer windowed),
- *   which the 24-token prompt and the greedy tokens cross. */
+ *   which the 24-token prompt and the greedy tokens cross.
+ *   gemma4-tiny: 6 layers alternating sliding (head 64, window 10) and global (head 128, RoPE factors: a quarter of
+ *   the pairs rotate), the last two attending over layers 2 and 3's caches, per-layer inputs of 64, double-wide FFN
+ *   on the shared layers, GQA 4/2, softcap 30; gemma4-small: 8 layers, three of them KV-shared, window 16. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,6 +68,19 @@ static void lfm2_quantized(void **state) {
     llamacpp_check_shape(&llama, "lfm2-small", TR_ARCH_LFM2, TR_TYPE_Q4_0, 5e-2, 7);
 }
 
+static void gemma4_f32(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_F32, 2e-3, 256);
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_F32, 2e-3, 5);
+    llamacpp_check_shape(&llama, "gemma4-small", TR_ARCH_GEMMA4, TR_TYPE_F32, 2e-3, 7);
+}
+
+static void gemma4_quantized(void **state) {
+    (void)state;
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_Q8_0, 5e-2, 7);
+    llamacpp_check_shape(&llama, "gemma4-tiny", TR_ARCH_GEMMA4, TR_TYPE_Q4_0, 5e-2, 256);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smollm3_f32),
@@ -72,6 +88,8 @@ int main(void) {
         cmocka_unit_test(lfm2_f32),
         cmocka_unit_test(lfm2_quantized),
         cmocka_unit_test(lfm2_swa),
+        cmocka_unit_test(gemma4_f32),
+        cmocka_unit_test(gemma4_quantized),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
