@@ -2,7 +2,8 @@
  * in forward passes, not timed: another session's short call waits at most for the pass in flight, another
  * session's shorter prompt is not held until the long one ends, both answer as a lone sequence would, and /metrics
  * shows the waits (tokroute_queue_wait_passes). Model: stories260K, 4 rows per pass so that a 480-token prompt
- * takes more than a hundred passes; with batching off too (one session a pass), the prompt keeps moving. */
+ * takes more than a hundred passes; with batching off too (one session a pass), the prompt keeps moving. And the
+ * plan's rules on a queue built here: a burst's short prompts end beside the calls, a long one gets the share. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "server/scheduler_internal.h" /* the plan's rules, on a queue built here */
 #include "server/server_internal.h"
 #include "support/fixtures.h"
 
@@ -55,9 +57,10 @@ static int64_t passes_so_far(void) {
 }
 
 /* One call; its status, with the answer and the passes it waited in *res. */
-static int call(scheduler *s, const char *session, int32_t pos, const int32_t *tokens, int32_t n, route_result *res) {
+static int call(scheduler *s, const char *session_id, int32_t pos, const int32_t *tokens, int32_t n,
+                route_result *res) {
     route_request r = {0};
-    snprintf(r.session, sizeof r.session, "%s", session);
+    snprintf(r.session, sizeof r.session, "%s", session_id);
     r.pos = pos;
     r.tokens = (int32_t *)tokens;
     r.n_tokens = n;
@@ -176,7 +179,7 @@ typedef struct caller {
     scheduler *s;
     const long_call *lc;
     char session[16];
-    int32_t n_calls, n_during, max_wait;
+    int32_t n_calls, max_wait;
 } caller;
 
 #define CALLER_MAX_CALLS 2000
@@ -191,7 +194,6 @@ static void *caller_main(void *arg) {
         if (call(c->s, c->session, pos, seq, 2, &res) != 200) break;
         c->n_calls++;
         if (res.queue_passes > c->max_wait) c->max_wait = res.queue_passes;
-        c->n_during += !atomic_load(&c->lc->done);
     }
     return NULL;
 }
@@ -219,25 +221,76 @@ static void test_prompt_moves_without_batching(void **state) {
             assert_int_equal(pthread_create(&cth[i], NULL, caller_main, &callers[i]), 0);
         }
         while (callers[0].n_calls + callers[1].n_calls < 4) usleep(100);
-        const int64_t p0 = passes_so_far();
         assert_int_equal(pthread_create(&th, NULL, long_main, lc), 0);
         pthread_join(th, NULL);
-        const int64_t passes = passes_so_far() - p0;
+        const int32_t passes = lc->res.span_passes, own = LONG_TOKENS / BATCH_ROWS;
         for (int i = 0; i < 2; i++) pthread_join(cth[i], NULL);
         assert_int_equal(lc->status, 200);
         assert_int_equal(lc->res.token, reference(lc->tokens, LONG_TOKENS));
-        print_message("attempt %d: %lld passes while the prompt ran (%d of its own); calls during it: %d, %d; "
-                      "longest call wait %d, %d passes\n", attempt, (long long)passes, LONG_TOKENS / BATCH_ROWS,
-                      callers[0].n_during, callers[1].n_during, callers[0].max_wait, callers[1].max_wait);
-        assert_true(passes <= 2 * (LONG_TOKENS / BATCH_ROWS) + 2);
+        print_message("attempt %d: %d passes from the prompt's queueing to its answer (%d of its own); longest call "
+                      "wait %d, %d passes\n", attempt, passes, own, callers[0].max_wait, callers[1].max_wait);
+        assert_true(passes <= 2 * own + 2);
         for (int i = 0; i < 2; i++) assert_in_range(callers[i].max_wait, 0, 3);
-        /* Proved only when both callers kept calling throughout (a loaded machine may let one fall behind). */
-        const int32_t enough = LONG_TOKENS / BATCH_ROWS / 4;
-        proved = callers[0].n_during >= enough && callers[1].n_during >= enough;
+        /* Proved only when calls kept coming throughout (a loaded machine may stall the callers): many passes of
+         * theirs among the prompt's. */
+        proved = passes - own >= own / 4;
         free(lc);
     }
     assert_true(proved);
     scheduler_free(s);
+}
+
+/* The plan's prompt order on a queue built here: a pass of 512 rows whose cost was measured as 25 ms fixed + 1 ms a
+ * row. n_calls calls of 8 tokens queue first, then n_prompts prompts of prompt_tokens (not started); returns the
+ * prompt rows the plan puts beside the calls and how many of the prompts end in the pass (*n_ending). */
+static int32_t plan_prompt_rows_beside(int n_calls, int n_prompts, int32_t prompt_tokens, int *n_ending) {
+    static scheduler s;
+    static job jobs[64];
+    static route_request reqs[64];
+    memset(&s, 0, sizeof s);
+    s.p.max_batch_tokens = 512;
+    for (int32_t rows = 64; rows <= 512; rows *= 2) plan_observe_pass(&s, rows, 25.0 + rows);
+    job **tail = &s.queue;
+    int32_t call_rows = 0;
+    for (int i = 0; i < n_calls + n_prompts; i++) {
+        reqs[i] = (route_request){.n_tokens = i < n_calls ? 8 : prompt_tokens};
+        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true};
+        if (i < n_calls) {
+            jobs[i].chunk = 8; /* in the pass already (calls first) */
+            call_rows += 8;
+        }
+        *tail = &jobs[i];
+        tail = &jobs[i].next;
+    }
+    int32_t budget = plan_prompt_rows(&s, call_rows, n_calls > 0), rows = call_rows, max_rows;
+    *n_ending = 0;
+    for (job *j; rows < 512 && (j = plan_next_prompt(&s, budget, 512 - rows, &max_rows));) {
+        j->chunk = plan_rows_left(j) < max_rows ? plan_rows_left(j) : max_rows;
+        *n_ending += j->chunk == plan_rows_left(j);
+        rows += j->chunk;
+        budget -= j->chunk;
+    }
+    return rows - call_rows;
+}
+
+/* A burst: 16 sessions' 64-token prompts came together, the first pass took 8 of them, and their 8 sessions' calls
+ * are back. The calls join the pass first, and the 7 prompts that fit in the rest end in it too (the last one in the
+ * next pass), as llama-server's round would take every waiting prompt: held to the share (200 rows here: three
+ * prompts and a chunk of a fourth), the burst's last prompts waited for passes of the sessions served first, and
+ * the all-calls p99 of a burst was theirs. A long prompt beside the same calls still gets only that share (the
+ * calls' wait stays a pass of about three times their own cost), and so does a prompt that does not end. */
+static void test_burst_prompts_end_beside_calls(void **state) {
+    int n_ending;
+    assert_int_equal(plan_prompt_rows_beside(8, 8, 64, &n_ending), 448);
+    assert_int_equal(n_ending, 7);
+    /* The share: 8 times the fixed cost's worth of rows, more than twice the calls' cost (178 rows). */
+    assert_int_equal(plan_prompt_rows_beside(8, 1, 4000, &n_ending), 200);
+    assert_int_equal(n_ending, 0);
+    assert_int_equal(plan_prompt_rows_beside(8, 2, 460, &n_ending), 200);
+    assert_int_equal(n_ending, 0);
+    /* No calls and none due (the first pass of a burst): the prompts take the whole pass. */
+    assert_int_equal(plan_prompt_rows_beside(0, 16, 64, &n_ending), 512);
+    assert_int_equal(n_ending, 8);
 }
 
 /* The waits are in /metrics: a histogram of passes and one of seconds, counted once per route request. */
@@ -275,6 +328,7 @@ int main(void) {
         cmocka_unit_test(test_call_beside_long_prompt),
         cmocka_unit_test(test_prompt_beside_long_prompt),
         cmocka_unit_test(test_prompt_moves_without_batching),
+        cmocka_unit_test(test_burst_prompts_end_beside_calls),
         cmocka_unit_test(test_wait_metrics),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
