@@ -18,7 +18,7 @@
 
 #include "server/scheduler_internal.h" /* the plan's rules, on a queue built here */
 #include "server/server_internal.h"
-#include "support/fixtures.h"
+#include "support/server_fixture.h"
 
 #define LONG_TOKENS 480
 #define BATCH_ROWS 4
@@ -28,22 +28,18 @@ static tr_model *model;
 static server_metrics metrics;
 
 static int setup(void **state) {
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &model) != TR_OK) return -1;
     metrics_init(&metrics);
-    return 0;
+    return server_fixture_load(&model);
 }
 
-static int teardown(void **state) {
-    tr_model_free(model);
-    return 0;
-}
+static int teardown(void **state) { return server_fixture_free(model, NULL); }
 
 static scheduler *make_batching(bool batch) {
-    sched_params p = {.n_threads = 1, .max_sessions = 32, .n_ctx = 512, .max_batch_tokens = BATCH_ROWS,
-                      .session_idle_s = 600, .kv_budget_bytes = (int64_t)1 << 30, .batch = batch};
-    scheduler *s = NULL;
-    assert_int_equal(scheduler_create(model, &p, &metrics, &s), TR_OK);
+    sched_params p = server_fixture_sched_params();
+    p.max_batch_tokens = BATCH_ROWS;
+    p.batch = batch;
+    scheduler *s = server_fixture_scheduler(model, &metrics, p);
+    assert_non_null(s);
     return s;
 }
 
