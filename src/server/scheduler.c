@@ -397,17 +397,6 @@ static bool admit(scheduler *s, pass_fill *pf, job *j, int32_t max_rows) {
     return true;
 }
 
-/* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */
-static int32_t count_returned(scheduler *s) {
-    int32_t n = 0;
-    for (const job *j = s->queue; j; j = j->next) {
-        if (j->kind != JOB_ROUTE) continue;
-        const session *x = j->sess ? j->sess : sched_find_session(s, j->req->session);
-        n += x && x->last_pass == s->n_passes;
-    }
-    return n;
-}
-
 /* The next pass (scheduler_plan.c's rules): deletes and finished lookahead first, then every waiting call in
  * arrival order, then prompt chunks, lowest plan_prompt_key first, within the rows the measured cost allows. */
 static void fill_pass(scheduler *s, pass_fill *pf) {
@@ -449,10 +438,9 @@ static void fill_pass(scheduler *s, pass_fill *pf) {
         }
         admit(s, pf, j, left);
     }
-    /* Sessions of the last pass that have not sent their next request yet are due back soon (their calls), unless
-     * it ended long ago (they have gone quiet); when all are back, nobody waits on the pass but those queued. */
-    const bool calls_due = s->last_pass_seqs > 1 && count_returned(s) < s->last_pass_seqs &&
-                           sched_now_ms() - s->last_pass_end_ms < s->last_pass_ms + GATHER_MAX_MS;
+    /* Sessions of the last pass still to send their next calls, unless it ended long ago. */
+    const bool calls_due =
+        plan_calls_due(s, sched_now_ms() - s->last_pass_end_ms < s->last_pass_ms + GATHER_MAX_MS);
     const int32_t n_calls = pf->n_seq;
     int32_t budget = prompts_wait ? plan_prompt_rows(s, pf->rows, calls_due) : 0;
     while (pf->n_seq < pf->max_seqs) {
@@ -489,7 +477,7 @@ static void *worker_main(void *arg) {
             double window = GATHER_FRACTION * s->last_pass_ms;
             if (window > GATHER_MAX_MS) window = GATHER_MAX_MS;
             const double deadline = s->last_pass_end_ms + window;
-            while (!s->stop && count_returned(s) < s->last_pass_seqs && sched_now_ms() < deadline) {
+            while (!s->stop && plan_count_returned(s) < s->last_pass_seqs && sched_now_ms() < deadline) {
                 const double left_ms = deadline - sched_now_ms();
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);

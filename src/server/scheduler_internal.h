@@ -145,6 +145,12 @@ int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool calls_due);
  * rows left all fit in room (the pass's rows left), which ends in this pass: a burst's short prompts are not held
  * up by the calls of the sessions served first. *max_rows: the rows it may take. */
 job *plan_next_prompt(const scheduler *s, int32_t budget, int32_t room, int32_t *max_rows);
+/* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */
+int32_t plan_count_returned(scheduler *s);
+/* Whether calls are due: some sessions of the last pass (several) have not sent their next request yet, and the
+ * pass ended recently (last_pass_recent; else they have gone quiet). When all are back, nobody waits on the next
+ * pass but those queued, so prompts with no call beside them take the whole pass. */
+bool plan_calls_due(scheduler *s, bool last_pass_recent);
 /* Feeds the cost fit with a batched pass's rows and duration. */
 void plan_observe_pass(scheduler *s, int32_t rows, double ms);
 

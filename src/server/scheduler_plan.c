@@ -114,3 +114,17 @@ job *plan_next_prompt(const scheduler *s, int32_t budget, int32_t room, int32_t 
     if (best) *max_rows = plan_rows_left(best) <= room ? room : budget;
     return best;
 }
+
+int32_t plan_count_returned(scheduler *s) {
+    int32_t n = 0;
+    for (const job *j = s->queue; j; j = j->next) {
+        if (j->kind != JOB_ROUTE) continue;
+        const session *x = j->sess ? j->sess : sched_find_session(s, j->req->session);
+        n += x && x->last_pass == s->n_passes;
+    }
+    return n;
+}
+
+bool plan_calls_due(scheduler *s, bool last_pass_recent) {
+    return last_pass_recent && s->last_pass_seqs > 1 && plan_count_returned(s) < s->last_pass_seqs;
+}

@@ -289,6 +289,40 @@ static void test_burst_prompts_end_beside_calls(void **state) {
     assert_int_equal(n_ending, 8);
 }
 
+/* A burst's next prompts from the sessions of the last pass (the same sessions, prompts of 300 tokens): while one of
+ * them is still to come back its call is due, and the prompts are held to the share (200 rows here); once every one
+ * is back, nobody else waits on the pass and they take all of it (the rule before held the share whenever the last
+ * pass had several sessions and ended recently). */
+static void test_prompts_take_pass_when_all_back(void **state) {
+    static scheduler s;
+    static session xs[2];
+    static job jobs[2];
+    static route_request reqs[2];
+    memset(&s, 0, sizeof s);
+    s.p.max_batch_tokens = 512;
+    for (int32_t rows = 64; rows <= 512; rows *= 2) plan_observe_pass(&s, rows, 25.0 + rows);
+    s.n_passes = 5;
+    s.last_pass_seqs = 2;
+    s.sessions = &xs[0];
+    for (int i = 0; i < 2; i++) {
+        xs[i] = (session){.last_pass = 5, .next = i == 0 ? &xs[1] : NULL};
+        snprintf(xs[i].id, sizeof xs[i].id, "%c", 'a' + i);
+        reqs[i] = (route_request){.n_tokens = 300};
+        snprintf(reqs[i].session, sizeof reqs[i].session, "%c", 'a' + i);
+        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true};
+    }
+    s.queue = &jobs[0]; /* a is back, b not yet */
+    assert_int_equal(plan_count_returned(&s), 1);
+    assert_true(plan_calls_due(&s, true));
+    assert_int_equal(plan_prompt_rows(&s, 0, plan_calls_due(&s, true)), 200);
+    jobs[0].next = &jobs[1]; /* both back */
+    assert_int_equal(plan_count_returned(&s), 2);
+    assert_false(plan_calls_due(&s, true));
+    assert_int_equal(plan_prompt_rows(&s, 0, plan_calls_due(&s, true)), 512);
+    jobs[0].next = NULL; /* b not back, but the last pass ended long ago: gone quiet */
+    assert_false(plan_calls_due(&s, false));
+}
+
 /* The waits are in /metrics: a histogram of passes and one of seconds, counted once per route request. */
 static void test_wait_metrics(void **state) {
     scheduler *s = make();
@@ -325,6 +359,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_beside_long_prompt),
         cmocka_unit_test(test_prompt_moves_without_batching),
         cmocka_unit_test(test_burst_prompts_end_beside_calls),
+        cmocka_unit_test(test_prompts_take_pass_when_all_back),
         cmocka_unit_test(test_wait_metrics),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
