@@ -150,4 +150,11 @@ for w in sorted({r["burst"] for r in rows}):
         err = sum(r["errors"] for r in rows if r["sessions"] == n and r["burst"] == w)
         print(f"| {n} | " + " | ".join(calls) + "".join(f" | {ratio(a, b, n, w)}" for a, b in pairs) + " | "
               + " | ".join(lat) + "".join(f" | {m}" for m in more) + f" | {err} |")
+failed = [r for r in rows if r["errors"]]
+if failed:  # what went wrong, once per run with errors (a burst session stops at its first failed call)
+    print()
+    for r in failed:
+        what = f"{r['burst']}-token bursts" if r["burst"] else "steady"
+        print(f"errors: {names[r['kind']]}, {r['sessions']} sessions, {what}: {r['errors']}, first: "
+              f"{r.get('first_error') or '?'}")
 EOF

@@ -64,7 +64,7 @@ def worker(a, index, deadline, lat, queue, errors, lock):
 
 
 def one_call(a, conn, session, seq, new):
-    """One call of a burst; (ok, new conn). seq: the tokens the server already holds."""
+    """One call of a burst; (ok, new conn, what went wrong). seq: the tokens the server already holds."""
     if a.kind == "tokroute":
         body, path = {"session": session, "pos": len(seq), "tokens": new}, "/v1/route/next"
     else:
@@ -72,11 +72,11 @@ def one_call(a, conn, session, seq, new):
     try:
         conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
         r = conn.getresponse()
-        r.read()
-        return r.status == 200, conn
-    except (OSError, http.client.HTTPException):
+        data = r.read()
+        return r.status == 200, conn, b"" if r.status == 200 else b"%d " % r.status + data[:200]
+    except (OSError, http.client.HTTPException) as e:
         conn.close()
-        return False, http.client.HTTPConnection(a.host, a.port, timeout=600)
+        return False, http.client.HTTPConnection(a.host, a.port, timeout=600), repr(e).encode()[:200]
 
 
 def burst_worker(a, index, barrier, prompt_lat, call_lat, errors, lock):
@@ -89,13 +89,13 @@ def burst_worker(a, index, barrier, prompt_lat, call_lat, errors, lock):
         for c in range(a.calls + 1):
             new = [rng.randrange(100, a.vocab) for _ in range(a.burst if c == 0 else a.append)]
             t0 = time.monotonic()
-            ok, conn = one_call(a, conn, session, seq, new)
+            ok, conn, err = one_call(a, conn, session, seq, new)
             ms = (time.monotonic() - t0) * 1e3
             with lock:
                 if ok:
                     (prompt_lat if c == 0 else call_lat).append(ms)
                 else:
-                    errors.append(b"burst call failed")
+                    errors.append(err)
             if not ok:
                 break
             seq += new
@@ -119,7 +119,8 @@ def burst(a):
         return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 
     print(json.dumps({"kind": a.kind, "sessions": a.sessions, "burst": a.burst, "calls": len(ms),
-                      "errors": len(errors), "calls_per_s": len(ms) / elapsed, "p50_ms": pct(0.50, ms),
+                      "errors": len(errors), "first_error": errors[0].decode(errors="replace") if errors else "",
+                      "calls_per_s": len(ms) / elapsed, "p50_ms": pct(0.50, ms),
                       "p99_ms": pct(0.99, ms), "prompt_p50_ms": pct(0.50, prompt_lat),
                       "prompt_p99_ms": pct(0.99, prompt_lat), "call_p50_ms": pct(0.50, call_lat),
                       "call_p99_ms": pct(0.99, call_lat)}))

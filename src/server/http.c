@@ -172,6 +172,7 @@ char *route_result_json(const char *session, bool with_verify, const route_resul
     cJSON *tm = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(tm, "eval_ms", round(res->eval_ms * 1000) / 1000);
     cJSON_AddNumberToObject(tm, "queue_ms", round(res->queue_ms * 1000) / 1000);
+    cJSON_AddNumberToObject(tm, "queue_passes", res->queue_passes);
     if (res->n_lookahead > 0) cJSON_AddNumberToObject(tm, "lookahead_ms", round(res->lookahead_ms * 1000) / 1000);
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

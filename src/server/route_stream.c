@@ -58,6 +58,7 @@ static char *done_line(const route_result *totals) {
     cJSON *tm = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(tm, "eval_ms", ms3(totals->eval_ms));
     cJSON_AddNumberToObject(tm, "queue_ms", ms3(totals->queue_ms));
+    cJSON_AddNumberToObject(tm, "queue_passes", totals->queue_passes);
     cJSON_AddNumberToObject(tm, "lookahead_ms", ms3(totals->lookahead_ms));
     return line_of(root);
 }

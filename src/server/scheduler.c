@@ -438,38 +438,22 @@ static void fill_pass(scheduler *s, pass_fill *pf) {
         }
         admit(s, pf, j, left);
     }
-    /* The last pass's other sessions are due back soon, unless it ended long ago (they have gone quiet). */
-    const bool others_served =
-        s->last_pass_seqs > 1 && sched_now_ms() - s->last_pass_end_ms < s->last_pass_ms + GATHER_MAX_MS;
+    /* Sessions of the last pass still to send their next calls, unless it ended long ago. */
+    const bool calls_due =
+        plan_calls_due(s, sched_now_ms() - s->last_pass_end_ms < s->last_pass_ms + GATHER_MAX_MS);
     const int32_t n_calls = pf->n_seq;
-    int32_t budget = prompts_wait ? plan_prompt_rows(s, pf->rows, others_served) : 0;
-    while (budget > 0 && pf->n_seq < pf->max_seqs) {
-        job *best = NULL;
-        int64_t best_key = 0;
-        for (job *j = s->queue; j; j = j->next) {
-            if (!j->runnable || j->chunk > 0 || plan_is_call(j)) continue;
-            const int64_t key = plan_prompt_key(j);
-            if (!best || key < best_key) best = j, best_key = key;
-        }
+    int32_t budget = prompts_wait ? plan_prompt_rows(s, pf->rows, calls_due) : 0;
+    while (pf->n_seq < pf->max_seqs) {
+        int32_t max_rows;
+        job *best = plan_next_prompt(s, budget, s->p.max_batch_tokens - pf->rows, &max_rows);
         if (!best) break;
         const int32_t before = pf->rows;
-        if (admit(s, pf, best, budget)) budget -= pf->rows - before; /* else it left the queue */
+        if (admit(s, pf, best, max_rows)) budget -= pf->rows - before; /* else it left the queue */
     }
     if (pf->n_seq == 0) return;
     for (job *j = s->queue; j; j = j->next)
         if (j->runnable && j->chunk == 0 && !plan_is_call(j)) j->passed_over++;
     s->last_pass_had_prompt = pf->n_seq > n_calls;
-}
-
-/* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */
-static int32_t count_returned(scheduler *s) {
-    int32_t n = 0;
-    for (const job *j = s->queue; j; j = j->next) {
-        if (j->kind != JOB_ROUTE) continue;
-        const session *x = j->sess ? j->sess : sched_find_session(s, j->req->session);
-        n += x && x->last_pass == s->n_passes;
-    }
-    return n;
 }
 
 static void *worker_main(void *arg) {
@@ -493,7 +477,7 @@ static void *worker_main(void *arg) {
             double window = GATHER_FRACTION * s->last_pass_ms;
             if (window > GATHER_MAX_MS) window = GATHER_MAX_MS;
             const double deadline = s->last_pass_end_ms + window;
-            while (!s->stop && count_returned(s) < s->last_pass_seqs && sched_now_ms() < deadline) {
+            while (!s->stop && plan_count_returned(s) < s->last_pass_seqs && sched_now_ms() < deadline) {
                 const double left_ms = deadline - sched_now_ms();
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
@@ -566,6 +550,7 @@ static void *worker_main(void *arg) {
             if (j->fed < j->n_feed) continue;
             if (take_choice(s, j, &s->choices[b])) {
                 j->res->queue_ms = j->t_start_ms - j->t_enqueue_ms;
+                j->res->span_passes = (int32_t)(s->n_passes - j->enqueue_pass);
                 finish(j, 200);
                 unlink_job(s, j);
             }

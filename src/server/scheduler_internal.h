@@ -137,9 +137,20 @@ bool plan_is_call(const job *j);
 int64_t plan_prompt_key(const job *j);
 /* The most rows the calls may take, leaving prompts a few when any wait. */
 int32_t plan_calls_max_rows(const scheduler *s, bool prompts_wait);
-/* The rows prompts may take in a pass that holds call_rows rows of calls; others_served: other sessions were in
- * the last pass (their next calls are due), so the prompts' share is held to what the measured cost allows. */
-int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool others_served);
+/* The rows prompts may take in chunks in a pass that holds call_rows rows of calls; calls_due: sessions of the last
+ * pass are still to send their next calls, so the prompts' share is held to what the measured cost allows. */
+int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool calls_due);
+/* The next prompt to join the pass (runnable, not in it yet; lowest plan_prompt_key first), NULL when none may:
+ * within budget (what plan_prompt_rows allowed, less what prompts took) in chunks, and beyond it a prompt whose
+ * rows left all fit in room (the pass's rows left), which ends in this pass: a burst's short prompts are not held
+ * up by the calls of the sessions served first. *max_rows: the rows it may take. */
+job *plan_next_prompt(const scheduler *s, int32_t budget, int32_t room, int32_t *max_rows);
+/* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */
+int32_t plan_count_returned(scheduler *s);
+/* Whether calls are due: some sessions of the last pass (several) have not sent their next request yet, and the
+ * pass ended recently (last_pass_recent; else they have gone quiet). When all are back, nobody waits on the next
+ * pass but those queued, so prompts with no call beside them take the whole pass. */
+bool plan_calls_due(scheduler *s, bool last_pass_recent);
 /* Feeds the cost fit with a batched pass's rows and duration. */
 void plan_observe_pass(scheduler *s, int32_t rows, double ms);
 

@@ -16,12 +16,20 @@
  *    by its whole feed, so a prompt's last rows do not jump ahead as a call.
  * 3. The pass's size from the measured cost of a row. A pass costs about fixed + per_row × rows (the weights read
  *    once, then each row's products), fitted by exponentially weighted least squares over recent passes
- *    (plan_observe_pass). While other sessions are being served, prompt rows are held to PROMPT_SHARE times what
- *    the calls themselves cost (a call's pass at most about three times as long as without prompts: prompts still
- *    get two thirds of the time, so that a burst's last prompts, most of its slowest calls, are not held up by
- *    the calls of the sessions that came first), but never fewer than keep the fixed cost under
- *    1/PREFILL_EFFICIENCY of the prompt rows' own, so prompts lose little throughput to smaller passes. A prompt
- *    alone takes the whole --batch-tokens.
+ *    (plan_observe_pass). While calls are in the pass or due (sessions of the last pass that have not sent their
+ *    next request yet), prompt chunks are held to PROMPT_SHARE times what the calls themselves cost (a call's pass
+ *    at most about three times as long as without prompts), but never fewer than keep the fixed cost under
+ *    1/PREFILL_EFFICIENCY of the prompt rows' own, so prompts lose little throughput to smaller passes. Prompts
+ *    with no call beside them or due (alone, or a burst's next prompts once all its sessions are back) take the
+ *    whole --batch-tokens.
+ * 4. Prompts that end in this pass go beyond the share. A prompt whose rows left all fit in what the pass has left
+ *    joins it whole (plan_next_prompt), up to --batch-tokens: when many sessions start together with short
+ *    prompts (a burst), the ones the first pass could not take end in the next, beside the first ones' calls,
+ *    rather than in chunks over several passes behind them (those last prompts were a burst's slowest requests:
+ *    its all-calls p99). A call still joins every pass first and waits for at most the pass in flight, now at
+ *    most --batch-tokens rows of such prompts; a long prompt (one that does not end in the pass) still gets only
+ *    the share, so it holds a call no longer than before. llama-server takes every waiting prompt (up to n_batch)
+ *    in its next round the same way.
  *
  * The design follows vLLM's scheduler with chunked prefill (running decodes are scheduled first, then prefill
  * chunks within the step's token budget; long_prefill_token_threshold and max_long_partial_prefills let short
@@ -80,11 +88,11 @@ static bool fit(const pass_cost *c, double *fixed_ms, double *row_ms) {
     return *row_ms > 0;
 }
 
-int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool others_served) {
+int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool calls_due) {
     const int32_t left = s->p.max_batch_tokens - call_rows;
     double fixed_ms, row_ms;
     if (left <= 0) return 0;
-    if ((call_rows == 0 && !others_served) || !fit(&s->cost, &fixed_ms, &row_ms)) return left;
+    if ((call_rows == 0 && !calls_due) || !fit(&s->cost, &fixed_ms, &row_ms)) return left;
     /* PROMPT_SHARE times the calls' cost in prompt rows (their rows and the pass's fixed part), at least the
      * efficient chunk. */
     double rows = PROMPT_SHARE * (call_rows + fixed_ms / row_ms);
@@ -92,4 +100,31 @@ int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool others_serv
     if (rows < efficient) rows = efficient;
     if (rows < PREFILL_MIN_ROWS) rows = PREFILL_MIN_ROWS;
     return rows < left ? (int32_t)rows : left;
+}
+
+job *plan_next_prompt(const scheduler *s, int32_t budget, int32_t room, int32_t *max_rows) {
+    job *best = NULL;
+    int64_t best_key = 0;
+    for (job *j = s->queue; j; j = j->next) {
+        if (!j->runnable || j->chunk > 0 || plan_is_call(j)) continue;
+        if (budget <= 0 && plan_rows_left(j) > room) continue;
+        const int64_t key = plan_prompt_key(j);
+        if (!best || key < best_key) best = j, best_key = key;
+    }
+    if (best) *max_rows = plan_rows_left(best) <= room ? room : budget;
+    return best;
+}
+
+int32_t plan_count_returned(scheduler *s) {
+    int32_t n = 0;
+    for (const job *j = s->queue; j; j = j->next) {
+        if (j->kind != JOB_ROUTE) continue;
+        const session *x = j->sess ? j->sess : sched_find_session(s, j->req->session);
+        n += x && x->last_pass == s->n_passes;
+    }
+    return n;
+}
+
+bool plan_calls_due(scheduler *s, bool last_pass_recent) {
+    return last_pass_recent && s->last_pass_seqs > 1 && plan_count_returned(s) < s->last_pass_seqs;
 }

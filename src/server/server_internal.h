@@ -86,6 +86,7 @@ typedef struct route_result {
     double eval_ms, queue_ms;
     double lookahead_ms; /* passes that evaluated lookahead tokens */
     int32_t queue_passes; /* forward passes that ran while it waited for its first (scheduler.c) */
+    int32_t span_passes;  /* forward passes that ran from its queueing to its answer, its own included */
 } route_result;
 
 /* sample.c: picks a token among ids < n_vocab of logits with the library's sampler; the draw depends only on

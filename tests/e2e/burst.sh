@@ -2,7 +2,8 @@
 # burst.sh — fairness across keys over HTTP (issue 34): while one key's session prefills a 480-token prompt at one row
 # a pass (--batch-tokens 1), another key's session makes 2-token calls; /metrics' tokroute_queue_wait_passes then
 # shows that no route request waited for more than the pass in flight (le="1" holds them all), and at least one
-# call ended before the prompt did. Counted in passes, not timed; every wait is bounded.
+# call ended before the prompt did; each reply's timings.queue_passes says the same of that request (an integer,
+# at most 1 for a call; the replies' sum is the histogram's sum). Counted in passes, not timed; every wait is bounded.
 set -euo pipefail
 cli=$1
 shared=$2
@@ -19,7 +20,9 @@ def post(key, body):
     req = urllib.request.Request(url + "/v1/route/next", json.dumps(body).encode(),
                                  {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
+        reply = json.loads(r.read())
+    waits.append(reply["timings"]["queue_passes"])  # KeyError: a reply without it
+    return reply
 
 def metric(name):
     req = urllib.request.Request(url + "/metrics", headers={"Authorization": "Bearer kb"})
@@ -29,6 +32,7 @@ def metric(name):
                 return float(line.split()[-1])
     raise SystemExit(f"no {name} in /metrics")
 
+waits = []  # every reply's timings.queue_passes
 proved = 0
 for attempt in range(5):  # a loaded machine may run the whole prompt before the first call comes: try again
     done = threading.Event()
@@ -44,6 +48,8 @@ for attempt in range(5):  # a loaded machine may run the whole prompt before the
     pos = 0
     while not done.is_set() and pos + 2 <= 256:
         post("kb", {"session": f"short{attempt}", "pos": pos, "tokens": [5 + pos, 9 + pos]})
+        if not isinstance(waits[-1], int) or not 0 <= waits[-1] <= 1:
+            raise SystemExit(f"a call's reply says it waited {waits[-1]!r} passes")
         pos += 2
         proved += not done.is_set()
     t.join()
@@ -51,9 +57,12 @@ for attempt in range(5):  # a loaded machine may run the whole prompt before the
         break
 within = metric('tokroute_queue_wait_passes_bucket{le="1"}')
 count = metric("tokroute_queue_wait_passes_count")
+total = metric("tokroute_queue_wait_passes_sum")
 print(f"calls during the prompt: {proved}; waits within one pass: {within:.0f} of {count:.0f}")
 if not proved:
     raise SystemExit("no call ended before the prompt did")
+if len(waits) != count or sum(waits) != total:
+    raise SystemExit(f"replies: {len(waits)} waiting {sum(waits)} passes in all; /metrics: {count:.0f}, {total:.0f}")
 if within != count:
     raise SystemExit(f"{count - within:.0f} route requests waited more than one pass")
 EOF

@@ -103,7 +103,7 @@ assert s == 200, r
 assert r["pos"] == 7 and r["n_evaluated"] == 7 and r["session"] == "dev1", r
 assert len(r["top_logprobs"]) == 3 and r["top_logprobs"][0]["id"] == r["token"], r
 assert r["logprob"] <= 0 and r["top_logprobs"][0]["logprob"] >= r["top_logprobs"][1]["logprob"], r
-assert set(r["timings"]) == {"eval_ms", "queue_ms"}, r
+assert set(r["timings"]) == {"eval_ms", "queue_ms", "queue_passes"}, r
 seq = prompt + [r["token"]]
 for _ in range(5):
     s, r = nxt({"session": "dev1", "pos": len(seq) - 1, "tokens": [seq[-1]]})

@@ -2,7 +2,8 @@
  * in forward passes, not timed: another session's short call waits at most for the pass in flight, another
  * session's shorter prompt is not held until the long one ends, both answer as a lone sequence would, and /metrics
  * shows the waits (tokroute_queue_wait_passes). Model: stories260K, 4 rows per pass so that a 480-token prompt
- * takes more than a hundred passes. */
+ * takes more than a hundred passes; with batching off too (one session a pass), the prompt keeps moving. And the
+ * plan's rules on a queue built here: a burst's short prompts end beside the calls, a long one gets the share. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,8 +16,9 @@
 
 #include <cmocka.h>
 
+#include "server/scheduler_internal.h" /* the plan's rules, on a queue built here */
 #include "server/server_internal.h"
-#include "support/fixtures.h"
+#include "support/server_fixture.h"
 
 #define LONG_TOKENS 480
 #define BATCH_ROWS 4
@@ -26,24 +28,22 @@ static tr_model *model;
 static server_metrics metrics;
 
 static int setup(void **state) {
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &model) != TR_OK) return -1;
     metrics_init(&metrics);
-    return 0;
+    return server_fixture_load(&model);
 }
 
-static int teardown(void **state) {
-    tr_model_free(model);
-    return 0;
-}
+static int teardown(void **state) { return server_fixture_free(model, NULL); }
 
-static scheduler *make(void) {
-    sched_params p = {.n_threads = 1, .max_sessions = 32, .n_ctx = 512, .max_batch_tokens = BATCH_ROWS,
-                      .session_idle_s = 600, .kv_budget_bytes = (int64_t)1 << 30, .batch = true};
-    scheduler *s = NULL;
-    assert_int_equal(scheduler_create(model, &p, &metrics, &s), TR_OK);
+static scheduler *make_batching(bool batch) {
+    sched_params p = server_fixture_sched_params();
+    p.max_batch_tokens = BATCH_ROWS;
+    p.batch = batch;
+    scheduler *s = server_fixture_scheduler(model, &metrics, p);
+    assert_non_null(s);
     return s;
 }
+
+static scheduler *make(void) { return make_batching(true); }
 
 static int64_t passes_so_far(void) {
     pthread_mutex_lock(&metrics.mu);
@@ -53,9 +53,10 @@ static int64_t passes_so_far(void) {
 }
 
 /* One call; its status, with the answer and the passes it waited in *res. */
-static int call(scheduler *s, const char *session, int32_t pos, const int32_t *tokens, int32_t n, route_result *res) {
+static int call(scheduler *s, const char *session_id, int32_t pos, const int32_t *tokens, int32_t n,
+                route_result *res) {
     route_request r = {0};
-    snprintf(r.session, sizeof r.session, "%s", session);
+    snprintf(r.session, sizeof r.session, "%s", session_id);
     r.pos = pos;
     r.tokens = (int32_t *)tokens;
     r.n_tokens = n;
@@ -169,6 +170,159 @@ static void test_prompt_beside_long_prompt(void **state) {
     scheduler_free(s);
 }
 
+/* A caller that keeps its session's calls coming until the long prompt is done (bounded). */
+typedef struct caller {
+    scheduler *s;
+    const long_call *lc;
+    char session[16];
+    int32_t n_calls, max_wait;
+} caller;
+
+#define CALLER_MAX_CALLS 2000
+
+static void *caller_main(void *arg) {
+    caller *c = arg;
+    int32_t seq[2];
+    for (int32_t pos = 0; c->n_calls < CALLER_MAX_CALLS && !atomic_load(&c->lc->done); pos += 2) {
+        if (pos + 2 > 500) pos = 0; /* starts the session over before its context is full */
+        fill(seq, 2, pos + c->session[0]);
+        route_result res;
+        if (call(c->s, c->session, pos, seq, 2, &res) != 200) break;
+        c->n_calls++;
+        if (res.queue_passes > c->max_wait) c->max_wait = res.queue_passes;
+    }
+    return NULL;
+}
+
+/* With batching off (--no-batch: one session a pass) a prompt keeps moving while other sessions' calls keep
+ * coming: calls and prompts take turns, so the long prompt's 120 passes of its own take at most twice as many
+ * passes in all (were calls always first, two callers, each calling again while the other's pass runs, would hold
+ * it until they stop: thousands of passes), and a call waits for at most its turn behind the other caller and the
+ * prompt. Counted in passes, not timed. */
+static void test_prompt_moves_without_batching(void **state) {
+    scheduler *s = make_batching(false);
+    bool proved = false;
+    for (int attempt = 0; attempt < ATTEMPTS && !proved; attempt++) {
+        long_call *lc = calloc(1, sizeof *lc);
+        caller callers[2];
+        pthread_t th, cth[2];
+        /* The callers first, so that calls wait from the prompt's first pass on. */
+        lc->s = s;
+        snprintf(lc->session, sizeof lc->session, "nb%d", attempt);
+        fill(lc->tokens, LONG_TOKENS, 20 + attempt);
+        atomic_init(&lc->done, false);
+        for (int i = 0; i < 2; i++) {
+            callers[i] = (caller){.s = s, .lc = lc};
+            snprintf(callers[i].session, sizeof callers[i].session, "%c%d", 'a' + i, attempt);
+            assert_int_equal(pthread_create(&cth[i], NULL, caller_main, &callers[i]), 0);
+        }
+        while (callers[0].n_calls + callers[1].n_calls < 4) usleep(100);
+        assert_int_equal(pthread_create(&th, NULL, long_main, lc), 0);
+        pthread_join(th, NULL);
+        const int32_t passes = lc->res.span_passes, own = LONG_TOKENS / BATCH_ROWS;
+        for (int i = 0; i < 2; i++) pthread_join(cth[i], NULL);
+        assert_int_equal(lc->status, 200);
+        assert_int_equal(lc->res.token, reference(lc->tokens, LONG_TOKENS));
+        print_message("attempt %d: %d passes from the prompt's queueing to its answer (%d of its own); longest call "
+                      "wait %d, %d passes\n", attempt, passes, own, callers[0].max_wait, callers[1].max_wait);
+        assert_true(passes <= 2 * own + 2);
+        for (int i = 0; i < 2; i++) assert_in_range(callers[i].max_wait, 0, 3);
+        /* Proved only when calls kept coming throughout (a loaded machine may stall the callers): many passes of
+         * theirs among the prompt's. */
+        proved = passes - own >= own / 4;
+        free(lc);
+    }
+    assert_true(proved);
+    scheduler_free(s);
+}
+
+/* The plan's prompt order on a queue built here: a pass of 512 rows whose cost was measured as 25 ms fixed + 1 ms a
+ * row. n_calls calls of 8 tokens queue first, then n_prompts prompts of prompt_tokens (not started); returns the
+ * prompt rows the plan puts beside the calls and how many of the prompts end in the pass (*n_ending). */
+static int32_t plan_prompt_rows_beside(int n_calls, int n_prompts, int32_t prompt_tokens, int *n_ending) {
+    static scheduler s;
+    static job jobs[64];
+    static route_request reqs[64];
+    memset(&s, 0, sizeof s);
+    s.p.max_batch_tokens = 512;
+    for (int32_t rows = 64; rows <= 512; rows *= 2) plan_observe_pass(&s, rows, 25.0 + rows);
+    job **tail = &s.queue;
+    int32_t call_rows = 0;
+    for (int i = 0; i < n_calls + n_prompts; i++) {
+        reqs[i] = (route_request){.n_tokens = i < n_calls ? 8 : prompt_tokens};
+        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true};
+        if (i < n_calls) {
+            jobs[i].chunk = 8; /* in the pass already (calls first) */
+            call_rows += 8;
+        }
+        *tail = &jobs[i];
+        tail = &jobs[i].next;
+    }
+    int32_t budget = plan_prompt_rows(&s, call_rows, n_calls > 0), rows = call_rows, max_rows;
+    *n_ending = 0;
+    for (job *j; rows < 512 && (j = plan_next_prompt(&s, budget, 512 - rows, &max_rows));) {
+        j->chunk = plan_rows_left(j) < max_rows ? plan_rows_left(j) : max_rows;
+        *n_ending += j->chunk == plan_rows_left(j);
+        rows += j->chunk;
+        budget -= j->chunk;
+    }
+    return rows - call_rows;
+}
+
+/* A burst: 16 sessions' 64-token prompts came together, the first pass took 8 of them, and their 8 sessions' calls
+ * are back. The calls join the pass first, and the 7 prompts that fit in the rest end in it too (the last one in the
+ * next pass), as llama-server's round would take every waiting prompt: held to the share (200 rows here: three
+ * prompts and a chunk of a fourth), the burst's last prompts waited for passes of the sessions served first, and
+ * the all-calls p99 of a burst was theirs. A long prompt beside the same calls still gets only that share (the
+ * calls' wait stays a pass of about three times their own cost), and so does a prompt that does not end. */
+static void test_burst_prompts_end_beside_calls(void **state) {
+    int n_ending;
+    assert_int_equal(plan_prompt_rows_beside(8, 8, 64, &n_ending), 448);
+    assert_int_equal(n_ending, 7);
+    /* The share: 8 times the fixed cost's worth of rows, more than twice the calls' cost (178 rows). */
+    assert_int_equal(plan_prompt_rows_beside(8, 1, 4000, &n_ending), 200);
+    assert_int_equal(n_ending, 0);
+    assert_int_equal(plan_prompt_rows_beside(8, 2, 460, &n_ending), 200);
+    assert_int_equal(n_ending, 0);
+    /* No calls and none due (the first pass of a burst): the prompts take the whole pass. */
+    assert_int_equal(plan_prompt_rows_beside(0, 16, 64, &n_ending), 512);
+    assert_int_equal(n_ending, 8);
+}
+
+/* A burst's next prompts from the sessions of the last pass (the same sessions, prompts of 300 tokens): while one of
+ * them is still to come back its call is due, and the prompts are held to the share (200 rows here); once every one
+ * is back, nobody else waits on the pass and they take all of it (the rule before held the share whenever the last
+ * pass had several sessions and ended recently). */
+static void test_prompts_take_pass_when_all_back(void **state) {
+    static scheduler s;
+    static session xs[2];
+    static job jobs[2];
+    static route_request reqs[2];
+    memset(&s, 0, sizeof s);
+    s.p.max_batch_tokens = 512;
+    for (int32_t rows = 64; rows <= 512; rows *= 2) plan_observe_pass(&s, rows, 25.0 + rows);
+    s.n_passes = 5;
+    s.last_pass_seqs = 2;
+    s.sessions = &xs[0];
+    for (int i = 0; i < 2; i++) {
+        xs[i] = (session){.last_pass = 5, .next = i == 0 ? &xs[1] : NULL};
+        snprintf(xs[i].id, sizeof xs[i].id, "%c", 'a' + i);
+        reqs[i] = (route_request){.n_tokens = 300};
+        snprintf(reqs[i].session, sizeof reqs[i].session, "%c", 'a' + i);
+        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true};
+    }
+    s.queue = &jobs[0]; /* a is back, b not yet */
+    assert_int_equal(plan_count_returned(&s), 1);
+    assert_true(plan_calls_due(&s, true));
+    assert_int_equal(plan_prompt_rows(&s, 0, plan_calls_due(&s, true)), 200);
+    jobs[0].next = &jobs[1]; /* both back */
+    assert_int_equal(plan_count_returned(&s), 2);
+    assert_false(plan_calls_due(&s, true));
+    assert_int_equal(plan_prompt_rows(&s, 0, plan_calls_due(&s, true)), 512);
+    jobs[0].next = NULL; /* b not back, but the last pass ended long ago: gone quiet */
+    assert_false(plan_calls_due(&s, false));
+}
+
 /* The waits are in /metrics: a histogram of passes and one of seconds, counted once per route request. */
 static void test_wait_metrics(void **state) {
     scheduler *s = make();
@@ -203,6 +357,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_call_beside_long_prompt),
         cmocka_unit_test(test_prompt_beside_long_prompt),
+        cmocka_unit_test(test_prompt_moves_without_batching),
+        cmocka_unit_test(test_burst_prompts_end_beside_calls),
+        cmocka_unit_test(test_prompts_take_pass_when_all_back),
         cmocka_unit_test(test_wait_metrics),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "support/fixtures.h"
+#include "support/server_fixture.h"
 #include "support/raw_http.h"
 #include "tokroute.h"
 
@@ -34,21 +34,13 @@
 
 static tr_model *model;
 
-static int setup(void **state) {
-    tr_model_params mp = tr_model_default_params();
-    return tr_model_load(shared_path("models/stories260K.gguf"), &mp, &model) == TR_OK ? 0 : -1;
-}
+static int setup(void **state) { return server_fixture_load(&model); }
 
-static int teardown(void **state) {
-    tr_model_free(model);
-    return 0;
-}
+static int teardown(void **state) { return server_fixture_free(model, NULL); }
 
 static tr_server *start(tr_server_params p) {
-    p.port = 0;
-    p.n_threads = 1;
-    tr_server *srv = NULL;
-    assert_int_equal(tr_server_start(model, &p, &srv), TR_OK);
+    tr_server *srv = server_fixture_start(model, p);
+    assert_non_null(srv);
     return srv;
 }
 

@@ -17,8 +17,8 @@
 
 #include "model/sample_math.h" /* position_seed, log_sum_exp: the routed loop's and the embedded backend's too */
 #include "server/server_internal.h"
-#include "support/fixtures.h"
 #include "support/http_call.h"
+#include "support/server_fixture.h"
 
 enum { NV = 512 };
 
@@ -106,14 +106,12 @@ static int setup(void **state) {
     (void)state;
     tr_server_params p = tr_server_default_params();
     p.n_ctx = 128;
-    return http_test_serve("models/stories260K.gguf", p, &model, &srv, &port);
+    return server_fixture_serve(p, &model, &srv, &port);
 }
 
 static int teardown(void **state) {
     (void)state;
-    tr_server_free(srv);
-    tr_model_free(model);
-    return 0;
+    return server_fixture_free(model, srv);
 }
 
 /* A completion's token_ids as a string "a,b,c" (status 200 asserted); its reported seed in *seed (when not NULL). */

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "server/server_internal.h"
-#include "support/fixtures.h"
+#include "support/server_fixture.h"
 
 static tr_model *model;
 static server_metrics metrics;
@@ -30,22 +30,20 @@ static int64_t metric(const int64_t *counter) {
 }
 
 static int setup(void **state) {
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories260K.gguf"), &mp, &model) != TR_OK) return -1;
     metrics_init(&metrics);
-    return 0;
+    return server_fixture_load(&model);
 }
 
-static int teardown(void **state) {
-    tr_model_free(model);
-    return 0;
-}
+static int teardown(void **state) { return server_fixture_free(model, NULL); }
 
 static scheduler *make(int32_t max_sessions, int64_t budget, int32_t idle_s, int32_t batch_tokens) {
-    sched_params p = {.n_threads = 1, .max_sessions = max_sessions, .n_ctx = 512, .max_batch_tokens = batch_tokens,
-                      .session_idle_s = idle_s, .kv_budget_bytes = budget, .batch = true};
-    scheduler *s = NULL;
-    assert_int_equal(scheduler_create(model, &p, &metrics, &s), TR_OK);
+    sched_params p = server_fixture_sched_params();
+    p.max_sessions = max_sessions;
+    p.kv_budget_bytes = budget;
+    p.session_idle_s = idle_s;
+    p.max_batch_tokens = batch_tokens;
+    scheduler *s = server_fixture_scheduler(model, &metrics, p);
+    assert_non_null(s);
     return s;
 }
 

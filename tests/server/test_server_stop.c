@@ -13,8 +13,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "support/fixtures.h"
 #include "support/http_call.h"
+#include "support/server_fixture.h"
 #include "tokroute.h"
 
 static tr_model *model;
@@ -26,14 +26,12 @@ static int setup(void **state) {
     tr_server_params p = tr_server_default_params();
     p.n_ctx = 256;
     p.chat_template = TR_CHAT_CHATML;
-    return http_test_serve("models/stories260K.gguf", p, &model, &srv, &port);
+    return server_fixture_serve(p, &model, &srv, &port);
 }
 
 static int teardown(void **state) {
     (void)state;
-    tr_server_free(srv);
-    tr_model_free(model);
-    return 0;
+    return server_fixture_free(model, srv);
 }
 
 typedef struct answer {

@@ -217,6 +217,7 @@ static int parse_stream(const stream_call *s, cJSON **answer, int32_t *la, int32
     const cJSON *tm = cJSON_GetObjectItemCaseSensitive(done, "timings");
     assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tm, "eval_ms")));
     assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tm, "queue_ms")));
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tm, "queue_passes")));
     assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tm, "lookahead_ms")));
     cJSON_Delete(done);
     return n;

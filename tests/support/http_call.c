@@ -10,17 +10,6 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
-#include "support/fixtures.h"
-
-int http_test_serve(const char *model_rel, tr_server_params p, tr_model **model, tr_server **srv, int *port) {
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path(model_rel), &mp, model) != TR_OK) return -1;
-    p.port = 0;
-    p.n_threads = 1;
-    if (tr_server_start(*model, &p, srv) != TR_OK) return -1;
-    *port = tr_server_port(*srv);
-    return 0;
-}
 
 typedef struct body_buf {
     char *s;

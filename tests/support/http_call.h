@@ -9,9 +9,6 @@
 
 struct cJSON;
 
-/* Loads the shared folder's model_rel and serves it on 127.0.0.1 with p (port and threads: a free port, 1 thread).
- * 0 on success, with *model, *srv and *port set. */
-int http_test_serve(const char *model_rel, tr_server_params p, tr_model **model, tr_server **srv, int *port);
 
 /* METHOD path on 127.0.0.1:port with body (NULL: none) as JSON: the status (0: no reply) and, when body_out is not
  * NULL, the reply's body (malloc'ed, NUL-terminated; free it). */
