@@ -213,6 +213,10 @@ typedef struct tr_gap_report {
 /* n targets in [0, 1]; out gets n points. router NULL = the oracle (routes first where only the LLM is right). */
 tr_status tr_train_gap(const tr_train_data *data, tr_router *router, const double *targets, int32_t n,
                        tr_gap_point *out, tr_gap_report *report);
+/* The same for the bound (scripts/router_bound.py): routing the positions of largest expected gain p(l) - p(s)
+ * under the LLM's distribution (l, s: the LLM's and the SLM's top-1; 0 where they agree), the best a router reading
+ * only the SLM can hope for. The routed counts equal tr_train_gap's at the same targets. */
+tr_status tr_train_gap_bound(const tr_train_data *data, const double *targets, int32_t n, tr_gap_point *out);
 
 /* ---------------------------------------------------------------- evaluation */
 
@@ -259,6 +263,10 @@ typedef struct tr_eval_point {
     double routed;         /* share routed on this data */
     double accuracy;       /* top-1 accuracy of the routed choice */
     double gap_closed;     /* (accuracy - SLM) / (LLM - SLM); NAN when the models tie */
+    double bound_gap_closed; /* the bound's gap closed at the same routed share: routing the positions with the
+                                largest expected gain p(l) - p(s) under the LLM's distribution p (l, s: the LLM's
+                                and the SLM's top-1), the best a router reading only the SLM can hope for */
+    double share_of_bound; /* gap_closed / bound_gap_closed (NAN when the bound closes nothing) */
 } tr_eval_point;
 
 typedef struct tr_eval_summary {

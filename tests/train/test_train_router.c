@@ -172,6 +172,10 @@ static void toy_ranked(void *user, int32_t ex, int32_t pos, collect_record *r, f
     r->slm_top1 = (kind & 1) ? 5 : 1;
     r->llm_top1 = (kind & 2) ? 5 : 2;
     r->stats[0] = (float)pos / 16.0f; /* position 1 is the least confident */
+    /* The LLM's expected gain p(l) - p(s): 0.6 where only the LLM is right, 0.3 where both are wrong, 0.1 where only
+     * the SLM is (0 where both agree, whatever is stored). */
+    r->llm_p_top1 = 0.8f;
+    r->llm_p_slm_top1 = kind == 2 ? 0.2f : kind == 0 ? 0.5f : 0.7f;
     (void)ex;
 }
 
@@ -213,6 +217,15 @@ static void test_calibration_and_gap(void **state) {
     const double t3[1] = {0.3};
     assert_int_equal(tr_train_gap(d, NULL, t3, 1, pts, &rep), TR_OK);
     assert_float_equal(pts[0].accuracy, 0.8, 1e-12);
+    /* The bound routes by expected gain: the three LLM-only positions, then the both-wrong ones (no gain), then the
+     * SLM-only ones (a loss); at the same routed counts as the policies. */
+    const double tb[2] = {0.3, 0.7};
+    assert_int_equal(tr_train_gap_bound(d, tb, 2, pts), TR_OK);
+    assert_float_equal(pts[0].accuracy, 0.8, 1e-12);
+    assert_float_equal(pts[0].gap_closed, 3.0, 1e-9);
+    assert_float_equal(pts[0].routed, 0.3, 1e-12);
+    assert_float_equal(pts[1].accuracy, 0.6, 1e-12); /* + 2 both wrong (0), + 2 SLM-only (-2) */
+    assert_int_equal(tr_train_gap_bound(NULL, tb, 1, pts), TR_ERR_ARG);
 
     /* Labels: shortcut kinds 1, 3 → 1 and 2 → 0; the two both-wrong positions are dropped or kept by mode. */
     tr_train_params p = quiet_params();
