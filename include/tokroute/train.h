@@ -141,10 +141,24 @@ tr_status tr_train_data_labels(const tr_train_data *data, tr_label_mode mode, fl
 tr_status tr_train_data_inputs(const tr_train_data *data, unsigned features, int32_t topk, const tr_model *slm,
                                int64_t first, int64_t n, float *out);
 
+/* What the network's output is fitted with (tr_train_params.loss). Routing keeps the lowest-scored share of the
+ * positions, so only the ranking by the gain g = 1 - 2 label matters (g: the accuracy routing gains, in expectation
+ * for the expected labels). */
+typedef enum tr_train_loss {
+    TR_LOSS_BCE = 0,     /* binary cross-entropy on the labels (class-weighted for the hard ones) */
+    TR_LOSS_PAIRWISE,    /* RankNet within each chunk of 64 rows: for every pair with g_i > g_j,
+                            (g_i - g_j) log(1 + e^(z_i - z_j)) (z: the output logit; the higher gain scores lower) */
+    TR_LOSS_PAIRWISE_BCE, /* the sum of the two: the pairs rank, the BCE keeps the score's scale */
+} tr_train_loss;
+const char *tr_train_loss_name(tr_train_loss l);
+tr_status tr_train_loss_from_name(const char *name, tr_train_loss *out);
+
 typedef struct tr_train_epoch {
     int32_t epoch;               /* 1-based */
-    double train_loss, val_loss; /* class-weighted BCE */
+    double train_loss, val_loss; /* the loss trained on (mean per row), and the BCE of the validation split */
     double val_accuracy;         /* at score 0.5 */
+    double val_gain_share;       /* the validation split's gain captured by routing its lowest-scored 10% and 20%
+                                    over the most the labels allow there (the bound in label terms), mean of the two */
     bool best;                   /* the weights kept so far come from this epoch */
 } tr_train_epoch;
 
@@ -174,6 +188,9 @@ typedef struct tr_train_params {
     bool (*on_epoch)(void *user, const tr_train_epoch *epoch); /* return false to stop early */
     void *epoch_user;
     const tr_model *slm;         /* the SLM the data was collected with: needed for TR_FEATURE_TOKEN_EMBEDDING */
+    tr_train_loss loss;          /* default TR_LOSS_BCE */
+    bool select_by_gain;         /* keep the epoch of the best val_gain_share instead of the lowest validation BCE
+                                    (always so for the pairwise losses; default false) */
 } tr_train_params;
 
 typedef struct tr_train_result {
@@ -183,6 +200,7 @@ typedef struct tr_train_result {
     int32_t epochs_run, best_epoch;
     double best_val_loss, best_val_accuracy;
     float tau;                   /* the threshold written */
+    double best_val_gain_share;  /* tr_train_epoch.val_gain_share of the epoch kept */
     double calibration_routed;   /* with calibration: the share of its positions tau routes */
 } tr_train_result;
 
@@ -213,6 +231,10 @@ typedef struct tr_gap_report {
 /* n targets in [0, 1]; out gets n points. router NULL = the oracle (routes first where only the LLM is right). */
 tr_status tr_train_gap(const tr_train_data *data, tr_router *router, const double *targets, int32_t n,
                        tr_gap_point *out, tr_gap_report *report);
+/* The same for the bound (scripts/router_bound.py): routing the positions of largest expected gain p(l) - p(s)
+ * under the LLM's distribution (l, s: the LLM's and the SLM's top-1; 0 where they agree), the best a router reading
+ * only the SLM can hope for. The routed counts equal tr_train_gap's at the same targets. */
+tr_status tr_train_gap_bound(const tr_train_data *data, const double *targets, int32_t n, tr_gap_point *out);
 
 /* ---------------------------------------------------------------- evaluation */
 
@@ -259,6 +281,10 @@ typedef struct tr_eval_point {
     double routed;         /* share routed on this data */
     double accuracy;       /* top-1 accuracy of the routed choice */
     double gap_closed;     /* (accuracy - SLM) / (LLM - SLM); NAN when the models tie */
+    double bound_gap_closed; /* the bound's gap closed at the same routed share: routing the positions with the
+                                largest expected gain p(l) - p(s) under the LLM's distribution p (l, s: the LLM's
+                                and the SLM's top-1), the best a router reading only the SLM can hope for */
+    double share_of_bound; /* gap_closed / bound_gap_closed (NAN when the bound closes nothing) */
 } tr_eval_point;
 
 typedef struct tr_eval_summary {

@@ -1,6 +1,7 @@
 /* cli_train.c — progress bar with ETA and the gap report of the training commands (see cli_train.h). */
 #include "cli/cli_train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -50,6 +51,11 @@ typedef struct gap_row {
     tr_gap_point points[16];
 } gap_row;
 
+/* A policy's gap closed over the bound's at the same share (NAN when the bound closes nothing). */
+static double share_of(const tr_gap_point *p, const tr_gap_point *bound) {
+    return bound->gap_closed > 0 ? p->gap_closed / bound->gap_closed : NAN;
+}
+
 bool cli_gap_report(const tr_train_data *data, tr_router *router, const double *targets, int n, bool json) {
     if (n > 16) n = 16;
     gap_row rows[5];
@@ -74,6 +80,8 @@ bool cli_gap_report(const tr_train_data *data, tr_router *router, const double *
         rows[n_rows].name = "oracle";
         st = tr_train_gap(data, NULL, targets, n, rows[n_rows++].points, &rep);
     }
+    tr_gap_point bound[16];
+    if (st == TR_OK) st = tr_train_gap_bound(data, targets, n, bound);
     if (st != TR_OK) return cli_fail(st), false;
     if (json) {
         printf("{\"slm_accuracy\": %.6f, \"llm_accuracy\": %.6f, \"oracle_accuracy\": %.6f, \"positions\": %lld, "
@@ -84,8 +92,11 @@ bool cli_gap_report(const tr_train_data *data, tr_router *router, const double *
             for (int j = 0; j < n; j++) {
                 const tr_gap_point *p = &rows[r].points[j];
                 printf("%s{\"target_routed\": %.4f, \"tau\": %.6f, \"routed\": %.6f, \"accuracy\": %.6f, "
-                       "\"gap_closed\": %.6f}", j ? ", " : "", p->target_routed, p->tau, p->routed, p->accuracy,
-                       p->gap_closed);
+                       "\"gap_closed\": %.6f, \"bound_gap_closed\": %.6f, \"share_of_bound\": ", j ? ", " : "",
+                       p->target_routed, p->tau, p->routed, p->accuracy, p->gap_closed, bound[j].gap_closed);
+                const double share = share_of(p, &bound[j]);
+                if (isfinite(share)) printf("%.6f}", share);
+                else printf("null}");
             }
             printf("]");
         }
@@ -94,13 +105,18 @@ bool cli_gap_report(const tr_train_data *data, tr_router *router, const double *
     }
     fprintf(stderr, "token accuracy: SLM %.4f, LLM %.4f, best of both %.4f (%lld positions)\n", rep.slm_accuracy,
             rep.llm_accuracy, rep.oracle_accuracy, (long long)tr_train_data_get_info(data).n_positions);
-    fprintf(stderr, "share of the SLM-to-LLM gap closed (accuracy) at each routed share:\n%-8s", "policy");
-    for (int j = 0; j < n; j++) fprintf(stderr, "  %5.1f%% routed     ", targets[j] * 100);
+    fprintf(stderr, "share of the SLM-to-LLM gap closed [its share of the bound's] (accuracy) at each routed share;\n"
+            "bound: routing by the LLM's expected gain p(l) - p(s)\n%-8s", "policy");
+    for (int j = 0; j < n; j++) fprintf(stderr, "  %5.1f%% routed          ", targets[j] * 100);
+    fputc('\n', stderr);
+    fprintf(stderr, "%-8s", "bound");
+    for (int j = 0; j < n; j++) fprintf(stderr, "  %5.1f%% (%.4f)        ", bound[j].gap_closed * 100, bound[j].accuracy);
     fputc('\n', stderr);
     for (int r = 0; r < n_rows; r++) {
         fprintf(stderr, "%-8s", rows[r].name);
         for (int j = 0; j < n; j++)
-            fprintf(stderr, "  %5.1f%% (%.4f)   ", rows[r].points[j].gap_closed * 100, rows[r].points[j].accuracy);
+            fprintf(stderr, "  %5.1f%% [%4.0f%%] (%.4f)", rows[r].points[j].gap_closed * 100,
+                    share_of(&rows[r].points[j], &bound[j]) * 100, rows[r].points[j].accuracy);
         fputc('\n', stderr);
     }
     return true;

@@ -180,11 +180,21 @@ static void print_table(const tr_eval *e, const tr_eval_params *p) {
     printf("%lld examples, %lld target positions\n", (long long)s->n_examples, (long long)s->n_positions);
     printf("SLM accuracy %.4f   LLM accuracy %.4f   either right %.4f\n\n", s->slm_accuracy, s->llm_accuracy,
            s->best_of_both);
-    printf("share of the SLM->LLM gap closed (accuracy, tau)\n%-9s", "policy");
+    printf("share of the SLM->LLM gap closed [its share of the bound's at the same routed share] (accuracy, tau)\n"
+           "bound: routing by the LLM's expected gain p(l) - p(s), the best a router reading only the SLM can hope for\n"
+           "%-9s", "policy");
     for (int32_t t = 0; t < p->n_targets; t++) {
         char head[32];
         snprintf(head, sizeof head, "%g%% routed", p->target_routed[t] * 100);
-        printf("  %-26s", head);
+        printf("  %-33s", head);
+    }
+    printf("\n%-9s", "bound");
+    for (int32_t t = 0; t < p->n_targets; t++) { /* at the first policy's share (each row's own is in the JSON) */
+        tr_eval_point pt;
+        tr_eval_get_point(e, 0, t, &pt);
+        char cellbuf[48];
+        snprintf(cellbuf, sizeof cellbuf, "%6.1f%%", pt.bound_gap_closed * 100);
+        printf("  %-33s", cellbuf);
     }
     printf("\n");
     for (int32_t k = 0; k < tr_eval_n_policies(e); k++) {
@@ -192,12 +202,14 @@ static void print_table(const tr_eval *e, const tr_eval_params *p) {
         for (int32_t t = 0; t < p->n_targets; t++) {
             tr_eval_point pt;
             tr_eval_get_point(e, k, t, &pt);
-            char cellbuf[48];
+            char cellbuf[64];
             if (isnan(pt.tau))
-                snprintf(cellbuf, sizeof cellbuf, "%6.1f%% (%.4f)", pt.gap_closed * 100, pt.accuracy);
+                snprintf(cellbuf, sizeof cellbuf, "%6.1f%% [%4.0f%%] (%.4f)", pt.gap_closed * 100,
+                         pt.share_of_bound * 100, pt.accuracy);
             else
-                snprintf(cellbuf, sizeof cellbuf, "%6.1f%% (%.4f, %.3g)", pt.gap_closed * 100, pt.accuracy, pt.tau);
-            printf("  %-26s", cellbuf);
+                snprintf(cellbuf, sizeof cellbuf, "%6.1f%% [%4.0f%%] (%.4f, %.3g)", pt.gap_closed * 100,
+                         pt.share_of_bound * 100, pt.accuracy, pt.tau);
+            printf("  %-33s", cellbuf);
         }
         printf("\n");
     }

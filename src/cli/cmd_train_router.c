@@ -22,6 +22,10 @@ static const char *usage =
     "  --topk K             top-k log-probs as features (default 8, at most what collect stored)\n"
     "  --labels MODE        expected (default: soft, the accuracy routing gains in expectation), gain, mixed;\n"
     "                       hard: drop (CITER: both wrong left out), slm, llm, rollout\n"
+    "  --loss L             bce (default), pairwise (a ranking loss within chunks of 64 positions: the higher expected\n"
+    "                       gain scores lower, by how much it matters), pairwise+bce (both)\n"
+    "  --select-by-gain     keep the epoch whose validation split's lowest-scored 10% / 20% capture the most of the\n"
+    "                       labels' gain (always so for the pairwise losses; default: the lowest validation BCE)\n"
     "  --epochs N           most epochs (default 30)      --patience N  early stopping (default 4)\n"
     "  --batch N            mini-batch (default 256)      --lr X        Adam learning rate (default 0.001)\n"
     "  --weight-decay X     L2 on weights (default 0)     --val-fraction F  held-out examples (default 0.1)\n"
@@ -61,8 +65,8 @@ static bool on_batch(void *user, int64_t done, int64_t total) {
 static bool on_epoch(void *user, const tr_train_epoch *e) {
     train_opts *o = user;
     cli_eta_finish(&o->eta);
-    fprintf(stderr, "epoch %3d  train loss %.5f  val loss %.5f  val accuracy %.4f%s\n", (int)e->epoch, e->train_loss,
-            e->val_loss, e->val_accuracy, e->best ? "  (best)" : "");
+    fprintf(stderr, "epoch %3d  train loss %.5f  val loss %.5f  val accuracy %.4f  val gain share %.4f%s\n",
+            (int)e->epoch, e->train_loss, e->val_loss, e->val_accuracy, e->val_gain_share, e->best ? "  (best)" : "");
     snprintf(o->label, sizeof o->label, "epoch %d", (int)e->epoch + 1);
     cli_eta_start(&o->eta, o->label, o->progress);
     return true;
@@ -130,6 +134,10 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
             if (!v || tr_router_features_parse(v, &p->features) != TR_OK) return cli_fail(TR_ERR_ARG), 2;
         } else if (cli_option(argc, argv, &i, NULL, "--labels", &v)) {
             if (!v || tr_label_mode_from_name(v, &p->labels) != TR_OK) return cli_fail(TR_ERR_ARG), 2;
+        } else if (cli_option(argc, argv, &i, NULL, "--loss", &v)) {
+            if (!v || tr_train_loss_from_name(v, &p->loss) != TR_OK) return cli_fail(TR_ERR_ARG), 2;
+        } else if (cli_flag(argc, argv, &i, NULL, "--select-by-gain")) {
+            p->select_by_gain = true;
         } else if (cli_option(argc, argv, &i, NULL, "--topk", &v)) {
             if (!cli_int("--topk", v, 1, TR_ROUTER_TOPK_MAX, &x)) return 2;
             p->topk = (int32_t)x;

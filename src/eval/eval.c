@@ -92,6 +92,29 @@ static tr_status make_policies(tr_eval *e, const tr_model *slm, eval_models *m) 
     return st;
 }
 
+/* The bound beside every point: routing the positions of largest expected gain, as many as the policy routed. */
+static tr_status bound_points(tr_eval *e, const eval_positions *pos) {
+    const int64_t n = pos->n;
+    float *neg = malloc((size_t)(n ? n : 1) * sizeof *neg);
+    if (!neg) return tr_fail(TR_ERR_NOMEM, "eval: out of memory");
+    for (int64_t i = 0; i < n; i++) neg[i] = -pos->expected_gain[i];
+    eval_curve c;
+    tr_status st = eval_curve_build(neg, pos->slm_ok, pos->llm_ok, n, &c);
+    free(neg);
+    if (st != TR_OK) return tr_fail_prefix(st, "the bound");
+    const tr_eval_summary *s = &e->summary;
+    for (int32_t k = 0; k < e->n_policies; k++)
+        for (int32_t t = 0; t < e->params.n_targets; t++) {
+            tr_eval_point *p = &e->points[k][t];
+            const int64_t routed = (int64_t)llround(p->routed * (double)n);
+            p->bound_gap_closed = eval_gap_closed(eval_curve_accuracy_routing(&c, routed), s->slm_accuracy,
+                                                  s->llm_accuracy);
+            p->share_of_bound = p->bound_gap_closed > 0 ? p->gap_closed / p->bound_gap_closed : NAN;
+        }
+    eval_curve_free(&c);
+    return TR_OK;
+}
+
 static tr_status token_metrics(tr_eval *e, eval_positions *pos) {
     const int64_t n = pos->n;
     const int32_t k_random = e->n_policies - 2, k_oracle = e->n_policies - 1;
@@ -150,6 +173,8 @@ static tr_status token_metrics(tr_eval *e, eval_positions *pos) {
         p->routed = n ? (double)routed / (double)n : NAN;
         p->gap_closed = eval_gap_closed(p->accuracy, s->slm_accuracy, s->llm_accuracy);
     }
+    tr_status st = bound_points(e, pos);
+    if (st != TR_OK) return st;
     for (int32_t j = 0; j <= EVAL_SHARE_STEPS; j++) {
         eval_sweep_point *q = &e->share_sweep[k_oracle][j];
         int64_t routed;

@@ -12,6 +12,7 @@
 #include "tokroute.h"
 
 enum { EVAL_MAX_POLICIES = 6 }; /* router, maxprob, margin, entropy, random, oracle */
+enum { EVAL_LLM_TOPK = 20 };     /* the LLM's top ids read per position: its p(SLM's top-1) is 0 outside them */
 
 /* ---------------------------------------------------------------- metrics (metrics.c) */
 
@@ -27,11 +28,16 @@ typedef struct eval_curve {
 tr_status eval_curve_build(const float *scores, const uint8_t *slm_ok, const uint8_t *llm_ok, int64_t n,
                            eval_curve *out);
 void eval_curve_free(eval_curve *c);
+/* The expected gain of routing one position: p(l) - p(s) under the LLM's distribution, l its top-1 (top[0]) and s
+ * the SLM's top-1, p(s) read from the LLM's top list (0 outside it, as collect's label). */
+float eval_expected_gain(const tr_llm_position *lp, int32_t slm_top1);
 /* Positions with score < tau. */
 int64_t eval_curve_count_below(const eval_curve *c, float tau);
 /* The τ whose routed count (score < τ) is closest to share·n: a group of equal scores is routed whole or not at
  * all; on a draw the smaller count wins. *n_routed gets the count. n = 0 gives τ 0 and count 0. */
 float eval_tau_for_share(const eval_curve *c, double share, int64_t *n_routed);
+/* Accuracy when the k lowest-scored positions are routed (ties in position order). */
+double eval_curve_accuracy_routing(const eval_curve *c, int64_t k);
 /* Accuracy when the positions scored below tau are routed. */
 double eval_curve_accuracy_at(const eval_curve *c, float tau);
 /* (acc - slm) / (llm - slm); NAN when llm == slm. */
@@ -47,6 +53,7 @@ float eval_random_score(uint64_t seed, int64_t i);
 typedef struct eval_positions {
     int64_t n, cap;
     uint8_t *slm_ok, *llm_ok;
+    float *expected_gain;            /* p(l) - p(s) under the LLM's distribution p: the bound's ranking */
     float *score[EVAL_MAX_POLICIES]; /* per policy with a router (not random/oracle, filled by eval.c) */
     int64_t n_examples;
 } eval_positions;

@@ -4,7 +4,10 @@
  *
  * Routing is "score < τ", so the achievable routed counts are the boundaries between groups of equal scores: τ =
  * the first score of a group routes everything before it. A target share between two boundaries gets the closer
- * one (the smaller on a draw), never a split group, so the reported share is the one τ really gives. */
+ * one (the smaller on a draw), never a split group, so the reported share is the one τ really gives.
+ *
+ * The bound (scripts/router_bound.py) is a curve like a policy's over the negated expected gain p(l) - p(s) under
+ * the LLM's distribution, read at each policy's own routed count, so both route the same share. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -101,10 +104,23 @@ float eval_tau_for_share(const eval_curve *c, double share, int64_t *n_routed) {
     return tau_routing(c, pick);
 }
 
-double eval_curve_accuracy_at(const eval_curve *c, float tau) {
+double eval_curve_accuracy_routing(const eval_curve *c, int64_t k) {
     if (c->n == 0) return NAN;
-    const int64_t k = eval_curve_count_below(c, tau);
+    k = k < 0 ? 0 : k > c->n ? c->n : k;
     return (double)(c->slm_correct + c->gain_prefix[k]) / (double)c->n;
+}
+
+double eval_curve_accuracy_at(const eval_curve *c, float tau) {
+    return eval_curve_accuracy_routing(c, eval_curve_count_below(c, tau));
+}
+
+float eval_expected_gain(const tr_llm_position *lp, int32_t slm_top1) {
+    if (lp->n_top < 1 || lp->top_ids[0] == slm_top1) return 0.0f;
+    float p_slm = 0.0f;
+    for (int32_t j = 1; j < lp->n_top; j++)
+        if (lp->top_ids[j] == slm_top1) p_slm = expf(lp->top_logprobs[j]);
+    const float g = expf(lp->top_logprobs[0]) - p_slm;
+    return g > 0 ? g : 0.0f;
 }
 
 double eval_gap_closed(double acc, double slm, double llm) {

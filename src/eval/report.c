@@ -26,6 +26,8 @@ static cJSON *point_json(const tr_eval_point *p, bool with_tau) {
     add_num(o, "routed", p->routed);
     add_num(o, "accuracy", p->accuracy);
     add_num(o, "gap_closed", p->gap_closed);
+    add_num(o, "bound_gap_closed", p->bound_gap_closed);
+    add_num(o, "share_of_bound", p->share_of_bound);
     return o;
 }
 
@@ -152,9 +154,9 @@ static tr_status write_tokens_csv(const tr_eval *e, const char *dir) {
     char path[4096];
     FILE *f = open_in(dir, "tokens.csv", path, sizeof path);
     if (!f) return tr_fail(TR_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    fprintf(f, "policy,target_routed,tau,routed,accuracy,gap_closed\n");
-    fprintf(f, "slm,0,,0,%.6g,0\n", e->summary.slm_accuracy);
-    fprintf(f, "llm,1,,1,%.6g,1\n", e->summary.llm_accuracy);
+    fprintf(f, "policy,target_routed,tau,routed,accuracy,gap_closed,bound_gap_closed,share_of_bound\n");
+    fprintf(f, "slm,0,,0,%.6g,0,0,\n", e->summary.slm_accuracy);
+    fprintf(f, "llm,1,,1,%.6g,1,1,1\n", e->summary.llm_accuracy);
     for (int32_t k = 0; k < e->n_policies; k++)
         for (int32_t t = 0; t < e->params.n_targets; t++) {
             const tr_eval_point *p = &e->points[k][t];
@@ -163,7 +165,9 @@ static tr_status write_tokens_csv(const tr_eval *e, const char *dir) {
             cell(f, p->tau, ",");
             cell(f, p->routed, ",");
             cell(f, p->accuracy, ",");
-            cell(f, p->gap_closed, "\n");
+            cell(f, p->gap_closed, ",");
+            cell(f, p->bound_gap_closed, ",");
+            cell(f, p->share_of_bound, "\n");
         }
     return close_checked(f, path);
 }

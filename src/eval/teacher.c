@@ -1,7 +1,8 @@
 /* teacher.c — the teacher-forced pass of tr_eval_run: each example's prompt + target goes through the SLM in one
  * batched evaluation (logits of every position) and is scored by the LLM backend (tr_llm_score: one request where
  * the engine allows), and every target position records whether each model's top-1 is the ground-truth token and
- * each router's score of the SLM's state there.
+ * each router's score of the SLM's state there, and the LLM's expected gain p(l) - p(s) (the bound's ranking, from
+ * its top EVAL_LLM_TOPK ids).
  *
  * The position that predicts target token j is the one holding token j-1 (the prompt's last token for j = 0). The
  * LLM's top-1 is taken over the ids both vocabularies share (a padded LLM vocabulary never wins with a padding id).
@@ -20,7 +21,9 @@ static tr_status positions_reserve(eval_positions *p, int64_t more, int32_t n_sc
     if (a) p->slm_ok = a;
     uint8_t *b = a ? realloc(p->llm_ok, (size_t)cap) : NULL;
     if (b) p->llm_ok = b;
-    if (!a || !b) return tr_fail(TR_ERR_NOMEM, "eval: out of memory");
+    float *g = b ? realloc(p->expected_gain, (size_t)cap * sizeof *g) : NULL;
+    if (g) p->expected_gain = g;
+    if (!a || !b || !g) return tr_fail(TR_ERR_NOMEM, "eval: out of memory");
     for (int32_t k = 0; k < n_scored; k++) {
         float *s = realloc(p->score[k], (size_t)cap * sizeof *s);
         if (!s) return tr_fail(TR_ERR_NOMEM, "eval: out of memory");
@@ -34,6 +37,7 @@ void eval_positions_free(eval_positions *p) {
     if (!p) return;
     free(p->slm_ok);
     free(p->llm_ok);
+    free(p->expected_gain);
     for (int k = 0; k < EVAL_MAX_POLICIES; k++) free(p->score[k]);
     memset(p, 0, sizeof *p);
 }
@@ -53,7 +57,7 @@ static tr_status score_example(const eval_models *m, tr_context *sc, tr_llm_posi
     tr_context_clear(sc);
     const int32_t from = t->n_prompt > 0 ? t->n_prompt - 1 : 0;
     /* Positions from + 1 .. n_ids - 1 are predicted; the LLM's top-1 among the shared ids (the allowed range). */
-    tr_status st = tr_llm_score(m->llm, t->ids, t->n_ids, from + 1, t->n_ids, 1, lp);
+    tr_status st = tr_llm_score(m->llm, t->ids, t->n_ids, from + 1, t->n_ids, EVAL_LLM_TOPK, lp);
     if (st == TR_OK) st = tr_context_eval(sc, t->ids, t->n_ids, TR_EVAL_LOGITS_ALL);
     if (st != TR_OK) return st;
     if ((st = positions_reserve(out, t->n_ids - from, m->n_policies)) != TR_OK) return st;
@@ -63,8 +67,10 @@ static tr_status score_example(const eval_models *m, tr_context *sc, tr_llm_posi
         const float *hidden = tr_context_hidden(sc, pos);
         if (!sl || !hidden) return tr_fail(TR_ERR_STATE, "eval: the SLM kept no logits");
         const int64_t i = out->n++;
-        out->slm_ok[i] = tr_argmax(sl, si->n_vocab) == truth;
+        const int32_t slm_top1 = tr_argmax(sl, si->n_vocab);
+        out->slm_ok[i] = slm_top1 == truth;
         out->llm_ok[i] = lp[pos - from].top_ids[0] == truth;
+        out->expected_gain[i] = eval_expected_gain(&lp[pos - from], slm_top1);
         for (int32_t k = 0; k < m->n_policies; k++) {
             if (!m->routers[k]) continue;
             st = tr_router_score(m->routers[k], hidden, si->n_embd, sl, si->n_vocab, &out->score[k][i]);

@@ -5,7 +5,8 @@
  * from them (features.c), so an MLP router reads hidden state + features off the data, and a policy reads its
  * statistic (maxprob, margin, 1 - entropy). At a target share r of n positions, the floor(r n + 0.5) lowest scores
  * are routed (ties broken by position order, so the share is exact) and tau is the lowest score not routed.
- * The oracle (router NULL in tr_train_gap) routes positions where only the LLM is right first.
+ * The oracle (router NULL in tr_train_gap) routes positions where only the LLM is right first; the bound
+ * (tr_train_gap_bound) those where the LLM's expected gain p(l) - p(s) is largest.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -56,8 +57,18 @@ static int compare_ranked(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* Scores of every position sorted ascending (position order on ties); router NULL = the oracle. */
-static tr_status rank_positions(const tr_train_data *d, tr_router *router, ranked **out) {
+/* The LLM's expected gain of routing position i, p(l) - p(s) (as the expected labels: 0 where both agree). */
+static float expected_gain(const tr_train_data *d, int64_t i) {
+    const float *p = d->probs + i * COLLECT_N_PROBS;
+    const float g = d->slm_top1[i] == d->llm_top1[i] ? 0.0f : p[1] - p[4];
+    return g > 0 ? g : 0.0f;
+}
+
+typedef enum ranking { RANK_ROUTER, RANK_ORACLE, RANK_BOUND } ranking;
+
+/* Scores of every position sorted ascending (position order on ties): the router's, the oracle's (router NULL) or
+ * the bound's (bound: the negated expected gain). */
+static tr_status rank_positions(const tr_train_data *d, tr_router *router, bool bound, ranked **out) {
     *out = NULL;
     if (d->n < 1) return tr_fail(TR_ERR_ARG, "no collected positions");
     float *scores = malloc((size_t)d->n * sizeof(float));
@@ -66,7 +77,7 @@ static tr_status rank_positions(const tr_train_data *d, tr_router *router, ranke
     if (st == TR_OK && router) st = tr_train_data_scores(d, router, scores);
     for (int64_t i = 0; st == TR_OK && i < d->n; i++) {
         const bool helps = d->slm_top1[i] != d->truth[i] && d->llm_top1[i] == d->truth[i];
-        r[i].score = router ? scores[i] : (helps ? 0.0f : 1.0f);
+        r[i].score = bound ? -expected_gain(d, i) : router ? scores[i] : (helps ? 0.0f : 1.0f);
         r[i].index = i;
     }
     free(scores);
@@ -88,7 +99,7 @@ tr_status tr_calibrate(tr_router *router, const tr_train_data *d, double target_
     if (!router || !d || !tau) return tr_fail(TR_ERR_ARG, "tr_calibrate: NULL argument");
     if (!(target_routed >= 0 && target_routed <= 1)) return tr_fail(TR_ERR_ARG, "target share must be in [0, 1]");
     ranked *r;
-    tr_status st = rank_positions(d, router, &r);
+    tr_status st = rank_positions(d, router, false, &r);
     if (st != TR_OK) return st;
     const int64_t k = routed_count(target_routed, d->n);
     /* Routing is score < tau: the k-th lowest score routes exactly those below it (ties stay together). */
@@ -102,13 +113,13 @@ tr_status tr_calibrate(tr_router *router, const tr_train_data *d, double target_
     return TR_OK;
 }
 
-tr_status tr_train_gap(const tr_train_data *d, tr_router *router, const double *targets, int32_t n,
-                       tr_gap_point *out, tr_gap_report *report) {
+static tr_status gap_points(const tr_train_data *d, tr_router *router, bool bound, const double *targets, int32_t n,
+                            tr_gap_point *out, tr_gap_report *report) {
     if (!d || (n > 0 && (!targets || !out))) return tr_fail(TR_ERR_ARG, "tr_train_gap: NULL argument");
     for (int32_t j = 0; j < n; j++)
         if (!(targets[j] >= 0 && targets[j] <= 1)) return tr_fail(TR_ERR_ARG, "target shares must be in [0, 1]");
     ranked *r;
-    tr_status st = rank_positions(d, router, &r);
+    tr_status st = rank_positions(d, router, bound, &r);
     if (st != TR_OK) return st;
     int64_t slm = 0, llm = 0, best = 0;
     for (int64_t i = 0; i < d->n; i++) {
@@ -138,4 +149,13 @@ tr_status tr_train_gap(const tr_train_data *d, tr_router *router, const double *
         report->oracle_accuracy = best / n_pos;
     }
     return TR_OK;
+}
+
+tr_status tr_train_gap(const tr_train_data *d, tr_router *router, const double *targets, int32_t n,
+                       tr_gap_point *out, tr_gap_report *report) {
+    return gap_points(d, router, false, targets, n, out, report);
+}
+
+tr_status tr_train_gap_bound(const tr_train_data *d, const double *targets, int32_t n, tr_gap_point *out) {
+    return gap_points(d, NULL, true, targets, n, out, NULL);
 }

@@ -43,6 +43,9 @@ typedef struct trainer {
     const int64_t *rows;
     int64_t n_rows;
     bool eval_only;
+    float *z_out;                /* eval_only: the logits of the rows, in row order */
+    float *val_z;                /* [n_val] the validation split's logits at the last evaluation */
+    int64_t *val_order;          /* [n_val] work space of the gain share */
     /* Adam */
     float *adam_m, *adam_v, *best;
     int64_t step;
@@ -137,14 +140,15 @@ static void chunk_task(void *arg, int ith, int nth) {
             for (int32_t r = 0; r < rows; r++) {
                 loss += bce_weighted(zb[r], yb[r], wb[r]);
                 correct += (zb[r] >= 0) == (yb[r] > 0.5f);
+                t->z_out[first + r] = zb[r];
             }
             t->chunk_loss[c] = loss;
             t->chunk_correct[c] = correct;
         } else {
             float *g = t->chunk_grad + (size_t)c * t->m.n_params;
             memset(g, 0, t->m.n_params * sizeof(float));
-            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, rows, 1.0 / (double)t->n_rows, g, work,
-                                              &t->scratch[ith]);
+            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, rows, t->p.loss, 1.0 / (double)t->n_rows, g,
+                                              work, &t->scratch[ith]);
         }
     }
 }
@@ -194,8 +198,9 @@ static double batch_step(trainer *t, const int64_t *rows, int64_t n_rows) {
     return loss;
 }
 
-/* Weighted BCE (mean) and accuracy at score 0.5 over a set of rows, in blocks of max_chunks chunks. */
-static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, double *loss, double *accuracy) {
+/* Weighted BCE (mean) and accuracy at score 0.5 over a set of rows, in blocks of max_chunks chunks; z gets the
+ * rows' logits. */
+static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, float *z, double *loss, double *accuracy) {
     double sum_loss = 0, sum_w = 0;
     int64_t correct = 0;
     const int64_t block = (int64_t)t->max_chunks * CHUNK_ROWS;
@@ -203,6 +208,7 @@ static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, double *lo
         t->rows = rows + b;
         t->n_rows = n_rows - b < block ? n_rows - b : block;
         t->eval_only = true;
+        t->z_out = z + b;
         run(t, chunk_task);
         const int32_t n_chunks = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
         for (int32_t c = 0; c < n_chunks; c++) {
@@ -213,6 +219,39 @@ static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, double *lo
     for (int64_t j = 0; j < n_rows; j++) sum_w += t->w[rows[j]];
     *loss = sum_w > 0 ? sum_loss / sum_w : 0;
     *accuracy = n_rows > 0 ? (double)correct / (double)n_rows : 0;
+}
+
+static const float *sort_logits;
+
+static int by_logit(const void *a, const void *b) {
+    const float x = sort_logits[*(const int64_t *)a], y = sort_logits[*(const int64_t *)b];
+    if (x != y) return x < y ? -1 : 1;
+    return *(const int64_t *)a < *(const int64_t *)b ? -1 : *(const int64_t *)a > *(const int64_t *)b;
+}
+
+static int by_gain_desc(const void *a, const void *b) { return by_logit(b, a); }
+
+/* The gain g = 1 - 2y the validation split's lowest-scored 10% and 20% capture, over the most any order captures
+ * there (the labels' own order: the bound in label terms); the mean of the two. Single-threaded (qsort's
+ * comparison reads a file-level pointer, set only here). */
+static double val_gain_share(trainer *t) {
+    static const double shares[2] = {0.1, 0.2};
+    const int64_t n = t->n_val;
+    float *gain = n >= 10 ? malloc((size_t)n * sizeof *gain) : NULL;
+    if (!gain) return 0;
+    for (int64_t j = 0; j < n; j++) gain[j] = 1.0f - 2.0f * t->y[t->val_idx[j]];
+    double sums[2][2] = {{0}}; /* [the router's order, the labels' order][share] */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t j = 0; j < n; j++) t->val_order[j] = j;
+        sort_logits = pass == 0 ? t->val_z : gain;
+        qsort(t->val_order, (size_t)n, sizeof *t->val_order, pass == 0 ? by_logit : by_gain_desc);
+        for (int k = 0; k < 2; k++)
+            for (int64_t q = 0; q < (int64_t)floor(shares[k] * (double)n + 0.5); q++) sums[pass][k] += gain[t->val_order[q]];
+    }
+    free(gain);
+    double share = 0;
+    for (int k = 0; k < 2; k++) share += sums[1][k] > 0 ? 0.5 * sums[0][k] / sums[1][k] : 0;
+    return share;
 }
 
 /* ---------------------------------------------------------------- setup, epochs, output */
@@ -235,6 +274,7 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d (the data's)", (int)p->topk, (int)d->topk);
     if (p->labels == TR_LABEL_ROLLOUT && d->rollouts < 1)
         return tr_fail(TR_ERR_ARG, "rollout labels need data collected with rollouts");
+    if ((int)p->loss < 0 || (int)p->loss > TR_LOSS_PAIRWISE_BCE) return tr_fail(TR_ERR_ARG, "unknown loss %d", (int)p->loss);
     if (p->epochs < 1 || p->batch < 1 || p->patience < 1) return tr_fail(TR_ERR_ARG, "epochs, batch and patience must be >= 1");
     if (!(p->learning_rate > 0) || !(p->weight_decay >= 0)) return tr_fail(TR_ERR_ARG, "bad learning rate or weight decay");
     if (!(p->val_fraction >= 0 && p->val_fraction < 1)) return tr_fail(TR_ERR_ARG, "val_fraction must be in [0, 1)");
@@ -282,7 +322,9 @@ static tr_status setup(trainer *t) {
     t->adam_m = calloc(np, sizeof(float));
     t->adam_v = calloc(np, sizeof(float));
     t->best = malloc(np * sizeof(float));
-    if (!t->wt || !t->grad || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
+    t->val_z = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(float));
+    t->val_order = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(int64_t));
+    if (!t->val_z || !t->val_order ||!t->wt || !t->grad || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
         !t->ybuf || !t->wbuf || !t->zbuf || !t->scratch || !t->adam_m || !t->adam_v || !t->best)
         return tr_fail(TR_ERR_NOMEM, "out of memory for training");
     return TR_OK;
@@ -291,7 +333,7 @@ static tr_status setup(trainer *t) {
 static void teardown(trainer *t) {
     void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->grad, t->chunk_grad,
                     t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->adam_m,
-                    t->adam_v, t->best};
+                    t->adam_v, t->best, t->val_z, t->val_order};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     for (int32_t i = 0; t->scratch && i < t->n_threads; i++) matmul_scratch_free(&t->scratch[i]);
     free(t->scratch);
@@ -312,6 +354,8 @@ static void shuffle(int64_t *idx, int64_t n, uint64_t seed) {
 /* *stopped_in: the epoch a stop was asked for in (0: none); the weights are then the best epoch's. */
 static tr_status run_epochs(trainer *t, tr_train_result *res, int32_t *stopped_in) {
     double best_loss = INFINITY;
+    /* The pairwise losses leave the score's scale free: their epochs are compared by the gain they capture. */
+    const bool by_gain = t->p.select_by_gain || t->p.loss != TR_LOSS_BCE;
     int32_t since_best = 0;
     const int64_t n_batches = (t->n_train + t->p.batch - 1) / t->p.batch;
     for (int32_t epoch = 1; epoch <= t->p.epochs; epoch++) {
@@ -331,12 +375,18 @@ static tr_status run_epochs(trainer *t, tr_train_result *res, int32_t *stopped_i
         }
         tr_train_epoch e = {.epoch = epoch, .train_loss = loss / (double)t->n_train};
         if (!isfinite(e.train_loss)) return tr_fail(TR_ERR_STATE, "training diverged in epoch %d (try a lower learning rate)", (int)epoch);
-        if (t->n_val > 0) evaluate(t, t->val_idx, t->n_val, &e.val_loss, &e.val_accuracy);
-        else e.val_loss = e.train_loss;
-        e.best = e.val_loss < best_loss;
+        if (t->n_val > 0) {
+            evaluate(t, t->val_idx, t->n_val, t->val_z, &e.val_loss, &e.val_accuracy);
+            e.val_gain_share = val_gain_share(t);
+        } else {
+            e.val_loss = e.train_loss;
+        }
+        const double criterion = by_gain && t->n_val > 0 ? -e.val_gain_share : e.val_loss;
+        e.best = criterion < best_loss;
         res->epochs_run = epoch;
         if (e.best) {
-            best_loss = e.val_loss;
+            best_loss = criterion;
+            res->best_val_gain_share = e.val_gain_share;
             since_best = 0;
             memcpy(t->best, t->m.theta, t->m.n_params * sizeof(float));
             res->best_epoch = epoch;
@@ -402,8 +452,23 @@ static tr_status calibrate_tau(const trainer *t, const char *path, float *tau, d
     return st;
 }
 
-/* Writes the trained network (the best epoch's weights), with the calibrated τ when asked. */
+/* The τ that routes target_routed of the validation split (before the standardization is folded in). */
+static float validation_tau(trainer *t) {
+    double loss, accuracy;
+    evaluate(t, t->val_idx, t->n_val, t->val_z, &loss, &accuracy);
+    for (int64_t j = 0; j < t->n_val; j++) t->val_order[j] = j;
+    sort_logits = t->val_z;
+    qsort(t->val_order, (size_t)t->n_val, sizeof *t->val_order, by_logit);
+    const int64_t k = (int64_t)floor(t->p.target_routed * (double)t->n_val + 0.5);
+    if (k >= t->n_val) return 1.0f;
+    const double z = t->val_z[t->val_order[k]];
+    return (float)(1.0 / (1.0 + exp(-z)));
+}
+
+/* Writes the trained network (the best epoch's weights), with the calibrated τ when asked. A pairwise loss leaves
+ * 0.5 meaningless: without held-out data its τ is the validation split's for target_routed. */
 static tr_status write_output(trainer *t, const char *path, tr_train_result *res) {
+    if (t->p.loss != TR_LOSS_BCE && !t->p.calibration && t->n_val > 0) t->p.tau = validation_tau(t);
     fold_standardization(t);
     res->tau = t->p.tau;
     tr_status st = write_router(t, path, t->p.tau);

@@ -1,7 +1,7 @@
 /* trainer.c — tr_train_router: fits the MLP router (ReLU hidden layers, one sigmoid output) to collected data.
  *
  * Loss: binary cross-entropy on the output logit z, weighted per class (w_c = n / (2 n_c) with class_weights),
- * averaged over the mini-batch; Adam with bias correction; L2 weight decay on weights only. Inputs are
+ * averaged over the mini-batch, or a pairwise ranking loss within each chunk of rows (block_loss), or both; Adam with bias correction; L2 weight decay on weights only. Inputs are
  * standardized with the training split's mean and deviation, and the standardization is folded into the first
  * layer when the file is written (W' = W / sd, b' = b - W (mu / sd)), so the file stays a plain MLP over raw
  * features. The validation split holds out whole examples (a hash of seed and example), and the weights kept are
@@ -150,8 +150,55 @@ static double softplus(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp
 
 double bce_weighted(float z, float y, float w) { return w * (softplus(z) - (double)y * z); }
 
+static const char *const loss_names[] = {
+    [TR_LOSS_BCE] = "bce",
+    [TR_LOSS_PAIRWISE] = "pairwise",
+    [TR_LOSS_PAIRWISE_BCE] = "pairwise+bce",
+};
+#define N_LOSSES (int)(sizeof loss_names / sizeof loss_names[0])
+
+const char *tr_train_loss_name(tr_train_loss l) { return (int)l >= 0 && (int)l < N_LOSSES ? loss_names[l] : "unknown"; }
+
+tr_status tr_train_loss_from_name(const char *name, tr_train_loss *out) {
+    if (!name || !out) return tr_fail(TR_ERR_ARG, "tr_train_loss_from_name: NULL argument");
+    for (int i = 0; i < N_LOSSES; i++)
+        if (strcmp(name, loss_names[i]) == 0) {
+            *out = (tr_train_loss)i;
+            return TR_OK;
+        }
+    return tr_fail(TR_ERR_ARG, "unknown loss '%s' (known: bce, pairwise, pairwise+bce)", name);
+}
+
+double block_loss(tr_train_loss loss, const float *z, const float *y, const float *w, int32_t rows, float *dz) {
+    double total = 0;
+    if (dz) memset(dz, 0, (size_t)rows * sizeof *dz);
+    if (loss == TR_LOSS_BCE || loss == TR_LOSS_PAIRWISE_BCE)
+        for (int32_t r = 0; r < rows; r++) {
+            total += bce_weighted(z[r], y[r], w[r]);
+            if (dz) dz[r] += (float)(w[r] * ((double)sigmoidf_stable(z[r]) - y[r]));
+        }
+    if ((loss == TR_LOSS_PAIRWISE || loss == TR_LOSS_PAIRWISE_BCE) && rows > 1) {
+        /* The gain g = 1 - 2y: a pair (r, s) with g_r > g_s wants z_r < z_s, weighted by how much it matters. */
+        const double norm = 1.0 / (double)(rows - 1);
+        for (int32_t r = 0; r < rows; r++)
+            for (int32_t q = 0; q < rows; q++) {
+                const double d = 2.0 * ((double)y[q] - (double)y[r]); /* g_r - g_q */
+                if (!(d > 0)) continue;
+                const float x = z[r] - z[q];
+                total += norm * d * softplus(x);
+                if (dz) {
+                    const float g = (float)(norm * d * sigmoidf_stable(x));
+                    dz[r] += g;
+                    dz[q] -= g;
+                }
+            }
+    }
+    return total;
+}
+
 double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
-                      int32_t rows, double scale, float *grad, float *work, matmul_scratch *scratch) {
+                      int32_t rows, tr_train_loss loss_kind, double scale, float *grad, float *work,
+                      matmul_scratch *scratch) {
     float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
     const float *z = forward_rows(m, x, rows, work, act, scratch);
     size_t widest = 1;
@@ -161,11 +208,8 @@ double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, c
     float *delta = p, *delta_prev = p + widest * (size_t)rows;
     float *t_act = p + 2 * widest * (size_t)rows, *t_delta = p + 3 * widest * (size_t)rows;
     float *dw = p + 4 * widest * (size_t)rows;
-    double loss = 0;
-    for (int32_t r = 0; r < rows; r++) {
-        loss += bce_weighted(z[r], y[r], w[r]);
-        delta[r] = (float)(w[r] * ((double)sigmoidf_stable(z[r]) - y[r]) * scale);
-    }
+    const double loss = block_loss(loss_kind, z, y, w, rows, delta);
+    for (int32_t r = 0; r < rows; r++) delta[r] = (float)(delta[r] * scale);
     for (int32_t l = m->n_layers - 1; l >= 0; l--) {
         const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
         float *gb = grad + m->b_off[l], *gw = grad + m->w_off[l];

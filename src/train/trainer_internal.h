@@ -1,5 +1,5 @@
 /* trainer_internal.h — the trainer's network (trainer.c): parameters in one flat vector, forward pass and the
- * gradient of the class-weighted BCE over a block of rows. Used by train_router.c and by the gradient test. */
+ * gradient of the loss (class-weighted BCE, pairwise ranking, or both) over a block of rows. Used by train_router.c and by the gradient test. */
 #ifndef TR_TRAINER_INTERNAL_H
 #define TR_TRAINER_INTERNAL_H
 
@@ -31,9 +31,13 @@ void mlp_model_logits(const mlp_model *m, const float *x, int32_t rows, float *z
 double bce_weighted(float z, float y, float w);
 /* Every layer's W^T, at the same offsets as theta (the backward pass multiplies by them). */
 void mlp_model_transpose_weights(const mlp_model *m, float *wt_all);
-/* Adds scale * d(sum of bce_weighted)/d theta over rows x [rows][sizes[0]], labels y and weights w to grad, and
- * returns the (unscaled) loss sum. wt_all from mlp_model_transpose_weights. */
+/* The loss of a block of rows with output logits z, labels y and weights w (summed over rows; the pairwise part
+ * over the block's pairs, divided by rows - 1), and, when dz is not NULL, its derivative by each z into dz. */
+double block_loss(tr_train_loss loss, const float *z, const float *y, const float *w, int32_t rows, float *dz);
+/* Adds scale * d(block_loss)/d theta over rows x [rows][sizes[0]], labels y and weights w to grad, and returns the
+ * (unscaled) loss. wt_all from mlp_model_transpose_weights. */
 double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
-                      int32_t rows, double scale, float *grad, float *work, matmul_scratch *scratch);
+                      int32_t rows, tr_train_loss loss, double scale, float *grad, float *work,
+                      matmul_scratch *scratch);
 
 #endif /* TR_TRAINER_INTERNAL_H */

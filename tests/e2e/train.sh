@@ -72,6 +72,18 @@ rows = {l[:18].strip(): [float(x) for x in re.findall(r": +(-?[0-9.]+)%", l[18:]
 o, b = rows["oracle"], rows["LLM expected gain"]
 assert len(o) == len(b) == 3 and all(0 < y <= x for x, y in zip(o, b)), rows
 PY
+# train-router's report carries the same bound beside every policy, with each policy's share of it.
+python3 - "$tmp/train.json" "$tmp/bound.txt" <<'PY' || fail "the bound in train-router's report differs from router_bound.py's"
+import json, re, sys
+ev = json.load(open(sys.argv[1]))["eval"]
+line = [l for l in open(sys.argv[2]) if l.startswith("LLM expected gain")][0]
+script = [float(x) / 100 for x in re.findall(r": +(-?[0-9.]+)%", line[18:])]
+for name, pts in ev["policies"].items():
+    for p, b in zip(pts, script):
+        assert abs(p["bound_gap_closed"] - b) < 0.0006, (name, p, b)
+        if p["share_of_bound"] is not None:
+            assert abs(p["share_of_bound"] - p["gap_closed"] / p["bound_gap_closed"]) < 1e-5, (name, p)
+PY
 
 # Calibrate: tau routes the asked share of the evaluation positions.
 "$cli" calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.15 --json >"$tmp/cal.json"
@@ -84,6 +96,7 @@ tau=$("$cli" calibrate --router maxprob --data "$tmp/eval" --target-routed 0.1 2
 python3 -c "import sys; t=float(sys.argv[1]); assert 0 < t < 1, t" "$tau"
 "$cli" calibrate --router "$tmp/r.gguf" --data "$tmp/eval" --target-routed 0.1 --gap 2>"$tmp/gap.txt" >/dev/null
 grep -q "^oracle" "$tmp/gap.txt" || fail "calibrate --gap has no oracle row"
+grep -q "^bound" "$tmp/gap.txt" || fail "calibrate --gap has no bound row"
 
 # Question answering: only the answer's positions (prompt + " " + target, templates of the dataset module).
 "$cli" collect --slm "$slm" --llm "$llm" --data "$shared/data/arc_challenge/arc_challenge.jsonl" --format arc \

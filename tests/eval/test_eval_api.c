@@ -146,6 +146,11 @@ static void test_token_level_points(void **state) {
             assert_true(o.accuracy >= pt.accuracy - 2.0 / n);
             if (k < 3 && t > 0) assert_true(pt.tau > 0 && pt.tau <= 1);
             if (k == 3) assert_true(fabs(pt.gap_closed - pt.target_routed) < 0.1); /* random ≈ the straight line */
+            /* The bound beside every policy, at the policy's own share: no policy beats it, maxprob reaches part */
+            assert_true(pt.bound_gap_closed > 0 && pt.bound_gap_closed <= o.gap_closed + 2.0 / n);
+            assert_true(pt.gap_closed <= pt.bound_gap_closed + 0.02);
+            assert_float_equal(pt.share_of_bound, pt.gap_closed / pt.bound_gap_closed, 1e-12);
+            if (k == 0 && t > 0) assert_true(pt.share_of_bound > 0.1 && pt.share_of_bound < 0.9);
         }
     }
     tr_eval_point pt;
@@ -207,8 +212,9 @@ static void test_router_file_and_outputs(void **state) {
     assert_int_equal(cJSON_GetArraySize(pol), 5); /* the oracle has its own key */
     const cJSON *rp = cJSON_GetObjectItem(pol, "router");
     assert_int_equal(cJSON_GetArraySize(rp), 3);
-    const char *keys[] = {"target_routed", "tau", "routed", "accuracy", "gap_closed"};
-    for (int k = 0; k < 5; k++) assert_true(cJSON_IsNumber(cJSON_GetObjectItem(cJSON_GetArrayItem(rp, 1), keys[k])));
+    const char *keys[] = {"target_routed", "tau", "routed", "accuracy", "gap_closed", "bound_gap_closed",
+                          "share_of_bound"};
+    for (int k = 0; k < 7; k++) assert_true(cJSON_IsNumber(cJSON_GetObjectItem(cJSON_GetArrayItem(rp, 1), keys[k])));
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "oracle")), 3);
     assert_null(cJSON_GetObjectItem(root, "sweep"));
     const cJSON *runs = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "generation"), "runs");

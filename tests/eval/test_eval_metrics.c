@@ -135,6 +135,29 @@ static void test_accuracy_and_gap(void **state) {
     eval_curve_free(&c);
 }
 
+/* The bound's ranking: the LLM's expected gain p(l) - p(s), p(s) read from its top list (0 outside it); routing
+ * the k highest gains, ties in position order. */
+static void test_bound(void **state) {
+    (void)state;
+    tr_llm_position lp = {.n_top = 3, .top_ids = {7, 3, 9}, .top_logprobs = {logf(0.6f), logf(0.3f), logf(0.05f)}};
+    assert_float_equal(eval_expected_gain(&lp, 3), 0.3, 1e-6);
+    assert_float_equal(eval_expected_gain(&lp, 9), 0.55, 1e-6);
+    assert_float_equal(eval_expected_gain(&lp, 7), 0.0, 0);  /* both models agree */
+    assert_float_equal(eval_expected_gain(&lp, 42), 0.6, 1e-6); /* outside the top list: p(s) = 0 */
+    lp.n_top = 0;
+    assert_float_equal(eval_expected_gain(&lp, 3), 0.0, 0);
+    const float neg_gain[6] = {-0.1f, -0.5f, 0.0f, -0.5f, -0.2f, 0.0f};
+    const uint8_t slm[6] = {0, 0, 1, 1, 0, 1};
+    const uint8_t llm[6] = {0, 1, 1, 0, 1, 1};
+    eval_curve c = build(neg_gain, slm, llm, 6);
+    assert_float_equal(eval_curve_accuracy_routing(&c, 0), 3.0 / 6, 1e-12);
+    assert_float_equal(eval_curve_accuracy_routing(&c, 1), 4.0 / 6, 1e-12); /* position 1 (0.5, earlier) first */
+    assert_float_equal(eval_curve_accuracy_routing(&c, 2), 3.0 / 6, 1e-12); /* then 3: SLM right, LLM wrong */
+    assert_float_equal(eval_curve_accuracy_routing(&c, 3), 4.0 / 6, 1e-12); /* then 4 (0.2) */
+    assert_float_equal(eval_curve_accuracy_routing(&c, 99), eval_curve_accuracy_routing(&c, 6), 0);
+    eval_curve_free(&c);
+}
+
 static void test_oracle(void **state) {
     (void)state;
     int64_t k;
@@ -274,6 +297,7 @@ int main(void) {
         cmocka_unit_test(test_tau_exact_shares),
         cmocka_unit_test(test_tau_ties),
         cmocka_unit_test(test_accuracy_and_gap),
+        cmocka_unit_test(test_bound),
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_random_scores),
         cmocka_unit_test(test_svg_well_formed),

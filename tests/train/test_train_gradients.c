@@ -1,5 +1,5 @@
 /* test_train_gradients.c — the trainer's backward pass against central finite differences of the class-weighted
- * BCE, on a 3-layer net (ReLU between layers) and on a single layer (logistic regression), with rows of both
+ * BCE and of the pairwise ranking loss (alone and with the BCE), on a 3-layer net (ReLU between layers) and on a single layer (logistic regression), with rows of both
  * labels and unequal weights; and the loss itself against its formula. */
 #include <math.h>
 #include <setjmp.h>
@@ -14,14 +14,21 @@
 
 #define ROWS 7
 
-static double loss_sum(const mlp_model *m, const float *x, const float *y, const float *w, float *work,
-                       matmul_scratch *sc) {
-    double s = 0;
-    for (int r = 0; r < ROWS; r++) s += bce_weighted(mlp_model_logit(m, x + r * m->sizes[0], work, sc), y[r], w[r]);
+/* The loss from its definition, row by row: BCE per row, the pairwise part over every ordered pair. */
+static double loss_sum(const mlp_model *m, const float *x, const float *y, const float *w, tr_train_loss loss,
+                       float *work, matmul_scratch *sc) {
+    double z[ROWS], s = 0;
+    for (int r = 0; r < ROWS; r++) z[r] = mlp_model_logit(m, x + r * m->sizes[0], work, sc);
+    for (int r = 0; r < ROWS && loss != TR_LOSS_PAIRWISE; r++) s += bce_weighted((float)z[r], y[r], w[r]);
+    for (int r = 0; r < ROWS && loss != TR_LOSS_BCE; r++)
+        for (int q = 0; q < ROWS; q++) {
+            const double gain_r = 1 - 2.0 * y[r], gain_q = 1 - 2.0 * y[q]; /* the higher gain should score lower */
+            if (gain_r > gain_q) s += (gain_r - gain_q) * log1p(exp(z[r] - z[q])) / (ROWS - 1);
+        }
     return s;
 }
 
-static void check_gradients(int32_t n_layers, const int32_t *sizes) {
+static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_loss loss_kind) {
     mlp_model m;
     assert_int_equal(mlp_model_init(&m, n_layers, sizes, 42), TR_OK);
     uint64_t rng = 7;
@@ -32,7 +39,7 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes) {
     float x[ROWS * 16], y[ROWS], w[ROWS];
     for (int i = 0; i < ROWS * sizes[0]; i++) x[i] = (float)(2.0 * (double)(splitmix64(&rng) >> 11) / 9007199254740992.0 - 1);
     for (int r = 0; r < ROWS; r++) {
-        y[r] = (float)(r % 2);
+        y[r] = loss_kind == TR_LOSS_BCE ? (float)(r % 2) : (float)(r % 3) * 0.25f; /* soft: ties and order */
         w[r] = r % 2 ? 0.75f : 1.6f;
     }
     float *work = malloc(mlp_work_floats(&m, ROWS) * sizeof(float));
@@ -40,15 +47,15 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes) {
     matmul_scratch sc = {0};
     mlp_model_transpose_weights(&m, wt);
     const double scale = 1.0 / ROWS;
-    const double loss = mlp_model_grad(&m, wt, x, y, w, ROWS, scale, grad, work, &sc);
-    assert_float_equal(loss, loss_sum(&m, x, y, w, work, &sc), 1e-4);
+    const double loss = mlp_model_grad(&m, wt, x, y, w, ROWS, loss_kind, scale, grad, work, &sc);
+    assert_float_equal(loss, loss_sum(&m, x, y, w, loss_kind, work, &sc), 1e-4);
     int checked = 0;
     for (size_t k = 0; k < m.n_params; k++) {
         const float keep = m.theta[k], h = 1e-3f;
         m.theta[k] = keep + h;
-        const double up = loss_sum(&m, x, y, w, work, &sc);
+        const double up = loss_sum(&m, x, y, w, loss_kind, work, &sc);
         m.theta[k] = keep - h;
-        const double down = loss_sum(&m, x, y, w, work, &sc);
+        const double down = loss_sum(&m, x, y, w, loss_kind, work, &sc);
         m.theta[k] = keep;
         const double numeric = (up - down) / (2.0 * h) * scale;
         if (fabs(numeric - grad[k]) > 2e-3 + 2e-2 * fabs(numeric))
@@ -60,7 +67,7 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes) {
     /* The gradient accumulates: a second call adds the same amounts. */
     float *twice = malloc(m.n_params * sizeof(float));
     memcpy(twice, grad, m.n_params * sizeof(float));
-    mlp_model_grad(&m, wt, x, y, w, ROWS, scale, twice, work, &sc);
+    mlp_model_grad(&m, wt, x, y, w, ROWS, loss_kind, scale, twice, work, &sc);
     for (size_t k = 0; k < m.n_params; k++) assert_float_equal(twice[k], 2 * grad[k], 1e-5 + 1e-5 * fabs(grad[k]));
     free(twice);
     free(work);
@@ -73,13 +80,38 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes) {
 static void test_three_layers(void **state) {
     (void)state;
     const int32_t sizes[4] = {6, 9, 5, 1};
-    check_gradients(3, sizes);
+    check_gradients(3, sizes, TR_LOSS_BCE);
+}
+
+static void test_pairwise(void **state) {
+    (void)state;
+    const int32_t sizes[4] = {6, 9, 5, 1};
+    check_gradients(3, sizes, TR_LOSS_PAIRWISE);
+    check_gradients(3, sizes, TR_LOSS_PAIRWISE_BCE);
+    const int32_t one[2] = {11, 1};
+    check_gradients(1, one, TR_LOSS_PAIRWISE);
+    /* Only the order counts: a pair already ranked by a wide margin costs little, the reverse a lot; equal gains
+     * cost nothing. */
+    const float y[2] = {0.0f, 0.5f}, w[2] = {1, 1}; /* row 0 has the higher gain (1 against 0) */
+    assert_true(block_loss(TR_LOSS_PAIRWISE, (const float[]){-5, 5}, y, w, 2, NULL) < 1e-4);
+    assert_float_equal(block_loss(TR_LOSS_PAIRWISE, (const float[]){5, -5}, y, w, 2, NULL), 10.0, 1e-3);
+    const float same[2] = {0.25f, 0.25f};
+    assert_float_equal(block_loss(TR_LOSS_PAIRWISE, (const float[]){5, -5}, same, w, 2, NULL), 0.0, 0);
+    float dz[2];
+    block_loss(TR_LOSS_PAIRWISE, (const float[]){0, 0}, y, w, 2, dz);
+    assert_float_equal(dz[0], 0.5, 1e-6); /* pushes row 0 down, row 1 up */
+    assert_float_equal(dz[1], -0.5, 1e-6);
+    tr_train_loss l;
+    assert_int_equal(tr_train_loss_from_name("pairwise+bce", &l), TR_OK);
+    assert_int_equal(l, TR_LOSS_PAIRWISE_BCE);
+    assert_string_equal(tr_train_loss_name(TR_LOSS_PAIRWISE), "pairwise");
+    assert_int_equal(tr_train_loss_from_name("hinge", &l), TR_ERR_ARG);
 }
 
 static void test_logistic_regression(void **state) {
     (void)state;
     const int32_t sizes[2] = {11, 1};
-    check_gradients(1, sizes);
+    check_gradients(1, sizes, TR_LOSS_BCE);
 }
 
 static void test_bce_formula(void **state) {
@@ -98,6 +130,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_layers),
         cmocka_unit_test(test_logistic_regression),
+        cmocka_unit_test(test_pairwise),
         cmocka_unit_test(test_bce_formula),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

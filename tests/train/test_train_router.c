@@ -124,6 +124,45 @@ static void test_separable_toy_is_learned(void **state) {
     free(dir);
 }
 
+/* The pairwise loss learns the toy's ranking (the positions where routing gains score lowest) and, with no held-out
+ * data, writes the τ that routes target_routed of its validation split; the epoch kept is the best by gain share. */
+static void test_pairwise_ranks_and_calibrates(void **state) {
+    (void)state;
+    char *dir = make_dir();
+    assert_int_equal(toy_write(dir, &toy, toy_separable, NULL), 0);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    tr_train_params p = quiet_params();
+    p.loss = TR_LOSS_PAIRWISE;
+    p.labels = TR_LABEL_GAIN; /* the realized gain: 1 where the SLM is wrong (the toy's LLM is always right), else 0 */
+    p.target_routed = 0.2;
+    tr_train_result res;
+    const char *out = temp_path(".gguf");
+    assert_int_equal(tr_train_router(d, &p, out, &res), TR_OK);
+    assert_true(res.best_val_gain_share > 0.95);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(out, NULL, &r), TR_OK);
+    const float tau = tr_router_default_tau(r);
+    assert_true(tau > 0 && tau < 1);
+    float *scores = malloc(3000 * sizeof(float));
+    assert_int_equal(tr_train_data_scores(d, r, scores), TR_OK);
+    int below = 0, below_gain = 0;
+    for (int64_t i = 0; i < 3000; i++) {
+        below += scores[i] < tau;
+        below_gain += scores[i] < tau && d->slm_top1[i] != 7;
+    }
+    assert_true(below > 3000 * 0.15 && below < 3000 * 0.25); /* the validation split's 20%, near it on all */
+    assert_true(below_gain > below * 0.97);                  /* and those are where routing gains */
+    p.loss = (tr_train_loss)7;
+    assert_int_equal(tr_train_router(d, &p, out, NULL), TR_ERR_ARG);
+    free(scores);
+    tr_router_free(r);
+    unlink(out);
+    tr_train_data_free(d);
+    remove_dir(dir);
+    free(dir);
+}
+
 static char *train_to_bytes(const tr_train_data *d, uint64_t seed, int32_t threads, size_t *n) {
     tr_train_params p = quiet_params();
     p.seed = seed;
@@ -172,6 +211,10 @@ static void toy_ranked(void *user, int32_t ex, int32_t pos, collect_record *r, f
     r->slm_top1 = (kind & 1) ? 5 : 1;
     r->llm_top1 = (kind & 2) ? 5 : 2;
     r->stats[0] = (float)pos / 16.0f; /* position 1 is the least confident */
+    /* The LLM's expected gain p(l) - p(s): 0.6 where only the LLM is right, 0.3 where both are wrong, 0.1 where only
+     * the SLM is (0 where both agree, whatever is stored). */
+    r->llm_p_top1 = 0.8f;
+    r->llm_p_slm_top1 = kind == 2 ? 0.2f : kind == 0 ? 0.5f : 0.7f;
     (void)ex;
 }
 
@@ -213,6 +256,15 @@ static void test_calibration_and_gap(void **state) {
     const double t3[1] = {0.3};
     assert_int_equal(tr_train_gap(d, NULL, t3, 1, pts, &rep), TR_OK);
     assert_float_equal(pts[0].accuracy, 0.8, 1e-12);
+    /* The bound routes by expected gain: the three LLM-only positions, then the both-wrong ones (no gain), then the
+     * SLM-only ones (a loss); at the same routed counts as the policies. */
+    const double tb[2] = {0.3, 0.7};
+    assert_int_equal(tr_train_gap_bound(d, tb, 2, pts), TR_OK);
+    assert_float_equal(pts[0].accuracy, 0.8, 1e-12);
+    assert_float_equal(pts[0].gap_closed, 3.0, 1e-9);
+    assert_float_equal(pts[0].routed, 0.3, 1e-12);
+    assert_float_equal(pts[1].accuracy, 0.6, 1e-12); /* + 2 both wrong (0), + 2 SLM-only (-2) */
+    assert_int_equal(tr_train_gap_bound(NULL, tb, 1, pts), TR_ERR_ARG);
 
     /* Labels: shortcut kinds 1, 3 → 1 and 2 → 0; the two both-wrong positions are dropped or kept by mode. */
     tr_train_params p = quiet_params();
@@ -315,6 +367,7 @@ int main(void) {
         cmocka_unit_test(test_label_rule),
         cmocka_unit_test(test_defaults_are_the_recipe),
         cmocka_unit_test(test_separable_toy_is_learned),
+        cmocka_unit_test(test_pairwise_ranks_and_calibrates),
         cmocka_unit_test(test_deterministic_for_a_seed),
         cmocka_unit_test(test_calibration_and_gap),
         cmocka_unit_test(test_folders_add_up),
