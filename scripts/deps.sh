@@ -10,6 +10,7 @@ packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicroht
 if [ "$what" = test ]; then
   packages+=(libcmocka-dev python3 bsdutils binutils)  # python3 (e2e checks), script (bsdutils: a pseudo-terminal), nm
   packages+=(chromium curl)  # the web UI's browser test (headless Chromium) and HTTP test
+  packages+=(emscripten node-acorn)  # the SIMD128 kernels' test (tests/wasm): emcc, and the acorn it needs on node
 fi
 if [ "$what" = test ] || [ "$what" = python ]; then
   # the Python package and its tests (tests/python): a venv with Debian's interpreter, NumPy, PyTorch and pytest
