@@ -14,6 +14,7 @@
 #include "kernels/matmul_impl.h"
 #include "kernels/quants.h"
 
+#include <string.h>
 #include <wasm_simd128.h>
 
 /* Sum over 16 signed byte products a[i]*b[i] added into 4 int32 lanes. */
@@ -28,36 +29,147 @@ static inline float hsum_f32(v128_t v) {
            wasm_f32x4_extract_lane(v, 3);
 }
 
-/* ---------------------------------------------------------------- Q8_0, Q4_0 × SoA Q8_0 */
+/* ---------------------------------------------------------------- Q8_0, Q4_0 × Q8_0 widened to 16 bits */
 
-static inline float w32_dot(const void *w, const void *x, int64_t n, bool q4) {
-    const int8_t *xq = x;
-    const float *xd = (const float *)(xq + n);
-    v128_t acc = wasm_f32x4_splat(0.0f);
-    for (int64_t b = 0; b < n / 32; b++) {
-        v128_t w0, w1;
-        uint16_t d;
-        if (q4) {
-            const block_q4_0 *q = (const block_q4_0 *)w + b;
-            const v128_t v = wasm_v128_load(q->qs);
-            const v128_t eight = wasm_i8x16_splat(8);
-            w0 = wasm_i8x16_sub(wasm_v128_and(v, wasm_i8x16_splat(0x0F)), eight);
-            w1 = wasm_i8x16_sub(wasm_u8x16_shr(v, 4), eight);
-            d = q->d;
-        } else {
-            const block_q8_0 *q = (const block_q8_0 *)w + b;
-            w0 = wasm_v128_load(q->qs), w1 = wasm_v128_load(q->qs + 16), d = q->d;
+/* SIMD128's one multiply-add is i32x4.dot_i16x8_s (pmaddwd), so the activations are widened to 16 bits once per
+ * product (quantize_q8_0_w16), not once per weight row, and arranged so that a weight block becomes four i16x8
+ * vectors by shifts and masks alone: for block b, 32 int16 quants in the order of its elements j = 0,2,..,14 |
+ * 16,18,..,30 | 1,3,..,15 | 17,19,..,31 (a 16-byte load of Q4_0 nibbles or Q8_0 bytes read as eight 16-bit lanes
+ * yields exactly these: low/high nibble of the even bytes, low/high nibble of the odd bytes; for Q8_0 the even and
+ * odd bytes of each half). After the nb * 32 quants: nb float scales (llama.cpp's F16 values, widened), then nb
+ * int32 values 2 * sum(quants), which Q4_0 takes off each of its four lanes for its -8 offset. The quants are
+ * quantize_q8_0's, so every block's integer sum is the scalar code's exactly. */
+static size_t q8_0_w16_row_bytes(int64_t cols) { return (size_t)cols * 2 + (size_t)(cols / QK8_0) * 8; }
+
+static void quantize_q8_0_w16(const float *x, void *dst, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    int16_t *q = dst;
+    float *d = (float *)(q + n);
+    int32_t *sum2 = (int32_t *)(d + nb);
+    for (int64_t b = 0; b < nb; b++, q += QK8_0) {
+        int8_t soa[QK8_0 + sizeof(float)]; /* one block as quantize_q8_0_soa writes it: 32 quants, then the scale */
+        quantize_q8_0_soa(x + QK8_0 * b, soa, QK8_0);
+        memcpy(&d[b], soa + QK8_0, sizeof(float));
+        int32_t s = 0;
+        for (int k = 0; k < 8; k++) {
+            q[k] = soa[2 * k], q[8 + k] = soa[16 + 2 * k], q[16 + k] = soa[2 * k + 1], q[24 + k] = soa[17 + 2 * k];
+            s += soa[2 * k] + soa[2 * k + 1] + soa[16 + 2 * k] + soa[17 + 2 * k];
         }
-        v128_t s = dot16(wasm_i32x4_splat(0), w0, wasm_v128_load(xq + 32 * b));
-        s = dot16(s, w1, wasm_v128_load(xq + 32 * b + 16));
-        const v128_t scale = wasm_f32x4_splat(fp16_to_fp32(d) * xd[b]);
-        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));
+        sum2[b] = 2 * s;
     }
-    return hsum_f32(acc);
 }
 
-static float simd128_q8_0(const void *w, const void *x, int64_t n) { return w32_dot(w, x, n, false); }
-static float simd128_q4_0(const void *w, const void *x, int64_t n) { return w32_dot(w, x, n, true); }
+/* Four F16 values widened to float at once (fp16_to_fp32's method, lane-wise: exact for every finite half). */
+static inline v128_t fp16x4_to_f32(uint16_t a, uint16_t b, uint16_t c, uint16_t e) {
+    const v128_t w = wasm_i32x4_shl(wasm_i32x4_make(a, b, c, e), 16);
+    const v128_t sign = wasm_v128_and(w, wasm_i32x4_splat((int32_t)0x80000000));
+    const v128_t two_w = wasm_i32x4_add(w, w);
+    const v128_t normalized = wasm_f32x4_mul(wasm_i32x4_add(wasm_u32x4_shr(two_w, 4), wasm_i32x4_splat(0xE0 << 23)),
+                                             wasm_f32x4_splat(0x1.0p-112f));
+    const v128_t denormalized = wasm_f32x4_sub(wasm_v128_or(wasm_u32x4_shr(two_w, 17), wasm_i32x4_splat(126 << 23)),
+                                               wasm_f32x4_splat(0.5f));
+    const v128_t is_denormal = wasm_u32x4_lt(two_w, wasm_i32x4_splat(1 << 27));
+    return wasm_v128_or(sign, wasm_v128_bitselect(denormalized, normalized, is_denormal));
+}
+
+/* One 32-weight block as the four i16x8 vectors matching the widened activations' order. */
+static inline void w16_unpack_q4_0(const block_q4_0 *q, v128_t v[4]) {
+    const v128_t p = wasm_v128_load(q->qs), nib = wasm_i16x8_splat(0x0F);
+    v[0] = wasm_v128_and(p, nib);
+    v[1] = wasm_v128_and(wasm_u16x8_shr(p, 4), nib);
+    v[2] = wasm_v128_and(wasm_u16x8_shr(p, 8), nib);
+    v[3] = wasm_u16x8_shr(p, 12);
+}
+
+static inline void w16_unpack_q8_0(const block_q8_0 *q, v128_t v[4]) {
+    const v128_t lo = wasm_v128_load(q->qs), hi = wasm_v128_load(q->qs + 16);
+    v[0] = wasm_i16x8_shr(wasm_i16x8_shl(lo, 8), 8), v[2] = wasm_i16x8_shr(lo, 8);
+    v[1] = wasm_i16x8_shr(wasm_i16x8_shl(hi, 8), 8), v[3] = wasm_i16x8_shr(hi, 8);
+}
+
+static inline v128_t w16_block_sum(const v128_t v[4], const int16_t *x) {
+    const v128_t a = wasm_i32x4_add(wasm_i32x4_dot_i16x8(v[0], wasm_v128_load(x)),
+                                    wasm_i32x4_dot_i16x8(v[1], wasm_v128_load(x + 8)));
+    const v128_t b = wasm_i32x4_add(wasm_i32x4_dot_i16x8(v[2], wasm_v128_load(x + 16)),
+                                    wasm_i32x4_dot_i16x8(v[3], wasm_v128_load(x + 24)));
+    return wasm_i32x4_add(a, b);
+}
+
+/* One weight row against NA (1..4) activation rows: each weight block unpacked once for all of them; four blocks'
+ * scales widened together, each block's lanes scaled by its broadcast scale. */
+__attribute__((always_inline)) static inline void w16_row(const mm_args *a, int64_t r, int64_t i, const int NA, const bool q4) {
+    const int64_t nb = a->cols / QK8_0;
+    const uint8_t *wrow = a->w + (size_t)r * a->w_stride;
+    const int16_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+    v128_t acc[4];
+    for (int k = 0; k < NA; k++) {
+        xq[k] = (const int16_t *)(a->x + (size_t)(i + k) * a->x_stride);
+        xd[k] = (const float *)(xq[k] + a->cols);
+        xs[k] = (const int32_t *)(xd[k] + nb);
+        acc[k] = wasm_f32x4_splat(0.0f);
+    }
+    const size_t bsize = q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+#define W16_D(b) (*(const uint16_t *)(wrow + (size_t)(b) * bsize)) /* d leads both block types */
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        const v128_t dw = fp16x4_to_f32(W16_D(b), W16_D(b + 1), W16_D(b + 2), W16_D(b + 3));
+        v128_t sc[4];
+        for (int k = 0; k < NA; k++) sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
+        /* block b + J, J a constant (the lane broadcast's index must be one) */
+#define W16_BLOCK(J)                                                                                         \
+    do {                                                                                                     \
+        v128_t v[4];                                                                                         \
+        if (q4) w16_unpack_q4_0((const block_q4_0 *)wrow + b + (J), v);                                      \
+        else w16_unpack_q8_0((const block_q8_0 *)wrow + b + (J), v);                                         \
+        for (int k = 0; k < NA; k++) {                                                                       \
+            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * (b + (J)));                                          \
+            if (q4) s = wasm_i32x4_sub(s, wasm_v128_load32_splat(xs[k] + b + (J)));                          \
+            const v128_t scale = wasm_i32x4_shuffle(sc[k], sc[k], J, J, J, J);                               \
+            acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));             \
+        }                                                                                                    \
+    } while (0)
+        W16_BLOCK(0);
+        W16_BLOCK(1);
+        W16_BLOCK(2);
+        W16_BLOCK(3);
+#undef W16_BLOCK
+    }
+    for (; b < nb; b++) { /* rows whose block count is not a multiple of 4 */
+        v128_t v[4];
+        if (q4) w16_unpack_q4_0((const block_q4_0 *)wrow + b, v);
+        else w16_unpack_q8_0((const block_q8_0 *)wrow + b, v);
+        const float dw = fp16_to_fp32(W16_D(b));
+        for (int k = 0; k < NA; k++) {
+            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * b);
+            if (q4) s = wasm_i32x4_sub(s, wasm_v128_load32_splat(xs[k] + b));
+            acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), wasm_f32x4_splat(dw * xd[k][b])));
+        }
+    }
+#undef W16_D
+    for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = hsum_f32(acc[k]);
+}
+
+static inline void w16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const bool q4) {
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) w16_row(a, r, i, 4, q4);
+        switch (i1 - i) {
+        case 3: w16_row(a, r, i, 3, q4); break;
+        case 2: w16_row(a, r, i, 2, q4); break;
+        case 1: w16_row(a, r, i, 1, q4); break;
+        default: break;
+        }
+    }
+}
+
+static void tile_q8_0(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    w16_tile(a, r0, r1, i0, i1, false);
+}
+static void tile_q4_0(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    w16_tile(a, r0, r1, i0, i1, true);
+}
 
 /* ---------------------------------------------------------------- IQ4_NL × SoA Q8_0, IQ4_XS × Q8_K */
 
@@ -181,8 +293,6 @@ static float simd128_f32(const void *w, const void *x, int64_t n) {
         tile_by_dot(a, r0, r1, i0, i1, simd128_##name);                                                     \
     }
 SIMD128_TILE(f32)
-SIMD128_TILE(q8_0)
-SIMD128_TILE(q4_0)
 SIMD128_TILE(iq4_nl)
 SIMD128_TILE(iq4_xs)
 SIMD128_TILE(q4_k)
@@ -191,8 +301,8 @@ SIMD128_TILE(q6_k)
 void mm_isa_simd128(mm_isa *isa) {
     isa->name = "simd128";
     isa->k[TR_TYPE_F32] = (mm_kernel){tile_f32, NULL, NULL, NULL};
-    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_soa, q8_0_soa_row_bytes, NULL};
-    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_soa, q8_0_soa_row_bytes, NULL};
+    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_w16, q8_0_w16_row_bytes, NULL};
+    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_w16, q8_0_w16_row_bytes, NULL};
     isa->k[TR_TYPE_IQ4_NL] = (mm_kernel){tile_iq4_nl, quantize_q8_0_soa, q8_0_soa_row_bytes, NULL};
     isa->k[TR_TYPE_IQ4_XS] = (mm_kernel){tile_iq4_xs, quantize_q8_k, q8_k_row_bytes, NULL};
     isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes, NULL};
