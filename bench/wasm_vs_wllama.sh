@@ -7,10 +7,11 @@
 # not a test: the figures depend on the machine and its load (printed with them).
 # Default models: random-weight qwen2.5-0.5b in Q4_0 and Q4_K_M (`tokroute synth`), cached in ~/.cache/tokroute/synth.
 # Needs emscripten and node-acorn (Debian), chromium, tests/ui's playwright-core; wllama is installed from npm into
-# ~/.cache/tokroute/wllama (outside the repository) on first use. Prints a table, or JSON lines with --json.
+# ~/.cache/tokroute/wllama (outside the repository) on first use. Prints a table, or JSON lines with --json (the
+# last one the machine: browser, cores, load average before and after); --table FILE prints the table of such lines.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-json=0 threads=1,2 pp=64 tg=32 reps=2 models=()
+json=0 threads=1,2 pp=64 tg=32 reps=2 models=() table=
 while [ $# -gt 0 ]; do
   case "$1" in
     --json) json=1 ;;
@@ -18,11 +19,15 @@ while [ $# -gt 0 ]; do
     --pp) pp=$2; shift ;;
     --tg) tg=$2; shift ;;
     --reps) reps=$2; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --table) table=$2; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) models+=("$1") ;;
   esac
   shift
 done
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+if [ -n "$table" ]; then cp "$table" "$results"; else
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/tokroute
 build=$root/build
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTR_TESTS=AUTO >/dev/null
@@ -45,8 +50,6 @@ fi
 wasm_out=$build/wasm-bench
 "$root/bench/wasm/build.sh" "$wasm_out" >&2
 export NODE_PATH=/usr/share/nodejs:$root/tests/ui/node_modules${NODE_PATH:+:$NODE_PATH}
-results=$(mktemp)
-trap 'rm -f "$results"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for m in "${models[@]}"; do
   for t in ${threads//,/ }; do
@@ -59,14 +62,20 @@ done
 (cd "$root/bench/wasm" && node run.mjs --build "$wasm_out" --wllama "$wllama" --models "$(IFS=,; echo "${models[*]}")" \
   --threads "$threads" --pp "$pp" --tg "$tg" --reps "$reps") >>"$results"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+printf '{"machine": {"browser": "%s", "cores": %d, "load_before": "%s", "load_after": "%s"}}\n' \
+  "$(chromium --version 2>/dev/null | head -1)" "$(nproc)" "$load_before" "$load_after" >>"$results"
+fi
 if [ "$json" = 1 ]; then cat "$results"; exit 0; fi
-python3 - "$results" "$load_before" "$load_after" "$(chromium --version 2>/dev/null | head -1)" "$(nproc)" <<'PY'
+python3 - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+machine = next((r["machine"] for r in rows if "machine" in r), {})
+rows = [r for r in rows if "machine" not in r]
 by = {(r["model"], r["engine"], r["threads_asked"]): r for r in rows}
 def f(r, k): return f'{r[k]:7.1f}' if r and k in r else '      -'
 def x(a, b, k): return f'{a[k] / b[k]:5.1f}x' if a and b and b.get(k) else '     -'
-print(f'{sys.argv[4]}, {sys.argv[5]} cores, load average {sys.argv[2]} before, {sys.argv[3]} after; tokens/s, best of runs')
+print(f'{machine.get("browser", "?")}, {machine.get("cores", "?")} cores, load average {machine.get("load_before", "?")} '
+      f'before, {machine.get("load_after", "?")} after; tokens/s, best of runs')
 print(f'{"model":<26} {"thr":>3} | {"tokroute wasm":>15} | {"wllama":>15} | {"wasm/wllama":>13} | {"native tokroute":>15} | {"wasm/native":>11}')
 print(f'{"":<26} {"":>3} | {"pp":>7} {"tg":>7} | {"pp":>7} {"tg":>7} | {"pp":>6} {"tg":>6} | {"pp":>7} {"tg":>7} | {"pp":>5} {"tg":>5}')
 for (model, engine, t) in sorted({(r["model"], r["engine"], r["threads_asked"]) for r in rows}):
