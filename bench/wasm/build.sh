@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: bench/wasm/build.sh OUT_DIR}
 mkdir -p "$out/obj"
 export NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}
-flags=(-std=c11 -D_GNU_SOURCE -O3 -fno-math-errno -msimd128 -pthread -Iinclude -Isrc -isystem /usr/include/cjson
+flags=(-std=c11 -D_GNU_SOURCE -O3 -fno-math-errno -msimd128 -pthread -Iinclude -Isrc
   -isystem "$out/inc")
 mkdir -p "$out/inc" && ln -sf /usr/include/pcre2.h "$out/inc/pcre2.h" && ln -sfn /usr/include/cjson "$out/inc/cjson"
 core=$(ls src/{gguf,kernels,model,tokenizer,router,route,transport,common}/*.c bench/wasm/bench_wasm.c |
