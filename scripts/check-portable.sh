@@ -69,16 +69,8 @@ compile clang clang $native
 compile musl musl-gcc $native -- $gnu -isystem "$out/inc"
 wasm=$(echo "$core" | grep -v -E '_(avx2|avx512|neon)\.c$' | grep -v -E '^src/transport/http\.c$')
 compile emscripten emcc $wasm -- -isystem "$out/inc" -msimd128 -pthread
-# The WebAssembly SIMD128 kernels (src/kernels/matmul_wasm.c) against the scalar ones and a float64 reference, for
-# every weight type, on one and two threads (pthreads on node's SharedArrayBuffer): tests/neon/neon_check.c built
-# for simd128. node needs --no-experimental-fetch for emscripten 3.1.6 to read the .wasm from disk.
-kernels=$(ls src/kernels/*.c | grep -v -E '_(avx2|avx512|neon)\.c$')
-emcc "${flags[@]}" -msimd128 -pthread -sPTHREAD_POOL_SIZE=2 -sINITIAL_MEMORY=256MB -sEXIT_RUNTIME=1 \
-  '-DCHECK_ISA="simd128"' tests/neon/neon_check.c $kernels src/common/error.c src/common/platform.c -lm \
-  -o "$out/simd128_check.js"
-(cd "$out" && node --no-experimental-fetch simd128_check.js >"$out/simd128.log" 2>&1) ||
-  { cat "$out/simd128.log"; echo "check-portable: the SIMD128 kernels FAILED under node" >&2; exit 1; }
-echo "check-portable: simd128 kernels under node $(node --version): $(tail -1 "$out/simd128.log")"
+# The WebAssembly SIMD128 kernels against the scalar ones and a float64 reference under node (also a CTest test).
+./tests/wasm/simd128_kernels.sh . "$out/simd128" | sed 's/^simd128_kernels:/check-portable: simd128 kernels:/'
 
 # The device core linked into one wasm32 program (tests/wasm/greedy_ids.c: the public C API, a model, greedy
 # decoding) on 2 threads under node must pick the native build's ids, token for token, on random-weight models of

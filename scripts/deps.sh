@@ -10,7 +10,8 @@ packages=(cmake make gcc pkg-config libcjson-dev libcurl4-openssl-dev libmicroht
 if [ "$what" = test ]; then
   packages+=(libcmocka-dev python3 bsdutils binutils)  # python3 (e2e checks), script (bsdutils: a pseudo-terminal), nm
   packages+=(chromium curl)  # the web UI's browser test (headless Chromium) and HTTP test
-  # the browser device's test (e2e_web_browser: make wasm): emcc, the acorn its Node needs, apt-get source's unpacker
+  # emcc and the acorn its Node needs: the SIMD128 kernels' test (tests/wasm) and the browser device's test
+  # (e2e_web_browser: make wasm); dpkg-dev: apt-get source's unpacker (PCRE2/cJSON for wasm32)
   packages+=(emscripten node-acorn dpkg-dev)
 fi
 if [ "$what" = test ] || [ "$what" = python ]; then

@@ -1,19 +1,23 @@
-/* matmul_wasm.c — WebAssembly SIMD128 dot products (wasm_simd128.h), one weight row × one activation row each, run
- * over the tile by tile_by_dot; built only where the compiler targets SIMD128 (emcc -msimd128: __wasm_simd128__).
- * Q8_0, Q4_0 and IQ4_NL weights against SoA Q8_0 activations (matmul_impl.h), Q4_K, Q6_K and IQ4_XS against Q8_K,
- * F32 against F32: the types small models are downloaded in; every other type keeps the portable code.
+/* matmul_wasm.c — WebAssembly SIMD128 matrix products (wasm_simd128.h); built only where the compiler targets SIMD128
+ * (emcc -msimd128: __wasm_simd128__). Q8_0, Q4_0 and Q5_0 (the fallback of Q4_K_M files whose rows are not a
+ * multiple of 256, e.g. qwen2.5-0.5b's 896) against Q8_0 activations widened to 16 bits; Q4_K and Q6_K against
+ * Q8_K widened likewise; IQ4_NL against SoA Q8_0 and IQ4_XS against Q8_K, one dot product at a time; F32 against
+ * F32: the types small models are downloaded in; every other type keeps the portable code.
  *
- * SIMD128 has no byte dot product: the signed bytes are widened to 16 bits and summed in pairs by i32x4.dot_i16x8_s,
- * exact in 32 bits. Q4_0 nibbles are re-centred (q - 8) before the product, as on NEON, so no offset correction is
- * needed; IQ4 indices become levels by one i8x16.swizzle. The block sums are exact integers, so only the float
- * scaling and the four-lane accumulation differ from the scalar order (within float rounding). Elsewhere the file
- * is empty (so the builds that take every kernel file, CMake's and check-neon's, need no exception). */
+ * SIMD128's one integer multiply-add is i32x4.dot_i16x8_s (pmaddwd): widening the activations once per product
+ * (not once per weight row) and arranging them so that each 16-byte weight load read as 16-bit lanes splits into
+ * its elements by shifts and masks alone leaves the weight side a handful of instructions per block; the widened
+ * tiles take one weight row against up to 4 activation rows (prefill), unpacking each weight block once. IQ4
+ * indices become levels by one i8x16.swizzle. The block sums are exact integers, so only the float scaling and the
+ * four-lane accumulation differ from the scalar order (within float rounding). Elsewhere the file is empty (so the
+ * builds that take every kernel file, CMake's and check-neon's, need no exception). */
 #if defined(__wasm_simd128__)
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quants.h"
 
+#include <string.h>
 #include <wasm_simd128.h>
 
 /* Sum over 16 signed byte products a[i]*b[i] added into 4 int32 lanes. */
@@ -28,36 +32,181 @@ static inline float hsum_f32(v128_t v) {
            wasm_f32x4_extract_lane(v, 3);
 }
 
-/* ---------------------------------------------------------------- Q8_0, Q4_0 × SoA Q8_0 */
+/* ---------------------------------------------------------------- Q8_0, Q4_0 × Q8_0 widened to 16 bits */
 
-static inline float w32_dot(const void *w, const void *x, int64_t n, bool q4) {
-    const int8_t *xq = x;
-    const float *xd = (const float *)(xq + n);
-    v128_t acc = wasm_f32x4_splat(0.0f);
-    for (int64_t b = 0; b < n / 32; b++) {
-        v128_t w0, w1;
-        uint16_t d;
-        if (q4) {
-            const block_q4_0 *q = (const block_q4_0 *)w + b;
-            const v128_t v = wasm_v128_load(q->qs);
-            const v128_t eight = wasm_i8x16_splat(8);
-            w0 = wasm_i8x16_sub(wasm_v128_and(v, wasm_i8x16_splat(0x0F)), eight);
-            w1 = wasm_i8x16_sub(wasm_u8x16_shr(v, 4), eight);
-            d = q->d;
-        } else {
-            const block_q8_0 *q = (const block_q8_0 *)w + b;
-            w0 = wasm_v128_load(q->qs), w1 = wasm_v128_load(q->qs + 16), d = q->d;
+/* SIMD128's one multiply-add is i32x4.dot_i16x8_s (pmaddwd), so the activations are widened to 16 bits once per
+ * product (quantize_q8_0_w16), not once per weight row, and arranged so that a weight block becomes four i16x8
+ * vectors by shifts and masks alone: for block b, 32 int16 quants in the order of its elements j = 0,2,..,14 |
+ * 16,18,..,30 | 1,3,..,15 | 17,19,..,31 (a 16-byte load of Q4_0 nibbles or Q8_0 bytes read as eight 16-bit lanes
+ * yields exactly these: low/high nibble of the even bytes, low/high nibble of the odd bytes; for Q8_0 the even and
+ * odd bytes of each half). After the nb * 32 quants: nb float scales (llama.cpp's F16 values, widened), then nb
+ * int32 values 2 * sum(quants), which Q4_0 takes off each of its four lanes for its -8 offset. The quants are
+ * quantize_q8_0's, so every block's integer sum is the scalar code's exactly. */
+static size_t q8_0_w16_row_bytes(int64_t cols) { return (size_t)cols * 2 + (size_t)(cols / QK8_0) * 8; }
+
+static void quantize_q8_0_w16(const float *x, void *dst, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    int16_t *q = dst;
+    float *d = (float *)(q + n);
+    int32_t *sum2 = (int32_t *)(d + nb);
+    for (int64_t b = 0; b < nb; b++, q += QK8_0) {
+        int8_t soa[QK8_0 + sizeof(float)]; /* one block as quantize_q8_0_soa writes it: 32 quants, then the scale */
+        quantize_q8_0_soa(x + QK8_0 * b, soa, QK8_0);
+        memcpy(&d[b], soa + QK8_0, sizeof(float));
+        int32_t s = 0;
+        for (int k = 0; k < 8; k++) {
+            q[k] = soa[2 * k], q[8 + k] = soa[16 + 2 * k], q[16 + k] = soa[2 * k + 1], q[24 + k] = soa[17 + 2 * k];
+            s += soa[2 * k] + soa[2 * k + 1] + soa[16 + 2 * k] + soa[17 + 2 * k];
         }
-        v128_t s = dot16(wasm_i32x4_splat(0), w0, wasm_v128_load(xq + 32 * b));
-        s = dot16(s, w1, wasm_v128_load(xq + 32 * b + 16));
-        const v128_t scale = wasm_f32x4_splat(fp16_to_fp32(d) * xd[b]);
-        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));
+        sum2[b] = 2 * s;
     }
-    return hsum_f32(acc);
 }
 
-static float simd128_q8_0(const void *w, const void *x, int64_t n) { return w32_dot(w, x, n, false); }
-static float simd128_q4_0(const void *w, const void *x, int64_t n) { return w32_dot(w, x, n, true); }
+/* Four F16 values widened to float at once (fp16_to_fp32's method, lane-wise: exact for every finite half). */
+static inline v128_t fp16x4_to_f32(uint16_t a, uint16_t b, uint16_t c, uint16_t e) {
+    const v128_t w = wasm_i32x4_shl(wasm_i32x4_make(a, b, c, e), 16);
+    const v128_t sign = wasm_v128_and(w, wasm_i32x4_splat((int32_t)0x80000000));
+    const v128_t two_w = wasm_i32x4_add(w, w);
+    const v128_t normalized = wasm_f32x4_mul(wasm_i32x4_add(wasm_u32x4_shr(two_w, 4), wasm_i32x4_splat(0xE0 << 23)),
+                                             wasm_f32x4_splat(0x1.0p-112f));
+    const v128_t denormalized = wasm_f32x4_sub(wasm_v128_or(wasm_u32x4_shr(two_w, 17), wasm_i32x4_splat(126 << 23)),
+                                               wasm_f32x4_splat(0.5f));
+    const v128_t is_denormal = wasm_u32x4_lt(two_w, wasm_i32x4_splat(1 << 27));
+    return wasm_v128_or(sign, wasm_v128_bitselect(denormalized, normalized, is_denormal));
+}
+
+/* One 32-weight block as the four i16x8 vectors matching the widened activations' order. */
+static inline void w16_unpack_q4_0(const block_q4_0 *q, v128_t v[4]) {
+    const v128_t p = wasm_v128_load(q->qs), nib = wasm_i16x8_splat(0x0F);
+    v[0] = wasm_v128_and(p, nib);
+    v[1] = wasm_v128_and(wasm_u16x8_shr(p, 4), nib);
+    v[2] = wasm_v128_and(wasm_u16x8_shr(p, 8), nib);
+    v[3] = wasm_u16x8_shr(p, 12);
+}
+
+static inline void w16_unpack_q8_0(const block_q8_0 *q, v128_t v[4]) {
+    const v128_t lo = wasm_v128_load(q->qs), hi = wasm_v128_load(q->qs + 16);
+    v[0] = wasm_i16x8_shr(wasm_i16x8_shl(lo, 8), 8), v[2] = wasm_i16x8_shr(lo, 8);
+    v[1] = wasm_i16x8_shr(wasm_i16x8_shl(hi, 8), 8), v[3] = wasm_i16x8_shr(hi, 8);
+}
+
+/* Q5_0: Q4_0's nibbles plus the fifth bits, bit j of qh for element j: each lane tests its element's bit. */
+static inline void w16_unpack_q5_0(const block_q5_0 *q, v128_t v[4]) {
+    const v128_t p = wasm_v128_load(q->qs), nib = wasm_i16x8_splat(0x0F), five = wasm_i16x8_splat(0x10);
+    uint32_t qh;
+    memcpy(&qh, q->qh, sizeof qh);
+    const v128_t lo = wasm_i16x8_splat((int16_t)(qh & 0xFFFF)), hi = wasm_i16x8_splat((int16_t)(qh >> 16));
+    const v128_t even = wasm_i16x8_make(1 << 0, 1 << 2, 1 << 4, 1 << 6, 1 << 8, 1 << 10, 1 << 12, (int16_t)(1 << 14));
+    const v128_t odd = wasm_i16x8_shl(even, 1);
+    const v128_t zero = wasm_i16x8_splat(0);
+    v[0] = wasm_v128_or(wasm_v128_and(p, nib), wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(lo, even), zero), five));
+    v[1] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 4), nib),
+                        wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(hi, even), zero), five));
+    v[2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 8), nib),
+                        wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(lo, odd), zero), five));
+    v[3] = wasm_v128_or(wasm_u16x8_shr(p, 12), wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(hi, odd), zero), five));
+}
+
+enum { W16_Q8_0, W16_Q4_0, W16_Q5_0 };
+
+/* Block b of a weight row as four i16x8 vectors; Q4_0 and Q5_0 unsigned (their offsets 8 and 16 come off the sum
+ * through the activations' sums: 2 * sum per lane is 8 * sum over the four lanes, twice that 16 * sum). */
+__attribute__((always_inline)) static inline void w16_unpack(const uint8_t *wrow, int64_t b, const int kind, v128_t v[4]) {
+    if (kind == W16_Q4_0) w16_unpack_q4_0((const block_q4_0 *)wrow + b, v);
+    else if (kind == W16_Q5_0) w16_unpack_q5_0((const block_q5_0 *)wrow + b, v);
+    else w16_unpack_q8_0((const block_q8_0 *)wrow + b, v);
+}
+
+static inline v128_t w16_offset(v128_t s, const int32_t *sum2, const int kind) {
+    if (kind == W16_Q8_0) return s;
+    const v128_t o = wasm_v128_load32_splat(sum2);
+    return wasm_i32x4_sub(s, kind == W16_Q5_0 ? wasm_i32x4_shl(o, 1) : o);
+}
+
+static inline v128_t w16_block_sum(const v128_t v[4], const int16_t *x) {
+    const v128_t a = wasm_i32x4_add(wasm_i32x4_dot_i16x8(v[0], wasm_v128_load(x)),
+                                    wasm_i32x4_dot_i16x8(v[1], wasm_v128_load(x + 8)));
+    const v128_t b = wasm_i32x4_add(wasm_i32x4_dot_i16x8(v[2], wasm_v128_load(x + 16)),
+                                    wasm_i32x4_dot_i16x8(v[3], wasm_v128_load(x + 24)));
+    return wasm_i32x4_add(a, b);
+}
+
+/* One weight row against NA (1..4) activation rows: each weight block unpacked once for all of them; four blocks'
+ * scales widened together, each block's lanes scaled by its broadcast scale. */
+__attribute__((always_inline)) static inline void w16_row(const mm_args *a, int64_t r, int64_t i, const int NA, const int kind) {
+    const int64_t nb = a->cols / QK8_0;
+    const uint8_t *wrow = a->w + (size_t)r * a->w_stride;
+    const int16_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+    v128_t acc[4];
+    for (int k = 0; k < NA; k++) {
+        xq[k] = (const int16_t *)(a->x + (size_t)(i + k) * a->x_stride);
+        xd[k] = (const float *)(xq[k] + a->cols);
+        xs[k] = (const int32_t *)(xd[k] + nb);
+        acc[k] = wasm_f32x4_splat(0.0f);
+    }
+    const size_t bsize = kind == W16_Q4_0 ? sizeof(block_q4_0) : kind == W16_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q8_0);
+#define W16_D(b) (*(const uint16_t *)(wrow + (size_t)(b) * bsize)) /* d leads both block types */
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        const v128_t dw = fp16x4_to_f32(W16_D(b), W16_D(b + 1), W16_D(b + 2), W16_D(b + 3));
+        v128_t sc[4];
+        for (int k = 0; k < NA; k++) sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
+        /* block b + J, J a constant (the lane broadcast's index must be one) */
+#define W16_BLOCK(J)                                                                                         \
+    do {                                                                                                     \
+        v128_t v[4];                                                                                         \
+        w16_unpack(wrow, b + (J), kind, v);                                                                  \
+        for (int k = 0; k < NA; k++) {                                                                       \
+            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * (b + (J)));                                          \
+            s = w16_offset(s, xs[k] + b + (J), kind);                                                        \
+            const v128_t scale = wasm_i32x4_shuffle(sc[k], sc[k], J, J, J, J);                               \
+            acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));             \
+        }                                                                                                    \
+    } while (0)
+        W16_BLOCK(0);
+        W16_BLOCK(1);
+        W16_BLOCK(2);
+        W16_BLOCK(3);
+#undef W16_BLOCK
+    }
+    for (; b < nb; b++) { /* rows whose block count is not a multiple of 4 */
+        v128_t v[4];
+        w16_unpack(wrow, b, kind, v);
+        const float dw = fp16_to_fp32(W16_D(b));
+        for (int k = 0; k < NA; k++) {
+            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * b);
+            s = w16_offset(s, xs[k] + b, kind);
+            acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), wasm_f32x4_splat(dw * xd[k][b])));
+        }
+    }
+#undef W16_D
+    for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = hsum_f32(acc[k]);
+}
+
+static inline void w16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const int kind) {
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) w16_row(a, r, i, 4, kind);
+        switch (i1 - i) {
+        case 3: w16_row(a, r, i, 3, kind); break;
+        case 2: w16_row(a, r, i, 2, kind); break;
+        case 1: w16_row(a, r, i, 1, kind); break;
+        default: break;
+        }
+    }
+}
+
+static void tile_q8_0(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    w16_tile(a, r0, r1, i0, i1, W16_Q8_0);
+}
+static void tile_q4_0(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    w16_tile(a, r0, r1, i0, i1, W16_Q4_0);
+}
+static void tile_q5_0(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    w16_tile(a, r0, r1, i0, i1, W16_Q5_0);
+}
 
 /* ---------------------------------------------------------------- IQ4_NL × SoA Q8_0, IQ4_XS × Q8_K */
 
@@ -104,61 +253,119 @@ static float simd128_iq4_xs(const void *w, const void *x, int64_t n) {
     return sum;
 }
 
-/* ---------------------------------------------------------------- Q4_K, Q6_K × Q8_K (as matmul_neon.c) */
+/* ---------------------------------------------------------------- Q4_K, Q6_K × Q8_K widened to 16 bits */
 
-static float simd128_q4_k(const void *w, const void *x, int64_t n) {
-    const block_q4_k *wb = w;
-    const block_q8_k *xb = x;
-    float sum = 0.0f;
+/* Q8_K activations widened to 16 bits once per product, each group of 16 elements as its 8 even then its 8 odd
+ * ones: a 16-byte load of Q4_K nibbles or Q6_K bits read as eight 16-bit lanes splits into exactly these halves. The
+ * weights' sub-block scales are multiplied into the 16-bit weights (|q * scale| <= 945 for Q4_K, 4096 for Q6_K),
+ * so a whole super-block sums in int32 (at most 256 * 4096 * 128 < 2^31), exactly as the scalar code's. */
+typedef struct {
+    float d;
+    int16_t bsums[QK_K / 16];
+    int16_t qs[QK_K];
+} block_q8_k_w16;
+
+static size_t q8_k_w16_row_bytes(int64_t cols) { return (size_t)(cols / QK_K) * sizeof(block_q8_k_w16); }
+
+static void quantize_q8_k_w16(const float *x, void *dst, int64_t n) {
+    block_q8_k_w16 *y = dst;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        v128_t acc = wasm_i32x4_splat(0);
-        int summ = 0;
-        for (int c = 0; c < 4; c++) { /* chunk c: 32 bytes; low nibbles are sub-block 2c, high nibbles 2c+1 */
-            for (int half = 0; half < 2; half++) {
-                const int j = 2 * c + half;
-                uint8_t sc, m;
-                kquant_scale_min(j, wb[b].scales, &sc, &m);
-                v128_t s = wasm_i32x4_splat(0);
-                for (int k = 0; k < 2; k++) {
-                    const v128_t v = wasm_v128_load(wb[b].qs + 32 * c + 16 * k);
-                    const v128_t q = half ? wasm_u8x16_shr(v, 4) : wasm_v128_and(v, wasm_i8x16_splat(0x0F));
-                    s = dot16(s, q, wasm_v128_load(xb[b].qs + 32 * j + 16 * k));
-                }
-                acc = wasm_i32x4_add(acc, wasm_i32x4_mul(s, wasm_i32x4_splat(sc)));
-                summ += m * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
-            }
-        }
-        sum += xb[b].d * (fp16_to_fp32(wb[b].d) * (float)hsum_i32(acc) - fp16_to_fp32(wb[b].dmin) * (float)summ);
+        block_q8_k k; /* quantize_q8_k's values, rearranged */
+        quantize_q8_k(x + QK_K * b, &k, QK_K);
+        y[b].d = k.d;
+        memcpy(y[b].bsums, k.bsums, sizeof k.bsums);
+        for (int g = 0; g < QK_K / 16; g++)
+            for (int m = 0; m < 8; m++) y[b].qs[16 * g + m] = k.qs[16 * g + 2 * m], y[b].qs[16 * g + 8 + m] = k.qs[16 * g + 2 * m + 1];
     }
-    return sum;
 }
 
-static float simd128_q6_k(const void *w, const void *x, int64_t n) {
-    const block_q6_k *wb = w;
-    const block_q8_k *xb = x;
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        v128_t acc = wasm_i32x4_splat(0);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = wb[b].ql + 64 * h, *qh = wb[b].qh + 32 * h;
-            /* piece k of 32 (k = 0..3): ql[l] or ql[l+32] (k odd), low nibble for k < 2, qh[l] bits 2k..2k+1 */
-            for (int k = 0; k < 4; k++) {
-                for (int part = 0; part < 2; part++) { /* 16 elements = one scale */
-                    const v128_t lv = wasm_v128_load(ql + 32 * (k & 1) + 16 * part);
-                    const v128_t hv = wasm_v128_load(qh + 16 * part);
-                    const v128_t lo = k < 2 ? wasm_v128_and(lv, wasm_i8x16_splat(0x0F)) : wasm_u8x16_shr(lv, 4);
-                    const v128_t hs = k < 3 ? wasm_i8x16_shl(hv, (uint32_t)(4 - 2 * k)) : wasm_u8x16_shr(hv, 2);
-                    const v128_t hi = wasm_v128_and(hs, wasm_i8x16_splat(0x30));
-                    const v128_t q = wasm_i8x16_sub(wasm_v128_or(lo, hi), wasm_i8x16_splat(32));
-                    const int e = 128 * h + 32 * k + 16 * part;
-                    const v128_t s = dot16(wasm_i32x4_splat(0), q, wasm_v128_load(xb[b].qs + e));
-                    acc = wasm_i32x4_add(acc, wasm_i32x4_mul(s, wasm_i32x4_splat(wb[b].scales[e / 16])));
+/* The int32 lanes of one 16-element group: even-element and odd-element weights against the group's activations. */
+static inline v128_t kw16_group(v128_t even, v128_t odd, const int16_t *x) {
+    return wasm_i32x4_add(wasm_i32x4_dot_i16x8(even, wasm_v128_load(x)), wasm_i32x4_dot_i16x8(odd, wasm_v128_load(x + 8)));
+}
+
+/* One weight row against NA (1..4) activation rows, each super-block's weights unpacked once for all of them. */
+__attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int64_t r, int64_t i, const int NA,
+                                                           const bool q6) {
+    const int64_t nb = a->cols / QK_K;
+    const uint8_t *wrow = a->w + (size_t)r * a->w_stride;
+    const block_q8_k_w16 *x[4];
+    float sum[4] = {0};
+    for (int k = 0; k < NA; k++) x[k] = (const block_q8_k_w16 *)(a->x + (size_t)(i + k) * a->x_stride);
+    const v128_t nib = wasm_i16x8_splat(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        v128_t acc[4];
+        for (int k = 0; k < NA; k++) acc[k] = wasm_i32x4_splat(0);
+        if (!q6) {
+            const block_q4_k *w = (const block_q4_k *)wrow + b;
+            int32_t summ[4] = {0};
+            for (int c = 0; c < 4; c++) { /* chunk c: groups 4c, 4c+1 (sub-block 2c), 4c+2, 4c+3 (sub-block 2c+1) */
+                uint8_t sc_lo, m_lo, sc_hi, m_hi;
+                kquant_scale_min(2 * c, w->scales, &sc_lo, &m_lo);
+                kquant_scale_min(2 * c + 1, w->scales, &sc_hi, &m_hi);
+                const v128_t lo_scale = wasm_i16x8_splat(sc_lo), hi_scale = wasm_i16x8_splat(sc_hi);
+                for (int h = 0; h < 2; h++) {
+                    const v128_t p = wasm_v128_load(w->qs + 32 * c + 16 * h);
+                    const v128_t e0 = wasm_i16x8_mul(wasm_v128_and(p, nib), lo_scale);
+                    const v128_t o0 = wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_shr(p, 8), nib), lo_scale);
+                    const v128_t e1 = wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_shr(p, 4), nib), hi_scale);
+                    const v128_t o1 = wasm_i16x8_mul(wasm_u16x8_shr(p, 12), hi_scale);
+                    for (int k = 0; k < NA; k++) {
+                        const int16_t *xq = x[k][b].qs + 16 * (4 * c + h);
+                        acc[k] = wasm_i32x4_add(acc[k], wasm_i32x4_add(kw16_group(e0, o0, xq), kw16_group(e1, o1, xq + 32)));
+                    }
+                }
+                for (int k = 0; k < NA; k++) {
+                    const int16_t *bs = x[k][b].bsums + 4 * c;
+                    summ[k] += m_lo * (bs[0] + bs[1]) + m_hi * (bs[2] + bs[3]);
                 }
             }
+            const float d = fp16_to_fp32(w->d), dmin = fp16_to_fp32(w->dmin);
+            for (int k = 0; k < NA; k++) sum[k] += x[k][b].d * (d * (float)hsum_i32(acc[k]) - dmin * (float)summ[k]);
+        } else {
+            const block_q6_k *w = (const block_q6_k *)wrow + b;
+            const v128_t low4 = wasm_i16x8_splat(0x0F), bits45 = wasm_i16x8_splat(0x30), off = wasm_i16x8_splat(32);
+            for (int h = 0; h < 2; h++)
+                for (int part = 0; part < 2; part++) {
+                    const v128_t vh = wasm_v128_load(w->qh + 32 * h + 16 * part);
+                    for (int k4 = 0; k4 < 4; k4++) { /* elements 128h + 32k4 + 16part + 0..15: one group, one scale */
+                        const v128_t vl = wasm_v128_load(w->ql + 64 * h + 32 * (k4 & 1) + 16 * part);
+                        const v128_t lo_e = k4 < 2 ? wasm_v128_and(vl, low4) : wasm_v128_and(wasm_u16x8_shr(vl, 4), low4);
+                        const v128_t lo_o = k4 < 2 ? wasm_v128_and(wasm_u16x8_shr(vl, 8), low4) : wasm_u16x8_shr(vl, 12);
+                        const v128_t hi_e = k4 < 2 ? wasm_i16x8_shl(vh, 4 - 2 * k4) : wasm_u16x8_shr(vh, 2 * k4 - 4);
+                        const v128_t hi_o = wasm_u16x8_shr(vh, 4 + 2 * k4);
+                        const int g = 8 * h + 2 * k4 + part;
+                        const v128_t scale = wasm_i16x8_splat(w->scales[g]);
+                        const v128_t e = wasm_i16x8_mul(wasm_i16x8_sub(wasm_v128_or(lo_e, wasm_v128_and(hi_e, bits45)), off), scale);
+                        const v128_t o = wasm_i16x8_mul(wasm_i16x8_sub(wasm_v128_or(lo_o, wasm_v128_and(hi_o, bits45)), off), scale);
+                        for (int k = 0; k < NA; k++) acc[k] = wasm_i32x4_add(acc[k], kw16_group(e, o, x[k][b].qs + 16 * g));
+                    }
+                }
+            const float d = fp16_to_fp32(w->d);
+            for (int k = 0; k < NA; k++) sum[k] += x[k][b].d * d * (float)hsum_i32(acc[k]);
         }
-        sum += xb[b].d * fp16_to_fp32(wb[b].d) * (float)hsum_i32(acc);
     }
-    return sum;
+    for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = sum[k];
+}
+
+static inline void kw16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const bool q6) {
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) kw16_row(a, r, i, 4, q6);
+        switch (i1 - i) {
+        case 3: kw16_row(a, r, i, 3, q6); break;
+        case 2: kw16_row(a, r, i, 2, q6); break;
+        case 1: kw16_row(a, r, i, 1, q6); break;
+        default: break;
+        }
+    }
+}
+
+static void tile_q4_k(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    kw16_tile(a, r0, r1, i0, i1, false);
+}
+static void tile_q6_k(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    kw16_tile(a, r0, r1, i0, i1, true);
 }
 
 /* ---------------------------------------------------------------- F32 × F32 */
@@ -181,22 +388,19 @@ static float simd128_f32(const void *w, const void *x, int64_t n) {
         tile_by_dot(a, r0, r1, i0, i1, simd128_##name);                                                     \
     }
 SIMD128_TILE(f32)
-SIMD128_TILE(q8_0)
-SIMD128_TILE(q4_0)
 SIMD128_TILE(iq4_nl)
 SIMD128_TILE(iq4_xs)
-SIMD128_TILE(q4_k)
-SIMD128_TILE(q6_k)
 
 void mm_isa_simd128(mm_isa *isa) {
     isa->name = "simd128";
     isa->k[TR_TYPE_F32] = (mm_kernel){tile_f32, NULL, NULL, NULL};
-    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_soa, q8_0_soa_row_bytes, NULL};
-    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_soa, q8_0_soa_row_bytes, NULL};
+    isa->k[TR_TYPE_Q8_0] = (mm_kernel){tile_q8_0, quantize_q8_0_w16, q8_0_w16_row_bytes, NULL};
+    isa->k[TR_TYPE_Q4_0] = (mm_kernel){tile_q4_0, quantize_q8_0_w16, q8_0_w16_row_bytes, NULL};
+    isa->k[TR_TYPE_Q5_0] = (mm_kernel){tile_q5_0, quantize_q8_0_w16, q8_0_w16_row_bytes, NULL};
     isa->k[TR_TYPE_IQ4_NL] = (mm_kernel){tile_iq4_nl, quantize_q8_0_soa, q8_0_soa_row_bytes, NULL};
     isa->k[TR_TYPE_IQ4_XS] = (mm_kernel){tile_iq4_xs, quantize_q8_k, q8_k_row_bytes, NULL};
-    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k, q8_k_row_bytes, NULL};
-    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k, q8_k_row_bytes, NULL};
+    isa->k[TR_TYPE_Q4_K] = (mm_kernel){tile_q4_k, quantize_q8_k_w16, q8_k_w16_row_bytes, NULL};
+    isa->k[TR_TYPE_Q6_K] = (mm_kernel){tile_q6_k, quantize_q8_k_w16, q8_k_w16_row_bytes, NULL};
 }
 #else
 typedef int matmul_wasm_not_built; /* ISO C wants a declaration in every file */
