@@ -175,7 +175,8 @@ typedef struct caller {
     scheduler *s;
     const long_call *lc;
     char session[16];
-    int32_t n_calls, max_wait;
+    atomic_int n_calls; /* read by the test's thread while the caller runs */
+    int32_t max_wait;
 } caller;
 
 #define CALLER_MAX_CALLS 2000
@@ -183,12 +184,12 @@ typedef struct caller {
 static void *caller_main(void *arg) {
     caller *c = arg;
     int32_t seq[2];
-    for (int32_t pos = 0; c->n_calls < CALLER_MAX_CALLS && !atomic_load(&c->lc->done); pos += 2) {
+    for (int32_t pos = 0; atomic_load(&c->n_calls) < CALLER_MAX_CALLS && !atomic_load(&c->lc->done); pos += 2) {
         if (pos + 2 > 500) pos = 0; /* starts the session over before its context is full */
         fill(seq, 2, pos + c->session[0]);
         route_result res;
         if (call(c->s, c->session, pos, seq, 2, &res) != 200) break;
-        c->n_calls++;
+        atomic_fetch_add(&c->n_calls, 1);
         if (res.queue_passes > c->max_wait) c->max_wait = res.queue_passes;
     }
     return NULL;
@@ -212,11 +213,14 @@ static void test_prompt_moves_without_batching(void **state) {
         fill(lc->tokens, LONG_TOKENS, 20 + attempt);
         atomic_init(&lc->done, false);
         for (int i = 0; i < 2; i++) {
-            callers[i] = (caller){.s = s, .lc = lc};
+            memset(&callers[i], 0, sizeof callers[i]);
+            callers[i].s = s;
+            callers[i].lc = lc;
+            atomic_init(&callers[i].n_calls, 0);
             snprintf(callers[i].session, sizeof callers[i].session, "%c%d", 'a' + i, attempt);
             assert_int_equal(pthread_create(&cth[i], NULL, caller_main, &callers[i]), 0);
         }
-        while (callers[0].n_calls + callers[1].n_calls < 4) usleep(100);
+        while (atomic_load(&callers[0].n_calls) + atomic_load(&callers[1].n_calls) < 4) usleep(100);
         assert_int_equal(pthread_create(&th, NULL, long_main, lc), 0);
         pthread_join(th, NULL);
         const int32_t passes = lc->res.span_passes, own = LONG_TOKENS / BATCH_ROWS;
