@@ -66,17 +66,7 @@ static int call(scheduler *s, const char *session_id, int32_t pos, const int32_t
     return scheduler_route(s, &r, res, &err);
 }
 
-static int32_t reference(const int32_t *tokens, int32_t n) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 512;
-    cp.n_threads = 1;
-    tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(model, &cp, &ctx), TR_OK);
-    assert_int_equal(tr_context_eval(ctx, tokens, n, TR_EVAL_LOGITS_LAST), TR_OK);
-    const int32_t t = tr_argmax(tr_context_logits(ctx, -1), tr_model_get_info(model)->n_vocab);
-    tr_context_free(ctx);
-    return t;
-}
+static int32_t reference(const int32_t *tokens, int32_t n) { return server_fixture_greedy(model, tokens, n); }
 
 static void fill(int32_t *p, int32_t n, int32_t salt) {
     for (int32_t i = 0; i < n; i++) p[i] = 1 + (i * 37 + salt * 101) % 511;

@@ -493,17 +493,7 @@ typedef struct honest {
     int32_t seq[80];
 } honest;
 
-static int32_t greedy_after(const int32_t *tokens, int32_t n) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 128;
-    cp.n_threads = 1;
-    tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(model, &cp, &ctx), TR_OK);
-    assert_int_equal(tr_context_eval(ctx, tokens, n, TR_EVAL_LOGITS_LAST), TR_OK);
-    const int32_t t = tr_argmax(tr_context_logits(ctx, -1), tr_model_get_info(model)->n_vocab);
-    tr_context_free(ctx);
-    return t;
-}
+static int32_t greedy_after(const int32_t *tokens, int32_t n) { return server_fixture_greedy(model, tokens, n); }
 
 /* A device: one keep-alive connection, one token per call at the server's pos. */
 static void *honest_main(void *arg) {

@@ -36,3 +36,16 @@ scheduler *server_fixture_scheduler(const tr_model *model, server_metrics *metri
     scheduler *s = NULL;
     return scheduler_create(model, &p, metrics, &s) == TR_OK ? s : NULL;
 }
+
+int32_t server_fixture_greedy(const tr_model *model, const int32_t *tokens, int32_t n) {
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    tr_context *ctx = NULL;
+    if (tr_context_create(model, &cp, &ctx) != TR_OK) return -1;
+    int32_t t = -1;
+    if (tr_context_eval(ctx, tokens, n, TR_EVAL_LOGITS_LAST) == TR_OK)
+        t = tr_argmax(tr_context_logits(ctx, -1), tr_model_get_info(model)->n_vocab);
+    tr_context_free(ctx);
+    return t;
+}

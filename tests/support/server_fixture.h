@@ -21,4 +21,8 @@ sched_params server_fixture_sched_params(void);
 /* A scheduler for model with p, counting into metrics; NULL when it cannot be created. */
 scheduler *server_fixture_scheduler(const tr_model *model, server_metrics *metrics, sched_params p);
 
+/* The reference answer: the greedy token after tokens[0..n) from a fresh single-sequence context of model (512
+ * positions, 1 thread), what a server's answer must equal; -1 when the context fails (never a token id). */
+int32_t server_fixture_greedy(const tr_model *model, const int32_t *tokens, int32_t n);
+
 #endif
