@@ -322,11 +322,6 @@ static void fill_response(http_conn *x, long status, http_response *resp) {
     resp->len = x->received;
 }
 
-tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
-                       tr_abort_fn abort_fn, void *abort_user, http_response *resp) {
-    return http_request_lines(c, method, path, body, deadline_ms, abort_fn, abort_user, NULL, resp);
-}
-
 tr_status http_request_lines(http_client *c, const char *method, const char *path, const char *body,
                              double deadline_ms, tr_abort_fn abort_fn, void *abort_user, const http_lines *lines,
                              http_response *resp) {

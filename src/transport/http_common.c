@@ -1,6 +1,6 @@
 /* http_common.c — what both HTTP clients share: libcurl's (http.c, native) and the browser's (http_fetch.c,
  * emscripten; one of the two is linked): the monotonic clock deadlines are measured on, the backoff sleep between
- * attempts and the message of an error body. */
+ * attempts, the message of an error body, and a whole-body request as a request of lines with no line reader. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,4 +35,9 @@ const char *http_error_text(const http_response *resp, char *buf, size_t cap) {
     }
     snprintf(buf, cap, "%.*s", (int)(resp->len < 200 ? resp->len : 200), b);
     return buf;
+}
+
+tr_status http_request(http_client *c, const char *method, const char *path, const char *body, double deadline_ms,
+                       tr_abort_fn abort_fn, void *abort_user, http_response *resp) {
+    return http_request_lines(c, method, path, body, deadline_ms, abort_fn, abort_user, NULL, resp);
 }
