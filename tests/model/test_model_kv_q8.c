@@ -23,6 +23,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kv_q8.h"
 #include "model/multi.h"
+#include "support/demo_pair.h"
 #include "support/fixtures.h"
 #include "tokroute.h"
 
@@ -331,13 +332,6 @@ static void q8_0_matches_llamacpp(void **state) {
 
 enum { N_GEN = 64 };
 
-static int32_t prompt_tokens(const tr_model *m, const char *text, int32_t *ids, int32_t cap) {
-    tr_tokenize_params tp = tr_tokenize_default_params();
-    int32_t n = 0;
-    assert_int_equal(tr_tokenize(tr_model_vocab(m), text, strlen(text), &tp, ids, cap, &n), TR_OK);
-    return n;
-}
-
 /* F16's top-two gap, relative to the top logit, after the tokens seq[0..n) (the chance a ~1% perturbation of the
  * logits has of flipping the argmax there). */
 static float f16_gap_after(const tr_model *m, const int32_t *seq, int32_t n) {
@@ -445,7 +439,7 @@ static void demo_pair_greedy_unchanged(void **state) {
     int32_t n_same = 0, n_routed = 0;
     for (int k = 0; k < N_PROMPTS; k++) {
         int32_t prompt[64];
-        const int32_t n_prompt = prompt_tokens(slm16, prompts[k], prompt, 64);
+        const int32_t n_prompt = demo_prompt_tokens(slm16, prompts[k], prompt, 64);
         /* Each model alone. */
         const tr_model *alone[2] = {slm16, llm16};
         for (int w = 0; w < 2; w++) {

@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "support/demo_pair.h"
 #include "support/fixtures.h"
 #include "tokroute.h"
 
@@ -137,25 +138,13 @@ static int teardown(void **state) {
     return 0;
 }
 
-static tr_context *new_ctx(const tr_model *m) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 1;
-    tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
-    return ctx;
-}
+static tr_context *new_ctx(const tr_model *m) { return demo_context(m, 1); }
 
 static tr_llm_backend *new_backend(const tr_model *llm, float temperature) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 1;
     tr_sampler_params sp = tr_sampler_default_params();
     sp.temperature = temperature;
     sp.seed = 99;
-    tr_llm_backend *b = NULL;
-    assert_int_equal(tr_llm_backend_embedded(llm, &cp, &sp, &b), TR_OK);
-    return b;
+    return demo_backend(llm, 1, &sp);
 }
 
 /* What a run showed, token by token, and the cap check at every prefix. */

@@ -12,60 +12,20 @@
 
 #include <cmocka.h>
 
+#include "support/demo_pair.h"
 #include "support/fixtures.h"
 #include "tokroute.h"
 
 #define N_GEN 48
 
-typedef struct pair {
-    tr_model *slm, *llm;
-} pair;
 
-static int setup(void **state) {
-    pair *p = calloc(1, sizeof *p);
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &p->slm) != TR_OK ||
-        tr_model_load(shared_path("models/stories260K.gguf"), &mp, &p->llm) != TR_OK) {
-        fprintf(stderr, "%s\n", tr_last_error());
-        return -1;
-    }
-    *state = p;
-    return 0;
-}
-
-static int teardown(void **state) {
-    pair *p = *state;
-    tr_model_free(p->slm);
-    tr_model_free(p->llm);
-    free(p);
-    return 0;
-}
-
-static tr_context *new_ctx(const tr_model *m) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 2;
-    tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
-    return ctx;
-}
+static tr_context *new_ctx(const tr_model *m) { return demo_context(m, 2); }
 
 static tr_llm_backend *new_backend(const tr_model *llm) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 2;
-    tr_sampler_params sp = tr_sampler_default_params();
-    tr_llm_backend *b = NULL;
-    assert_int_equal(tr_llm_backend_embedded(llm, &cp, &sp, &b), TR_OK);
-    return b;
+    const tr_sampler_params sp = tr_sampler_default_params();
+    return demo_backend(llm, 2, &sp);
 }
 
-static int32_t prompt_tokens(const tr_model *m, const char *text, int32_t *ids, int32_t cap) {
-    tr_tokenize_params tp = tr_tokenize_default_params();
-    int32_t n = 0;
-    assert_int_equal(tr_tokenize(tr_model_vocab(m), text, strlen(text), &tp, ids, cap, &n), TR_OK);
-    return n;
-}
 
 /* Greedy decoding with one model, token by token. */
 static void greedy_alone(const tr_model *m, const int32_t *prompt, int32_t n_prompt, int32_t n, int32_t *out) {
@@ -114,9 +74,9 @@ static bool record(void *user, const tr_route_token *t) {
 }
 
 static void tau_zero_equals_slm_alone(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[64], out[N_GEN], ref[N_GEN];
-    int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 64);
+    int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 64);
     greedy_alone(p->slm, prompt, n_prompt, N_GEN, ref);
     tr_context *ctx = new_ctx(p->slm);
     tr_llm_backend *llm = new_backend(p->llm);
@@ -135,9 +95,9 @@ static void tau_zero_equals_slm_alone(void **state) {
 }
 
 static void llm_mode_equals_llm_alone(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[64], out[N_GEN], ref[N_GEN];
-    int32_t n_prompt = prompt_tokens(p->slm, "Tom and his dog went to the park.", prompt, 64);
+    int32_t n_prompt = demo_prompt_tokens(p->slm, "Tom and his dog went to the park.", prompt, 64);
     greedy_alone(p->llm, prompt, n_prompt, N_GEN, ref);
     tr_context *ctx = new_ctx(p->slm);
     tr_llm_backend *llm = new_backend(p->llm);
@@ -153,7 +113,7 @@ static void llm_mode_equals_llm_alone(void **state) {
 }
 
 /* The slow reference: fresh contexts at every step, the whole sequence evaluated from scratch. */
-static void slow_reference(const pair *p, const int32_t *prompt, int32_t n_prompt, float tau, int32_t *out,
+static void slow_reference(const demo_pair *p, const int32_t *prompt, int32_t n_prompt, float tau, int32_t *out,
                            tr_token_source *src) {
     int32_t seq[256];
     memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
@@ -183,12 +143,12 @@ static void slow_reference(const pair *p, const int32_t *prompt, int32_t n_promp
 }
 
 static void intermediate_tau_equals_slow_reference(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     const char *prompts[] = {"Once upon a time", "Tom and his dog went to the park.", "The little bird"};
     for (size_t k = 0; k < sizeof prompts / sizeof prompts[0]; k++) {
         int32_t prompt[64], out[N_GEN], ref[N_GEN];
         tr_token_source ref_src[N_GEN];
-        int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
+        int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[k], prompt, 64);
         const float tau = 0.45f;
         slow_reference(p, prompt, n_prompt, tau, ref, ref_src);
         tr_context *ctx = new_ctx(p->slm);
@@ -223,9 +183,9 @@ static void intermediate_tau_equals_slow_reference(void **state) {
 }
 
 static void slm_cache_is_extended_not_refilled(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[128], out[N_GEN];
-    int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 64);
+    int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 64);
     tr_context *ctx = new_ctx(p->slm);
     tr_route_params rp = greedy_params(TR_MODE_SLM, 0.5f);
     rp.n_predict = 8;
@@ -235,7 +195,7 @@ static void slm_cache_is_extended_not_refilled(void **state) {
     /* Continue the conversation: prompt + generated + more tokens. Only the new tokens are evaluated. */
     memcpy(prompt + n_prompt, out, 8 * sizeof *out);
     int32_t n2 = n_prompt + 8;
-    n2 += prompt_tokens(p->slm, " The end.", prompt + n2, 32) - 1; /* without its BOS */
+    n2 += demo_prompt_tokens(p->slm, " The end.", prompt + n2, 32) - 1; /* without its BOS */
     memmove(prompt + n_prompt + 8, prompt + n_prompt + 9, (size_t)(n2 - n_prompt - 8) * sizeof *prompt);
     assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, n2, &rp, out, N_GEN, &st), TR_OK);
     assert_int_equal(st.slm_evaluated, (n2 - (n_prompt + 7)) + 8 - 1);
@@ -243,9 +203,9 @@ static void slm_cache_is_extended_not_refilled(void **state) {
 }
 
 static void stop_strings_and_callbacks(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[64], out[N_GEN];
-    int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 64);
+    int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 64);
     tr_context *ctx = new_ctx(p->slm);
     /* Without a stop string the student writes ", there was a little girl named Lily." */
     tr_route_params rp = greedy_params(TR_MODE_SLM, 0.5f);
@@ -275,7 +235,7 @@ static void stop_strings_and_callbacks(void **state) {
 }
 
 static void bad_arguments(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[2] = {1, 403}, bad[2] = {1, 100000};
     tr_context *ctx = new_ctx(p->slm);
     tr_route_params rp = greedy_params(TR_MODE_JOINT, 0.5f);
@@ -304,5 +264,5 @@ int main(void) {
         cmocka_unit_test(stop_strings_and_callbacks),
         cmocka_unit_test(bad_arguments),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, demo_pair_setup, demo_pair_teardown);
 }

@@ -13,60 +13,20 @@
 
 #include <cmocka.h>
 
+#include "support/demo_pair.h"
 #include "support/fixtures.h"
 #include "tokroute.h"
 
 #define N_GEN 40
 
-typedef struct pair {
-    tr_model *slm, *llm;
-} pair;
 
-static int setup(void **state) {
-    pair *p = calloc(1, sizeof *p);
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &p->slm) != TR_OK ||
-        tr_model_load(shared_path("models/stories260K.gguf"), &mp, &p->llm) != TR_OK)
-        return -1;
-    *state = p;
-    return 0;
-}
+static tr_context *new_ctx(const tr_model *m) { return demo_context(m, 2); }
 
-static int teardown(void **state) {
-    pair *p = *state;
-    tr_model_free(p->slm);
-    tr_model_free(p->llm);
-    free(p);
-    return 0;
-}
+static tr_llm_backend *new_backend(const tr_model *llm) { return demo_backend(llm, 2, NULL); }
 
-static tr_context *new_ctx(const tr_model *m) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 2;
-    tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
-    return ctx;
-}
-
-static tr_llm_backend *new_backend(const tr_model *llm) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 2;
-    tr_llm_backend *b = NULL;
-    assert_int_equal(tr_llm_backend_embedded(llm, &cp, NULL, &b), TR_OK);
-    return b;
-}
-
-static int32_t prompt_tokens(const tr_model *m, const char *text, int32_t *ids, int32_t cap) {
-    tr_tokenize_params tp = tr_tokenize_default_params();
-    int32_t n = 0;
-    assert_int_equal(tr_tokenize(tr_model_vocab(m), text, strlen(text), &tp, ids, cap, &n), TR_OK);
-    return n;
-}
 
 /* A one-layer MLP router over the hidden state plus the maxprob feature, deterministic pseudo-random weights. */
-static tr_router *small_mlp(const pair *p) {
+static tr_router *small_mlp(const demo_pair *p) {
     const tr_model_info *si = tr_model_get_info(p->slm);
     const int32_t in = si->n_embd + 1;
     int32_t sizes[3] = {in, 8, 1};
@@ -91,7 +51,7 @@ static tr_router *small_mlp(const pair *p) {
 }
 
 /* Fresh contexts at every step, the whole sequence from scratch; the given router decides. */
-static void slow_reference(const pair *p, tr_router *router, const int32_t *prompt, int32_t n_prompt, float tau,
+static void slow_reference(const demo_pair *p, tr_router *router, const int32_t *prompt, int32_t n_prompt, float tau,
                            int32_t *out, float *scores) {
     int32_t seq[256];
     memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
@@ -120,11 +80,11 @@ static int cmp_float(const void *a, const void *b) {
 }
 
 static void mlp_router_equals_slow_reference(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_router *router = small_mlp(p);
     int32_t prompt[64], out[N_GEN], ref[N_GEN];
     float scores[N_GEN], sorted[N_GEN];
-    const int32_t n_prompt = prompt_tokens(p->slm, "Tom and his dog went to the park.", prompt, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Tom and his dog went to the park.", prompt, 64);
     /* First pass with tau 0 only to learn the score range; then tau at the median of the SLM-only path's scores. */
     slow_reference(p, router, prompt, n_prompt, 0.0f, ref, scores);
     memcpy(sorted, scores, sizeof sorted);
@@ -165,13 +125,13 @@ static tr_route_params sampled(float tau, int32_t n) {
 /* Temperature > 0, routed: deterministic for a seed, different for another, LLM tokens are the LLM's argmax, and
  * a generation split over two calls (a conversation's turns) equals one call: draws depend on the position. */
 static void temperature_above_zero(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_router *router;
     assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &router), TR_OK);
     tr_context *ctx = new_ctx(p->slm);
     tr_llm_backend *llm = new_backend(p->llm);
     int32_t prompt[128], a[N_GEN], b[N_GEN], c[N_GEN], greedy[N_GEN];
-    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 64);
     tr_route_params rp = sampled(0.4f, N_GEN);
     tr_route_stats st;
     assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, a, N_GEN, &st), TR_OK);
@@ -225,10 +185,10 @@ static bool on_text(void *user, const char *text, size_t len, const tr_route_tok
 /* The end of the text is held back as a possible start of a stop string and released at the end: on_text gets it
  * with no token; on_token never sees a fake token. */
 static void tail_text_has_its_own_signal(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_context *ctx = new_ctx(p->slm);
     int32_t prompt[64];
-    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 64);
     tr_route_params rp = tr_route_default_params();
     rp.mode = TR_MODE_SLM;
     rp.n_predict = 6; /* ", there was a little girl" */
@@ -255,7 +215,7 @@ static void tail_text_has_its_own_signal(void **state) {
 }
 
 static void stats_zeroed_and_no_overflow(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_context *ctx = new_ctx(p->slm);
     int32_t prompt[2] = {1, 403};
     tr_route_params rp = tr_route_default_params();
@@ -303,11 +263,11 @@ static double ref_logprob(const tr_model *m, const int32_t *seq, int32_t len, in
 }
 
 static void tokens_carry_logprobs(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_context *ctx = new_ctx(p->slm);
     tr_llm_backend *llm = new_backend(p->llm);
     int32_t seq[128];
-    const int32_t n_prompt = prompt_tokens(p->slm, "The little bird", seq, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "The little bird", seq, 64);
     for (int mode = 0; mode < 2; mode++) {
         tr_route_params rp = tr_route_default_params();
         rp.mode = mode ? TR_MODE_LLM : TR_MODE_SLM;
@@ -338,5 +298,5 @@ int main(void) {
         cmocka_unit_test(stats_zeroed_and_no_overflow),
         cmocka_unit_test(tokens_carry_logprobs),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, demo_pair_setup, demo_pair_teardown);
 }

@@ -15,62 +15,22 @@
 
 #include <cmocka.h>
 
+#include "support/demo_pair.h"
 #include "support/fixtures.h"
 #include "tokroute.h"
 
 #define N_GEN 48
 
-typedef struct pair {
-    tr_model *slm, *llm;
-} pair;
 
-static int setup(void **state) {
-    pair *p = calloc(1, sizeof *p);
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &p->slm) != TR_OK ||
-        tr_model_load(shared_path("models/stories260K.gguf"), &mp, &p->llm) != TR_OK) {
-        fprintf(stderr, "%s\n", tr_last_error());
-        return -1;
-    }
-    *state = p;
-    return 0;
-}
-
-static int teardown(void **state) {
-    pair *p = *state;
-    tr_model_free(p->slm);
-    tr_model_free(p->llm);
-    free(p);
-    return 0;
-}
-
-static tr_context *new_ctx(const tr_model *m) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 1;
-    tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
-    return ctx;
-}
+static tr_context *new_ctx(const tr_model *m) { return demo_context(m, 1); }
 
 static tr_llm_backend *new_backend(const tr_model *llm, float temperature) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 1;
     tr_sampler_params sp = tr_sampler_default_params();
     sp.temperature = temperature;
     sp.seed = 1234;
-    tr_llm_backend *b = NULL;
-    assert_int_equal(tr_llm_backend_embedded(llm, &cp, &sp, &b), TR_OK);
-    return b;
+    return demo_backend(llm, 1, &sp);
 }
 
-static int32_t prompt_tokens(const tr_model *m, const char *text, int32_t *ids, int32_t cap) {
-    tr_tokenize_params tp = tr_tokenize_default_params();
-    int32_t n = 0;
-    assert_int_equal(tr_tokenize(tr_model_vocab(m), text, strlen(text), &tp, ids, cap, &n), TR_OK);
-    return n;
-}
 
 /* What a run showed. */
 typedef struct run_result {
@@ -116,7 +76,7 @@ typedef struct run_cfg {
     const char *stop;
 } run_cfg;
 
-static void run(const pair *p, tr_llm_backend *llm, const int32_t *prompt, int32_t n_prompt, const run_cfg *c,
+static void run(const demo_pair *p, tr_llm_backend *llm, const int32_t *prompt, int32_t n_prompt, const run_cfg *c,
                 run_result *out) {
     memset(out, 0, sizeof *out);
     tr_context *ctx = new_ctx(p->slm);
@@ -166,7 +126,7 @@ static const char *prompts[] = {"Once upon a time", "Tom and his dog went to the
                                 "Lily wanted to"};
 
 static void identical_to_sync(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     const float taus[] = {0.3f, 0.5f, 0.7f, 0.9f};
     /* depth, lookahead, draft tokens, span, width */
     const int32_t configs[][5] = {{8, 4, 0, 0, 0},   {8, 0, 0, 0, 0},   {0, 4, 0, 0, 0},     {2, 1, 0, 0, 0},
@@ -175,7 +135,7 @@ static void identical_to_sync(void **state) {
     int64_t n_runs = 0, hits = 0, kept = 0, discarded = 0, agree = 0, disagree = 0, draft_hits = 0;
     for (size_t k = 0; k < sizeof prompts / sizeof prompts[0]; k++) {
         int32_t prompt[64];
-        const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
+        const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[k], prompt, 64);
         for (size_t t = 0; t < sizeof taus / sizeof taus[0]; t++) {
             tr_llm_backend *llm = new_backend(p->llm, 0.0f);
             run_cfg c = {.tau = taus[t], .stop_at_eog = true};
@@ -230,11 +190,11 @@ static void identical_to_sync(void **state) {
 
 /* A sampled LLM draws at each position from (seed, position): the same tokens with speculation. */
 static void sampled_llm_identical(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t sampled_draft_hits = 0;
     for (size_t k = 0; k < sizeof prompts / sizeof prompts[0]; k++) {
         int32_t prompt[64];
-        const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
+        const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[k], prompt, 64);
         tr_llm_backend *llm = new_backend(p->llm, 0.9f);
         run_cfg c = {.tau = 0.6f};
         run_result ref, got;
@@ -261,11 +221,11 @@ static void sampled_llm_identical(void **state) {
 
 /* Stop strings and end-of-generation tokens inside a speculative branch stop where the synchronous loop stops. */
 static void stops_inside_branches(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     const char *stops[] = {"the", "d", ".", "!"};
     for (size_t k = 0; k < sizeof stops / sizeof stops[0]; k++) {
         int32_t prompt[64];
-        const int32_t n_prompt = prompt_tokens(p->slm, prompts[k % 4], prompt, 64);
+        const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[k % 4], prompt, 64);
         tr_llm_backend *llm = new_backend(p->llm, 0.0f);
         run_cfg c = {.tau = 0.6f, .stop = stops[k], .stop_at_eog = true};
         run_result ref, got;
@@ -301,9 +261,9 @@ static tr_status flaky_next(void *impl, tr_llm_call *call) {
 static const tr_llm_backend_ops flaky_ops = {.name = "flaky", .next_token = flaky_next};
 
 static void failure_while_speculating(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[64];
-    const int32_t n_prompt = prompt_tokens(p->slm, prompts[0], prompt, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[0], prompt, 64);
     const uint64_t masks[] = {0x0, 0x2, 0x15, 0xF0};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         run_result ref, got;
@@ -385,9 +345,9 @@ static tr_status contrary_next(void *impl, tr_llm_call *call) {
 static const tr_llm_backend_ops contrary_ops = {.name = "contrary", .next_token = contrary_next};
 
 static void adapts_to_a_disagreeing_llm(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[64];
-    const int32_t n_prompt = prompt_tokens(p->slm, prompts[2], prompt, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[2], prompt, 64);
     contrary sync_state = {0}, spec_state = {0};
     tr_llm_backend *sync_llm, *spec_llm;
     assert_int_equal(tr_llm_backend_create(&contrary_ops, &sync_state, &sync_llm), TR_OK);
@@ -463,9 +423,9 @@ static tr_status slow_stream_next(void *impl, tr_llm_call *call) {
 static const tr_llm_backend_ops slow_stream_ops = {.name = "slow_stream", .next_token = slow_stream_next};
 
 static void waits_for_the_stream(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[64];
-    const int32_t n_prompt = prompt_tokens(p->slm, prompts[0], prompt, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[0], prompt, 64);
     slow_stream w = {.inner = new_backend(p->llm, 0.0f)};
     tr_llm_backend *sync_llm = new_backend(p->llm, 0.0f), *llm;
     assert_int_equal(tr_llm_backend_create(&slow_stream_ops, &w, &llm), TR_OK);
@@ -495,9 +455,9 @@ static int32_t wait_lookahead(tr_llm_backend *llm, int32_t *ids) {
 }
 
 static void bad_arguments(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t prompt[64];
-    const int32_t n_prompt = prompt_tokens(p->slm, prompts[0], prompt, 64);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[0], prompt, 64);
     tr_context *ctx = new_ctx(p->slm);
     tr_llm_backend *llm = new_backend(p->llm, 0.0f);
     tr_router *router;
@@ -556,9 +516,9 @@ static void bad_arguments(void **state) {
 /* The draft walk answers every position along the branches it enters exactly as a separate call would, stops where
  * no branch matches, and a malformed draft is refused. */
 static void draft_walk_equals_calls(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     int32_t seq[96];
-    int32_t n = prompt_tokens(p->slm, prompts[1], seq, 64);
+    int32_t n = demo_prompt_tokens(p->slm, prompts[1], seq, 64);
     tr_llm_backend *llm = new_backend(p->llm, 0.0f);
     /* The LLM's own greedy continuation, 12 tokens. */
     int32_t greedy[12];
@@ -616,7 +576,7 @@ static void draft_walk_equals_calls(void **state) {
 /* The same against a real tokroute server in this process (the session protocol's draft, verify and lookahead),
  * with randomized answer delays: the tokens equal the synchronous loop's, greedy and sampled. */
 static void server_backend_identical(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_server_params sp = tr_server_default_params();
     sp.port = 0;
     sp.n_threads = 1;
@@ -631,7 +591,7 @@ static void server_backend_identical(void **state) {
     for (int sampled = 0; sampled < 2; sampled++)
         for (size_t k = 0; k < 3; k++) {
             int32_t prompt[64];
-            const int32_t n_prompt = prompt_tokens(p->slm, prompts[k], prompt, 64);
+            const int32_t n_prompt = demo_prompt_tokens(p->slm, prompts[k], prompt, 64);
             tr_remote_params rp = tr_remote_default_params();
             rp.url = url;
             rp.sampling.temperature = sampled ? 0.9f : 0.0f;
@@ -683,5 +643,5 @@ int main(void) {
         cmocka_unit_test(adapts_to_a_disagreeing_llm),
         cmocka_unit_test(waits_for_the_stream),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, demo_pair_setup, demo_pair_teardown);
 }

@@ -16,30 +16,10 @@
 
 #include <cmocka.h>
 
+#include "support/demo_pair.h"
 #include "support/fixtures.h"
 #include "tokroute.h"
 
-typedef struct pair {
-    tr_model *slm, *llm;
-} pair;
-
-static int setup(void **state) {
-    pair *p = calloc(1, sizeof *p);
-    tr_model_params mp = tr_model_default_params();
-    if (tr_model_load(shared_path("models/stories-student.gguf"), &mp, &p->slm) != TR_OK ||
-        tr_model_load(shared_path("models/stories260K.gguf"), &mp, &p->llm) != TR_OK)
-        return -1;
-    *state = p;
-    return 0;
-}
-
-static int teardown(void **state) {
-    pair *p = *state;
-    tr_model_free(p->slm);
-    tr_model_free(p->llm);
-    free(p);
-    return 0;
-}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -47,21 +27,8 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static tr_context *new_ctx(const tr_model *m) {
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_threads = 2;
-    tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
-    return ctx;
-}
+static tr_context *new_ctx(const tr_model *m) { return demo_context(m, 2); }
 
-static int32_t prompt_tokens(const tr_model *m, const char *text, int32_t *ids, int32_t cap) {
-    tr_tokenize_params tp = tr_tokenize_default_params();
-    int32_t n = 0;
-    assert_int_equal(tr_tokenize(tr_model_vocab(m), text, strlen(text), &tp, ids, cap, &n), TR_OK);
-    return n;
-}
 
 /* ---------------------------------------------------------------- a user-written backend */
 
@@ -116,7 +83,7 @@ static tr_route_params all_routed(int32_t n) {
 }
 
 static void custom_backend_through_public_interface(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     scripted s = {.id = 300};
     tr_llm_backend *b = NULL;
     assert_int_equal(tr_llm_backend_create(&scripted_ops, &s, &b), TR_OK);
@@ -139,7 +106,7 @@ static void custom_backend_through_public_interface(void **state) {
     tr_router *router;
     assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &router), TR_OK);
     int32_t prompt[32], out[8];
-    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 32);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 32);
     tr_route_params rp = all_routed(8);
     trace tr = {0};
     rp.on_token = record;
@@ -159,7 +126,7 @@ static void custom_backend_through_public_interface(void **state) {
 }
 
 static void failures_fall_back_and_the_breaker_stops_calling(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     scripted s = {.id = 300, .fail = TR_ERR_NETWORK};
     tr_llm_backend *b = NULL;
     assert_int_equal(tr_llm_backend_create(&scripted_ops, &s, &b), TR_OK);
@@ -168,7 +135,7 @@ static void failures_fall_back_and_the_breaker_stops_calling(void **state) {
     tr_router *router;
     assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &router), TR_OK);
     int32_t prompt[32], out[16], slm_alone[16];
-    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 32);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 32);
     tr_route_params rp = all_routed(16);
     rp.mode = TR_MODE_SLM;
     assert_int_equal(tr_route_generate(ctx, NULL, NULL, prompt, n_prompt, &rp, slm_alone, 16, NULL), TR_OK);
@@ -211,13 +178,13 @@ static void failures_fall_back_and_the_breaker_stops_calling(void **state) {
 /* ---------------------------------------------------------------- padded vocabularies */
 
 static void embedded_is_restricted_to_the_shared_ids(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_context_params cp = tr_context_default_params();
     cp.n_ctx = 64;
     tr_llm_backend *b = NULL;
     assert_int_equal(tr_llm_backend_embedded(p->llm, &cp, NULL, &b), TR_OK);
     int32_t seq[32];
-    const int32_t n = prompt_tokens(p->llm, "Once upon a time", seq, 32);
+    const int32_t n = demo_prompt_tokens(p->llm, "Once upon a time", seq, 32);
     int32_t best = -1;
     assert_int_equal(tr_llm_next_token(b, seq, n, &best), TR_OK);
     assert_true(best > 1);
@@ -351,7 +318,7 @@ static const char *write_padded_llm(void) {
 }
 
 static void padded_llm_vocabulary_routes_like_the_original(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     const char *path = write_padded_llm();
     tr_model_params mp = tr_model_default_params();
     tr_model *padded;
@@ -364,7 +331,7 @@ static void padded_llm_vocabulary_routes_like_the_original(void **state) {
     assert_int_equal(n_shared, 512);
     /* Unrestricted, the padded LLM does pick padding; restricted, it routes exactly like the original LLM. */
     int32_t prompt[32], ref[40], out[40];
-    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 32);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 32);
     tr_context_params cp = tr_context_default_params();
     cp.n_ctx = 128;
     tr_llm_backend *orig, *pad;
@@ -418,10 +385,10 @@ static bool abort_when(void *user) {
 }
 
 static void abort_callback_stops_generation(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_context *ctx = new_ctx(p->slm);
     int32_t prompt[32], out[32];
-    const int32_t n_prompt = prompt_tokens(p->slm, "Once upon a time", prompt, 32);
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Once upon a time", prompt, 32);
     tr_route_params rp = tr_route_default_params();
     rp.mode = TR_MODE_SLM;
     rp.n_predict = 32;
@@ -444,7 +411,7 @@ static void abort_callback_stops_generation(void **state) {
 
 /* llm mode's first LLM call evaluates the whole prompt: the embedded backend polls abort_fn between chunks. */
 static void abort_inside_a_long_llm_catch_up(void **state) {
-    pair *p = *state;
+    demo_pair *p = *state;
     tr_context *ctx = new_ctx(p->slm);
     tr_context_params cp = tr_context_default_params();
     cp.n_ctx = 512;
@@ -576,5 +543,5 @@ int main(void) {
         cmocka_unit_test(read_timeout_and_abort_inside_a_call),
         cmocka_unit_test(bad_remote_params),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, demo_pair_setup, demo_pair_teardown);
 }
