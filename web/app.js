@@ -33,6 +33,9 @@ function onWorker(m) {
       ? "WebAssembly " + m.isa + ", up to " + m.threads + " threads (cross-origin isolated)"
       : "WebAssembly " + m.isa + ", one thread: the page is not cross-origin isolated (serve it with " +
         "COOP/COEP headers, e.g. `make web`, for threads)";
+    $("threads").textContent += m.hides
+      ? "; the LLM's round trip hidden: the SLM speculates and drafts while a request travels, lookahead"
+      : "; the LLM called synchronously: the only thread is the one a request blocks, so nothing decodes meanwhile";
     $("threads").classList.toggle("warn", !m.threaded);
     if (model) loadModel(true);
     break;
@@ -121,7 +124,12 @@ function finish(stats) {
     row("time to first token", stats.ttft_ms.toFixed(1) + " ms") +
     row("mean time between tokens", stats.mean_tbt_ms.toFixed(1) + " ms") +
     row("SLM / LLM time", stats.slm_ms.toFixed(1) + " / " + stats.llm_ms.toFixed(1) + " ms") +
-    row("threads", stats.threads);
+    row("threads", stats.threads) +
+    (stats.llm_calls || stats.n_routed ? row("LLM calls", stats.llm_calls + " (" + stats.llm_blocking + " waited for, " +
+      stats.llm_wait_ms.toFixed(1) + " ms); " + stats.lookahead_hits + " routed tokens answered without a call (" +
+      stats.draft_hits + " by drafts)") : "") +
+    (stats.speculate_depth ? row("speculation", (stats.spec_kept + stats.spec_discarded) + " SLM tokens decoded while " +
+      "a request travelled, " + stats.spec_kept + " kept") : "");
   $("status").textContent = "done: " + stats.n_tokens + " tokens, " + pct + "% from the LLM";
 }
 
@@ -140,9 +148,11 @@ $("form").addEventListener("submit", (e) => {
   $("stop").disabled = false;
   state("generating");
   send("generate", {
-    prompt: $("prompt").value, mode: $("mode").value, tau: Number($("tau").value), policy: $("policy").value,
-    target_routed: Number($("target-routed").value) / 100, max_routed: Number($("max-routed").value) / 100,
-    n_predict: Number($("max-tokens").value), seed: Number($("seed").value), temperature: 0,
+    prompt: $("prompt").value, mode: $("mode").value, policy: $("policy").value,
+    tau: Number($("tau").value),
+    target_routed: Number($("target-routed").value) / 100,
+    max_routed: Number($("max-routed").value) / 100, n_predict: Number($("max-tokens").value),
+    seed: Number($("seed").value), temperature: 0,
   });
 });
 $("prompt").addEventListener("keydown", (e) => {

@@ -22,7 +22,7 @@ const ready = createTokroute({
   printErr: (s) => console.warn(s),
 }).then((m) => {
   M = m;
-  post({ type: "ready", threaded, isa: M.UTF8ToString(M._tb_isa()),
+  post({ type: "ready", threaded, isa: M.UTF8ToString(M._tb_isa()), hides: M._tb_hides_round_trip() === 1,
     threads: threaded ? Math.max(1, Math.min(4, (self.navigator.hardwareConcurrency || 1))) : 1 });
 }, (e) => post({ type: "error", where: "start", message: "the WebAssembly module did not start: " + e }));
 

@@ -4,10 +4,12 @@
  * server, through http_fetch.c), and generate with the parameters of `tokroute generate` — mode, τ, policy, routed
  * share target and cap, max tokens, seed, temperature — calling back to JavaScript once per token.
  *
- * Decisions a reader could not guess: generation is the synchronous routed loop (no speculation, lookahead or
- * drafts: with a synchronous request nothing runs while the answer travels, see docs/web.md), and greedy ids are
- * those of `tokroute generate --server`, which the hiding loop keeps equal to the synchronous one's. Every state
- * lives in one static session: a page has one SLM, one router and one LLM at a time. */
+ * Decisions a reader could not guess: the threaded build (-pthread) hides the round trip as `tokroute generate`
+ * does for a remote LLM (speculation, drafts, lookahead: the backend's helper pthread is a Web Worker that blocks in
+ * the synchronous request while this thread keeps decoding); the one-thread build runs the synchronous loop, since
+ * its only thread is the one a synchronous request blocks (docs/web.md). Both give the tokens of `tokroute generate
+ * --server`, which the hiding loop keeps equal to the synchronous one's. Every state lives in one static session:
+ * a page has one SLM, one router and one LLM at a time. */
 #include <emscripten.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@ static struct {
     tr_context *ctx;
     tr_router *router;         /* the loaded router file, or NULL (then a policy is made per generation) */
     tr_llm_backend *llm;
+    bool llm_is_server;        /* tokroute serve's session protocol: its lookahead is exact (else OpenAI-compatible) */
     char message[1024];        /* the last error or warning, for tb_message */
 } S;
 
@@ -91,6 +94,14 @@ EMSCRIPTEN_KEEPALIVE int tb_load(const char *path, const char *router_path, int 
 
 EMSCRIPTEN_KEEPALIVE int tb_n_threads(void) { return S.ctx ? tr_context_n_threads(S.ctx) : 0; }
 
+/* Whether generation hides the round trip (the threaded build) or runs the synchronous loop. */
+#ifdef __EMSCRIPTEN_PTHREADS__
+static const bool hides_round_trip = true;
+#else
+static const bool hides_round_trip = false;
+#endif
+EMSCRIPTEN_KEEPALIVE int tb_hides_round_trip(void) { return hides_round_trip; }
+
 /* Points at the LLM: protocol "server" (tokroute serve) or "openai"; url "" drops it. Returns 0 when the server
  * answered with a vocabulary that fits the SLM's (or did not report its size); 1 (a warning in tb_message) when it
  * did not answer — routed tokens then fall back to the SLM's, flagged, as natively; a tr_status for a refused key
@@ -105,7 +116,8 @@ EMSCRIPTEN_KEEPALIVE int tb_set_llm(const char *url, const char *key, const char
     rp.url = url;
     rp.api_key = key && *key ? key : NULL;
     if (timeout_ms > 0) rp.timeout_ms = timeout_ms;
-    tr_status st = strcmp(protocol, "openai") == 0 ? tr_llm_backend_openai(&rp, &S.llm) : tr_llm_backend_server(&rp, &S.llm);
+    S.llm_is_server = strcmp(protocol, "openai") != 0;
+    tr_status st = S.llm_is_server ? tr_llm_backend_server(&rp, &S.llm) : tr_llm_backend_openai(&rp, &S.llm);
     if (st != TR_OK) return fail(st, "the LLM");
     const int32_t n_llm = tr_llm_backend_n_vocab(S.llm);
     if (n_llm == 0 && *tr_last_error()) {
@@ -193,6 +205,7 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
     rp.n_predict = n_predict;
     rp.sampling.temperature = (float)temperature;
     rp.sampling.seed = (uint64_t)seed;
+    if (hides_round_trip && S.llm) tr_route_params_hide_round_trip(&rp, S.llm_is_server);
     rp.target_routed = target_routed;
     rp.max_routed = max_routed;
     rp.on_token = on_token;
@@ -220,9 +233,14 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
     snprintf(S.message, sizeof S.message,
              "{\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"n_fallback\":%d,\"n_decided\":%d,"
              "\"tau\":%g,\"tau_mean\":%g,\"tau_last\":%g,\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,"
-             "\"slm_ms\":%.3f,\"llm_ms\":%.3f,\"total_ms\":%.3f,\"stopped\":%s,\"threads\":%d}",
+             "\"slm_ms\":%.3f,\"llm_ms\":%.3f,\"total_ms\":%.3f,\"stopped\":%s,\"threads\":%d,"
+             "\"speculate_depth\":%d,\"lookahead\":%d,\"draft\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
+             "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"draft_hits\":%d,\"spec_kept\":%d,"
+             "\"spec_discarded\":%d}",
              s.n_prompt, s.n_tokens, s.n_routed, s.n_fallback, s.n_route_decisions, rp.tau, s.tau_mean, s.tau_last,
              s.ttft_ms, s.mean_tbt_ms, s.slm_ms, s.llm_ms, s.total_ms, stop_requested ? "true" : "false",
-             tr_context_n_threads(S.ctx));
+             tr_context_n_threads(S.ctx), rp.speculate_depth, rp.lookahead, rp.draft_tokens, (long long)s.llm_calls,
+             (long long)s.llm_blocking, s.llm_wait_ms, s.n_lookahead_hits, s.n_draft_hits, s.n_spec_kept,
+             s.n_spec_discarded);
     return 0;
 }

@@ -3,11 +3,14 @@
 // served cross-origin isolated by scripts/serve-web.mjs. The demo pair's greedy generation in the page equals native
 // `tokroute generate --server` token for token (ids, and which were routed) in joint, SLM-only and LLM-only modes,
 // with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL), and
-// through the OpenAI-compatible backend as `generate --openai`. The model downloaded from a URL comes back from the
-// browser's cache after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
-// one-thread build runs and says so. The LLM killed mid-run gives flagged fallback tokens and the generation
-// finishes; an LLM that never answers times out per call; an unreachable LLM, a model URL that is not there, a file
-// that is not a GGUF, one too large for wasm32 and a wrong key each give their message, nothing hangs.
+// through the OpenAI-compatible backend as `generate --openai`. The threaded page hides the round trip as natively
+// (speculation, drafts, lookahead): behind a delaying proxy it counts SLM tokens decoded while requests travelled
+// and routed tokens answered without a call. The model downloaded from a URL comes back from the browser's cache
+// after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
+// one-thread build runs the synchronous loop and says so. The LLM killed mid-run gives flagged fallback tokens and
+// the generation finishes (in the hiding loop); an LLM that never answers times out per call; an unreachable LLM, a
+// model URL that is not there, a file that is not a GGUF, one too large for wasm32 and a wrong key each give their
+// message, nothing hangs.
 // Random-weight SLMs of real shapes (tokroute synth: qwen2.5-0.5b in Q4_0 and Q4_K_M, gemma3-270m) give the native
 // engine's 32 greedy ids, or part at a near-tie of the native logits (SIMD128 sums in another order). Screenshots
 // go to ARTIFACTS/*.png.
@@ -15,6 +18,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -87,6 +91,24 @@ function native(llmUrl, args, protocol = "--server") {
   assert.equal(r.status, 0, "native generate " + args.join(" ") + ": " + r.stderr);
   return fs.readFileSync(trace, "utf8").trim().split("\n").map((l) => JSON.parse(l))
     .map((t) => ({ id: t.id, routed: t.source === "llm", fallback: !!t.llm_unavailable }));
+}
+
+// A slow LLM: an HTTP proxy to target that holds every POST (a next-token call) for delayMs before passing it on,
+// so the page's hiding loop has a round trip to hide. Resolves to {url, close}.
+async function delayProxy(target, delayMs) {
+  const to = new URL(target);
+  const srv = http.createServer((req, res) => {
+    const body = [];
+    req.on("data", (c) => body.push(c));
+    req.on("end", () => setTimeout(() => {
+      const up = http.request({ host: to.hostname, port: to.port, path: req.url, method: req.method,
+        headers: req.headers }, (r) => { res.writeHead(r.statusCode, r.headers); r.pipe(res); });
+      up.on("error", () => res.destroy());
+      up.end(Buffer.concat(body));
+    }, req.method === "POST" ? delayMs : 0));
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return { url: "http://127.0.0.1:" + srv.address().port, close: () => srv.close() };
 }
 
 // A router for the demo pair, trained as README "Router training" does, on a small slice.
@@ -179,7 +201,8 @@ async function main() {
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   await page.goto(web.url + "/");
   await waitFor(page, "worker start", () => window.tokroute.events.includes("ready"));
-  assert.match(await page.locator("#threads").textContent(), /simd128, up to \d+ threads \(cross-origin isolated\)/);
+  assert.match(await page.locator("#threads").textContent(),
+    /simd128, up to \d+ threads \(cross-origin isolated\); the LLM's round trip hidden/);
   ok("page cross-origin isolated: " + (await page.locator("#threads").textContent()));
 
   // Errors first, each a message: a model URL that is not there, a file that is not a GGUF.
@@ -228,6 +251,27 @@ async function main() {
     ok(c.args.join(" ") + ": " + want.length + " tokens equal native, " + routed + " routed");
   }
   await shot(page, "joint");
+
+  // Hiding the round trip (threaded page), counted: behind a proxy that holds each call 150 ms, the SLM decodes
+  // while requests travel and routed tokens are answered by earlier replies (lookahead, drafts) without a call —
+  // none of which the synchronous loop does — and the tokens are still native's.
+  const slow = await delayProxy(server.url, 150);
+  assert.equal(await connect(page, slow.url, KEY), "connected");
+  const wantH = native(server.url, ["-n", String(n), "--tau", "0.6"]);
+  const gotH = await generate(page, { mode: "joint", tau: 0.6, n });
+  same(gotH, wantH, "hiding behind a slow LLM");
+  const h = gotH.stats;
+  assert.deepEqual([h.speculate_depth, h.lookahead, h.draft], [8, 8, 96], "generate --server's hiding defaults");
+  assert.ok(h.spec_kept + h.spec_discarded > 0, "SLM tokens decoded while a request travelled: " + JSON.stringify(h));
+  assert.ok(h.lookahead_hits > 0 && h.llm_calls < h.n_routed, "routed tokens without a call: " + JSON.stringify(h));
+  assert.equal(h.llm_calls + h.lookahead_hits, h.n_routed, "every routed token a call or an earlier reply's");
+  assert.match(await page.locator("#profile").textContent(), /SLM tokens decoded while a request travelled/);
+  ok("hiding (LLM 150 ms slower): " + h.n_routed + " routed tokens in " + h.llm_calls + " calls (" + h.lookahead_hits +
+    " from earlier replies, " + h.draft_hits + " by drafts), " + (h.spec_kept + h.spec_discarded) +
+    " SLM tokens decoded while requests travelled; equal native");
+
+  slow.close();
+  assert.equal(await connect(page, server.url, KEY), "connected");
 
   // A trained router (collect + train-router on 20 stories, about a second), picked as a file beside the model URL.
   const router = trainRouter();
@@ -300,6 +344,7 @@ async function main() {
   last = await generate(page, { mode: "joint", tau: 1, n: 300 });
   await page.evaluate(() => { window.tokroute.onToken = null; });
   assert.notEqual(last.stats, null, "the generation finished");
+  assert.equal(last.stats.speculate_depth, 8, "the hiding loop ran");
   assert.equal(last.tokens.length, 300);
   assert.ok(last.tokens.slice(0, 4).some((t) => t.routed), "routed to the LLM before it was killed");
   const firstFallback = last.tokens.findIndex((t) => t.fallback);
@@ -318,12 +363,16 @@ async function main() {
   page1.on("pageerror", (e) => consoleErrors.push(String(e)));
   await page1.goto(plain.url + "/");
   await waitFor(page1, "worker start", () => window.tokroute.events.includes("ready"));
-  assert.match(await page1.locator("#threads").textContent(), /one thread: the page is not cross-origin isolated/);
+  assert.match(await page1.locator("#threads").textContent(),
+    /one thread: the page is not cross-origin isolated.*the LLM called synchronously/);
   assert.equal(await loadModel(page1, { url: "/models/stories-student.gguf" }), true, await errorText(page1));
   assert.equal(await connect(page1, server.url, KEY), "connected");
   const want1 = native(server.url, ["-n", "32", "--tau", "0.6", "-t", "1"]);
-  same(await generate(page1, { mode: "joint", tau: 0.6, n: 32 }), want1, "one thread");
-  ok("not cross-origin isolated: one thread, said in the page; 32 tokens equal native");
+  const got1 = await generate(page1, { mode: "joint", tau: 0.6, n: 32 });
+  same(got1, want1, "one thread");
+  const s1 = got1.stats;
+  assert.ok(s1.speculate_depth === 0 && s1.lookahead === 0 && s1.llm_calls === s1.n_routed, "the synchronous loop");
+  ok("not cross-origin isolated: one thread and the synchronous loop, said in the page; 32 tokens equal native");
 
   // Random-weight SLMs of real shapes (tokroute synth), picked as files: 32 greedy ids as the native engine's
   // (SIMD128 sums in another order than AVX2/AVX-512: check-portable measures the logits within 0.06).
