@@ -1,13 +1,16 @@
 // app.js — the page's side: the controls, the worker (worker.js: the model decodes there) and the rendering of
 // tokens as they arrive (the LLM's in red, fallbacks marked), with per-token timing and the routed share.
-// Stop ends the worker (it is blocked inside the decode loop) and starts a new one on the same model, which comes
-// back from the Blob or the browser's cache. window.tokroute exposes the last run for tests.
+// Stop, threaded (cross-origin isolated): sets the stop flag in the module's shared memory (the worker is inside the
+// decode loop and reads no message meanwhile); the run ends at its next token and the worker keeps the model. One
+// thread (no SharedArrayBuffer): ends the worker and starts a new one on the same model, which comes back from the
+// Blob or the browser's cache. window.tokroute exposes the last run for tests.
 "use strict";
 const $ = (id) => document.getElementById(id);
 let worker = null;
 let model = null;        // {url} or {file}, and the router file: what a restarted worker loads again
 let llm = null;          // {url, key, protocol}
 let run = null;          // the generation in progress: {tokens, started}
+let stopFlag = null;     // threaded: {flags: Int32Array over the module's memory, index} (Atomics), else null
 const state = (s) => { document.body.dataset.state = s; };
 window.tokroute = { last: null, events: [] };
 
@@ -37,6 +40,7 @@ function onWorker(m) {
       ? "; the LLM's round trip hidden: the SLM speculates and drafts while a request travels, lookahead"
       : "; the LLM called synchronously: the only thread is the one a request blocks, so nothing decodes meanwhile";
     $("threads").classList.toggle("warn", !m.threaded);
+    stopFlag = m.stop ? { flags: new Int32Array(m.stop.memory), index: m.stop.index } : null;
     if (model) loadModel(true);
     break;
   case "progress":
@@ -50,6 +54,7 @@ function onWorker(m) {
     $("model-info").textContent = "loaded: " + (m.bytes / 2 ** 20).toFixed(1) + " MiB" +
       (m.cached ? " (from the browser's cache)" : "") + ", " + m.threads + " thread" + (m.threads > 1 ? "s" : "") +
       (m.router ? ", router file" : "");
+    window.tokroute.loads = m.loads;
     $("start").disabled = false;
     state("ready");
     if (llm) send("llm", llm);
@@ -115,7 +120,7 @@ function finish(stats) {
   $("start").disabled = false;
   state("ready");
   if (!run) return;
-  window.tokroute.last = { tokens: run.tokens, stats, stopped: !stats };
+  window.tokroute.last = { tokens: run.tokens, stats, stopped: !stats || stats.stopped };
   if (!stats) return;
   const pct = stats.n_tokens ? (100 * stats.n_routed / stats.n_tokens).toFixed(1) : "0.0";
   $("profile").innerHTML = row("tokens", stats.n_tokens) + row("routed to the LLM", stats.n_routed + " (" + pct + "%)") +
@@ -130,7 +135,7 @@ function finish(stats) {
       stats.draft_hits + " by drafts)") : "") +
     (stats.speculate_depth ? row("speculation", (stats.spec_kept + stats.spec_discarded) + " SLM tokens decoded while " +
       "a request travelled, " + stats.spec_kept + " kept") : "");
-  $("status").textContent = "done: " + stats.n_tokens + " tokens, " + pct + "% from the LLM";
+  $("status").textContent = (stats.stopped ? "stopped: " : "done: ") + stats.n_tokens + " tokens, " + pct + "% from the LLM";
 }
 
 $("tau").addEventListener("input", () => { $("tau-value").textContent = Number($("tau").value).toFixed(2); });
@@ -159,6 +164,12 @@ $("prompt").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("form").requestSubmit();
 });
 $("stop").addEventListener("click", () => {
+  $("stop").disabled = true;
+  if (stopFlag) { // the worker reads the flag at its next token and answers done, stopped
+    Atomics.store(stopFlag.flags, stopFlag.index, 1);
+    $("status").textContent = "stopping…";
+    return;
+  }
   worker.terminate();
   finish(null);
   $("status").textContent = "stopped";

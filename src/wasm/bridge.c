@@ -8,9 +8,11 @@
  * does for a remote LLM (speculation, drafts, lookahead: the backend's helper pthread is a Web Worker that blocks in
  * the synchronous request while this thread keeps decoding); the one-thread build runs the synchronous loop, since
  * its only thread is the one a synchronous request blocks (docs/web.md). Both give the tokens of `tokroute generate
- * --server`, which the hiding loop keeps equal to the synchronous one's. Every state lives in one static session:
- * a page has one SLM, one router and one LLM at a time. */
+ * --server`, which the hiding loop keeps equal to the synchronous one's. Stop is a flag in the module's memory
+ * (tb_stop_flag): in the threaded build that memory is a SharedArrayBuffer the page writes while this worker is
+ * inside tb_generate. Every state lives in one static session: a page has one SLM, one router and one LLM at a time. */
 #include <emscripten.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,11 +150,15 @@ static bool on_token(void *user, const tr_route_token *t) {
     return true;
 }
 
-static volatile int stop_requested;
-EMSCRIPTEN_KEEPALIVE void tb_stop(void) { stop_requested = 1; }
+/* Non-zero asks the generation in progress to stop: polled between tokens, prefill chunks and LLM attempts (also
+ * from the backend's helper thread). tb_generate clears it when it starts. */
+static _Atomic int32_t stop_requested;
+EMSCRIPTEN_KEEPALIVE void tb_stop(void) { atomic_store(&stop_requested, 1); }
+/* Its address in the module's memory, for the page to set with Atomics.store while this worker is busy. */
+EMSCRIPTEN_KEEPALIVE int32_t *tb_stop_flag(void) { return (int32_t *)&stop_requested; }
 static bool should_stop(void *user) {
     (void)user;
-    return stop_requested != 0;
+    return atomic_load(&stop_requested) != 0;
 }
 
 /* Tokenizes prompt (BOS as the vocabulary asks, as `tokroute generate -p`) into a malloc'ed array. */
@@ -176,12 +182,12 @@ static tr_status tokenize(const char *prompt, int32_t **ids, int32_t *n) {
 /* Generates after prompt. mode "joint"/"slm"/"llm"; tau < 0: the router file's (a policy's 0.5); policy "" with a
  * router file loaded uses it, else maxprob/margin/entropy; target_routed, max_routed 0 = off; seed and temperature
  * (0: greedy) for the SLM's proposals. Tokens go to self.tokrouteOnToken; the summary, as JSON, to tb_message on
- * success (return 0); a tr_status and its message otherwise. */
+ * success (return 0, also when stopped); a tr_status and its message otherwise. */
 EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, double tau, const char *policy,
                                      double target_routed, double max_routed, int n_predict, double seed,
                                      double temperature) {
     S.message[0] = '\0';
-    stop_requested = 0;
+    atomic_store(&stop_requested, 0);
     if (!S.slm) return snprintf(S.message, sizeof S.message, "load a model first"), TR_ERR_STATE;
     tr_route_params rp = tr_route_default_params();
     tr_status st = tr_route_mode_from_name(mode, &rp.mode);
@@ -228,7 +234,8 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
     st = tr_route_generate(S.ctx, use, S.llm, ids, n, &rp, NULL, 0, &s);
     free(ids);
     if (router) tr_router_free(router);
-    if (st != TR_OK && !(st == TR_ERR_STATE && stop_requested))
+    const bool stopped = s.aborted || atomic_load(&stop_requested);
+    if (st != TR_OK && !(st == TR_ERR_STATE && stopped))
         return fail(st, key_refused() ? "the LLM refused the API key (wrong or missing)" : "generation");
     snprintf(S.message, sizeof S.message,
              "{\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"n_fallback\":%d,\"n_decided\":%d,"
@@ -238,7 +245,7 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
              "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"draft_hits\":%d,\"spec_kept\":%d,"
              "\"spec_discarded\":%d}",
              s.n_prompt, s.n_tokens, s.n_routed, s.n_fallback, s.n_route_decisions, rp.tau, s.tau_mean, s.tau_last,
-             s.ttft_ms, s.mean_tbt_ms, s.slm_ms, s.llm_ms, s.total_ms, stop_requested ? "true" : "false",
+             s.ttft_ms, s.mean_tbt_ms, s.slm_ms, s.llm_ms, s.total_ms, stopped ? "true" : "false",
              tr_context_n_threads(S.ctx), rp.speculate_depth, rp.lookahead, rp.draft_tokens, (long long)s.llm_calls,
              (long long)s.llm_blocking, s.llm_wait_ms, s.n_lookahead_hits, s.n_draft_hits, s.n_spec_kept,
              s.n_spec_discarded);

@@ -5,8 +5,9 @@
 // with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL), and
 // through the OpenAI-compatible backend as `generate --openai`. The threaded page hides the round trip as natively
 // (speculation, drafts, lookahead): behind a delaying proxy it counts SLM tokens decoded while requests travelled
-// and routed tokens answered without a call. The model downloaded from a URL comes back from the browser's cache
-// after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
+// and routed tokens answered without a call; Stop ends a run there without reloading the model. The model
+// downloaded from a URL comes back from the browser's cache after a reload; threads are on (cross-origin isolated),
+// and served without COOP/COEP the
 // one-thread build runs the synchronous loop and says so. The LLM killed mid-run gives flagged fallback tokens and
 // the generation finishes (in the hiding loop); an LLM that never answers times out per call; an unreachable LLM, a
 // model URL that is not there, a file that is not a GGUF, one too large for wasm32 and a wrong key each give their
@@ -270,8 +271,27 @@ async function main() {
     " from earlier replies, " + h.draft_hits + " by drafts), " + (h.spec_kept + h.spec_discarded) +
     " SLM tokens decoded while requests travelled; equal native");
 
+  // Stop mid-run (threaded: the flag in shared memory): the run ends, the worker and its model stay (no new worker,
+  // no model load), and the next generation runs at once and equals native.
+  const loadsBefore = await page.evaluate(() => window.tokroute.loads);
+  await page.evaluate(() => {
+    window.tokroute.events = [];
+    window.tokroute.onToken = (t) => { if (t.index === 5) document.getElementById("stop").click(); };
+  });
+  const stopped = await generate(page, { mode: "joint", tau: 1, n: 300 });
+  await page.evaluate(() => { window.tokroute.onToken = null; });
+  assert.ok(stopped.stopped && stopped.stats && stopped.stats.stopped, "a stopped run: " + JSON.stringify(stopped.stats));
+  assert.ok(stopped.tokens.length >= 6 && stopped.tokens.length < 300, "stopped after token 5: " + stopped.tokens.length);
+  assert.match(await page.locator("#status").textContent(), /^stopped: /);
   slow.close();
   assert.equal(await connect(page, server.url, KEY), "connected");
+  same(await generate(page, { mode: "joint", tau: 0.6, n }), native(server.url, ["-n", String(n), "--tau", "0.6"]),
+    "after Stop");
+  const events = await page.evaluate(() => window.tokroute.events);
+  assert.ok(!events.includes("ready") && !events.includes("loaded"), "no new worker, no model load: " + events);
+  assert.equal(await page.evaluate(() => window.tokroute.loads), loadsBefore, "the model loaded no more times");
+  ok("Stop at token 5 of 300: " + stopped.tokens.length + " tokens, the worker and the model kept (" + loadsBefore +
+    " loads before and after); the next run equals native");
 
   // A trained router (collect + train-router on 20 stories, about a second), picked as a file beside the model URL.
   const router = trainRouter();
