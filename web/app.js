@@ -157,7 +157,8 @@ $("form").addEventListener("submit", (e) => {
     tau: Number($("tau").value),
     target_routed: Number($("target-routed").value) / 100,
     max_routed: Number($("max-routed").value) / 100, n_predict: Number($("max-tokens").value),
-    seed: Number($("seed").value), temperature: 0,
+    seed: Number($("seed").value), temperature: Number($("temperature").value) || 0,
+    top_k: $("top-k").value === "" ? -1 : Number($("top-k").value), top_p: Number($("top-p").value) || 0,
   });
 });
 $("prompt").addEventListener("keydown", (e) => {

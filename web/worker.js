@@ -106,9 +106,9 @@ function connect(msg) {
 function generate(p) {
   self.tokrouteOnToken = (t) => post({ type: "token", token: t });
   const rc = M.ccall("tb_generate", "number",
-    ["string", "string", "number", "string", "number", "number", "number", "number", "number"],
+    ["string", "string", "number", "string", "number", "number", "number", "number", "number", "number", "number"],
     [p.prompt, p.mode, p.tau, p.policy || "", p.target_routed || 0, p.max_routed || 0, p.n_predict, p.seed || 0,
-      p.temperature || 0]);
+      p.temperature || 0, p.top_k ?? -1, p.top_p || 0]);
   const message = M.UTF8ToString(M._tb_message());
   if (rc !== 0) throw new Error(message);
   post({ type: "done", stats: JSON.parse(message) });

@@ -2,7 +2,8 @@
  * the Web Worker the decoding runs in), on the public C API only: load an SLM GGUF (and optionally a router file)
  * from the worker's file system, point at an LLM (tokroute serve's session protocol or any OpenAI-compatible
  * server, through http_fetch.c), and generate with the parameters of `tokroute generate` — mode, τ, policy, routed
- * share target and cap, max tokens, seed, temperature — calling back to JavaScript once per token.
+ * share target and cap, max tokens, sampling (temperature, top-k, top-p, seed) — calling back to JavaScript once per
+ * token.
  *
  * Decisions a reader could not guess: the threaded build (-pthread) hides the round trip as `tokroute generate`
  * does for a remote LLM (speculation, drafts, lookahead: the backend's helper pthread is a Web Worker that blocks in
@@ -180,12 +181,13 @@ static tr_status tokenize(const char *prompt, int32_t **ids, int32_t *n) {
 }
 
 /* Generates after prompt. mode "joint"/"slm"/"llm"; tau < 0: the router file's (a policy's 0.5); policy "" with a
- * router file loaded uses it, else maxprob/margin/entropy; target_routed, max_routed 0 = off; seed and temperature
- * (0: greedy) for the SLM's proposals. Tokens go to self.tokrouteOnToken; the summary, as JSON, to tb_message on
- * success (return 0, also when stopped); a tr_status and its message otherwise. */
+ * router file loaded uses it, else maxprob/margin/entropy; target_routed, max_routed 0 = off; sampling as `tokroute
+ * generate --temp --top-k --top-p --seed` (temperature 0: greedy; top_k < 0 / top_p <= 0: the library's defaults),
+ * for the SLM and, from seed + 1, for the LLM. Tokens go to self.tokrouteOnToken; the summary, as JSON, to
+ * tb_message on success (return 0, also when stopped); a tr_status and its message otherwise. */
 EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, double tau, const char *policy,
                                      double target_routed, double max_routed, int n_predict, double seed,
-                                     double temperature) {
+                                     double temperature, int top_k, double top_p) {
     S.message[0] = '\0';
     atomic_store(&stop_requested, 0);
     if (!S.slm) return snprintf(S.message, sizeof S.message, "load a model first"), TR_ERR_STATE;
@@ -210,6 +212,8 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
     rp.tau = tau >= 0 ? (float)tau : use ? tr_router_default_tau(use) : 0.5f;
     rp.n_predict = n_predict;
     rp.sampling.temperature = (float)temperature;
+    if (top_k >= 0) rp.sampling.top_k = top_k;
+    if (top_p > 0) rp.sampling.top_p = (float)top_p;
     rp.sampling.seed = (uint64_t)seed;
     if (hides_round_trip && S.llm) tr_route_params_hide_round_trip(&rp, S.llm_is_server);
     rp.target_routed = target_routed;
@@ -243,11 +247,11 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
              "\"slm_ms\":%.3f,\"llm_ms\":%.3f,\"total_ms\":%.3f,\"stopped\":%s,\"threads\":%d,"
              "\"speculate_depth\":%d,\"lookahead\":%d,\"draft\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
              "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"draft_hits\":%d,\"spec_kept\":%d,"
-             "\"spec_discarded\":%d}",
+             "\"spec_discarded\":%d,\"seed\":%.0f}",
              s.n_prompt, s.n_tokens, s.n_routed, s.n_fallback, s.n_route_decisions, rp.tau, s.tau_mean, s.tau_last,
              s.ttft_ms, s.mean_tbt_ms, s.slm_ms, s.llm_ms, s.total_ms, stopped ? "true" : "false",
              tr_context_n_threads(S.ctx), rp.speculate_depth, rp.lookahead, rp.draft_tokens, (long long)s.llm_calls,
              (long long)s.llm_blocking, s.llm_wait_ms, s.n_lookahead_hits, s.n_draft_hits, s.n_spec_kept,
-             s.n_spec_discarded);
+             s.n_spec_discarded, seed);
     return 0;
 }

@@ -3,11 +3,11 @@
 // served cross-origin isolated by scripts/serve-web.mjs. The demo pair's greedy generation in the page equals native
 // `tokroute generate --server` token for token (ids, and which were routed) in joint, SLM-only and LLM-only modes,
 // with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL), and
-// through the OpenAI-compatible backend as `generate --openai`. The threaded page hides the round trip as natively
-// (speculation, drafts, lookahead): behind a delaying proxy it counts SLM tokens decoded while requests travelled
-// and routed tokens answered without a call; Stop ends a run there without reloading the model. The model
-// downloaded from a URL comes back from the browser's cache after a reload; threads are on (cross-origin isolated),
-// and served without COOP/COEP the
+// through the OpenAI-compatible backend as `generate --openai`; seeded sampling (SLM and LLM) as `generate --temp
+// --top-k --top-p --seed`. The threaded page hides the round trip as natively (speculation, drafts, lookahead):
+// behind a delaying proxy it counts SLM tokens decoded while requests travelled and routed tokens answered without a
+// call; Stop ends a run there without reloading the model. The model downloaded from a URL comes back from the
+// browser's cache after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
 // one-thread build runs the synchronous loop and says so. The LLM killed mid-run gives flagged fallback tokens and
 // the generation finishes (in the hiding loop); an LLM that never answers times out per call; an unreachable LLM, a
 // model URL that is not there, a file that is not a GGUF, one too large for wasm32 and a wrong key each give their
@@ -152,6 +152,10 @@ async function generate(page, s, ms = 60_000) {
   await page.locator("#prompt").fill(PROMPT);
   await page.selectOption("#mode", s.mode);
   await page.locator("#tau").fill(String(s.tau ?? 0.5));
+  await page.locator("#temperature").fill(String(s.temp ?? 0));
+  await page.locator("#top-k").fill(String(s.top_k ?? 40));
+  await page.locator("#top-p").fill(String(s.top_p ?? 0.95));
+  await page.locator("#seed").fill(String(s.seed ?? 0));
   await page.selectOption("#policy", s.policy || "");
   await page.locator("#target-routed").fill(String(s.target ?? 0));
   await page.locator("#max-tokens").fill(String(s.n));
@@ -252,6 +256,21 @@ async function main() {
     ok(c.args.join(" ") + ": " + want.length + " tokens equal native, " + routed + " routed");
   }
   await shot(page, "joint");
+
+  // Seeded sampling as `tokroute generate --temp --top-k --top-p --seed`: the SLM draws from (seed, position), the
+  // LLM (tokroute serve) from (seed + 1, position), in joint mode and LLM only.
+  const greedy = native(server.url, ["-n", "32", "--tau", "0.6"]);
+  for (const c of [{ mode: "joint", tau: 0.6, temp: 0.9, top_k: 40, top_p: 0.9, seed: 7,
+    args: ["--tau", "0.6", "--temp", "0.9", "--top-k", "40", "--top-p", "0.9", "--seed", "7"] },
+  { mode: "llm", temp: 1.2, top_k: 0, top_p: 1, seed: 11,
+    args: ["--mode", "llm", "--temp", "1.2", "--top-k", "0", "--top-p", "1", "--seed", "11"] }]) {
+    const want = native(server.url, ["-n", "32", ...c.args]);
+    const got = await generate(page, { ...c, n: 32 });
+    same(got, want, "sampled " + c.args.join(" "));
+    assert.notDeepEqual(want.map((t) => t.id), greedy.map((t) => t.id), "sampling changed the tokens");
+    assert.equal(got.stats.seed, c.seed);
+    ok(c.args.join(" ") + ": 32 sampled tokens equal native, " + want.filter((t) => t.routed).length + " routed");
+  }
 
   // Hiding the round trip (threaded page), counted: behind a proxy that holds each call 150 ms, the SLM decodes
   // while requests travel and routed tokens are answered by earlier replies (lookahead, drafts) without a call —
