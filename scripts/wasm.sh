@@ -51,7 +51,7 @@ objects() {
     { echo "wasm: compiling the $variant variant FAILED" >&2; exit 1; }
 }
 exports=_tb_load,_tb_unload,_tb_set_llm,_tb_generate,_tb_stop,_tb_stop_flag,_tb_message,_tb_isa,_tb_n_threads,\
-_tb_hides_round_trip,_malloc,_free
+_tb_router_tau,_tb_hides_round_trip,_malloc,_free
 link=(-O2 -msimd128 -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sINITIAL_MEMORY=64MB -sMODULARIZE=1
   -sEXPORTED_FUNCTIONS="$exports" -sEXPORTED_RUNTIME_METHODS=FS,ccall,cwrap,UTF8ToString -sENVIRONMENT=worker
   -sERROR_ON_UNDEFINED_SYMBOLS=1 -lworkerfs.js -lm)

@@ -3,7 +3,8 @@
 // Stop, threaded (cross-origin isolated): sets the stop flag in the module's shared memory (the worker is inside the
 // decode loop and reads no message meanwhile); the run ends at its next token and the worker keeps the model. One
 // thread (no SharedArrayBuffer): ends the worker and starts a new one on the same model, which comes back from the
-// Blob or the browser's cache. window.tokroute exposes the last run for tests.
+// Blob or the browser's cache. A router file's own τ is used until the slider is moved. window.tokroute exposes the
+// last run for tests.
 "use strict";
 const $ = (id) => document.getElementById(id);
 let worker = null;
@@ -11,6 +12,8 @@ let model = null;        // {url} or {file}, and the router file: what a restart
 let llm = null;          // {url, key, protocol}
 let run = null;          // the generation in progress: {tokens, started}
 let stopFlag = null;     // threaded: {flags: Int32Array over the module's memory, index} (Atomics), else null
+let routerTau = -1;      // the loaded router file's τ, used while the slider has not moved since (-1: none)
+let reloading = false;   // the model loads again in a restarted worker: the slider stays as the user left it
 const state = (s) => { document.body.dataset.state = s; };
 window.tokroute = { last: null, events: [] };
 
@@ -53,8 +56,14 @@ function onWorker(m) {
     $("progress").hidden = true;
     $("model-info").textContent = "loaded: " + (m.bytes / 2 ** 20).toFixed(1) + " MiB" +
       (m.cached ? " (from the browser's cache)" : "") + ", " + m.threads + " thread" + (m.threads > 1 ? "s" : "") +
-      (m.router ? ", router file" : "");
+      (m.router ? ", router file (τ " + m.router_tau.toFixed(3) + ")" : "");
     window.tokroute.loads = m.loads;
+    if (!reloading) {
+      routerTau = m.router ? m.router_tau : -1;
+      if (routerTau >= 0) $("tau").value = String(routerTau);
+      $("tau-value").textContent = routerTau >= 0 ? routerTau.toFixed(3) + " (the router file's)"
+        : Number($("tau").value).toFixed(2);
+    }
     $("start").disabled = false;
     state("ready");
     if (llm) send("llm", llm);
@@ -82,6 +91,7 @@ function loadModel(again) {
     if (!file && !url) return showError("give the model's URL or pick a GGUF file");
     model = { file: file || null, url: file ? null : new URL(url, location.href).href, router: $("router-file").files[0] || null };
   }
+  reloading = !!again;
   showError("");
   $("start").disabled = true;
   state("loading");
@@ -138,7 +148,10 @@ function finish(stats) {
   $("status").textContent = (stats.stopped ? "stopped: " : "done: ") + stats.n_tokens + " tokens, " + pct + "% from the LLM";
 }
 
-$("tau").addEventListener("input", () => { $("tau-value").textContent = Number($("tau").value).toFixed(2); });
+$("tau").addEventListener("input", () => {
+  routerTau = -1; // moved: the slider's τ from now on
+  $("tau-value").textContent = Number($("tau").value).toFixed(2);
+});
 $("load").addEventListener("click", () => loadModel(false));
 $("connect").addEventListener("click", connectLlm);
 $("form").addEventListener("submit", (e) => {
@@ -154,7 +167,7 @@ $("form").addEventListener("submit", (e) => {
   state("generating");
   send("generate", {
     prompt: $("prompt").value, mode: $("mode").value, policy: $("policy").value,
-    tau: Number($("tau").value),
+    tau: routerTau >= 0 && !$("policy").value ? -1 : Number($("tau").value), // -1: the router file's own
     target_routed: Number($("target-routed").value) / 100,
     max_routed: Number($("max-routed").value) / 100, n_predict: Number($("max-tokens").value),
     seed: Number($("seed").value), temperature: Number($("temperature").value) || 0,

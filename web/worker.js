@@ -92,7 +92,7 @@ async function load(msg) {
   }
   loads++;
   post({ type: "loaded", bytes: blob.size, cached, threads: M._tb_n_threads(), router: !!msg.router,
-    loads });
+    router_tau: M._tb_router_tau(), loads });
 }
 
 function connect(msg) {

@@ -96,6 +96,8 @@ EMSCRIPTEN_KEEPALIVE int tb_load(const char *path, const char *router_path, int 
 }
 
 EMSCRIPTEN_KEEPALIVE int tb_n_threads(void) { return S.ctx ? tr_context_n_threads(S.ctx) : 0; }
+/* The loaded router file's own τ (what a generation with tau < 0 uses), or -1 without one. */
+EMSCRIPTEN_KEEPALIVE double tb_router_tau(void) { return S.router ? tr_router_default_tau(S.router) : -1.0; }
 
 /* Whether generation hides the round trip (the threaded build) or runs the synchronous loop. */
 #ifdef __EMSCRIPTEN_PTHREADS__
@@ -243,7 +245,7 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
         return fail(st, key_refused() ? "the LLM refused the API key (wrong or missing)" : "generation");
     snprintf(S.message, sizeof S.message,
              "{\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"n_fallback\":%d,\"n_decided\":%d,"
-             "\"tau\":%g,\"tau_mean\":%g,\"tau_last\":%g,\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,"
+             "\"tau\":%.9g,\"tau_mean\":%g,\"tau_last\":%g,\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,"
              "\"slm_ms\":%.3f,\"llm_ms\":%.3f,\"total_ms\":%.3f,\"stopped\":%s,\"threads\":%d,"
              "\"speculate_depth\":%d,\"lookahead\":%d,\"draft\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
              "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"draft_hits\":%d,\"spec_kept\":%d,"

@@ -2,16 +2,16 @@
 // driven by playwright-core), the LLM behind a real `tokroute serve --cors '*' --api-key` on 127.0.0.1 and the page
 // served cross-origin isolated by scripts/serve-web.mjs. The demo pair's greedy generation in the page equals native
 // `tokroute generate --server` token for token (ids, and which were routed) in joint, SLM-only and LLM-only modes,
-// with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL), and
-// through the OpenAI-compatible backend as `generate --openai`; seeded sampling (SLM and LLM) as `generate --temp
-// --top-k --top-p --seed`. The threaded page hides the round trip as natively (speculation, drafts, lookahead):
-// behind a delaying proxy it counts SLM tokens decoded while requests travelled and routed tokens answered without a
-// call; Stop ends a run there without reloading the model. The model downloaded from a URL comes back from the
-// browser's cache after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
-// one-thread build runs the synchronous loop and says so. The LLM killed mid-run gives flagged fallback tokens and
-// the generation finishes (in the hiding loop); an LLM that never answers times out per call; an unreachable LLM, a
-// model URL that is not there, a file that is not a GGUF, one too large for wasm32 and a wrong key each give their
-// message, nothing hangs.
+// with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL; at its own
+// τ while the slider is untouched), and through the OpenAI-compatible backend as `generate --openai`; seeded
+// sampling (SLM and LLM) as `generate --temp --top-k --top-p --seed`. The threaded page hides the round trip as
+// natively (speculation, drafts, lookahead): behind a delaying proxy it counts SLM tokens decoded while requests
+// travelled and routed tokens answered without a call; Stop ends a run there without reloading the model. The model
+// downloaded from a URL comes back from the browser's cache after a reload; threads are on (cross-origin isolated),
+// and served without COOP/COEP the one-thread build runs the synchronous loop and says so. The LLM killed mid-run
+// gives flagged fallback tokens and the generation finishes (in the hiding loop); an LLM that never answers times
+// out per call; an unreachable LLM, a model URL that is not there, a file that is not a GGUF, one too large for
+// wasm32 and a wrong key each give their message, nothing hangs.
 // Random-weight SLMs of real shapes (tokroute synth: qwen2.5-0.5b in Q4_0 and Q4_K_M, gemma3-270m) give the native
 // engine's 32 greedy ids, or part at a near-tie of the native logits (SIMD128 sums in another order). Screenshots
 // go to ARTIFACTS/*.png.
@@ -91,7 +91,7 @@ function native(llmUrl, args, protocol = "--server") {
     "--trace", trace, ...args], { encoding: "utf8", timeout: 60_000 });
   assert.equal(r.status, 0, "native generate " + args.join(" ") + ": " + r.stderr);
   return fs.readFileSync(trace, "utf8").trim().split("\n").map((l) => JSON.parse(l))
-    .map((t) => ({ id: t.id, routed: t.source === "llm", fallback: !!t.llm_unavailable }));
+    .map((t) => ({ id: t.id, routed: t.source === "llm", fallback: !!t.llm_unavailable, tau: t.tau }));
 }
 
 // A slow LLM: an HTTP proxy to target that holds every POST (a next-token call) for delayMs before passing it on,
@@ -112,7 +112,7 @@ async function delayProxy(target, delayMs) {
   return { url: "http://127.0.0.1:" + srv.address().port, close: () => srv.close() };
 }
 
-// A router for the demo pair, trained as README "Router training" does, on a small slice.
+// A router for the demo pair, trained as README "Router training" does, on a small slice, storing τ 0.437.
 function trainRouter() {
   const run = (args) => {
     const r = spawnSync(cli, args, { encoding: "utf8", timeout: 120_000 });
@@ -120,8 +120,9 @@ function trainRouter() {
   };
   run(["collect", "--slm", slm, "--llm", llm, "--data", path.join(shared, "data/tinystories/tinystories_val.txt"),
     "--format", "text", "--range", "0:20", "--max-tokens", "64", "--out", path.join(tmp, "collect"), "-t", "1"]);
+  // τ stored in the file: off the slider's 0.01 steps and its 0.5 default, so the page must use the file's own
   run(["train-router", "--data", path.join(tmp, "collect"), "--out", path.join(tmp, "router.gguf"), "--epochs", "3",
-    "-t", "1"]);
+    "-t", "1", "--tau", "0.437"]);
   return path.join(tmp, "router.gguf");
 }
 
@@ -151,7 +152,7 @@ async function errorText(page) { return (await page.locator("#error").textConten
 async function generate(page, s, ms = 60_000) {
   await page.locator("#prompt").fill(PROMPT);
   await page.selectOption("#mode", s.mode);
-  await page.locator("#tau").fill(String(s.tau ?? 0.5));
+  if (!s.keepTau) await page.locator("#tau").fill(String(s.tau ?? 0.5));
   await page.locator("#temperature").fill(String(s.temp ?? 0));
   await page.locator("#top-k").fill(String(s.top_k ?? 40));
   await page.locator("#top-p").fill(String(s.top_p ?? 0.95));
@@ -315,7 +316,18 @@ async function main() {
   // A trained router (collect + train-router on 20 stories, about a second), picked as a file beside the model URL.
   const router = trainRouter();
   assert.equal(await loadModel(page, { url: "/models/stories-student.gguf", router }), true, await errorText(page));
-  assert.match(await page.locator("#model-info").textContent(), /router file/);
+  const info = await page.locator("#model-info").textContent();
+  assert.match(info, /router file \(τ [\d.]+\)/);
+  // The router file's own τ while the slider has not moved (the page shows it), as `generate --router` without --tau.
+  const wantT = native(server.url, ["-n", String(n), "--router", router]);
+  const routerTau = wantT[0].tau;
+  assert.ok(Math.abs(routerTau - 0.5) > 0.005, "the trained router's τ differs from the slider's default: " + routerTau);
+  assert.match(await page.locator("#tau-value").textContent(), new RegExp("^" + routerTau.toFixed(3) + " \\(the router"));
+  const gotT = await generate(page, { mode: "joint", keepTau: true, n });
+  same(gotT, wantT, "the router file's τ");
+  assert.ok(Math.abs(gotT.stats.tau - routerTau) < 1e-5, "τ used " + gotT.stats.tau + ", the router's " + routerTau);
+  ok("--router (its own τ " + routerTau + ", shown, slider untouched): " + n + " tokens equal native, " +
+    wantT.filter((t) => t.routed).length + " routed");
   const wantR = native(server.url, ["-n", String(n), "--router", router, "--tau", "0.5"]);
   const gotR = await generate(page, { mode: "joint", tau: 0.5, n });
   same(gotR, wantR, "trained router");
