@@ -335,6 +335,18 @@ async function main() {
   assert.ok(routedR > 0 && routedR < n, "the router routes some, not all: " + routedR);
   ok("--router (trained) --tau 0.5: " + n + " tokens equal native, " + routedR + " routed");
 
+  // Every thread at once (the page's most, 4, asked for here as this machine reports fewer cores): 3 kernel workers,
+  // 3 for the router file's MLP and the backend's helper must all be in emscripten's pthread pool, else a thread
+  // created with the pool empty never starts while the worker blocks (a hang).
+  await page.evaluate(() => { window.tokroute.events = []; send("load", Object.assign({}, model, { threads: 4 })); });
+  await waitFor(page, "the load at 4 threads", () => window.tokroute.events.some((e) => e === "loaded" || e === "error"));
+  assert.match(await page.locator("#model-info").textContent(), /, 4 threads, router file/, await errorText(page));
+  const want4 = native(server.url, ["-n", String(n), "--router", router, "--tau", "0.5", "-t", "4"]);
+  const got4 = await generate(page, { mode: "joint", tau: 0.5, n });
+  same(got4, want4, "4 threads, a router file, the hiding loop");
+  assert.ok(got4.stats.threads === 4 && got4.stats.speculate_depth === 8, JSON.stringify(got4.stats));
+  ok("4 threads with a router file and the hiding loop (7 pthreads): " + n + " tokens equal native -t 4");
+
   // The OpenAI-compatible backend (tokroute serve's /v1/completions), as `tokroute generate --openai`.
   assert.equal(await connect(page, server.url, KEY, "openai"), "connected");
   const wantO = native(server.url, ["-n", String(n), "--tau", "0.6"], "--openai");
