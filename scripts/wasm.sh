@@ -6,7 +6,12 @@
 #
 # Two variants, because an emscripten -pthread module needs SharedArrayBuffer, which a browser gives only to a
 # cross-origin isolated page: tokroute.js (-pthread, up to 4 decoding threads) and tokroute-st.js (one thread);
-# the page's worker picks by self.crossOriginIsolated and says which. Both -msimd128 (the SIMD128 kernels), memory
+# the page's worker picks by self.crossOriginIsolated and says which. A pthread runs in a Web Worker of emscripten's
+# pool, and one created with the pool empty would start only once this thread returns to its event loop (it never
+# does inside a generation: a deadlock), so the pool holds every thread the device core can have at once: the
+# kernels' pool (threads - 1 = 3), a router file's MLP pool (3) and the LLM backend's helper (1, the one that makes
+# the request while the SLM keeps decoding): 7; -sPTHREAD_POOL_SIZE_STRICT=2 turns a thread beyond them into an
+# error (EAGAIN, the library's message) instead of a hang. Both -msimd128 (the SIMD128 kernels), memory
 # growing up to wasm32's 4 GiB. Objects are rebuilt only when a source or header is newer (build-wasm/obj-*).
 # First build about 3.5 minutes on 2 cores under load 12 (two variants of ~70 files), the libraries 1 minute once;
 # nothing changed: 1 s.
@@ -45,17 +50,19 @@ objects() {
     'emcc $EMFLAGS -c "$0" -o "$1" || { rm -f "$1"; echo "wasm: $0 FAILED" >&2; exit 255; }' ||
     { echo "wasm: compiling the $variant variant FAILED" >&2; exit 1; }
 }
-exports=_tb_load,_tb_unload,_tb_set_llm,_tb_generate,_tb_stop,_tb_message,_tb_isa,_tb_n_threads,_malloc,_free
+exports=_tb_load,_tb_unload,_tb_set_llm,_tb_generate,_tb_stop,_tb_stop_flag,_tb_message,_tb_isa,_tb_n_threads,\
+_tb_router_tau,_tb_hides_round_trip,_malloc,_free
 link=(-O2 -msimd128 -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sINITIAL_MEMORY=64MB -sMODULARIZE=1
   -sEXPORTED_FUNCTIONS="$exports" -sEXPORTED_RUNTIME_METHODS=FS,ccall,cwrap,UTF8ToString -sENVIRONMENT=worker
   -sERROR_ON_UNDEFINED_SYMBOLS=1 -lworkerfs.js -lm)
 start=$SECONDS
 mkdir -p "$out/web"
-# stale VARIANT OUTPUT: whether OUTPUT is missing or older than one of the variant's objects.
-stale() { [ ! -f "$2" ] || [ -n "$(find "$out/obj-$1" -name '*.o' -newer "$2" | head -1)" ]; }
+# stale VARIANT OUTPUT: whether OUTPUT is missing or older than one of the variant's objects or than this script
+# (its link flags).
+stale() { [ ! -f "$2" ] || [ scripts/wasm.sh -nt "$2" ] || [ -n "$(find "$out/obj-$1" -name '*.o' -newer "$2" | head -1)" ]; }
 objects mt -pthread
 stale mt "$out/web/tokroute.wasm" &&
-  emcc "${link[@]}" -pthread -sPTHREAD_POOL_SIZE=4 -Wno-pthreads-mem-growth -sEXPORT_NAME=createTokroute \
+  emcc "${link[@]}" -pthread -sPTHREAD_POOL_SIZE=7 -sPTHREAD_POOL_SIZE_STRICT=2 -Wno-pthreads-mem-growth -sEXPORT_NAME=createTokroute \
     "$out"/obj-mt/*.o -L"$libs/lib-mt" -lpcre2-8 -lcjson -o "$out/web/tokroute.js"
 objects st
 stale st "$out/web/tokroute-st.wasm" &&

@@ -4,6 +4,9 @@
 // model with progress into Cache Storage (a reload reads it back) or takes a picked file, mounts it read-only
 // (WORKERFS: read from the Blob as the model loads it, no second copy in JavaScript) and relays app.js's commands
 // to the C bridge (src/wasm/bridge.c). Messages out: {type: ready|progress|loaded|llm|token|done|error, ...}.
+// Threaded, the ready message carries the stop flag: the module's memory (a SharedArrayBuffer) and the flag's index
+// in it, which the page sets with Atomics.store to stop a generation this worker is busy with (it cannot read a
+// message meanwhile); loaded counts the model loads of this worker (a test sees that Stop keeps the model).
 "use strict";
 const threaded = self.crossOriginIsolated === true && typeof SharedArrayBuffer !== "undefined";
 importScripts(threaded ? "tokroute.js" : "tokroute-st.js");
@@ -12,6 +15,7 @@ const CACHE = "tokroute-models";
 const MAX_MODEL_BYTES = 4 * 2 ** 30 - 320 * 2 ** 20;
 let M = null;
 let mounted = false;
+let loads = 0;
 const post = (m) => self.postMessage(m);
 const gib = (n) => (n / 2 ** 30).toFixed(2) + " GiB";
 
@@ -22,8 +26,9 @@ const ready = createTokroute({
   printErr: (s) => console.warn(s),
 }).then((m) => {
   M = m;
-  post({ type: "ready", threaded, isa: M.UTF8ToString(M._tb_isa()),
-    threads: threaded ? Math.max(1, Math.min(4, (self.navigator.hardwareConcurrency || 1))) : 1 });
+  post({ type: "ready", threaded, isa: M.UTF8ToString(M._tb_isa()), hides: M._tb_hides_round_trip() === 1,
+    threads: threaded ? Math.max(1, Math.min(4, (self.navigator.hardwareConcurrency || 1))) : 1,
+    stop: threaded ? { memory: M.HEAP32.buffer, index: M._tb_stop_flag() >> 2 } : null });
 }, (e) => post({ type: "error", where: "start", message: "the WebAssembly module did not start: " + e }));
 
 // The model's bytes as a Blob: from Cache Storage, else downloaded (progress reported) and stored there.
@@ -85,7 +90,9 @@ async function load(msg) {
     const m = M.UTF8ToString(M._tb_message());
     throw new Error(/out of memory/i.test(m) ? tooLarge(blob.size) + ": " + m : m);
   }
-  post({ type: "loaded", bytes: blob.size, cached, threads: M._tb_n_threads(), router: !!msg.router });
+  loads++;
+  post({ type: "loaded", bytes: blob.size, cached, threads: M._tb_n_threads(), router: !!msg.router,
+    router_tau: M._tb_router_tau(), loads });
 }
 
 function connect(msg) {
@@ -99,9 +106,9 @@ function connect(msg) {
 function generate(p) {
   self.tokrouteOnToken = (t) => post({ type: "token", token: t });
   const rc = M.ccall("tb_generate", "number",
-    ["string", "string", "number", "string", "number", "number", "number", "number", "number"],
+    ["string", "string", "number", "string", "number", "number", "number", "number", "number", "number", "number"],
     [p.prompt, p.mode, p.tau, p.policy || "", p.target_routed || 0, p.max_routed || 0, p.n_predict, p.seed || 0,
-      p.temperature || 0]);
+      p.temperature || 0, p.top_k ?? -1, p.top_p || 0]);
   const message = M.UTF8ToString(M._tb_message());
   if (rc !== 0) throw new Error(message);
   post({ type: "done", stats: JSON.parse(message) });

@@ -411,6 +411,11 @@ typedef struct tr_route_stats {
 } tr_route_stats;
 
 tr_route_params tr_route_default_params(void);
+/* Turns on the latency hiding `tokroute generate` uses for a remote LLM (a round trip to hide): speculate_depth 8,
+ * draft_tokens 96 (draft_width 3, draft_span 32) and lookahead 8 where the backend's lookahead is exact (tokroute
+ * serve's session protocol, an embedded LLM; exact_lookahead false: 0, as for OpenAI-compatible servers). The
+ * tokens stay those of the synchronous loop. */
+void tr_route_params_hide_round_trip(tr_route_params *p, bool exact_lookahead);
 /* Generates after the prompt. Sampling (temperature > 0) draws at each position from a generator seeded by
  * (sampling.seed, position), so a conversation continued over several calls does not repeat its first draws. The SLM context is needed in every mode (its model's vocabulary detokenizes and
  * finds end-of-generation tokens); in llm mode it is not evaluated. router may be NULL outside joint mode, llm may

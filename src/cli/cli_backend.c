@@ -139,20 +139,20 @@ const char *cli_backend_check(const cli_backend_opts *o) {
 }
 
 void cli_backend_hiding(const cli_backend_opts *o, tr_route_params *rp) {
-    /* On by default where there is a round trip to hide: a remote LLM or a simulated delay. */
+    /* On by default where there is a round trip to hide: a remote LLM or a simulated delay. Lookahead by default
+     * only where it is exact: --server and the embedded LLM. --openai has none, and through llama.cpp it is opt-in:
+     * its cache then holds tokens it decoded one at a time, which round differently from its batched passes, so a
+     * near-tie can come out otherwise than under --sync. */
     const bool has_rtt = o->server || o->openai || o->llamacpp || o->sglang || o->rtt_ms > 0;
-    rp->speculate_depth = o->sync ? 0 : o->depth >= 0 ? (int32_t)o->depth : has_rtt ? 8 : 0;
-    /* Lookahead by default only where it is exact: --server and the embedded LLM. --openai has none, and through
-     * llama.cpp it is opt-in: its cache then holds tokens it decoded one at a time, which round differently from its
-     * batched passes, so a near-tie can come out otherwise than under --sync. */
-    const bool exact_lookahead = o->server || o->llm;
-    rp->lookahead = o->sync                        ? 0
-                    : o->lookahead >= 0            ? (int32_t)o->lookahead
-                    : has_rtt && exact_lookahead ? 8
-                                                   : 0;
-    rp->draft_tokens = o->sync ? 0 : o->draft >= 0 ? (int32_t)o->draft : has_rtt ? 96 : 0;
-    rp->draft_width = o->draft_width >= 0 ? (int32_t)o->draft_width : 3;
-    rp->draft_span = o->draft_span >= 0 ? (int32_t)o->draft_span : 32;
+    rp->speculate_depth = rp->lookahead = rp->draft_tokens = 0;
+    rp->draft_width = 3;
+    rp->draft_span = 32;
+    if (has_rtt && !o->sync) tr_route_params_hide_round_trip(rp, o->server || o->llm);
+    if (!o->sync && o->depth >= 0) rp->speculate_depth = (int32_t)o->depth;
+    if (!o->sync && o->lookahead >= 0) rp->lookahead = (int32_t)o->lookahead;
+    if (!o->sync && o->draft >= 0) rp->draft_tokens = (int32_t)o->draft;
+    if (o->draft_width >= 0) rp->draft_width = (int32_t)o->draft_width;
+    if (o->draft_span >= 0) rp->draft_span = (int32_t)o->draft_span;
     rp->draft_fixed = o->draft_fixed;
     rp->target_routed = o->target_routed;
     rp->max_routed = o->max_routed;

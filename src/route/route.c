@@ -60,6 +60,14 @@ tr_route_params tr_route_default_params(void) {
     return p;
 }
 
+void tr_route_params_hide_round_trip(tr_route_params *p, bool exact_lookahead) {
+    p->speculate_depth = 8;
+    p->lookahead = exact_lookahead ? 8 : 0;
+    p->draft_tokens = 96;
+    p->draft_width = 3;
+    p->draft_span = 32;
+}
+
 /* Prefill is evaluated in chunks of this many tokens so that abort_fn is polled during a long prompt. */
 #define PREFILL_CHUNK 256
 

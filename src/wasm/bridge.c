@@ -2,13 +2,18 @@
  * the Web Worker the decoding runs in), on the public C API only: load an SLM GGUF (and optionally a router file)
  * from the worker's file system, point at an LLM (tokroute serve's session protocol or any OpenAI-compatible
  * server, through http_fetch.c), and generate with the parameters of `tokroute generate` — mode, τ, policy, routed
- * share target and cap, max tokens, seed, temperature — calling back to JavaScript once per token.
+ * share target and cap, max tokens, sampling (temperature, top-k, top-p, seed) — calling back to JavaScript once per
+ * token.
  *
- * Decisions a reader could not guess: generation is the synchronous routed loop (no speculation, lookahead or
- * drafts: with a synchronous request nothing runs while the answer travels, see docs/web.md), and greedy ids are
- * those of `tokroute generate --server`, which the hiding loop keeps equal to the synchronous one's. Every state
- * lives in one static session: a page has one SLM, one router and one LLM at a time. */
+ * Decisions a reader could not guess: the threaded build (-pthread) hides the round trip as `tokroute generate`
+ * does for a remote LLM (speculation, drafts, lookahead: the backend's helper pthread is a Web Worker that blocks in
+ * the synchronous request while this thread keeps decoding); the one-thread build runs the synchronous loop, since
+ * its only thread is the one a synchronous request blocks (docs/web.md). Both give the tokens of `tokroute generate
+ * --server`, which the hiding loop keeps equal to the synchronous one's. Stop is a flag in the module's memory
+ * (tb_stop_flag): in the threaded build that memory is a SharedArrayBuffer the page writes while this worker is
+ * inside tb_generate. Every state lives in one static session: a page has one SLM, one router and one LLM at a time. */
 #include <emscripten.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,7 @@ static struct {
     tr_context *ctx;
     tr_router *router;         /* the loaded router file, or NULL (then a policy is made per generation) */
     tr_llm_backend *llm;
+    bool llm_is_server;        /* tokroute serve's session protocol: its lookahead is exact (else OpenAI-compatible) */
     char message[1024];        /* the last error or warning, for tb_message */
 } S;
 
@@ -90,6 +96,16 @@ EMSCRIPTEN_KEEPALIVE int tb_load(const char *path, const char *router_path, int 
 }
 
 EMSCRIPTEN_KEEPALIVE int tb_n_threads(void) { return S.ctx ? tr_context_n_threads(S.ctx) : 0; }
+/* The loaded router file's own τ (what a generation with tau < 0 uses), or -1 without one. */
+EMSCRIPTEN_KEEPALIVE double tb_router_tau(void) { return S.router ? tr_router_default_tau(S.router) : -1.0; }
+
+/* Whether generation hides the round trip (the threaded build) or runs the synchronous loop. */
+#ifdef __EMSCRIPTEN_PTHREADS__
+static const bool hides_round_trip = true;
+#else
+static const bool hides_round_trip = false;
+#endif
+EMSCRIPTEN_KEEPALIVE int tb_hides_round_trip(void) { return hides_round_trip; }
 
 /* Points at the LLM: protocol "server" (tokroute serve) or "openai"; url "" drops it. Returns 0 when the server
  * answered with a vocabulary that fits the SLM's (or did not report its size); 1 (a warning in tb_message) when it
@@ -105,7 +121,8 @@ EMSCRIPTEN_KEEPALIVE int tb_set_llm(const char *url, const char *key, const char
     rp.url = url;
     rp.api_key = key && *key ? key : NULL;
     if (timeout_ms > 0) rp.timeout_ms = timeout_ms;
-    tr_status st = strcmp(protocol, "openai") == 0 ? tr_llm_backend_openai(&rp, &S.llm) : tr_llm_backend_server(&rp, &S.llm);
+    S.llm_is_server = strcmp(protocol, "openai") != 0;
+    tr_status st = S.llm_is_server ? tr_llm_backend_server(&rp, &S.llm) : tr_llm_backend_openai(&rp, &S.llm);
     if (st != TR_OK) return fail(st, "the LLM");
     const int32_t n_llm = tr_llm_backend_n_vocab(S.llm);
     if (n_llm == 0 && *tr_last_error()) {
@@ -136,11 +153,15 @@ static bool on_token(void *user, const tr_route_token *t) {
     return true;
 }
 
-static volatile int stop_requested;
-EMSCRIPTEN_KEEPALIVE void tb_stop(void) { stop_requested = 1; }
+/* Non-zero asks the generation in progress to stop: polled between tokens, prefill chunks and LLM attempts (also
+ * from the backend's helper thread). tb_generate clears it when it starts. */
+static _Atomic int32_t stop_requested;
+EMSCRIPTEN_KEEPALIVE void tb_stop(void) { atomic_store(&stop_requested, 1); }
+/* Its address in the module's memory, for the page to set with Atomics.store while this worker is busy. */
+EMSCRIPTEN_KEEPALIVE int32_t *tb_stop_flag(void) { return (int32_t *)&stop_requested; }
 static bool should_stop(void *user) {
     (void)user;
-    return stop_requested != 0;
+    return atomic_load(&stop_requested) != 0;
 }
 
 /* Tokenizes prompt (BOS as the vocabulary asks, as `tokroute generate -p`) into a malloc'ed array. */
@@ -162,14 +183,15 @@ static tr_status tokenize(const char *prompt, int32_t **ids, int32_t *n) {
 }
 
 /* Generates after prompt. mode "joint"/"slm"/"llm"; tau < 0: the router file's (a policy's 0.5); policy "" with a
- * router file loaded uses it, else maxprob/margin/entropy; target_routed, max_routed 0 = off; seed and temperature
- * (0: greedy) for the SLM's proposals. Tokens go to self.tokrouteOnToken; the summary, as JSON, to tb_message on
- * success (return 0); a tr_status and its message otherwise. */
+ * router file loaded uses it, else maxprob/margin/entropy; target_routed, max_routed 0 = off; sampling as `tokroute
+ * generate --temp --top-k --top-p --seed` (temperature 0: greedy; top_k < 0 / top_p <= 0: the library's defaults),
+ * for the SLM and, from seed + 1, for the LLM. Tokens go to self.tokrouteOnToken; the summary, as JSON, to
+ * tb_message on success (return 0, also when stopped); a tr_status and its message otherwise. */
 EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, double tau, const char *policy,
                                      double target_routed, double max_routed, int n_predict, double seed,
-                                     double temperature) {
+                                     double temperature, int top_k, double top_p) {
     S.message[0] = '\0';
-    stop_requested = 0;
+    atomic_store(&stop_requested, 0);
     if (!S.slm) return snprintf(S.message, sizeof S.message, "load a model first"), TR_ERR_STATE;
     tr_route_params rp = tr_route_default_params();
     tr_status st = tr_route_mode_from_name(mode, &rp.mode);
@@ -192,7 +214,10 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
     rp.tau = tau >= 0 ? (float)tau : use ? tr_router_default_tau(use) : 0.5f;
     rp.n_predict = n_predict;
     rp.sampling.temperature = (float)temperature;
+    if (top_k >= 0) rp.sampling.top_k = top_k;
+    if (top_p > 0) rp.sampling.top_p = (float)top_p;
     rp.sampling.seed = (uint64_t)seed;
+    if (hides_round_trip && S.llm) tr_route_params_hide_round_trip(&rp, S.llm_is_server);
     rp.target_routed = target_routed;
     rp.max_routed = max_routed;
     rp.on_token = on_token;
@@ -215,14 +240,20 @@ EMSCRIPTEN_KEEPALIVE int tb_generate(const char *prompt, const char *mode, doubl
     st = tr_route_generate(S.ctx, use, S.llm, ids, n, &rp, NULL, 0, &s);
     free(ids);
     if (router) tr_router_free(router);
-    if (st != TR_OK && !(st == TR_ERR_STATE && stop_requested))
+    const bool stopped = s.aborted || atomic_load(&stop_requested);
+    if (st != TR_OK && !(st == TR_ERR_STATE && stopped))
         return fail(st, key_refused() ? "the LLM refused the API key (wrong or missing)" : "generation");
     snprintf(S.message, sizeof S.message,
              "{\"n_prompt\":%d,\"n_tokens\":%d,\"n_routed\":%d,\"n_fallback\":%d,\"n_decided\":%d,"
-             "\"tau\":%g,\"tau_mean\":%g,\"tau_last\":%g,\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,"
-             "\"slm_ms\":%.3f,\"llm_ms\":%.3f,\"total_ms\":%.3f,\"stopped\":%s,\"threads\":%d}",
+             "\"tau\":%.9g,\"tau_mean\":%g,\"tau_last\":%g,\"ttft_ms\":%.3f,\"mean_tbt_ms\":%.3f,"
+             "\"slm_ms\":%.3f,\"llm_ms\":%.3f,\"total_ms\":%.3f,\"stopped\":%s,\"threads\":%d,"
+             "\"speculate_depth\":%d,\"lookahead\":%d,\"draft\":%d,\"llm_calls\":%lld,\"llm_blocking\":%lld,"
+             "\"llm_wait_ms\":%.3f,\"lookahead_hits\":%d,\"draft_hits\":%d,\"spec_kept\":%d,"
+             "\"spec_discarded\":%d,\"seed\":%.0f}",
              s.n_prompt, s.n_tokens, s.n_routed, s.n_fallback, s.n_route_decisions, rp.tau, s.tau_mean, s.tau_last,
-             s.ttft_ms, s.mean_tbt_ms, s.slm_ms, s.llm_ms, s.total_ms, stop_requested ? "true" : "false",
-             tr_context_n_threads(S.ctx));
+             s.ttft_ms, s.mean_tbt_ms, s.slm_ms, s.llm_ms, s.total_ms, stopped ? "true" : "false",
+             tr_context_n_threads(S.ctx), rp.speculate_depth, rp.lookahead, rp.draft_tokens, (long long)s.llm_calls,
+             (long long)s.llm_blocking, s.llm_wait_ms, s.n_lookahead_hits, s.n_draft_hits, s.n_spec_kept,
+             s.n_spec_discarded, seed);
     return 0;
 }

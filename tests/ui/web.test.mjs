@@ -2,12 +2,16 @@
 // driven by playwright-core), the LLM behind a real `tokroute serve --cors '*' --api-key` on 127.0.0.1 and the page
 // served cross-origin isolated by scripts/serve-web.mjs. The demo pair's greedy generation in the page equals native
 // `tokroute generate --server` token for token (ids, and which were routed) in joint, SLM-only and LLM-only modes,
-// with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL), and
-// through the OpenAI-compatible backend as `generate --openai`. The model downloaded from a URL comes back from the
-// browser's cache after a reload; threads are on (cross-origin isolated), and served without COOP/COEP the
-// one-thread build runs and says so. The LLM killed mid-run gives flagged fallback tokens and the generation
-// finishes; an LLM that never answers times out per call; an unreachable LLM, a model URL that is not there, a file
-// that is not a GGUF, one too large for wasm32 and a wrong key each give their message, nothing hangs.
+// with a policy, with a routed-share target, with a trained router (a file picked beside the model's URL; at its own
+// τ while the slider is untouched), and through the OpenAI-compatible backend as `generate --openai`; seeded
+// sampling (SLM and LLM) as `generate --temp --top-k --top-p --seed`. The threaded page hides the round trip as
+// natively (speculation, drafts, lookahead): behind a delaying proxy it counts SLM tokens decoded while requests
+// travelled and routed tokens answered without a call; Stop ends a run there without reloading the model. The model
+// downloaded from a URL comes back from the browser's cache after a reload; threads are on (cross-origin isolated),
+// and served without COOP/COEP the one-thread build runs the synchronous loop and says so. The LLM killed mid-run
+// gives flagged fallback tokens and the generation finishes (in the hiding loop); an LLM that never answers times
+// out per call; an unreachable LLM, a model URL that is not there, a file that is not a GGUF, one too large for
+// wasm32 and a wrong key each give their message, nothing hangs.
 // Random-weight SLMs of real shapes (tokroute synth: qwen2.5-0.5b in Q4_0 and Q4_K_M, gemma3-270m) give the native
 // engine's 32 greedy ids, or part at a near-tie of the native logits (SIMD128 sums in another order). Screenshots
 // go to ARTIFACTS/*.png.
@@ -15,6 +19,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -86,10 +91,28 @@ function native(llmUrl, args, protocol = "--server") {
     "--trace", trace, ...args], { encoding: "utf8", timeout: 60_000 });
   assert.equal(r.status, 0, "native generate " + args.join(" ") + ": " + r.stderr);
   return fs.readFileSync(trace, "utf8").trim().split("\n").map((l) => JSON.parse(l))
-    .map((t) => ({ id: t.id, routed: t.source === "llm", fallback: !!t.llm_unavailable }));
+    .map((t) => ({ id: t.id, routed: t.source === "llm", fallback: !!t.llm_unavailable, tau: t.tau }));
 }
 
-// A router for the demo pair, trained as README "Router training" does, on a small slice.
+// A slow LLM: an HTTP proxy to target that holds every POST (a next-token call) for delayMs before passing it on,
+// so the page's hiding loop has a round trip to hide. Resolves to {url, close}.
+async function delayProxy(target, delayMs) {
+  const to = new URL(target);
+  const srv = http.createServer((req, res) => {
+    const body = [];
+    req.on("data", (c) => body.push(c));
+    req.on("end", () => setTimeout(() => {
+      const up = http.request({ host: to.hostname, port: to.port, path: req.url, method: req.method,
+        headers: req.headers }, (r) => { res.writeHead(r.statusCode, r.headers); r.pipe(res); });
+      up.on("error", () => res.destroy());
+      up.end(Buffer.concat(body));
+    }, req.method === "POST" ? delayMs : 0));
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return { url: "http://127.0.0.1:" + srv.address().port, close: () => srv.close() };
+}
+
+// A router for the demo pair, trained as README "Router training" does, on a small slice, storing τ 0.437.
 function trainRouter() {
   const run = (args) => {
     const r = spawnSync(cli, args, { encoding: "utf8", timeout: 120_000 });
@@ -97,8 +120,9 @@ function trainRouter() {
   };
   run(["collect", "--slm", slm, "--llm", llm, "--data", path.join(shared, "data/tinystories/tinystories_val.txt"),
     "--format", "text", "--range", "0:20", "--max-tokens", "64", "--out", path.join(tmp, "collect"), "-t", "1"]);
+  // τ stored in the file: off the slider's 0.01 steps and its 0.5 default, so the page must use the file's own
   run(["train-router", "--data", path.join(tmp, "collect"), "--out", path.join(tmp, "router.gguf"), "--epochs", "3",
-    "-t", "1"]);
+    "-t", "1", "--tau", "0.437"]);
   return path.join(tmp, "router.gguf");
 }
 
@@ -128,7 +152,11 @@ async function errorText(page) { return (await page.locator("#error").textConten
 async function generate(page, s, ms = 60_000) {
   await page.locator("#prompt").fill(PROMPT);
   await page.selectOption("#mode", s.mode);
-  await page.locator("#tau").fill(String(s.tau ?? 0.5));
+  if (!s.keepTau) await page.locator("#tau").fill(String(s.tau ?? 0.5));
+  await page.locator("#temperature").fill(String(s.temp ?? 0));
+  await page.locator("#top-k").fill(String(s.top_k ?? 40));
+  await page.locator("#top-p").fill(String(s.top_p ?? 0.95));
+  await page.locator("#seed").fill(String(s.seed ?? 0));
   await page.selectOption("#policy", s.policy || "");
   await page.locator("#target-routed").fill(String(s.target ?? 0));
   await page.locator("#max-tokens").fill(String(s.n));
@@ -179,7 +207,8 @@ async function main() {
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   await page.goto(web.url + "/");
   await waitFor(page, "worker start", () => window.tokroute.events.includes("ready"));
-  assert.match(await page.locator("#threads").textContent(), /simd128, up to \d+ threads \(cross-origin isolated\)/);
+  assert.match(await page.locator("#threads").textContent(),
+    /simd128, up to \d+ threads \(cross-origin isolated\); the LLM's round trip hidden/);
   ok("page cross-origin isolated: " + (await page.locator("#threads").textContent()));
 
   // Errors first, each a message: a model URL that is not there, a file that is not a GGUF.
@@ -229,16 +258,94 @@ async function main() {
   }
   await shot(page, "joint");
 
+  // Seeded sampling as `tokroute generate --temp --top-k --top-p --seed`: the SLM draws from (seed, position), the
+  // LLM (tokroute serve) from (seed + 1, position), in joint mode and LLM only.
+  const greedy = native(server.url, ["-n", "32", "--tau", "0.6"]);
+  for (const c of [{ mode: "joint", tau: 0.6, temp: 0.9, top_k: 40, top_p: 0.9, seed: 7,
+    args: ["--tau", "0.6", "--temp", "0.9", "--top-k", "40", "--top-p", "0.9", "--seed", "7"] },
+  { mode: "llm", temp: 1.2, top_k: 0, top_p: 1, seed: 11,
+    args: ["--mode", "llm", "--temp", "1.2", "--top-k", "0", "--top-p", "1", "--seed", "11"] }]) {
+    const want = native(server.url, ["-n", "32", ...c.args]);
+    const got = await generate(page, { ...c, n: 32 });
+    same(got, want, "sampled " + c.args.join(" "));
+    assert.notDeepEqual(want.map((t) => t.id), greedy.map((t) => t.id), "sampling changed the tokens");
+    assert.equal(got.stats.seed, c.seed);
+    ok(c.args.join(" ") + ": 32 sampled tokens equal native, " + want.filter((t) => t.routed).length + " routed");
+  }
+
+  // Hiding the round trip (threaded page), counted: behind a proxy that holds each call 150 ms, the SLM decodes
+  // while requests travel and routed tokens are answered by earlier replies (lookahead, drafts) without a call —
+  // none of which the synchronous loop does — and the tokens are still native's.
+  const slow = await delayProxy(server.url, 150);
+  assert.equal(await connect(page, slow.url, KEY), "connected");
+  const wantH = native(server.url, ["-n", String(n), "--tau", "0.6"]);
+  const gotH = await generate(page, { mode: "joint", tau: 0.6, n });
+  same(gotH, wantH, "hiding behind a slow LLM");
+  const h = gotH.stats;
+  assert.deepEqual([h.speculate_depth, h.lookahead, h.draft], [8, 8, 96], "generate --server's hiding defaults");
+  assert.ok(h.spec_kept + h.spec_discarded > 0, "SLM tokens decoded while a request travelled: " + JSON.stringify(h));
+  assert.ok(h.lookahead_hits > 0 && h.llm_calls < h.n_routed, "routed tokens without a call: " + JSON.stringify(h));
+  assert.equal(h.llm_calls + h.lookahead_hits, h.n_routed, "every routed token a call or an earlier reply's");
+  assert.match(await page.locator("#profile").textContent(), /SLM tokens decoded while a request travelled/);
+  ok("hiding (LLM 150 ms slower): " + h.n_routed + " routed tokens in " + h.llm_calls + " calls (" + h.lookahead_hits +
+    " from earlier replies, " + h.draft_hits + " by drafts), " + (h.spec_kept + h.spec_discarded) +
+    " SLM tokens decoded while requests travelled; equal native");
+
+  // Stop mid-run (threaded: the flag in shared memory): the run ends, the worker and its model stay (no new worker,
+  // no model load), and the next generation runs at once and equals native.
+  const loadsBefore = await page.evaluate(() => window.tokroute.loads);
+  await page.evaluate(() => {
+    window.tokroute.events = [];
+    window.tokroute.onToken = (t) => { if (t.index === 5) document.getElementById("stop").click(); };
+  });
+  const stopped = await generate(page, { mode: "joint", tau: 1, n: 300 });
+  await page.evaluate(() => { window.tokroute.onToken = null; });
+  assert.ok(stopped.stopped && stopped.stats && stopped.stats.stopped, "a stopped run: " + JSON.stringify(stopped.stats));
+  assert.ok(stopped.tokens.length >= 6 && stopped.tokens.length < 300, "stopped after token 5: " + stopped.tokens.length);
+  assert.match(await page.locator("#status").textContent(), /^stopped: /);
+  slow.close();
+  assert.equal(await connect(page, server.url, KEY), "connected");
+  same(await generate(page, { mode: "joint", tau: 0.6, n }), native(server.url, ["-n", String(n), "--tau", "0.6"]),
+    "after Stop");
+  const events = await page.evaluate(() => window.tokroute.events);
+  assert.ok(!events.includes("ready") && !events.includes("loaded"), "no new worker, no model load: " + events);
+  assert.equal(await page.evaluate(() => window.tokroute.loads), loadsBefore, "the model loaded no more times");
+  ok("Stop at token 5 of 300: " + stopped.tokens.length + " tokens, the worker and the model kept (" + loadsBefore +
+    " loads before and after); the next run equals native");
+
   // A trained router (collect + train-router on 20 stories, about a second), picked as a file beside the model URL.
   const router = trainRouter();
   assert.equal(await loadModel(page, { url: "/models/stories-student.gguf", router }), true, await errorText(page));
-  assert.match(await page.locator("#model-info").textContent(), /router file/);
+  const info = await page.locator("#model-info").textContent();
+  assert.match(info, /router file \(τ [\d.]+\)/);
+  // The router file's own τ while the slider has not moved (the page shows it), as `generate --router` without --tau.
+  const wantT = native(server.url, ["-n", String(n), "--router", router]);
+  const routerTau = wantT[0].tau;
+  assert.ok(Math.abs(routerTau - 0.5) > 0.005, "the trained router's τ differs from the slider's default: " + routerTau);
+  assert.match(await page.locator("#tau-value").textContent(), new RegExp("^" + routerTau.toFixed(3) + " \\(the router"));
+  const gotT = await generate(page, { mode: "joint", keepTau: true, n });
+  same(gotT, wantT, "the router file's τ");
+  assert.ok(Math.abs(gotT.stats.tau - routerTau) < 1e-5, "τ used " + gotT.stats.tau + ", the router's " + routerTau);
+  ok("--router (its own τ " + routerTau + ", shown, slider untouched): " + n + " tokens equal native, " +
+    wantT.filter((t) => t.routed).length + " routed");
   const wantR = native(server.url, ["-n", String(n), "--router", router, "--tau", "0.5"]);
   const gotR = await generate(page, { mode: "joint", tau: 0.5, n });
   same(gotR, wantR, "trained router");
   const routedR = wantR.filter((t) => t.routed).length;
   assert.ok(routedR > 0 && routedR < n, "the router routes some, not all: " + routedR);
   ok("--router (trained) --tau 0.5: " + n + " tokens equal native, " + routedR + " routed");
+
+  // Every thread at once (the page's most, 4, asked for here as this machine reports fewer cores): 3 kernel workers,
+  // 3 for the router file's MLP and the backend's helper must all be in emscripten's pthread pool, else a thread
+  // created with the pool empty never starts while the worker blocks (a hang).
+  await page.evaluate(() => { window.tokroute.events = []; send("load", Object.assign({}, model, { threads: 4 })); });
+  await waitFor(page, "the load at 4 threads", () => window.tokroute.events.some((e) => e === "loaded" || e === "error"));
+  assert.match(await page.locator("#model-info").textContent(), /, 4 threads, router file/, await errorText(page));
+  const want4 = native(server.url, ["-n", String(n), "--router", router, "--tau", "0.5", "-t", "4"]);
+  const got4 = await generate(page, { mode: "joint", tau: 0.5, n });
+  same(got4, want4, "4 threads, a router file, the hiding loop");
+  assert.ok(got4.stats.threads === 4 && got4.stats.speculate_depth === 8, JSON.stringify(got4.stats));
+  ok("4 threads with a router file and the hiding loop (7 pthreads): " + n + " tokens equal native -t 4");
 
   // The OpenAI-compatible backend (tokroute serve's /v1/completions), as `tokroute generate --openai`.
   assert.equal(await connect(page, server.url, KEY, "openai"), "connected");
@@ -300,6 +407,7 @@ async function main() {
   last = await generate(page, { mode: "joint", tau: 1, n: 300 });
   await page.evaluate(() => { window.tokroute.onToken = null; });
   assert.notEqual(last.stats, null, "the generation finished");
+  assert.equal(last.stats.speculate_depth, 8, "the hiding loop ran");
   assert.equal(last.tokens.length, 300);
   assert.ok(last.tokens.slice(0, 4).some((t) => t.routed), "routed to the LLM before it was killed");
   const firstFallback = last.tokens.findIndex((t) => t.fallback);
@@ -318,12 +426,16 @@ async function main() {
   page1.on("pageerror", (e) => consoleErrors.push(String(e)));
   await page1.goto(plain.url + "/");
   await waitFor(page1, "worker start", () => window.tokroute.events.includes("ready"));
-  assert.match(await page1.locator("#threads").textContent(), /one thread: the page is not cross-origin isolated/);
+  assert.match(await page1.locator("#threads").textContent(),
+    /one thread: the page is not cross-origin isolated.*the LLM called synchronously/);
   assert.equal(await loadModel(page1, { url: "/models/stories-student.gguf" }), true, await errorText(page1));
   assert.equal(await connect(page1, server.url, KEY), "connected");
   const want1 = native(server.url, ["-n", "32", "--tau", "0.6", "-t", "1"]);
-  same(await generate(page1, { mode: "joint", tau: 0.6, n: 32 }), want1, "one thread");
-  ok("not cross-origin isolated: one thread, said in the page; 32 tokens equal native");
+  const got1 = await generate(page1, { mode: "joint", tau: 0.6, n: 32 });
+  same(got1, want1, "one thread");
+  const s1 = got1.stats;
+  assert.ok(s1.speculate_depth === 0 && s1.lookahead === 0 && s1.llm_calls === s1.n_routed, "the synchronous loop");
+  ok("not cross-origin isolated: one thread and the synchronous loop, said in the page; 32 tokens equal native");
 
   // Random-weight SLMs of real shapes (tokroute synth), picked as files: 32 greedy ids as the native engine's
   // (SIMD128 sums in another order than AVX2/AVX-512: check-portable measures the logits within 0.06).
