@@ -143,7 +143,9 @@ int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool calls_due);
 /* The next prompt to join the pass (runnable, not in it yet; lowest plan_prompt_key first), NULL when none may:
  * within budget (what plan_prompt_rows allowed, less what prompts took) in chunks, and beyond it a prompt whose
  * rows left all fit in room (the pass's rows left), which ends in this pass: a burst's short prompts are not held
- * up by the calls of the sessions served first. *max_rows: the rows it may take. */
+ * up by the calls of the sessions served first; but when the budget is the whole room and the short prompts not begun
+ * yet hold more rows than it, each of them takes an equal chunk (a burst's prompts end together in the next pass).
+ * *max_rows: the rows it may take. */
 job *plan_next_prompt(const scheduler *s, int32_t budget, int32_t room, int32_t *max_rows);
 /* How many sessions of the last pass have a route job queued again (or still: a prompt fed over several passes). */
 int32_t plan_count_returned(scheduler *s);

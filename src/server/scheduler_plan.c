@@ -30,6 +30,13 @@
  *    most --batch-tokens rows of such prompts; a long prompt (one that does not end in the pass) still gets only
  *    the share, so it holds a call no longer than before. llama-server takes every waiting prompt (up to n_batch)
  *    in its next round the same way.
+ * 5. A burst's short prompts that do not all fit share the pass. When prompts may take the whole pass (no call in
+ *    it or due) and the prompts not begun yet that could each end in one pass hold more rows than the pass, each
+ *    takes an equal chunk of it (the pass's rows left over the prompts left) instead of the first ones taking it
+ *    whole: 16 sessions' 64-token prompts take 32 rows each in the first pass and all end in the second, so no
+ *    session's calls start while others' prompts still fill passes (the first 8 sessions' first calls waited for a
+ *    pass of 448 prompt rows beside them: the burst's other-calls p99); the last prompt ends no later (it ended a
+ *    pass after those, in the chunk that the calls left).
  *
  * The design follows vLLM's scheduler with chunked prefill (running decodes are scheduled first, then prefill
  * chunks within the step's token budget; long_prefill_token_threshold and max_long_partial_prefills let short
@@ -102,16 +109,30 @@ int32_t plan_prompt_rows(const scheduler *s, int32_t call_rows, bool calls_due) 
     return rows < left ? (int32_t)rows : left;
 }
 
+/* A prompt of a burst not begun yet: nothing of it evaluated, and short enough to end in one pass. */
+static bool fresh_short_prompt(const scheduler *s, const job *j) {
+    return (!j->started || j->fed == 0) && plan_rows_left(j) <= s->p.max_batch_tokens;
+}
+
 job *plan_next_prompt(const scheduler *s, int32_t budget, int32_t room, int32_t *max_rows) {
     job *best = NULL;
     int64_t best_key = 0;
+    int32_t n_fresh = 0, n_in_pass = 0;
+    int64_t fresh_rows = 0;
     for (job *j = s->queue; j; j = j->next) {
+        n_in_pass += j->chunk > 0;
         if (!j->runnable || j->chunk > 0 || plan_is_call(j)) continue;
+        if (fresh_short_prompt(s, j)) n_fresh++, fresh_rows += plan_rows_left(j);
         if (budget <= 0 && plan_rows_left(j) > room) continue;
         const int64_t key = plan_prompt_key(j);
         if (!best || key < best_key) best = j, best_key = key;
     }
-    if (best) *max_rows = plan_rows_left(best) <= room ? room : budget;
+    if (!best) return NULL;
+    *max_rows = plan_rows_left(best) <= room ? room : budget;
+    /* Rule 5: a burst's short prompts that do not all fit share the pass (when the prompts may take all of it). */
+    const int32_t slots = MAX_SEQS - n_in_pass, sharing = n_fresh < slots ? n_fresh : slots;
+    if (budget >= room && sharing > 1 && fresh_rows > room && fresh_short_prompt(s, best))
+        *max_rows = room / sharing > 1 ? room / sharing : 1;
     return best;
 }
 

@@ -278,9 +278,79 @@ static void test_burst_prompts_end_beside_calls(void **state) {
     assert_int_equal(n_ending, 0);
     assert_int_equal(plan_prompt_rows_beside(8, 2, 460, &n_ending), 200);
     assert_int_equal(n_ending, 0);
-    /* No calls and none due (the first pass of a burst): the prompts take the whole pass. */
-    assert_int_equal(plan_prompt_rows_beside(0, 16, 64, &n_ending), 512);
-    assert_int_equal(n_ending, 8);
+    /* No calls and none due, and all the prompts fit: they take what they need, each whole. */
+    assert_int_equal(plan_prompt_rows_beside(0, 7, 64, &n_ending), 448);
+    assert_int_equal(n_ending, 7);
+}
+
+/* The first two passes of a burst of n prompts of prompt_tokens (16 sessions' 64-token prompts: 1,024 rows, two
+ * passes of 512) with no call in them or due, filled by the plan as fill_pass does; the prompts ending in each pass
+ * and the fewest and most rows a prompt took in the first. */
+static void burst_passes(int n, int32_t prompt_tokens, int ending[2], int32_t *min_chunk, int32_t *max_chunk) {
+    static scheduler s;
+    static job jobs[64];
+    static route_request reqs[64];
+    memset(&s, 0, sizeof s);
+    s.p.max_batch_tokens = 512;
+    for (int32_t rows = 64; rows <= 512; rows *= 2) plan_observe_pass(&s, rows, 25.0 + rows);
+    job **tail = &s.queue;
+    for (int i = 0; i < n; i++) {
+        reqs[i] = (route_request){.n_tokens = prompt_tokens};
+        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true, .n_feed = prompt_tokens};
+        *tail = &jobs[i];
+        tail = &jobs[i].next;
+    }
+    *min_chunk = 512;
+    *max_chunk = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t budget = plan_prompt_rows(&s, 0, false), rows = 0, max_rows;
+        ending[pass] = 0;
+        for (job *j; rows < 512 && (j = plan_next_prompt(&s, budget, 512 - rows, &max_rows));) {
+            j->started = true; /* admit: the job's feed is its tokens */
+            j->chunk = plan_rows_left(j) < max_rows ? plan_rows_left(j) : max_rows;
+            ending[pass] += j->chunk == plan_rows_left(j);
+            if (pass == 0) {
+                *min_chunk = j->chunk < *min_chunk ? j->chunk : *min_chunk;
+                *max_chunk = j->chunk > *max_chunk ? j->chunk : *max_chunk;
+            }
+            rows += j->chunk;
+            budget -= j->chunk;
+        }
+        /* the pass ran: the chunks are fed, the ended prompts leave the queue (their sessions' calls come later) */
+        for (job **pp = &s.queue; *pp;) {
+            job *j = *pp;
+            j->fed += j->chunk;
+            j->chunk = 0;
+            if (j->fed == j->n_feed) *pp = j->next;
+            else pp = &j->next;
+        }
+    }
+}
+
+/* A burst whose short prompts do not all fit in the first pass: they share it in equal chunks and all end in the
+ * second, so no session's calls start while the rest of the burst's prompts still fill passes beside them. Before,
+ * the first pass took 8 of 16 prompts whole; the first 8 sessions' first calls then waited for a pass holding the
+ * other prompts (448 rows: the other-calls p99 of bench/serve_fair.sh's 64-token bursts at N = 16), and the last prompt
+ * ended a pass later still. */
+static void test_burst_prompts_share_first_pass(void **state) {
+    int ending[2];
+    int32_t lo, hi;
+    burst_passes(16, 64, ending, &lo, &hi);
+    print_message("16 x 64: %d then %d prompts end; first-pass chunks %d-%d rows\n", ending[0], ending[1], lo, hi);
+    assert_int_equal(ending[0], 0);
+    assert_int_equal(ending[1], 16);
+    assert_int_equal(lo, 32);
+    assert_int_equal(hi, 32);
+    /* Uneven: 20 prompts of 40 rows (800): 25-26 rows each first, 14-15 left, all end in the second pass. */
+    burst_passes(20, 40, ending, &lo, &hi);
+    assert_int_equal(ending[0], 0);
+    assert_int_equal(ending[1], 20);
+    assert_in_range(lo, 25, 26);
+    assert_in_range(hi, 25, 26);
+    /* Prompts that all fit take what they need, each whole, as before. */
+    burst_passes(4, 64, ending, &lo, &hi);
+    assert_int_equal(ending[0], 4);
+    assert_int_equal(lo, 64);
 }
 
 /* A burst's next prompts from the sessions of the last pass (the same sessions, prompts of 300 tokens): while one of
@@ -353,6 +423,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_beside_long_prompt),
         cmocka_unit_test(test_prompt_moves_without_batching),
         cmocka_unit_test(test_burst_prompts_end_beside_calls),
+        cmocka_unit_test(test_burst_prompts_share_first_pass),
         cmocka_unit_test(test_prompts_take_pass_when_all_back),
         cmocka_unit_test(test_wait_metrics),
     };
