@@ -240,6 +240,10 @@ typedef struct tr_model_info {
     uint64_t n_params;
     uint64_t weight_bytes;
     tr_type main_type;       /* the most common 2-D weight type */
+    /* Weight bytes one decoded token reads: weight_bytes with the row-lookup tables (token_embd when the output
+     * matrix is separate, gemma4's per-layer token embeddings) counted one row each; decode's bandwidth is this
+     * times tokens/s. */
+    uint64_t token_read_bytes;
 } tr_model_info;
 
 tr_model_params tr_model_default_params(void);

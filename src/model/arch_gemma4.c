@@ -238,6 +238,7 @@ static tr_status bind_globals(tr_model *m, gemma4_model *f) {
         (st = bind_matrix(m, "per_layer_model_proj.weight", dim, n_all, true, &f->pl_model_proj)) ||
         (st = bind_vector(m, "per_layer_proj_norm.weight", f->n_pl, true, &f->pl_proj_norm)))
         return st;
+    lookup_table(m, &f->pl_tok_embd);
     return TR_OK;
 }
 
