@@ -267,11 +267,11 @@ tr_status decoder_layer(tr_context *ctx, int il, int32_t n, const seq_span *sp, 
     return decoder_block(ctx, il, n, sp, n_sp, decoder_attention);
 }
 
-void logits_softcap(const tr_model *m, float *logits, int32_t n) {
+void logits_softcap(const tr_model *m, float *logits, int64_t count) {
     const float c = m->logit_softcap;
     if (!(c > 0)) return;
     const float inv = 1.0f / c;
-    for (int64_t i = 0; i < (int64_t)n * m->info.n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * c;
+    for (int64_t i = 0; i < count; i++) logits[i] = tanhf(logits[i] * inv) * c;
 }
 
 /* ---------------------------------------------------------------- causal convolution */
