@@ -192,6 +192,8 @@ tr_status tr_gguf_writer_set_str(tr_gguf_writer *w, const char *key, const char 
 tr_status tr_gguf_writer_set_arr_str(tr_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
 tr_status tr_gguf_writer_set_arr_i32(tr_gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 tr_status tr_gguf_writer_set_arr_f32(tr_gguf_writer *w, const char *key, const float *v, uint64_t n);
+/* An array of GGUF bools (one byte each, 0 or 1), as llama.cpp's converter writes per-layer flags. */
+tr_status tr_gguf_writer_set_arr_bool(tr_gguf_writer *w, const char *key, const bool *v, uint64_t n);
 /* Copies every key of src (used to re-type a model while keeping its metadata). */
 tr_status tr_gguf_writer_copy_kv(tr_gguf_writer *w, const tr_gguf *src);
 /* data may be NULL: the fill callback given to tr_gguf_writer_write produces it. Returns the tensor's index. */
