@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # compare-llamacpp.sh — tokroute against llama.cpp's llama-bench on the same random-weight files, side by side in one
 # run: prefill (pp) and decode (tg) tokens/s at the same sizes and thread count, their ratios, and decode's achieved
-# weight-read rate (model bytes per token × tokens/s) against the machine's measured memory-read bandwidth
-# (bench_membw). llama-bench is built once by scripts/llamacpp.sh (cached in ~/.cache/tokroute); the model files are
-# written once by `tokroute synth` into ~/.cache/tokroute/synth.
+# weight-read rate (the bytes one decoded token reads × tokens/s: tokroute bench's token_read_bytes, the weights
+# with each row-lookup table — token_embd when the output is separate, gemma4's per-layer token embeddings —
+# counted one row) against the machine's measured memory-read bandwidth (bench_membw). llama-bench is built once by
+# scripts/llamacpp.sh (cached in ~/.cache/tokroute); the model files are written once by `tokroute synth` into
+# ~/.cache/tokroute/synth.
 #
 #   bench/compare-llamacpp.sh [--build DIR] [-t THREADS] [--pp N] [--tg N] [--reps R] [--rounds N] [--quick]
 #                             [--cases LIST] [--amx]
@@ -36,7 +38,7 @@ while [ $# -gt 0 ]; do
     --quick) cases="qwen3-0.6b:q4_k_m,qwen2.5-0.5b:q4_0"; shift ;;
     --cases) cases=$2; shift 2 ;;
     --amx) no_amx=0; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-llamacpp: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -89,7 +91,7 @@ done
 python3 - "$results" "$membw" "$threads" "$pp" "$tg" "$llama_src" "$rounds" <<'EOF'
 import json, statistics, sys
 path, membw, threads, pp, tg, src, rounds = sys.argv[1], float(sys.argv[2] or 0), *sys.argv[3:6], sys.argv[6], int(sys.argv[7])
-cases = {}  # name -> rounds of (tokroute prefill, decode, llama.cpp prefill, decode, model bytes), in run order
+cases = {}  # name -> rounds of (tokroute prefill, decode, llama.cpp prefill, decode, bytes a token reads), in run order
 for line in open(path):
     shape, qtype, lj, tj = line.rstrip("\n").split("\t")
     ll, tr = json.loads(lj), json.loads(tj)
@@ -97,13 +99,13 @@ for line in open(path):
     ltg = next(r for r in ll if r["n_gen"] > 0 and r["n_prompt"] == 0)
     label = f"{qtype[3:].upper()} (llama-quantize)" if qtype.startswith("lq-") else qtype.upper()
     cases.setdefault(f"{shape} {label}", []).append(
-        (tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], lpp["model_size"]))
+        (tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], tr["token_read_bytes"]))
 print(f"tokroute ({tr['isa']}) vs llama.cpp llama-bench (source {src}), {threads} threads, pp {pp}, tg {tg}"
       + (f", {rounds} alternating rounds: medians, ratio = median of the paired rounds' ratios [min-max]" if rounds > 1 else ""))
 print(f"memory-read bandwidth (bench_membw, {threads} threads): {membw:.1f} GB/s")
 print()
-print("| shape / file | tokroute prefill / decode tok/s | llama.cpp prefill / decode | ratio prefill / decode | decode GB/s tokroute / llama.cpp (% of read bw) |")
-print("|---|---|---|---|---|")
+print("| shape / file | tokroute prefill / decode tok/s | llama.cpp prefill / decode | ratio prefill / decode | GB a token reads | decode GB/s tokroute / llama.cpp (% of read bw) |")
+print("|---|---|---|---|---|---|")
 med = statistics.median
 for name, rs in cases.items():
     tp, td, lp, ld = (med(r[k] for r in rs) for k in range(4))
@@ -113,5 +115,5 @@ for name, rs in cases.items():
     gt, gl = td * size / 1e9, ld * size / 1e9
     pct = lambda g: f"{100 * g / membw:.0f}%" if membw > 0 else "?"
     print(f"| {name} | {tp:.1f} / {td:.1f} | {lp:.1f} / {ld:.1f} | {med(rp):.2f}{spread(rp)} / **{med(rd):.2f}**{spread(rd)} | "
-          f"{gt:.1f} ({pct(gt)}) / {gl:.1f} ({pct(gl)}) |")
+          f"{size / 1e9:.3f} | {gt:.1f} ({pct(gt)}) / {gl:.1f} ({pct(gl)}) |")
 EOF

@@ -192,6 +192,8 @@ tr_status tr_gguf_writer_set_str(tr_gguf_writer *w, const char *key, const char 
 tr_status tr_gguf_writer_set_arr_str(tr_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
 tr_status tr_gguf_writer_set_arr_i32(tr_gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 tr_status tr_gguf_writer_set_arr_f32(tr_gguf_writer *w, const char *key, const float *v, uint64_t n);
+/* An array of GGUF bools (one byte each, 0 or 1), as llama.cpp's converter writes per-layer flags. */
+tr_status tr_gguf_writer_set_arr_bool(tr_gguf_writer *w, const char *key, const bool *v, uint64_t n);
 /* Copies every key of src (used to re-type a model while keeping its metadata). */
 tr_status tr_gguf_writer_copy_kv(tr_gguf_writer *w, const tr_gguf *src);
 /* data may be NULL: the fill callback given to tr_gguf_writer_write produces it. Returns the tensor's index. */
@@ -240,6 +242,10 @@ typedef struct tr_model_info {
     uint64_t n_params;
     uint64_t weight_bytes;
     tr_type main_type;       /* the most common 2-D weight type */
+    /* Weight bytes one decoded token reads: weight_bytes with the row-lookup tables (token_embd when the output
+     * matrix is separate, gemma4's per-layer token embeddings) counted one row each; decode's bandwidth is this
+     * times tokens/s. */
+    uint64_t token_read_bytes;
 } tr_model_info;
 
 tr_model_params tr_model_default_params(void);

@@ -68,7 +68,8 @@ class ModelInfoC(Structure):
                 ("n_vocab", c_int32), ("n_embd", c_int32), ("n_layer", c_int32), ("n_head", c_int32),
                 ("n_head_kv", c_int32), ("head_dim", c_int32), ("n_ff", c_int32), ("n_ctx_train", c_int32),
                 ("rope_theta", c_float), ("norm_eps", c_float), ("tied_output", c_bool),
-                ("n_params", c_uint64), ("weight_bytes", c_uint64), ("main_type", c_int)]
+                ("n_params", c_uint64), ("weight_bytes", c_uint64), ("main_type", c_int),
+                ("token_read_bytes", c_uint64)]
 
 
 class ContextParams(Structure):

@@ -46,6 +46,7 @@ class ModelInfo:
     tied_output: bool
     n_params: int
     weight_bytes: int
+    token_read_bytes: int  # weight bytes one decoded token reads (lookup tables: one row)
 
 
 class Vocab:
@@ -187,7 +188,8 @@ class Model(Handle):
                          n_vocab=i.n_vocab, n_embd=i.n_embd, n_layer=i.n_layer, n_head=i.n_head,
                          n_head_kv=i.n_head_kv, head_dim=i.head_dim, n_ff=i.n_ff, n_ctx_train=i.n_ctx_train,
                          rope_theta=i.rope_theta, norm_eps=i.norm_eps, tied_output=i.tied_output,
-                         n_params=i.n_params, weight_bytes=i.weight_bytes)
+                         n_params=i.n_params, weight_bytes=i.weight_bytes,
+                         token_read_bytes=i.token_read_bytes)
 
     @property
     def chat_template(self) -> str | None:

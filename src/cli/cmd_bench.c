@@ -1,6 +1,7 @@
 /* cmd_bench.c — `tokroute bench`: prefill tokens/s for a P-token prompt evaluated as one batch, decode tokens/s
  * over N tokens generated one at a time from an empty cache (as llama-bench's pp/tg tests), and peak RSS. One
- * warm-up pass first, so the mapping is paged in; then R repetitions, reporting the mean and the best. Then the
+ * warm-up pass first, so the mapping is paged in; then R repetitions, reporting the mean and the best, and
+ * decode's weight-read rate (tr_model_info.token_read_bytes × tokens/s: lookup tables count one row). Then the
  * cost of picking a token from the last logits at the model's vocabulary size: sampling (temperature 0.8, top-k
  * 40, top-p 0.95; and top-p alone) and greedy, in µs per token. */
 #include <cjson/cJSON.h>
@@ -140,6 +141,8 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "prefill_tps_best", r.pp_best);
         cJSON_AddNumberToObject(o, "decode_tps", r.tg_mean);
         cJSON_AddNumberToObject(o, "decode_tps_best", r.tg_best);
+        cJSON_AddNumberToObject(o, "token_read_bytes", (double)in->token_read_bytes);
+        cJSON_AddNumberToObject(o, "decode_gbps", r.tg_mean * (double)in->token_read_bytes / 1e9);
         cJSON_AddNumberToObject(o, "n_vocab", in->n_vocab);
         cJSON_AddNumberToObject(o, "sample_us", r.sample_us);
         cJSON_AddNumberToObject(o, "sample_top_p_us", r.sample_top_p_us);
@@ -156,8 +159,9 @@ int cmd_bench(int argc, char **argv) {
                weights_mib);
         printf("threads  %d, kernels %s\n", tr_context_n_threads(ctx), tr_kernels_isa());
         printf("prefill  %7.1f tokens/s (best %.1f)  [%ld-token prompt, one batch]\n", r.pp_mean, r.pp_best, n_prompt);
-        printf("decode   %7.1f tokens/s (best %.1f)  [%ld tokens, one at a time, after %ld]\n", r.tg_mean, r.tg_best,
-               n_gen, depth);
+        printf("decode   %7.1f tokens/s (best %.1f)  [%ld tokens, one at a time, after %ld]; %.1f GB/s of weights "
+               "(%.1f MiB a token reads)\n", r.tg_mean, r.tg_best, n_gen, depth,
+               r.tg_mean * (double)in->token_read_bytes / 1e9, in->token_read_bytes / (1024.0 * 1024.0));
         printf("sampling %7.1f µs/token (temperature 0.8, top-k 40, top-p 0.95); top-p 0.95 alone %.1f µs; greedy "
                "%.1f µs  [vocabulary %d]\n", r.sample_us, r.sample_top_p_us, r.argmax_us, in->n_vocab);
         printf("peak RSS %7.1f MiB (weights %.1f + KV cache %.1f in %s + %.1f other)\n", rss_mib, weights_mib, kv_mib,

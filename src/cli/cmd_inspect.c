@@ -92,6 +92,7 @@ static void print_json(const tr_gguf *g, const tr_model *model, bool tensors) {
         cJSON_AddStringToObject(m, "arch", in->arch_name);
         cJSON_AddNumberToObject(m, "n_params", (double)in->n_params);
         cJSON_AddNumberToObject(m, "weight_bytes", (double)in->weight_bytes);
+        cJSON_AddNumberToObject(m, "token_read_bytes", (double)in->token_read_bytes);
         cJSON_AddStringToObject(m, "main_type", tr_type_name(in->main_type));
         cJSON_AddNumberToObject(m, "n_embd", in->n_embd);
         cJSON_AddNumberToObject(m, "n_layer", in->n_layer);

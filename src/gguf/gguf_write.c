@@ -190,6 +190,10 @@ tr_status tr_gguf_writer_set_arr_i32(tr_gguf_writer *w, const char *k, const int
 tr_status tr_gguf_writer_set_arr_f32(tr_gguf_writer *w, const char *k, const float *v, uint64_t n) {
     return set_array(w, k, TR_GGUF_FLOAT32, v, n, NULL);
 }
+tr_status tr_gguf_writer_set_arr_bool(tr_gguf_writer *w, const char *k, const bool *v, uint64_t n) {
+    _Static_assert(sizeof(bool) == 1, "GGUF bools are one byte");
+    return set_array(w, k, TR_GGUF_BOOL, v, n, NULL);
+}
 
 tr_status tr_gguf_writer_copy_kv(tr_gguf_writer *w, const tr_gguf *src) {
     if (!w || !src) return tr_fail(TR_ERR_ARG, "tr_gguf_writer_copy_kv: NULL argument");

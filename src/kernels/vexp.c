@@ -42,6 +42,14 @@ void vexp_round_f16_scalar(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
 }
 
+void vexp_table_glu_scalar(const float *table, float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[fp32_to_fp16(x)];
+        gate[i] = g * up[i];
+    }
+}
+
 #if defined(__x86_64__)
 static vexp_consts consts;
 static bool use_avx512;
@@ -141,4 +149,14 @@ void vexp_round_f16(float *x, int64_t n) {
     }
 #endif
     vexp_round_f16_scalar(x, n);
+}
+
+void vexp_table_glu(const float *table, float *gate, const float *up, int64_t n) {
+#if defined(__x86_64__)
+    if (avx512()) {
+        vexp_table_glu_avx512(table, gate, up, n);
+        return;
+    }
+#endif
+    vexp_table_glu_scalar(table, gate, up, n);
 }

@@ -16,6 +16,9 @@ void vexp_softmax(float *x, int64_t n);
 void vexp_softmax_rows(float *x, int64_t stride, int k, int64_t n, float scale);
 /* x[i] rounded to the nearest F16 value (ties to even), as float. */
 void vexp_round_f16(float *x, int64_t n);
+/* gate[i] = f(gate[i]) * up[i] for f read from a table by F16 bits (ties to even) inside (-10, 10), 0 at or below
+ * -10, the identity at or above 10: GeGLU as ggml computes it (its F16 GELU table). */
+void vexp_table_glu(const float *table, float *gate, const float *up, int64_t n);
 
 /* The path in use: "avx512" or "scalar" (for tests). */
 const char *vexp_path(void);
@@ -31,11 +34,13 @@ typedef struct vexp_consts {
 void vexp_silu_mul_scalar(float *gate, const float *up, int64_t n);
 void vexp_softmax_scalar(float *x, int64_t n);
 void vexp_round_f16_scalar(float *x, int64_t n);
+void vexp_table_glu_scalar(const float *table, float *gate, const float *up, int64_t n);
 void vexp_softmax_rows_scalar(float *x, int64_t stride, int k, int64_t n, float scale);
 #if defined(__x86_64__)
 void vexp_silu_mul_avx512(const vexp_consts *c, float *gate, const float *up, int64_t n);
 void vexp_softmax_avx512(const vexp_consts *c, float *x, int64_t n);
 void vexp_round_f16_avx512(float *x, int64_t n);
+void vexp_table_glu_avx512(const float *table, float *gate, const float *up, int64_t n);
 void vexp_softmax_rows_avx512(const vexp_consts *c, float *x, int64_t stride, int k, int64_t n, float scale);
 /* expf of x[0..n) into y, n a multiple of 16 (the check against the scalar expf). */
 void vexp_expf_avx512(const vexp_consts *c, const float *x, float *y, int64_t n);

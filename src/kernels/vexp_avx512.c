@@ -171,3 +171,19 @@ void vexp_round_f16_avx512(float *x, int64_t n) {
         _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
     vexp_round_f16_scalar(x + i, n - i);
 }
+
+/* The F16 bits by the hardware's conversion (ties to even, as fp32_to_fp16), the table gathered by them; the two
+ * ends blended in. */
+void vexp_table_glu_avx512(const float *table, float *gate, const float *up, int64_t n) {
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(gate + i);
+        const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m512 g = _mm512_i32gather_ps(idx, table, 4);
+        g = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), g, x);
+        g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLE_UQ), g);
+        _mm512_storeu_ps(gate + i, _mm512_mul_ps(g, _mm512_loadu_ps(up + i)));
+    }
+    vexp_table_glu_scalar(table, gate + i, up + i, n - i);
+}

@@ -95,7 +95,9 @@ typedef struct arch_ops {
     /* Layer il over the pass's n rows (A->x in and out), spans in row order; the per-sequence state of every
      * span was planned for its rows. */
     tr_status (*layer)(tr_context *ctx, int il, int32_t n, const seq_span *sp, int32_t n_sp);
-    void (*logits_post)(const tr_model *m, float *logits, int32_t n);  /* may be NULL */
+    /* Elementwise on `count` logits (any slice of a pass's rows: the engine splits them among its threads); may be
+     * NULL. */
+    void (*logits_post)(const tr_model *m, float *logits, int64_t count);
     /* `tokroute synth` (synth.h): the family's shapes, the metadata they add to the common hyperparameters (may be
      * NULL) and a layer's tensors (NULL: the shared decoder layer's, synth_decoder_layer). */
     const synth_shape *shapes;
@@ -140,7 +142,7 @@ void causal_conv(tr_context *ctx, const float *kernel, int32_t K, int32_t C, seq
                  float *rows, int64_t stride, int32_t n, bool silu);
 static inline float siluf(float x) { return x / (1.0f + expf(-x)); }
 /* Final logit softcapping, logits = c · tanh(logits / c) when m->logit_softcap = c > 0 (gemma3, gemma4). */
-void logits_softcap(const tr_model *m, float *logits, int32_t n);
+void logits_softcap(const tr_model *m, float *logits, int64_t count);
 void rope_rows_default(const tr_model *m, activations *A, int32_t row, int32_t n, int32_t pos0);
 /* Runs fn(ctx, il, sp, t) for every row t of the pass, shared among the threads by rows (each row's arithmetic is
  * what one thread would do, so the result does not depend on the split). */

@@ -238,6 +238,7 @@ static tr_status bind_globals(tr_model *m, gemma4_model *f) {
         (st = bind_matrix(m, "per_layer_model_proj.weight", dim, n_all, true, &f->pl_model_proj)) ||
         (st = bind_vector(m, "per_layer_proj_norm.weight", f->n_pl, true, &f->pl_proj_norm)))
         return st;
+    lookup_table(m, &f->pl_tok_embd);
     return TR_OK;
 }
 
@@ -475,9 +476,17 @@ static void rope_rows(const tr_model *m, activations *A, int32_t row, int32_t n,
 
 /* ---------------------------------------------------------------- synthetic shapes */
 
-/* E2B by its HF config (hidden 1536, 35 layers, 8 heads, 1 KV head, head 256 sliding / 512 global, every fifth
- * layer global, window 512, per-layer inputs of 256, the last 20 layers sharing KV, double-wide MLP 6144 / 12288 on
- * them, vocabulary 262144, softcap 30, RoPE 1e6 global with partial factor 0.25, 1e4 sliding); a tiny one for
+/* E2B by google/gemma-4-E2B-it's config.json text_config (as public config-parser test fixtures quote it, checked
+ * 2026-11-27: hidden_size 1536, num_hidden_layers 35, num_attention_heads 8, num_key_value_heads 1, head_dim 256,
+ * global_head_dim 512, num_global_key_value_heads null, attention_k_eq_v false, layer_types every fifth
+ * full_attention, sliding_window 512, hidden_size_per_layer_input 256, vocab_size(_per_layer_input) 262144,
+ * num_kv_shared_layers 20, use_double_wide_mlp true, intermediate_size 6144, max_position_embeddings 131072,
+ * rms_norm_eps 1e-6, final_logit_softcapping 30, tie_word_embeddings true, rope_parameters full_attention
+ * proportional theta 1e6 partial_rotary_factor 0.25, sliding_attention default theta 1e4) written as llama.cpp
+ * de3ff81's converter writes it (conversion/gemma.py, Gemma4Model.set_gguf_parameters: rope.dimension_count 512
+ * with rope_freqs' 1e30 factors on the unrotated pairs, rope.dimension_count_swa 256, sliding_window_pattern a
+ * bool array, feed_forward_length per layer, 12288 on the 20 shared ones; its models/ggml-vocab-gemma-4.gguf has
+ * 262,144 tokens, so token_embd keeps every row); a tiny one for
  * tests with both kinds of KV sharing and a window the 24-token reference prompt crosses, and a small one (its
  * LLM in routing tests: the same 512-token vocabulary). */
 typedef struct gemma4_sizes {
@@ -506,7 +515,8 @@ static int32_t synth_n_ff(const synth_shape *s, int il) {
 
 static tr_status synth_hparams(tr_gguf_writer *w, const synth_shape *s) {
     const gemma4_sizes *z = s->extra;
-    int32_t swa[64], ff[64];
+    bool swa[64];
+    int32_t ff[64];
     for (int il = 0; il < s->n_layer && il < 64; il++) swa[il] = synth_is_swa(s, il), ff[il] = synth_n_ff(s, il);
     tr_status st = synth_set_u32(w, "gemma4", "attention.key_length_swa", (uint32_t)z->head_dim_swa, TR_OK);
     st = synth_set_u32(w, "gemma4", "attention.value_length_swa", (uint32_t)z->head_dim_swa, st);
@@ -517,7 +527,7 @@ static tr_status synth_hparams(tr_gguf_writer *w, const synth_shape *s) {
     st = synth_set_u32(w, "gemma4", "attention.sliding_window", (uint32_t)z->window, st);
     st = synth_set_f32(w, "gemma4", "final_logit_softcapping", 30.0f, st);
     if (st == TR_OK)
-        st = tr_gguf_writer_set_arr_i32(w, "gemma4.attention.sliding_window_pattern", swa, (uint64_t)s->n_layer);
+        st = tr_gguf_writer_set_arr_bool(w, "gemma4.attention.sliding_window_pattern", swa, (uint64_t)s->n_layer);
     if (st == TR_OK && z->double_wide)
         st = tr_gguf_writer_set_arr_i32(w, "gemma4.feed_forward_length", ff, (uint64_t)s->n_layer);
     return st;

@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "kernels/fp16.h"
+#include "kernels/vexp.h"
 #include "model/arch.h"
 
 /* ---------------------------------------------------------------- element-wise steps over the pool */
@@ -58,11 +59,7 @@ static void gelu_table_init(void) {
 static void geglu_task(void *arg, int ith, int nth) {
     const glu_job *j = arg;
     const int64_t per = (j->n + nth - 1) / nth, lo = ith * per, hi = lo + per < j->n ? lo + per : j->n;
-    for (int64_t i = lo; i < hi; i++) {
-        const float x = j->gate[i];
-        const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : gelu_table[fp32_to_fp16(x)];
-        j->gate[i] = g * j->up[i];
-    }
+    if (hi > lo) vexp_table_glu(gelu_table, j->gate + lo, j->up + lo, hi - lo);
 }
 
 void gelu_mul_parallel(tr_context *ctx, float *gate, const float *up, int64_t n) {
@@ -267,11 +264,11 @@ tr_status decoder_layer(tr_context *ctx, int il, int32_t n, const seq_span *sp, 
     return decoder_block(ctx, il, n, sp, n_sp, decoder_attention);
 }
 
-void logits_softcap(const tr_model *m, float *logits, int32_t n) {
+void logits_softcap(const tr_model *m, float *logits, int64_t count) {
     const float c = m->logit_softcap;
     if (!(c > 0)) return;
     const float inv = 1.0f / c;
-    for (int64_t i = 0; i < (int64_t)n * m->info.n_vocab; i++) logits[i] = tanhf(logits[i] * inv) * c;
+    for (int64_t i = 0; i < count; i++) logits[i] = tanhf(logits[i] * inv) * c;
 }
 
 /* ---------------------------------------------------------------- causal convolution */

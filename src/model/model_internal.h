@@ -58,6 +58,8 @@ struct tr_model {
     bool gelu;                /* GeGLU feed-forward (gelu(gate) * up) instead of SwiGLU */
     float logit_softcap;      /* final logits = c * tanh(logits / c) when c > 0 */
     const bool *no_kv;        /* [n_layer] layers without a KV cache (qwen35's recurrent ones), or NULL */
+    uint64_t lookup_bytes;    /* bytes of the row-lookup tables (lookup_table), of which a token reads one row */
+    uint64_t lookup_row_bytes;    /* one row of each */
 };
 
 /* Whether layer il keeps a KV cache (every layer but qwen35's recurrent ones), and how many do. */
@@ -151,6 +153,9 @@ tr_status find_tensor(tr_model *m, const char *name, bool required, const tr_ggu
 tr_status bind_matrix(tr_model *m, const char *name, int64_t cols, int64_t rows, bool required, weight_matrix *out);
 tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out);
 tr_status own_f32_copy(tr_model *m, const char *name, const tr_gguf_tensor *t, int64_t n, float **out);
+/* Declares a bound matrix a row-lookup table (token_embd when the output does not reuse it, gemma4's per-layer
+ * token embeddings): a decoded token reads one of its rows, not all of it (tr_model_info.token_read_bytes). */
+void lookup_table(tr_model *m, const weight_matrix *w);
 
 /* Runs fn on the context's pool, or inline on the caller when the job is too small to repay waking workers
  * (work counts multiply-adds, roughly). */

@@ -180,6 +180,12 @@ tr_status own_f32_copy(tr_model *m, const char *name, const tr_gguf_tensor *t, i
     return TR_OK;
 }
 
+void lookup_table(tr_model *m, const weight_matrix *w) {
+    const uint64_t row = type_row_bytes(w->type, w->cols);
+    m->lookup_bytes += row * (uint64_t)w->rows;
+    m->lookup_row_bytes += row;
+}
+
 /* A 1-D tensor of n elements, converted to an owned F32 array. */
 tr_status bind_vector(tr_model *m, const char *name, int64_t n, bool required, const float **out) {
     const tr_gguf_tensor *t;
@@ -228,8 +234,10 @@ static tr_status bind_model(tr_model *m) {
     if ((st = bind_matrix(m, "output.weight", in->n_embd, in->n_vocab, false, &m->output)) != TR_OK) return st;
     in->tied_output = m->output.data == NULL;
     if (in->tied_output) m->output = m->tok_embd;
+    if (!in->tied_output) lookup_table(m, &m->tok_embd);
     if ((st = m->arch->load(m)) != TR_OK) return st; /* the family's hyperparameters and layers */
     in->main_type = most_common_type(m);
+    in->token_read_bytes = in->weight_bytes - m->lookup_bytes + m->lookup_row_bytes;
     return TR_OK;
 }
 

@@ -71,6 +71,8 @@ static void round_trip_public_setters(void **state) {
     assert_int_equal(tr_gguf_writer_set_arr_i32(w, "t.arr_i32", ints, 5), TR_OK);
     const float floats[] = {1.5f, -0.0f, 3.4e38f, 1e-40f};
     assert_int_equal(tr_gguf_writer_set_arr_f32(w, "t.arr_f32", floats, 4), TR_OK);
+    const bool flags[] = {true, false, false, true};
+    assert_int_equal(tr_gguf_writer_set_arr_bool(w, "t.arr_bool", flags, 4), TR_OK);
     /* Setting a key again replaces its value and type in place (no duplicate key in the file). */
     assert_int_equal(tr_gguf_writer_set_u32(w, "t.replaced", 1), TR_OK);
     assert_int_equal(tr_gguf_writer_set_str(w, "t.replaced", "now a string"), TR_OK);
@@ -117,7 +119,7 @@ static void round_trip_public_setters(void **state) {
     assert_int_equal(tr_gguf_alignment(g), 32);
     const char *order[] = {"t.u32", "t.i32", "t.u64", "t.u64max", "t.nan", "t.negzero", "t.tiny", "t.inf", "t.true",
                            "t.false", "t.empty", "t.utf8", "t.arr_str", "t.arr_str_empty", "t.arr_i32", "t.arr_f32",
-                           "t.replaced"};
+                           "t.arr_bool", "t.replaced"};
     const int n_keys = (int)(sizeof order / sizeof order[0]);
     assert_int_equal(tr_gguf_n_kv(g), n_keys);
     for (int i = 0; i < n_keys; i++) assert_string_equal(tr_gguf_kv_key(g, i), order[i]);
@@ -171,6 +173,10 @@ static void round_trip_public_setters(void **state) {
     assert_int_equal(tr_gguf_kv_array_type(g, k), TR_GGUF_FLOAT32);
     for (int i = 0; i < 4; i++)
         assert_true(tr_gguf_arr_float(g, k, (uint64_t)i, &dv) && f32_bits(dv) == bits_of(floats[i]));
+    k = tr_gguf_find_kv(g, "t.arr_bool");
+    assert_int_equal(tr_gguf_kv_array_type(g, k), TR_GGUF_BOOL);
+    assert_int_equal(tr_gguf_kv_array_len(g, k), 4);
+    for (int i = 0; i < 4; i++) assert_true(tr_gguf_arr_int(g, k, (uint64_t)i, &iv) && iv == flags[i]);
     k = tr_gguf_find_kv(g, "t.replaced");
     assert_int_equal(tr_gguf_kv_type(g, k), TR_GGUF_STRING);
     assert_string_equal(tr_gguf_get_str(g, "t.replaced", NULL), "now a string");

@@ -1,4 +1,5 @@
-/* test_kernels_vexp.c — kernels/vexp.h's rows (SiLU·up, softmax, a token's softmax rows, F16 rounding) equal the scalar loops bit for bit
+/* test_kernels_vexp.c — kernels/vexp.h's rows (SiLU·up, softmax, a token's softmax rows, F16 rounding, the table
+ * GLU) equal the scalar loops bit for bit
  * whatever path this CPU takes: random rows of every length up to 70 (vector bodies and tails), values spanning
  * expf's whole range (underflow, |x| >= 88, infinities, NaN take glibc's special cases), and expf itself on a dense
  * sweep of float bit patterns. An AVX-512 machine must take the vector path (its check against expf passed). */
@@ -106,6 +107,30 @@ static void test_round_f16(void **state) {
         }
 }
 
+/* The table GLU: every entry distinct (its own index), so a wrong F16 rounding reads a wrong entry; gates of every
+ * kind value() gives (infinities, beyond ±10, tiny), ±10 exactly, and halfway cases between F16 neighbours. */
+static void test_table_glu(void **state) {
+    (void)state;
+    static float table[1 << 16];
+    for (int i = 0; i < (1 << 16); i++) table[i] = (float)i;
+    uint32_t s = 17;
+    float gate[70], want[70], up[70];
+    for (int n = 0; n <= 70; n++)
+        for (int rep = 0; rep < 20; rep++) {
+            for (int i = 0; i < n; i++) {
+                const uint32_t kind = next(&s) % 8;
+                gate[i] = kind == 0 ? 10.0f : kind == 1 ? -10.0f : kind == 2 ? nextafterf(-10.0f, 0.0f)
+                        : kind == 3 ? 1.0f + (float)(2 * (next(&s) % 1024) + 1) / 2048.0f /* F16 ties: even wins */
+                                    : value(&s);
+                up[i] = (float)(next(&s) >> 8) / 16777216.0f - 0.5f;
+            }
+            memcpy(want, gate, sizeof gate);
+            vexp_table_glu_scalar(table, want, up, n);
+            vexp_table_glu(table, gate, up, n);
+            assert_same_bits(gate, want, n);
+        }
+}
+
 /* expf through the row: softmax of {0, v} holds expf(v - max) before the scale; SiLU of -x needs expf(x). Here
  * directly: every 257th float bit pattern from -110 to 100 through a one-element-per-lane SiLU (g·1 / (1 + e)). */
 static void test_expf_sweep(void **state) {
@@ -136,6 +161,7 @@ int main(void) {
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_softmax_rows),
         cmocka_unit_test(test_round_f16),
+        cmocka_unit_test(test_table_glu),
         cmocka_unit_test(test_expf_sweep),
     };
     print_message("vexp path: %s (kernels: %s)\n", vexp_path(), kernels_isa());

@@ -37,6 +37,7 @@ int main(void) {
     FIELD(tr_model_info, n_params);
     FIELD(tr_model_info, weight_bytes);
     FIELD(tr_model_info, main_type);
+    FIELD(tr_model_info, token_read_bytes);
     CLOSE();
     OPEN(tr_context_params);
     FIELD(tr_context_params, n_ctx);

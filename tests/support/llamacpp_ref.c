@@ -88,18 +88,41 @@ static bool keep(const char *name, void *user) {
     return false;
 }
 
-void llamacpp_check_shape(const llamacpp_ref *llama, const char *shape, tr_arch arch, tr_type type, double tol,
-                          int32_t n_batch) {
-    llamacpp_check_variant(llama, shape, NULL, NULL, arch, type, tol, n_batch);
+/* The prompt's logits and hidden states from a context with this KV cache (the caller frees both), the context
+ * kept for greedy decoding in *out when out is not NULL. */
+static void eval_prompt(tr_model *m, tr_kv_type kv, int32_t n_batch, float **logits, float **hidden,
+                        tr_context **out) {
+    const tr_model_info *in = tr_model_get_info(m);
+    const size_t V = (size_t)in->n_vocab, E = (size_t)in->n_embd;
+    tr_context_params cp = tr_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_threads = 2;
+    cp.n_batch = n_batch;
+    cp.kv_type = kv;
+    tr_context *ctx = NULL;
+    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
+    assert_int_equal(tr_context_eval(ctx, PROMPT, LLAMACPP_N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
+    *logits = malloc(LLAMACPP_N_PROMPT * V * sizeof **logits);
+    *hidden = malloc(LLAMACPP_N_PROMPT * E * sizeof **hidden);
+    for (int i = 0; i < LLAMACPP_N_PROMPT; i++) {
+        memcpy(*logits + i * V, tr_context_logits(ctx, i), V * sizeof **logits);
+        memcpy(*hidden + i * E, tr_context_hidden(ctx, i), E * sizeof **hidden);
+    }
+    if (out) *out = ctx;
+    else tr_context_free(ctx);
 }
 
-void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const char *variant,
-                            tr_status (*set_keys)(tr_gguf_writer *w, void *user), tr_arch arch, tr_type type,
-                            double tol, int32_t n_batch) {
-    char model[256], prefix[256], cmd[2048], csv[1024] = "";
+static void check(const llamacpp_ref *llama, const char *shape, const char *variant,
+                  tr_status (*set_keys)(tr_gguf_writer *w, void *user), tr_arch arch, tr_type type, tr_kv_type kv,
+                  double tol, int32_t n_batch) {
+    char model[256], prefix[256], ref_prefix[300], cmd[2048], csv[1024] = "";
+    const bool kv_q8 = kv == TR_KV_Q8_0;
     snprintf(prefix, sizeof prefix, "%s/%s%s%s-%s", llama->work, shape, variant ? "-" : "", variant ? variant : "",
              tr_type_name(type));
     snprintf(model, sizeof model, "%s.gguf", prefix);
+    snprintf(ref_prefix, sizeof ref_prefix, "%s%s", prefix, kv_q8 ? "-kv-q8_0" : "");
+    char ref_logits_path[320];
+    snprintf(ref_logits_path, sizeof ref_logits_path, "%s.logits.f32", ref_prefix);
     if (access(model, R_OK) != 0) {
         tr_synth_params sp = tr_synth_default_params();
         sp.shape = shape;
@@ -115,9 +138,12 @@ void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const 
             tr_gguf_close(g);
             remove(synth);
         }
+    }
+    if (access(ref_logits_path, R_OK) != 0) { /* llama.cpp's outputs with the same cache */
         for (int i = 0; i < LLAMACPP_N_PROMPT; i++)
             snprintf(csv + strlen(csv), sizeof csv - strlen(csv), "%s%d", i ? "," : "", PROMPT[i]);
-        snprintf(cmd, sizeof cmd, "%s %s %s %d %s", llama->exe, model, csv, LLAMACPP_N_GREEDY, prefix);
+        snprintf(cmd, sizeof cmd, "%s%s %s %s %d %s", kv_q8 ? "LLAMACPP_REF_KV_Q8_0=1 " : "", llama->exe, model, csv,
+                 LLAMACPP_N_GREEDY, ref_prefix);
         assert_int_equal(run_command(cmd), 0);
     }
     tr_model_params mp = tr_model_default_params();
@@ -127,24 +153,16 @@ void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const 
     const tr_model_info *in = tr_model_get_info(m);
     assert_int_equal(in->arch, arch);
     const size_t V = (size_t)in->n_vocab, E = (size_t)in->n_embd;
-    char path[300];
-    snprintf(path, sizeof path, "%s.logits.f32", prefix);
-    float *ref_logits = read_f32_dump(path, LLAMACPP_N_PROMPT * V);
-    snprintf(path, sizeof path, "%s.hidden.f32", prefix);
+    char path[320];
+    float *ref_logits = read_f32_dump(ref_logits_path, LLAMACPP_N_PROMPT * V);
+    snprintf(path, sizeof path, "%s.hidden.f32", ref_prefix);
     float *ref_hidden = read_f32_dump(path, LLAMACPP_N_PROMPT * E);
 
-    tr_context_params cp = tr_context_default_params();
-    cp.n_ctx = 128;
-    cp.n_threads = 2;
-    cp.n_batch = n_batch;
     tr_context *ctx = NULL;
-    assert_int_equal(tr_context_create(m, &cp, &ctx), TR_OK);
-    assert_int_equal(tr_context_eval(ctx, PROMPT, LLAMACPP_N_PROMPT, TR_EVAL_LOGITS_ALL), TR_OK);
-    float *logits = malloc(LLAMACPP_N_PROMPT * V * sizeof *logits), *hidden = malloc(LLAMACPP_N_PROMPT * E * sizeof *hidden);
+    float *logits, *hidden;
+    eval_prompt(m, kv, n_batch, &logits, &hidden, &ctx);
     int checked = 0;
     for (int i = 0; i < LLAMACPP_N_PROMPT; i++) {
-        memcpy(logits + i * V, tr_context_logits(ctx, i), V * sizeof *logits);
-        memcpy(hidden + i * E, tr_context_hidden(ctx, i), E * sizeof *hidden);
         const int32_t top = reference_clear_argmax(ref_logits + i * V, V);
         if (top >= 0) {
             checked++;
@@ -152,11 +170,21 @@ void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const 
         }
     }
     const double el = rel_rms(logits, ref_logits, LLAMACPP_N_PROMPT * V), eh = rel_rms(hidden, ref_hidden, LLAMACPP_N_PROMPT * E);
-    fprintf(stderr, "%-14s %-5s batch %2d: logits rel RMS %.2e, hidden %.2e (tolerance %.0e), argmax at %d/%d\n",
-            shape, tr_type_name(type), n_batch, el, eh, tol, checked, LLAMACPP_N_PROMPT);
+    fprintf(stderr, "%-14s %-5s batch %2d%s: logits rel RMS %.2e, hidden %.2e (tolerance %.0e), argmax at %d/%d\n",
+            shape, tr_type_name(type), n_batch, kv_q8 ? " q8_0 cache" : "", el, eh, tol, checked, LLAMACPP_N_PROMPT);
     assert_true(el <= tol && eh <= tol && checked > 0);
+    if (kv_q8) { /* the tolerance tells the caches apart: an F16 cache against llama.cpp's q8_0 one exceeds it */
+        float *l16, *h16;
+        eval_prompt(m, TR_KV_F16, n_batch, &l16, &h16, NULL);
+        const double el16 = rel_rms(l16, ref_logits, LLAMACPP_N_PROMPT * V);
+        const double eh16 = rel_rms(h16, ref_hidden, LLAMACPP_N_PROMPT * E);
+        fprintf(stderr, "%-14s %-5s batch %2d: an f16 cache against llama.cpp's q8_0 one: logits %.2e, hidden %.2e\n",
+                shape, tr_type_name(type), n_batch, el16, eh16);
+        assert_true(el16 > tol && eh16 > tol);
+        free(l16), free(h16);
+    }
 
-    snprintf(path, sizeof path, "%s.greedy", prefix);
+    snprintf(path, sizeof path, "%s.greedy", ref_prefix);
     char *greedy = read_file(path, NULL);
     assert_non_null(greedy);
     char *g = greedy;
@@ -183,4 +211,20 @@ void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const 
     free(ref_hidden);
     tr_context_free(ctx);
     tr_model_free(m);
+}
+
+void llamacpp_check_shape(const llamacpp_ref *llama, const char *shape, tr_arch arch, tr_type type, double tol,
+                          int32_t n_batch) {
+    check(llama, shape, NULL, NULL, arch, type, TR_KV_F16, tol, n_batch);
+}
+
+void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const char *variant,
+                            tr_status (*set_keys)(tr_gguf_writer *w, void *user), tr_arch arch, tr_type type,
+                            double tol, int32_t n_batch) {
+    check(llama, shape, variant, set_keys, arch, type, TR_KV_F16, tol, n_batch);
+}
+
+void llamacpp_check_kv(const llamacpp_ref *llama, const char *shape, tr_arch arch, tr_type type, tr_kv_type kv,
+                       double tol, int32_t n_batch) {
+    check(llama, shape, NULL, NULL, arch, type, kv, tol, n_batch);
 }

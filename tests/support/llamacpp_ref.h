@@ -46,4 +46,10 @@ void llamacpp_check_variant(const llamacpp_ref *llama, const char *shape, const 
                             tr_status (*set_keys)(tr_gguf_writer *w, void *user), tr_arch arch, tr_type type,
                             double tol, int32_t n_batch);
 
+/* The same with the engine's KV cache of type kv (TR_KV_Q8_0) against llama.cpp's of that type (`-ctk q8_0 -ctv q8_0`,
+ * flash attention on, as llama.cpp requires for a quantized V): within `tol`, which must also tell the caches apart
+ * (the engine's F16 cache against llama.cpp's q8_0 one must exceed it). */
+void llamacpp_check_kv(const llamacpp_ref *llama, const char *shape, tr_arch arch, tr_type type, tr_kv_type kv,
+                       double tol, int32_t n_batch);
+
 #endif
