@@ -90,21 +90,20 @@ static inline void w16_unpack_q8_0(const block_q8_0 *q, v128_t v[4]) {
     v[1] = wasm_i16x8_shr(wasm_i16x8_shl(hi, 8), 8), v[3] = wasm_i16x8_shr(hi, 8);
 }
 
-/* Q5_0: Q4_0's nibbles plus the fifth bits, bit j of qh for element j: each lane tests its element's bit. */
+/* Q5_0: Q4_0's nibbles plus the fifth bits (bit j of qh for element j), put together as bytes before the split
+ * into 16-bit lanes: the 16 low nibbles are elements 0..15 in byte order, the high ones 16..31, and each byte gets
+ * 0x10 where its element's bit is set (qh's bytes spread over 8 lanes each by one shuffle, each lane testing its
+ * own bit). Then even bytes and odd bytes as 16-bit lanes are the four vectors. */
 static inline void w16_unpack_q5_0(const block_q5_0 *q, v128_t v[4]) {
-    const v128_t p = wasm_v128_load(q->qs), nib = wasm_i16x8_splat(0x0F), five = wasm_i16x8_splat(0x10);
-    uint32_t qh;
-    memcpy(&qh, q->qh, sizeof qh);
-    const v128_t lo = wasm_i16x8_splat((int16_t)(qh & 0xFFFF)), hi = wasm_i16x8_splat((int16_t)(qh >> 16));
-    const v128_t even = wasm_i16x8_make(1 << 0, 1 << 2, 1 << 4, 1 << 6, 1 << 8, 1 << 10, 1 << 12, (int16_t)(1 << 14));
-    const v128_t odd = wasm_i16x8_shl(even, 1);
-    const v128_t zero = wasm_i16x8_splat(0);
-    v[0] = wasm_v128_or(wasm_v128_and(p, nib), wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(lo, even), zero), five));
-    v[1] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 4), nib),
-                        wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(hi, even), zero), five));
-    v[2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 8), nib),
-                        wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(lo, odd), zero), five));
-    v[3] = wasm_v128_or(wasm_u16x8_shr(p, 12), wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(hi, odd), zero), five));
+    const v128_t p = wasm_v128_load(q->qs), h = wasm_v128_load32_splat(q->qh);
+    const v128_t nib = wasm_i8x16_splat(0x0F), five = wasm_i8x16_splat(0x10), low_byte = wasm_i16x8_splat(0x00FF);
+    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    const v128_t h_lo = wasm_v128_and(wasm_i8x16_shuffle(h, h, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), bit);
+    const v128_t h_hi = wasm_v128_and(wasm_i8x16_shuffle(h, h, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), bit);
+    const v128_t lo = wasm_v128_or(wasm_v128_and(p, nib), wasm_v128_and(wasm_i8x16_eq(h_lo, bit), five));
+    const v128_t hi = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 4), nib), wasm_v128_and(wasm_i8x16_eq(h_hi, bit), five));
+    v[0] = wasm_v128_and(lo, low_byte), v[2] = wasm_u16x8_shr(lo, 8);
+    v[1] = wasm_v128_and(hi, low_byte), v[3] = wasm_u16x8_shr(hi, 8);
 }
 
 enum { W16_Q8_0, W16_Q4_0, W16_Q5_0 };
@@ -132,7 +131,9 @@ static inline v128_t w16_block_sum(const v128_t v[4], const int16_t *x) {
 }
 
 /* One weight row against NA (1..4) activation rows: each weight block unpacked once for all of them; four blocks'
- * scales widened together, each block's lanes scaled by its broadcast scale. */
+ * scales widened together, each block's lanes scaled by its broadcast scale. Q4_0's and Q5_0's offsets come off
+ * once per four blocks, as floats: the activation sums scaled like the blocks, taken off all four lanes (which are
+ * summed at the end). (Two weight rows at a time for decode measured slower: V8 runs out of registers.) */
 __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int64_t r, int64_t i, const int NA, const int kind) {
     const int64_t nb = a->cols / QK8_0;
     const uint8_t *wrow = a->w + (size_t)r * a->w_stride;
@@ -147,20 +148,25 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         acc[k] = wasm_f32x4_splat(0.0f);
     }
     const size_t bsize = kind == W16_Q4_0 ? sizeof(block_q4_0) : kind == W16_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q8_0);
-#define W16_D(b) (*(const uint16_t *)(wrow + (size_t)(b) * bsize)) /* d leads both block types */
+#define W16_D(b) (*(const uint16_t *)(wrow + (size_t)(b) * bsize)) /* d leads every block type */
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
         const v128_t dw = fp16x4_to_f32(W16_D(b), W16_D(b + 1), W16_D(b + 2), W16_D(b + 3));
         v128_t sc[4];
-        for (int k = 0; k < NA; k++) sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
+        for (int k = 0; k < NA; k++) {
+            sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
+            if (kind == W16_Q8_0) continue;
+            /* 2 * sum per block: Q4_0 takes 8 * sum, Q5_0 16 * sum (exact in float: |sum| <= 32 * 127) */
+            const v128_t o = wasm_f32x4_convert_i32x4(wasm_i32x4_shl(wasm_v128_load(xs[k] + b), kind == W16_Q5_0 ? 3 : 2));
+            acc[k] = wasm_f32x4_sub(acc[k], wasm_f32x4_mul(o, sc[k]));
+        }
         /* block b + J, J a constant (the lane broadcast's index must be one) */
 #define W16_BLOCK(J)                                                                                         \
     do {                                                                                                     \
         v128_t v[4];                                                                                         \
         w16_unpack(wrow, b + (J), kind, v);                                                                  \
         for (int k = 0; k < NA; k++) {                                                                       \
-            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * (b + (J)));                                          \
-            s = w16_offset(s, xs[k] + b + (J), kind);                                                        \
+            const v128_t s = w16_block_sum(v, xq[k] + QK8_0 * (b + (J)));                                    \
             const v128_t scale = wasm_i32x4_shuffle(sc[k], sc[k], J, J, J, J);                               \
             acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));             \
         }                                                                                                    \
@@ -176,8 +182,7 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         w16_unpack(wrow, b, kind, v);
         const float dw = fp16_to_fp32(W16_D(b));
         for (int k = 0; k < NA; k++) {
-            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * b);
-            s = w16_offset(s, xs[k] + b, kind);
+            const v128_t s = w16_offset(w16_block_sum(v, xq[k] + QK8_0 * b), xs[k] + b, kind);
             acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), wasm_f32x4_splat(dw * xd[k][b])));
         }
     }
@@ -185,7 +190,7 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
     for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = hsum_f32(acc[k]);
 }
 
-static inline void w16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const int kind) {
+__attribute__((always_inline)) static inline void w16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const int kind) {
     for (int64_t r = r0; r < r1; r++) {
         int64_t i = i0;
         for (; i + 4 <= i1; i += 4) w16_row(a, r, i, 4, kind);
@@ -348,7 +353,7 @@ __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int
     for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = sum[k];
 }
 
-static inline void kw16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const bool q6) {
+__attribute__((always_inline)) static inline void kw16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const bool q6) {
     for (int64_t r = r0; r < r1; r++) {
         int64_t i = i0;
         for (; i + 4 <= i1; i += 4) kw16_row(a, r, i, 4, q6);
