@@ -62,17 +62,14 @@ static void quantize_q8_0_w16(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* Four F16 values widened to float at once (fp16_to_fp32's method, lane-wise: exact for every finite half). */
+/* Four F16 values widened to float at once, exactly for every finite half: the exponent and mantissa bits moved
+ * to their float places make the value times 2^-112 (a normal half a normal float, a subnormal one a subnormal
+ * float, whose mantissa is the half's), so one multiply by 2^112 gives it; then the sign. */
 static inline v128_t fp16x4_to_f32(uint16_t a, uint16_t b, uint16_t c, uint16_t e) {
-    const v128_t w = wasm_i32x4_shl(wasm_i32x4_make(a, b, c, e), 16);
-    const v128_t sign = wasm_v128_and(w, wasm_i32x4_splat((int32_t)0x80000000));
-    const v128_t two_w = wasm_i32x4_add(w, w);
-    const v128_t normalized = wasm_f32x4_mul(wasm_i32x4_add(wasm_u32x4_shr(two_w, 4), wasm_i32x4_splat(0xE0 << 23)),
-                                             wasm_f32x4_splat(0x1.0p-112f));
-    const v128_t denormalized = wasm_f32x4_sub(wasm_v128_or(wasm_u32x4_shr(two_w, 17), wasm_i32x4_splat(126 << 23)),
-                                               wasm_f32x4_splat(0.5f));
-    const v128_t is_denormal = wasm_u32x4_lt(two_w, wasm_i32x4_splat(1 << 27));
-    return wasm_v128_or(sign, wasm_v128_bitselect(denormalized, normalized, is_denormal));
+    const v128_t h = wasm_i32x4_make(a, b, c, e);
+    const v128_t magnitude = wasm_f32x4_mul(wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7FFF)), 13),
+                                            wasm_f32x4_splat(0x1.0p112f));
+    return wasm_v128_or(magnitude, wasm_v128_and(wasm_i32x4_shl(h, 16), wasm_i32x4_splat((int32_t)0x80000000)));
 }
 
 /* One 32-weight block as the four i16x8 vectors matching the widened activations' order. */
