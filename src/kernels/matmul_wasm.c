@@ -286,7 +286,10 @@ static inline v128_t kw16_group(v128_t even, v128_t odd, const int16_t *x) {
     return wasm_i32x4_add(wasm_i32x4_dot_i16x8(even, wasm_v128_load(x)), wasm_i32x4_dot_i16x8(odd, wasm_v128_load(x + 8)));
 }
 
-/* One weight row against NA (1..4) activation rows, each super-block's weights unpacked once for all of them. */
+/* One weight row against NA (1..4) activation rows, each super-block's weights unpacked once for all of them.
+ * Q4_K's sub-block scales multiply the int32 dot products (one i32x4.mul per sub-block and activation row instead
+ * of one i16x8.mul per 8 weights); Q6_K's multiply its unsigned 6-bit weights (|q * scale| <= 63 * 128), whose
+ * offset of 32 comes off through the activations' 16-element sums (bsums). */
 __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int64_t r, int64_t i, const int NA,
                                                            const bool q6) {
     const int64_t nb = a->cols / QK_K;
@@ -305,19 +308,20 @@ __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int
                 uint8_t sc_lo, m_lo, sc_hi, m_hi;
                 kquant_scale_min(2 * c, w->scales, &sc_lo, &m_lo);
                 kquant_scale_min(2 * c + 1, w->scales, &sc_hi, &m_hi);
-                const v128_t lo_scale = wasm_i16x8_splat(sc_lo), hi_scale = wasm_i16x8_splat(sc_hi);
+                v128_t lo[4], hi[4];
                 for (int h = 0; h < 2; h++) {
                     const v128_t p = wasm_v128_load(w->qs + 32 * c + 16 * h);
-                    const v128_t e0 = wasm_i16x8_mul(wasm_v128_and(p, nib), lo_scale);
-                    const v128_t o0 = wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_shr(p, 8), nib), lo_scale);
-                    const v128_t e1 = wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_shr(p, 4), nib), hi_scale);
-                    const v128_t o1 = wasm_i16x8_mul(wasm_u16x8_shr(p, 12), hi_scale);
+                    const v128_t e0 = wasm_v128_and(p, nib), o0 = wasm_v128_and(wasm_u16x8_shr(p, 8), nib);
+                    const v128_t e1 = wasm_v128_and(wasm_u16x8_shr(p, 4), nib), o1 = wasm_u16x8_shr(p, 12);
                     for (int k = 0; k < NA; k++) {
                         const int16_t *xq = x[k][b].qs + 16 * (4 * c + h);
-                        acc[k] = wasm_i32x4_add(acc[k], wasm_i32x4_add(kw16_group(e0, o0, xq), kw16_group(e1, o1, xq + 32)));
+                        const v128_t l = kw16_group(e0, o0, xq), u = kw16_group(e1, o1, xq + 32);
+                        lo[k] = h ? wasm_i32x4_add(lo[k], l) : l, hi[k] = h ? wasm_i32x4_add(hi[k], u) : u;
                     }
                 }
+                const v128_t lo_scale = wasm_i32x4_splat(sc_lo), hi_scale = wasm_i32x4_splat(sc_hi);
                 for (int k = 0; k < NA; k++) {
+                    acc[k] = wasm_i32x4_add(acc[k], wasm_i32x4_add(wasm_i32x4_mul(lo[k], lo_scale), wasm_i32x4_mul(hi[k], hi_scale)));
                     const int16_t *bs = x[k][b].bsums + 4 * c;
                     summ[k] += m_lo * (bs[0] + bs[1]) + m_hi * (bs[2] + bs[3]);
                 }
@@ -326,7 +330,7 @@ __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int
             for (int k = 0; k < NA; k++) sum[k] += x[k][b].d * (d * (float)hsum_i32(acc[k]) - dmin * (float)summ[k]);
         } else {
             const block_q6_k *w = (const block_q6_k *)wrow + b;
-            const v128_t low4 = wasm_i16x8_splat(0x0F), bits45 = wasm_i16x8_splat(0x30), off = wasm_i16x8_splat(32);
+            const v128_t low4 = wasm_i16x8_splat(0x0F), bits45 = wasm_i16x8_splat(0x30);
             for (int h = 0; h < 2; h++)
                 for (int part = 0; part < 2; part++) {
                     const v128_t vh = wasm_v128_load(w->qh + 32 * h + 16 * part);
@@ -338,13 +342,20 @@ __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int
                         const v128_t hi_o = wasm_u16x8_shr(vh, 4 + 2 * k4);
                         const int g = 8 * h + 2 * k4 + part;
                         const v128_t scale = wasm_i16x8_splat(w->scales[g]);
-                        const v128_t e = wasm_i16x8_mul(wasm_i16x8_sub(wasm_v128_or(lo_e, wasm_v128_and(hi_e, bits45)), off), scale);
-                        const v128_t o = wasm_i16x8_mul(wasm_i16x8_sub(wasm_v128_or(lo_o, wasm_v128_and(hi_o, bits45)), off), scale);
+                        const v128_t e = wasm_i16x8_mul(wasm_v128_or(lo_e, wasm_v128_and(hi_e, bits45)), scale);
+                        const v128_t o = wasm_i16x8_mul(wasm_v128_or(lo_o, wasm_v128_and(hi_o, bits45)), scale);
                         for (int k = 0; k < NA; k++) acc[k] = wasm_i32x4_add(acc[k], kw16_group(e, o, x[k][b].qs + 16 * g));
                     }
                 }
+            /* the offset: 32 * sum over groups of scale * bsum, as one 16-bit dot product of the 16 of each */
+            const v128_t sc8 = wasm_v128_load(w->scales);
+            const v128_t sc_lo = wasm_i16x8_extend_low_i8x16(sc8), sc_hi = wasm_i16x8_extend_high_i8x16(sc8);
             const float d = fp16_to_fp32(w->d);
-            for (int k = 0; k < NA; k++) sum[k] += x[k][b].d * d * (float)hsum_i32(acc[k]);
+            for (int k = 0; k < NA; k++) {
+                const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(sc_lo, wasm_v128_load(x[k][b].bsums)),
+                                                  wasm_i32x4_dot_i16x8(sc_hi, wasm_v128_load(x[k][b].bsums + 8)));
+                sum[k] += x[k][b].d * d * (float)(hsum_i32(acc[k]) - 32 * hsum_i32(off));
+            }
         }
     }
     for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = sum[k];
