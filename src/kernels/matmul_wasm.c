@@ -157,6 +157,19 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
             const v128_t o = wasm_f32x4_convert_i32x4(wasm_i32x4_shl(wasm_v128_load(xs[k] + b), kind == W16_Q5_0 ? 3 : 2));
             acc[k] = wasm_f32x4_sub(acc[k], wasm_f32x4_mul(o, sc[k]));
         }
+        if (NA == 1 && kind == W16_Q5_0) { /* decode: the four blocks' int32 lanes summed into one vector (lane J block J), scaled once (measured faster for Q5_0 only) */
+            v128_t s[4];
+            for (int J = 0; J < 4; J++) {
+                v128_t v[4];
+                w16_unpack(wrow, b + J, kind, v);
+                s[J] = w16_block_sum(v, xq[0] + QK8_0 * (b + J));
+            }
+            const v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
+            const v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
+            const v128_t sums = wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
+            acc[0] = wasm_f32x4_add(acc[0], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sums), sc[0]));
+            continue;
+        }
         /* block b + J, J a constant (the lane broadcast's index must be one) */
 #define W16_BLOCK(J)                                                                                         \
     do {                                                                                                     \
