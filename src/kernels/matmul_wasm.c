@@ -157,7 +157,9 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
             const v128_t o = wasm_f32x4_convert_i32x4(wasm_i32x4_shl(wasm_v128_load(xs[k] + b), kind == W16_Q5_0 ? 3 : 2));
             acc[k] = wasm_f32x4_sub(acc[k], wasm_f32x4_mul(o, sc[k]));
         }
-        if (NA == 1 && kind == W16_Q5_0) { /* decode: the four blocks' int32 lanes summed into one vector (lane J block J), scaled once (measured faster for Q5_0 only) */
+        /* Q5_0 decode: the four blocks' int32 lanes summed into one vector (lane J block J), scaled once (measured
+         * faster for Q5_0; slower for Q4_0 under node) */
+        if (NA == 1 && kind == W16_Q5_0) {
             v128_t s[4];
             for (int J = 0; J < 4; J++) {
                 v128_t v[4];
