@@ -2,7 +2,8 @@
 # build.sh OUT_DIR — bench_wasm.c and the device core built with emcc -O3 -msimd128 -pthread into OUT_DIR: bench_wasm.js
 # (+ .wasm, .worker.js) for the page (bench/wasm/page.html: the model written into emscripten's memory file system)
 # and bench_wasm_node.js for node (the host's files through NODERAWFS; --profiling-funcs keeps the function names
-# for node --cpu-prof). Objects are kept in OUT_DIR/obj and rebuilt only when their source is newer. PCRE2 and cJSON
+# for node --cpu-prof), and kernels_bench_node.js (bench/wasm/kernels_bench.c: the products alone, per weight
+# type: `node --no-experimental-fetch kernels_bench_node.js [THREADS] [REPS] [TYPE...]`). Objects are kept in OUT_DIR/obj and rebuilt only when their source is newer. PCRE2 and cJSON
 # are not linked (token ids only: the tokenizer's pre-splitting and the transports' JSON are never reached).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,4 +25,9 @@ emcc "${link[@]}" $objs -sENVIRONMENT=web,worker -sINVOKE_RUN=0 -sMODULARIZE=1 -
   -sEXPORTED_RUNTIME_METHODS=FS,callMain -sFORCE_FILESYSTEM=1 -o "$out/bench_wasm.js" 2>"$out/link.log" ||
   { cat "$out/link.log"; exit 1; }
 emcc "${link[@]}" --profiling-funcs $objs -sNODERAWFS=1 -o "$out/bench_wasm_node.js" 2>>"$out/link.log" ||
+  { cat "$out/link.log"; exit 1; }
+kb=$(obj bench/wasm/kernels_bench.c)
+[ "$kb" -nt bench/wasm/kernels_bench.c ] || emcc "${flags[@]}" -c bench/wasm/kernels_bench.c -o "$kb"
+emcc "${link[@]}" "$kb" $(for f in src/kernels/*.c src/common/error.c src/common/platform.c; do obj "$f"; done |
+  grep -v -E '_(avx2|avx512|neon)\.o$') -o "$out/kernels_bench_node.js" 2>>"$out/link.log" ||
   { cat "$out/link.log"; exit 1; }

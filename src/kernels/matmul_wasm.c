@@ -62,17 +62,14 @@ static void quantize_q8_0_w16(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* Four F16 values widened to float at once (fp16_to_fp32's method, lane-wise: exact for every finite half). */
+/* Four F16 values widened to float at once, exactly for every finite half: the exponent and mantissa bits moved
+ * to their float places make the value times 2^-112 (a normal half a normal float, a subnormal one a subnormal
+ * float, whose mantissa is the half's), so one multiply by 2^112 gives it; then the sign. */
 static inline v128_t fp16x4_to_f32(uint16_t a, uint16_t b, uint16_t c, uint16_t e) {
-    const v128_t w = wasm_i32x4_shl(wasm_i32x4_make(a, b, c, e), 16);
-    const v128_t sign = wasm_v128_and(w, wasm_i32x4_splat((int32_t)0x80000000));
-    const v128_t two_w = wasm_i32x4_add(w, w);
-    const v128_t normalized = wasm_f32x4_mul(wasm_i32x4_add(wasm_u32x4_shr(two_w, 4), wasm_i32x4_splat(0xE0 << 23)),
-                                             wasm_f32x4_splat(0x1.0p-112f));
-    const v128_t denormalized = wasm_f32x4_sub(wasm_v128_or(wasm_u32x4_shr(two_w, 17), wasm_i32x4_splat(126 << 23)),
-                                               wasm_f32x4_splat(0.5f));
-    const v128_t is_denormal = wasm_u32x4_lt(two_w, wasm_i32x4_splat(1 << 27));
-    return wasm_v128_or(sign, wasm_v128_bitselect(denormalized, normalized, is_denormal));
+    const v128_t h = wasm_i32x4_make(a, b, c, e);
+    const v128_t magnitude = wasm_f32x4_mul(wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7FFF)), 13),
+                                            wasm_f32x4_splat(0x1.0p112f));
+    return wasm_v128_or(magnitude, wasm_v128_and(wasm_i32x4_shl(h, 16), wasm_i32x4_splat((int32_t)0x80000000)));
 }
 
 /* One 32-weight block as the four i16x8 vectors matching the widened activations' order. */
@@ -90,21 +87,20 @@ static inline void w16_unpack_q8_0(const block_q8_0 *q, v128_t v[4]) {
     v[1] = wasm_i16x8_shr(wasm_i16x8_shl(hi, 8), 8), v[3] = wasm_i16x8_shr(hi, 8);
 }
 
-/* Q5_0: Q4_0's nibbles plus the fifth bits, bit j of qh for element j: each lane tests its element's bit. */
+/* Q5_0: Q4_0's nibbles plus the fifth bits (bit j of qh for element j), put together as bytes before the split
+ * into 16-bit lanes: the 16 low nibbles are elements 0..15 in byte order, the high ones 16..31, and each byte gets
+ * 0x10 where its element's bit is set (qh's bytes spread over 8 lanes each by one shuffle, each lane testing its
+ * own bit). Then even bytes and odd bytes as 16-bit lanes are the four vectors. */
 static inline void w16_unpack_q5_0(const block_q5_0 *q, v128_t v[4]) {
-    const v128_t p = wasm_v128_load(q->qs), nib = wasm_i16x8_splat(0x0F), five = wasm_i16x8_splat(0x10);
-    uint32_t qh;
-    memcpy(&qh, q->qh, sizeof qh);
-    const v128_t lo = wasm_i16x8_splat((int16_t)(qh & 0xFFFF)), hi = wasm_i16x8_splat((int16_t)(qh >> 16));
-    const v128_t even = wasm_i16x8_make(1 << 0, 1 << 2, 1 << 4, 1 << 6, 1 << 8, 1 << 10, 1 << 12, (int16_t)(1 << 14));
-    const v128_t odd = wasm_i16x8_shl(even, 1);
-    const v128_t zero = wasm_i16x8_splat(0);
-    v[0] = wasm_v128_or(wasm_v128_and(p, nib), wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(lo, even), zero), five));
-    v[1] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 4), nib),
-                        wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(hi, even), zero), five));
-    v[2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 8), nib),
-                        wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(lo, odd), zero), five));
-    v[3] = wasm_v128_or(wasm_u16x8_shr(p, 12), wasm_v128_and(wasm_i16x8_ne(wasm_v128_and(hi, odd), zero), five));
+    const v128_t p = wasm_v128_load(q->qs), h = wasm_v128_load32_splat(q->qh);
+    const v128_t nib = wasm_i8x16_splat(0x0F), five = wasm_i8x16_splat(0x10), low_byte = wasm_i16x8_splat(0x00FF);
+    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    const v128_t h_lo = wasm_v128_and(wasm_i8x16_shuffle(h, h, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), bit);
+    const v128_t h_hi = wasm_v128_and(wasm_i8x16_shuffle(h, h, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), bit);
+    const v128_t lo = wasm_v128_or(wasm_v128_and(p, nib), wasm_v128_and(wasm_i8x16_eq(h_lo, bit), five));
+    const v128_t hi = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 4), nib), wasm_v128_and(wasm_i8x16_eq(h_hi, bit), five));
+    v[0] = wasm_v128_and(lo, low_byte), v[2] = wasm_u16x8_shr(lo, 8);
+    v[1] = wasm_v128_and(hi, low_byte), v[3] = wasm_u16x8_shr(hi, 8);
 }
 
 enum { W16_Q8_0, W16_Q4_0, W16_Q5_0 };
@@ -132,7 +128,9 @@ static inline v128_t w16_block_sum(const v128_t v[4], const int16_t *x) {
 }
 
 /* One weight row against NA (1..4) activation rows: each weight block unpacked once for all of them; four blocks'
- * scales widened together, each block's lanes scaled by its broadcast scale. */
+ * scales widened together, each block's lanes scaled by its broadcast scale. Q4_0's and Q5_0's offsets come off
+ * once per four blocks, as floats: the activation sums scaled like the blocks, taken off all four lanes (which are
+ * summed at the end). (Two weight rows at a time for decode measured slower: V8 runs out of registers.) */
 __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int64_t r, int64_t i, const int NA, const int kind) {
     const int64_t nb = a->cols / QK8_0;
     const uint8_t *wrow = a->w + (size_t)r * a->w_stride;
@@ -147,20 +145,40 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         acc[k] = wasm_f32x4_splat(0.0f);
     }
     const size_t bsize = kind == W16_Q4_0 ? sizeof(block_q4_0) : kind == W16_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q8_0);
-#define W16_D(b) (*(const uint16_t *)(wrow + (size_t)(b) * bsize)) /* d leads both block types */
+#define W16_D(b) (*(const uint16_t *)(wrow + (size_t)(b) * bsize)) /* d leads every block type */
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
         const v128_t dw = fp16x4_to_f32(W16_D(b), W16_D(b + 1), W16_D(b + 2), W16_D(b + 3));
         v128_t sc[4];
-        for (int k = 0; k < NA; k++) sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
+        for (int k = 0; k < NA; k++) {
+            sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
+            if (kind == W16_Q8_0) continue;
+            /* 2 * sum per block: Q4_0 takes 8 * sum, Q5_0 16 * sum (exact in float: |sum| <= 32 * 127) */
+            const v128_t o = wasm_f32x4_convert_i32x4(wasm_i32x4_shl(wasm_v128_load(xs[k] + b), kind == W16_Q5_0 ? 3 : 2));
+            acc[k] = wasm_f32x4_sub(acc[k], wasm_f32x4_mul(o, sc[k]));
+        }
+        /* Q5_0 decode: the four blocks' int32 lanes summed into one vector (lane J block J), scaled once (measured
+         * faster for Q5_0; slower for Q4_0 under node) */
+        if (NA == 1 && kind == W16_Q5_0) {
+            v128_t s[4];
+            for (int J = 0; J < 4; J++) {
+                v128_t v[4];
+                w16_unpack(wrow, b + J, kind, v);
+                s[J] = w16_block_sum(v, xq[0] + QK8_0 * (b + J));
+            }
+            const v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
+            const v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
+            const v128_t sums = wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
+            acc[0] = wasm_f32x4_add(acc[0], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sums), sc[0]));
+            continue;
+        }
         /* block b + J, J a constant (the lane broadcast's index must be one) */
 #define W16_BLOCK(J)                                                                                         \
     do {                                                                                                     \
         v128_t v[4];                                                                                         \
         w16_unpack(wrow, b + (J), kind, v);                                                                  \
         for (int k = 0; k < NA; k++) {                                                                       \
-            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * (b + (J)));                                          \
-            s = w16_offset(s, xs[k] + b + (J), kind);                                                        \
+            const v128_t s = w16_block_sum(v, xq[k] + QK8_0 * (b + (J)));                                    \
             const v128_t scale = wasm_i32x4_shuffle(sc[k], sc[k], J, J, J, J);                               \
             acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));             \
         }                                                                                                    \
@@ -176,8 +194,7 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         w16_unpack(wrow, b, kind, v);
         const float dw = fp16_to_fp32(W16_D(b));
         for (int k = 0; k < NA; k++) {
-            v128_t s = w16_block_sum(v, xq[k] + QK8_0 * b);
-            s = w16_offset(s, xs[k] + b, kind);
+            const v128_t s = w16_offset(w16_block_sum(v, xq[k] + QK8_0 * b), xs[k] + b, kind);
             acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), wasm_f32x4_splat(dw * xd[k][b])));
         }
     }
@@ -185,7 +202,7 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
     for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = hsum_f32(acc[k]);
 }
 
-static inline void w16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const int kind) {
+__attribute__((always_inline)) static inline void w16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const int kind) {
     for (int64_t r = r0; r < r1; r++) {
         int64_t i = i0;
         for (; i + 4 <= i1; i += 4) w16_row(a, r, i, 4, kind);
@@ -284,7 +301,10 @@ static inline v128_t kw16_group(v128_t even, v128_t odd, const int16_t *x) {
     return wasm_i32x4_add(wasm_i32x4_dot_i16x8(even, wasm_v128_load(x)), wasm_i32x4_dot_i16x8(odd, wasm_v128_load(x + 8)));
 }
 
-/* One weight row against NA (1..4) activation rows, each super-block's weights unpacked once for all of them. */
+/* One weight row against NA (1..4) activation rows, each super-block's weights unpacked once for all of them.
+ * Q4_K's sub-block scales multiply the int32 dot products (one i32x4.mul per sub-block and activation row instead
+ * of one i16x8.mul per 8 weights); Q6_K's multiply its unsigned 6-bit weights (|q * scale| <= 63 * 128), whose
+ * offset of 32 comes off through the activations' 16-element sums (bsums). */
 __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int64_t r, int64_t i, const int NA,
                                                            const bool q6) {
     const int64_t nb = a->cols / QK_K;
@@ -303,19 +323,20 @@ __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int
                 uint8_t sc_lo, m_lo, sc_hi, m_hi;
                 kquant_scale_min(2 * c, w->scales, &sc_lo, &m_lo);
                 kquant_scale_min(2 * c + 1, w->scales, &sc_hi, &m_hi);
-                const v128_t lo_scale = wasm_i16x8_splat(sc_lo), hi_scale = wasm_i16x8_splat(sc_hi);
+                v128_t lo[4], hi[4];
                 for (int h = 0; h < 2; h++) {
                     const v128_t p = wasm_v128_load(w->qs + 32 * c + 16 * h);
-                    const v128_t e0 = wasm_i16x8_mul(wasm_v128_and(p, nib), lo_scale);
-                    const v128_t o0 = wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_shr(p, 8), nib), lo_scale);
-                    const v128_t e1 = wasm_i16x8_mul(wasm_v128_and(wasm_u16x8_shr(p, 4), nib), hi_scale);
-                    const v128_t o1 = wasm_i16x8_mul(wasm_u16x8_shr(p, 12), hi_scale);
+                    const v128_t e0 = wasm_v128_and(p, nib), o0 = wasm_v128_and(wasm_u16x8_shr(p, 8), nib);
+                    const v128_t e1 = wasm_v128_and(wasm_u16x8_shr(p, 4), nib), o1 = wasm_u16x8_shr(p, 12);
                     for (int k = 0; k < NA; k++) {
                         const int16_t *xq = x[k][b].qs + 16 * (4 * c + h);
-                        acc[k] = wasm_i32x4_add(acc[k], wasm_i32x4_add(kw16_group(e0, o0, xq), kw16_group(e1, o1, xq + 32)));
+                        const v128_t l = kw16_group(e0, o0, xq), u = kw16_group(e1, o1, xq + 32);
+                        lo[k] = h ? wasm_i32x4_add(lo[k], l) : l, hi[k] = h ? wasm_i32x4_add(hi[k], u) : u;
                     }
                 }
+                const v128_t lo_scale = wasm_i32x4_splat(sc_lo), hi_scale = wasm_i32x4_splat(sc_hi);
                 for (int k = 0; k < NA; k++) {
+                    acc[k] = wasm_i32x4_add(acc[k], wasm_i32x4_add(wasm_i32x4_mul(lo[k], lo_scale), wasm_i32x4_mul(hi[k], hi_scale)));
                     const int16_t *bs = x[k][b].bsums + 4 * c;
                     summ[k] += m_lo * (bs[0] + bs[1]) + m_hi * (bs[2] + bs[3]);
                 }
@@ -324,7 +345,7 @@ __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int
             for (int k = 0; k < NA; k++) sum[k] += x[k][b].d * (d * (float)hsum_i32(acc[k]) - dmin * (float)summ[k]);
         } else {
             const block_q6_k *w = (const block_q6_k *)wrow + b;
-            const v128_t low4 = wasm_i16x8_splat(0x0F), bits45 = wasm_i16x8_splat(0x30), off = wasm_i16x8_splat(32);
+            const v128_t low4 = wasm_i16x8_splat(0x0F), bits45 = wasm_i16x8_splat(0x30);
             for (int h = 0; h < 2; h++)
                 for (int part = 0; part < 2; part++) {
                     const v128_t vh = wasm_v128_load(w->qh + 32 * h + 16 * part);
@@ -336,19 +357,26 @@ __attribute__((always_inline)) static inline void kw16_row(const mm_args *a, int
                         const v128_t hi_o = wasm_u16x8_shr(vh, 4 + 2 * k4);
                         const int g = 8 * h + 2 * k4 + part;
                         const v128_t scale = wasm_i16x8_splat(w->scales[g]);
-                        const v128_t e = wasm_i16x8_mul(wasm_i16x8_sub(wasm_v128_or(lo_e, wasm_v128_and(hi_e, bits45)), off), scale);
-                        const v128_t o = wasm_i16x8_mul(wasm_i16x8_sub(wasm_v128_or(lo_o, wasm_v128_and(hi_o, bits45)), off), scale);
+                        const v128_t e = wasm_i16x8_mul(wasm_v128_or(lo_e, wasm_v128_and(hi_e, bits45)), scale);
+                        const v128_t o = wasm_i16x8_mul(wasm_v128_or(lo_o, wasm_v128_and(hi_o, bits45)), scale);
                         for (int k = 0; k < NA; k++) acc[k] = wasm_i32x4_add(acc[k], kw16_group(e, o, x[k][b].qs + 16 * g));
                     }
                 }
+            /* the offset: 32 * sum over groups of scale * bsum, as one 16-bit dot product of the 16 of each */
+            const v128_t sc8 = wasm_v128_load(w->scales);
+            const v128_t sc_lo = wasm_i16x8_extend_low_i8x16(sc8), sc_hi = wasm_i16x8_extend_high_i8x16(sc8);
             const float d = fp16_to_fp32(w->d);
-            for (int k = 0; k < NA; k++) sum[k] += x[k][b].d * d * (float)hsum_i32(acc[k]);
+            for (int k = 0; k < NA; k++) {
+                const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(sc_lo, wasm_v128_load(x[k][b].bsums)),
+                                                  wasm_i32x4_dot_i16x8(sc_hi, wasm_v128_load(x[k][b].bsums + 8)));
+                sum[k] += x[k][b].d * d * (float)(hsum_i32(acc[k]) - 32 * hsum_i32(off));
+            }
         }
     }
     for (int k = 0; k < NA; k++) a->y[(i + k) * a->ldy + r] = sum[k];
 }
 
-static inline void kw16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const bool q6) {
+__attribute__((always_inline)) static inline void kw16_tile(const mm_args *a, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const bool q6) {
     for (int64_t r = r0; r < r1; r++) {
         int64_t i = i0;
         for (; i + 4 <= i1; i += 4) kw16_row(a, r, i, 4, q6);
