@@ -7,7 +7,10 @@
  * interleaved layout the kernels prefer ("x16", repack.c), so the two can be compared under the same load.
  *
  *   bench_matmul [--types q8_0,q4_k,...] [--isa avx512|avx2|scalar] [--threads N] [--layers L] [--reps R]
- *                [--no-output] [--cputime] [--layout plain|x16|both] */
+ *                [--no-output] [--cputime] [--layout plain|x16|both] [--tile-rows 8,16,64,128]
+ *
+ * --tile-rows N,...: instead, GOP/s of one product per shape (896x896, 4864x896, 896x4864, 151936x896, interleaved
+ * layout when the kernels have one) at each activation row count N, the batched passes of `tokroute serve`. */
 #include "kernels/kernels.h"
 
 #include <stdio.h>
@@ -170,6 +173,40 @@ static void bench_type(tr_type type, thread_pool *tp, int layers, int reps, bool
     matmul_scratch_free(&sc);
 }
 
+/* --tile-rows: each shape at each activation row count; the fastest of enough repetitions for about 0.2 s. */
+static void bench_tile_rows(tr_type type, thread_pool *tp, const char *counts) {
+    const int64_t shapes[4][2] = {{DIM, DIM}, {FFN, DIM}, {DIM, FFN}, {VOCAB, DIM}};
+    for (int s = 0; s < 4; s++) {
+        const tr_type t = type_for_cols(type, shapes[s][1]);
+        weight_matrix w = {t, make_matrix(t, shapes[s][0], shapes[s][1]), shapes[s][0], shapes[s][1], 0, WEIGHT_PLAIN};
+        const char *layout = apply_layout(&w, true);
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", counts);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            const int64_t n = atoll(tok);
+            if (n < 1) continue;
+            float *x = make_x(n, w.cols), *y = malloc(sizeof(float) * (size_t)(n * w.rows));
+            matmul_scratch sc = {0};
+            const double ops = 2.0 * (double)w.rows * (double)w.cols * (double)n;
+            const int reps = (int)(6e10 / ops) + 3;
+            run(tp, &w, x, n, y, &sc);
+            double best = 1e30;
+            for (int rep = 0; rep < reps; rep++) {
+                const double t0 = now_s();
+                run(tp, &w, x, n, y, &sc);
+                const double dt = now_s() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("%-5s %-6s %-5s %6lldx%-5lld n=%-4lld %7.1f GOP/s\n", tr_type_name(t), kernels_isa(), layout,
+                   (long long)w.rows, (long long)w.cols, (long long)n, ops / best * 1e-9);
+            fflush(stdout);
+            free(x), free(y);
+            matmul_scratch_free(&sc);
+        }
+        free((void *)w.data);
+    }
+}
+
 static void noop_task(void *arg, int ith, int nth) { (void)arg, (void)ith, (void)nth; }
 
 /* What one product pays before any arithmetic: waking the workers and waiting for them. */
@@ -191,6 +228,7 @@ int main(int argc, char **argv) {
     int threads = 2, layers = 8, reps = 20;
     bool output = true;
     const char *layouts = "both";
+    const char *tile_rows = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa = argv[++i];
@@ -200,11 +238,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-output")) output = false;
         else if (!strcmp(argv[i], "--cputime")) use_cputime = true;
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) layouts = argv[++i];
+        else if (!strcmp(argv[i], "--tile-rows") && i + 1 < argc) tile_rows = argv[++i];
         else if (!strcmp(argv[i], "--dims") && i + 1 < argc &&
                  sscanf(argv[++i], "%lld,%lld,%lld,%lld", (long long *)&DIM, (long long *)&QDIM, (long long *)&KV,
                         (long long *)&FFN) == 4 && DIM > 0 && QDIM > 0 && KV > 0 && FFN > 0) continue;
         else {
-            fprintf(stderr, "usage: %s [--types list] [--isa name] [--threads N] [--layers L] [--reps R] [--no-output] [--cputime] [--layout plain|x16|both] [--dims D,Q,KV,FF]\n",
+            fprintf(stderr, "usage: %s [--types list] [--isa name] [--threads N] [--layers L] [--reps R] [--no-output] [--cputime] [--layout plain|x16|both] [--dims D,Q,KV,FF] [--tile-rows N,...]\n",
                     argv[0]);
             return 2;
         }
@@ -217,13 +256,17 @@ int main(int argc, char **argv) {
     n_threads_used = threads;
     thread_pool *tp = thread_pool_create(threads);
     printf("isa %s, %d threads, %d layers\n", kernels_isa(), threads, layers);
-    bench_dispatch(tp);
+    if (!tile_rows) bench_dispatch(tp);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         tr_type t;
         if (tr_type_from_name(tok, &t) != TR_OK || !tr_type_supported(t)) {
             fprintf(stderr, "bench_matmul: unknown type %s\n", tok);
+            continue;
+        }
+        if (tile_rows) {
+            bench_tile_rows(t, tp, tile_rows);
             continue;
         }
         if (strcmp(layouts, "x16") != 0) bench_type(t, tp, layers, reps, output, false);

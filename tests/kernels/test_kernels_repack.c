@@ -1,8 +1,8 @@
 /* test_kernels_repack.c — the interleaved X16 layout: repacking is lossless (every row comes back byte for byte,
  * in place or into a new buffer), embedding lookups of a repacked matrix decode exactly as the plain rows, and
  * products of a repacked matrix equal the plain ones on every instruction set, for odd shapes (rows past the last
- * group of 16, one-block rows), several token counts and threads; matmul_multi equals separate products; decode's
- * per-thread shares cover every row once. */
+ * group of 16, one-block rows), several token counts and threads; a batched product gives each token the bits it
+ * gets alone; matmul_multi equals separate products; decode's per-thread shares cover every row once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,6 +144,47 @@ static void test_repacked_products_equal_plain(void **state) {
     matmul_scratch_free(&sc);
 }
 
+/* A batched product of a repacked matrix gives each token the bits it gets alone: the server's batched pass must
+ * equal single-sequence decode. Rows of several groups and many blocks (the tiles ask for the next columns' and
+ * groups' weights ahead in every pass, batched too), token counts around the tiles' 8-token micro-tiles, on every
+ * instruction set. */
+static void test_batched_rows_equal_one_token(void **state) {
+    (void)state;
+    const tr_type types[] = {TR_TYPE_Q4_0, TR_TYPE_Q4_1, TR_TYPE_Q5_0, TR_TYPE_Q5_1, TR_TYPE_Q8_0};
+    const int64_t rows = 80, cols = 1280, ns[] = {8, 9, 16, 23};
+    const char *best = kernels_isa();
+    thread_pool *tp = thread_pool_create(2);
+    matmul_scratch sc = {0};
+    for (size_t s = 0; s < sizeof ISAS / sizeof ISAS[0]; s++) {
+        if (!kernels_isa_available(ISAS[s])) continue;
+        assert_int_equal(kernels_force_isa(ISAS[s]), TR_OK);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            uint8_t *data = random_matrix(types[ti], rows, cols);
+            weight_matrix w = {types[ti], data, rows, cols, 0, WEIGHT_PLAIN};
+            assert_int_equal(weight_repack(&w, data), TR_OK);
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int64_t n = ns[ni];
+                float *x = malloc(sizeof(float) * n * cols), *all = malloc(sizeof(float) * n * rows);
+                float one[80];
+                for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * 2.0f;
+                assert_int_equal(matmul(tp, &w, x, n, all, rows, &sc), TR_OK);
+                for (int64_t i = 0; i < n; i++) {
+                    assert_int_equal(matmul(tp, &w, x + i * cols, 1, one, rows, &sc), TR_OK);
+                    if (memcmp(one, all + i * rows, sizeof one) != 0)
+                        fail_msg("%s %s n=%lld: token %lld of the batch differs from the token alone", ISAS[s],
+                                 tr_type_name(types[ti]), (long long)n, (long long)i);
+                }
+                free(x);
+                free(all);
+            }
+            free(data);
+        }
+    }
+    assert_int_equal(kernels_force_isa(best), TR_OK);
+    matmul_scratch_free(&sc);
+    thread_pool_free(tp);
+}
+
 /* Q, K, V of different types and row counts through one matmul_multi equal three matmul calls exactly. */
 static void test_matmul_multi_equals_separate(void **state) {
     (void)state;
@@ -258,6 +299,7 @@ int main(void) {
         cmocka_unit_test(test_repack_round_trip),
         cmocka_unit_test(test_repack_refuses),
         cmocka_unit_test(test_repacked_products_equal_plain),
+        cmocka_unit_test(test_batched_rows_equal_one_token),
         cmocka_unit_test(test_matmul_multi_equals_separate),
         cmocka_unit_test(test_decode_shares_cover_every_row_once),
     };
