@@ -107,6 +107,12 @@ static void isa_init(void) {
         else
             best = forced;
     }
+    /* TOKROUTE_PREFETCH (matmul_x16_avx512.c: l1 or l2) is checked the same way: a misspelt level would otherwise
+     * measure the vendor's default while the benchmark says it measured the other. */
+    const char *prefetch = getenv("TOKROUTE_PREFETCH");
+    if (prefetch && *prefetch && strcmp(prefetch, "l1") != 0 && strcmp(prefetch, "l2") != 0 && !forced_error[0])
+        snprintf(forced_error, sizeof forced_error, "TOKROUTE_PREFETCH=%.40s is not a prefetch level (l1, l2)",
+                 prefetch);
     atomic_store(&active_isa, &isa_tables[best]);
 }
 

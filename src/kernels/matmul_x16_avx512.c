@@ -12,7 +12,10 @@
 #include "kernels/blocks.h"
 #include "kernels/matmul_impl.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -30,11 +33,20 @@ INLINE __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
  * hardware prefetcher starts on its own (measured: +30-60% decode GB/s from DRAM). About 4 columns, kept within
  * 2-8 KiB. The 32-element tiles ask in batched products too, where the first token block of a group reads its
  * weights from memory or L2 (151936x896 output at 16 rows: +10-20% on Zen 4); a later token block's requests hit
- * L1 and cost a load slot each. */
-INLINE void prefetch_col(const uint8_t *col, size_t col_bytes) {
+ * L1 and cost a load slot each.
+ *
+ * Into L1 (prefetcht0) by default; the K-quant tiles have a second version prefetching into L2 (prefetcht1), chosen
+ * on AMD CPUs (see prefetch_to_l2): on Zen 4 prefetcht0 of the streamed weights made Q4_K decode slower than no
+ * prefetch at all, while Q6_K needs one (its column is read as two interleaved runs, ql and qh). One thread,
+ * qwen3-0.6b shapes, 8 layers from DRAM (bench_matmul --cputime, load 7-9): Q4_K 12-14 GB/s with prefetcht0,
+ * 18-22 none, 17-23 prefetcht1; Q6_K 11-13, 8-9 and 15-20; whole-model decode at 1 thread 12-13 -> 18-19 tok/s. */
+INLINE void prefetch_col(const uint8_t *col, size_t col_bytes, const bool to_l2) {
     size_t ahead = 4 * col_bytes;
     ahead = ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
-    for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T0);
+    if (to_l2)
+        for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T1);
+    else
+        for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T0);
 }
 
 /* Runs micro(a, r, i, NI) over the tile: NT tokens at a time (as many as the accumulators fit in registers), then
@@ -81,7 +93,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), sixteen = _mm512_set1_epi8(16);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        prefetch_col(col, col_bytes);
+        prefetch_col(col, col_bytes, false);
         const __m512 wd = f16x16(col);
         __m512i isum[8];
         _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
@@ -145,7 +157,7 @@ INLINE __m512i lane_byte(__m512i v, int j) {
     return _mm512_and_si512(_mm512_srli_epi32(v, (unsigned)(8 * j)), _mm512_set1_epi32(0xFF));
 }
 
-INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const bool q5) {
+INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const bool q5, const bool to_l2) {
     const int64_t nb = a->cols / QK_K;
     const size_t col_bytes = q5 ? 16 * sizeof(block_q5_k) : 16 * sizeof(block_q4_k);
     const uint8_t *grp = a->w + (size_t)r * a->w_stride;
@@ -159,7 +171,7 @@ INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, c
     const __m512i m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        if (NI == 1) prefetch_col(col, col_bytes);
+        if (NI == 1) prefetch_col(col, col_bytes, to_l2);
         const uint8_t *qs = col + (q5 ? 768 : 256);
         const __m512 wd = f16x16(col), wdmin = f16x16(col + 32);
         /* 6-bit scales and mins of the 8 sub-blocks, four per 32-bit lane (layout in blocks.h). */
@@ -209,14 +221,18 @@ INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, c
     store_rows(a, r, i, NI, acc);
 }
 
-INLINE void q4_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, false); }
-INLINE void q5_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, true); }
+INLINE void q4_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, false, false); }
+INLINE void q5_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, true, false); }
+INLINE void q4_k_l2_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, false, true); }
+INLINE void q5_k_l2_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { kx_x16_micro(a, r, i, NI, true, true); }
 DEFINE_X16_TILE(q4_k_x16, 4)
 DEFINE_X16_TILE(q5_k_x16, 4)
+DEFINE_X16_TILE(q4_k_l2_x16, 4)
+DEFINE_X16_TILE(q5_k_l2_x16, 4)
 
 /* ---------------------------------------------------------------- Q6_K × Q8_K */
 
-INLINE void q6_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) {
+INLINE void q6_k_any_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const bool to_l2) {
     const int64_t nb = a->cols / QK_K;
     const size_t col_bytes = 16 * sizeof(block_q6_k);
     const uint8_t *grp = a->w + (size_t)r * a->w_stride;
@@ -229,7 +245,7 @@ INLINE void q6_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI)
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        if (NI == 1) prefetch_col(col, col_bytes);
+        if (NI == 1) prefetch_col(col, col_bytes, to_l2);
         const __m512 wd = f16x16(col);
         __m512i tot[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) tot[ii] = _mm512_setzero_si512();
@@ -261,9 +277,24 @@ INLINE void q6_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI)
     }
     store_rows(a, r, i, NI, acc);
 }
+INLINE void q6_k_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { q6_k_any_x16_micro(a, r, i, NI, false); }
+INLINE void q6_k_l2_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { q6_k_any_x16_micro(a, r, i, NI, true); }
 DEFINE_X16_TILE(q6_k_x16, 4)
+DEFINE_X16_TILE(q6_k_l2_x16, 4)
 
 /* ---------------------------------------------------------------- table */
+
+/* The L2-prefetching K-quant tiles on AMD CPUs (CPUID vendor "AuthenticAMD": measured on Zen 4, whose AVX-512 runs
+ * as 2 x 256 bits); Intel keeps the prefetcht0 tiles its figures were taken with. TOKROUTE_PREFETCH=l1|l2 overrides
+ * the choice (for comparing the two on one machine). */
+static bool prefetch_to_l2(void) {
+    const char *env = getenv("TOKROUTE_PREFETCH");
+    if (env && strcmp(env, "l1") == 0) return false;
+    if (env && strcmp(env, "l2") == 0) return true;
+    unsigned max_leaf, vendor[3];
+    if (!__get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1])) return false;
+    return memcmp(vendor, "AuthenticAMD", 12) == 0;
+}
 
 void mm_isa_avx512_x16(mm_isa *isa) {
     /* Q4_0, Q5_0 and Q8_0 switch to activations with block sums; their plain tiles read the same rows. */
@@ -277,7 +308,8 @@ void mm_isa_avx512_x16(mm_isa *isa) {
     isa->k[TR_TYPE_Q8_0].tile_x16 = tile_q8_0_x16;
     isa->k[TR_TYPE_Q4_1].tile_x16 = tile_q4_1_x16;
     isa->k[TR_TYPE_Q5_1].tile_x16 = tile_q5_1_x16;
-    isa->k[TR_TYPE_Q4_K].tile_x16 = tile_q4_k_x16;
-    isa->k[TR_TYPE_Q5_K].tile_x16 = tile_q5_k_x16;
-    isa->k[TR_TYPE_Q6_K].tile_x16 = tile_q6_k_x16;
+    const bool to_l2 = prefetch_to_l2();
+    isa->k[TR_TYPE_Q4_K].tile_x16 = to_l2 ? tile_q4_k_l2_x16 : tile_q4_k_x16;
+    isa->k[TR_TYPE_Q5_K].tile_x16 = to_l2 ? tile_q5_k_l2_x16 : tile_q5_k_x16;
+    isa->k[TR_TYPE_Q6_K].tile_x16 = to_l2 ? tile_q6_k_l2_x16 : tile_q6_k_x16;
 }
