@@ -129,8 +129,10 @@ static inline v128_t w16_block_sum(const v128_t v[4], const int16_t *x) {
 
 /* One weight row against NA (1..4) activation rows: each weight block unpacked once for all of them; four blocks'
  * scales widened together, each block's lanes scaled by its broadcast scale. Q4_0's and Q5_0's offsets come off
- * once per four blocks, as floats: the activation sums scaled like the blocks, taken off all four lanes (which are
- * summed at the end). (Two weight rows at a time for decode measured slower: V8 runs out of registers.) */
+ * each block's int32 sum before it becomes a float, as the native tiles do: taken off as floats once per four blocks
+ * (tried) they cancel against the unsigned sums in float and moved logits enough to flip a near-tie of 0.013
+ * that the native build decides (check-portable, qwen3.5-tiny Q4_0). (Two weight rows at a time for decode measured
+ * slower: V8 runs out of registers.) */
 __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int64_t r, int64_t i, const int NA, const int kind) {
     const int64_t nb = a->cols / QK8_0;
     const uint8_t *wrow = a->w + (size_t)r * a->w_stride;
@@ -150,13 +152,7 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
     for (; b + 4 <= nb; b += 4) {
         const v128_t dw = fp16x4_to_f32(W16_D(b), W16_D(b + 1), W16_D(b + 2), W16_D(b + 3));
         v128_t sc[4];
-        for (int k = 0; k < NA; k++) {
-            sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
-            if (kind == W16_Q8_0) continue;
-            /* 2 * sum per block: Q4_0 takes 8 * sum, Q5_0 16 * sum (exact in float: |sum| <= 32 * 127) */
-            const v128_t o = wasm_f32x4_convert_i32x4(wasm_i32x4_shl(wasm_v128_load(xs[k] + b), kind == W16_Q5_0 ? 3 : 2));
-            acc[k] = wasm_f32x4_sub(acc[k], wasm_f32x4_mul(o, sc[k]));
-        }
+        for (int k = 0; k < NA; k++) sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
         /* Q5_0 decode: the four blocks' int32 lanes summed into one vector (lane J block J), scaled once (measured
          * faster for Q5_0; slower for Q4_0 under node) */
         if (NA == 1 && kind == W16_Q5_0) {
@@ -168,7 +164,10 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
             }
             const v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
             const v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
-            const v128_t sums = wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
+            /* lane J: block J's whole sum, less its offset 16 * sum x (xs holds 2 * sum x) */
+            const v128_t sums = wasm_i32x4_sub(
+                wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7)),
+                wasm_i32x4_shl(wasm_v128_load(xs[0] + b), 3));
             acc[0] = wasm_f32x4_add(acc[0], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sums), sc[0]));
             continue;
         }
@@ -178,7 +177,7 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         v128_t v[4];                                                                                         \
         w16_unpack(wrow, b + (J), kind, v);                                                                  \
         for (int k = 0; k < NA; k++) {                                                                       \
-            const v128_t s = w16_block_sum(v, xq[k] + QK8_0 * (b + (J)));                                    \
+            const v128_t s = w16_offset(w16_block_sum(v, xq[k] + QK8_0 * (b + (J))), xs[k] + b + (J), kind); \
             const v128_t scale = wasm_i32x4_shuffle(sc[k], sc[k], J, J, J, J);                               \
             acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));             \
         }                                                                                                    \
