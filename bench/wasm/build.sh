@@ -3,7 +3,7 @@
 # (+ .wasm, .worker.js) for the page (bench/wasm/page.html: the model written into emscripten's memory file system)
 # and bench_wasm_node.js for node (the host's files through NODERAWFS; --profiling-funcs keeps the function names
 # for node --cpu-prof), and kernels_bench_node.js (bench/wasm/kernels_bench.c: the products alone, per weight
-# type: `node --no-experimental-fetch kernels_bench_node.js [THREADS] [REPS] [TYPE...]`). Objects are kept in OUT_DIR/obj and rebuilt only when their source is newer. PCRE2 and cJSON
+# type: `node --no-experimental-fetch kernels_bench_node.js [THREADS] [REPS] [TYPE...]`). Objects are kept in OUT_DIR/obj and rebuilt when their source or any header is newer (as scripts/wasm.sh). PCRE2 and cJSON
 # are not linked (token ids only: the tokenizer's pre-splitting and the transports' JSON are never reached).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +16,9 @@ mkdir -p "$out/inc" && ln -sf /usr/include/pcre2.h "$out/inc/pcre2.h" && ln -sfn
 core=$(ls src/{gguf,kernels,model,tokenizer,router,route,transport,common}/*.c bench/wasm/bench_wasm.c |
   grep -v -E '_(avx2|avx512|neon)\.c$' | grep -v -E '^src/transport/http\.c$')
 obj() { echo "$out/obj/$(echo "${1%.c}" | tr / _).o"; }
-for f in $core; do [ "$(obj "$f")" -nt "$f" ] || echo "$f $(obj "$f")"; done |
+newest_header=$(ls -t include/*.h include/tokroute/*.h src/*/*.h | head -1)
+fresh() { [ "$1" -nt "$2" ] && [ "$1" -nt "$newest_header" ]; } # an object compiled since its source and every header
+for f in $core; do fresh "$(obj "$f")" "$f" || echo "$f $(obj "$f")"; done |
   FLAGS="${flags[*]}" xargs -r -P "$(nproc)" -n 2 sh -c 'emcc $FLAGS -c "$0" -o "$1" || exit 255'
 objs=$(for f in $core; do obj "$f"; done)
 link=(-O3 -msimd128 -pthread -sPTHREAD_POOL_SIZE=4 -sPROXY_TO_PTHREAD=1 -sINITIAL_MEMORY=256MB
@@ -27,7 +29,7 @@ emcc "${link[@]}" $objs -sENVIRONMENT=web,worker -sINVOKE_RUN=0 -sMODULARIZE=1 -
 emcc "${link[@]}" --profiling-funcs $objs -sNODERAWFS=1 -o "$out/bench_wasm_node.js" 2>>"$out/link.log" ||
   { cat "$out/link.log"; exit 1; }
 kb=$(obj bench/wasm/kernels_bench.c)
-[ "$kb" -nt bench/wasm/kernels_bench.c ] || emcc "${flags[@]}" -c bench/wasm/kernels_bench.c -o "$kb"
+fresh "$kb" bench/wasm/kernels_bench.c || emcc "${flags[@]}" -c bench/wasm/kernels_bench.c -o "$kb"
 emcc "${link[@]}" "$kb" $(for f in src/kernels/*.c src/common/error.c src/common/platform.c; do obj "$f"; done |
   grep -v -E '_(avx2|avx512|neon)\.o$') -o "$out/kernels_bench_node.js" 2>>"$out/link.log" ||
   { cat "$out/link.log"; exit 1; }
