@@ -156,13 +156,8 @@ static bool conn_init(http_client *c, http_conn *x) {
 
 tr_status http_client_create(const tr_remote_params *p, http_client **out) {
     *out = NULL;
-    if (!p || !p->url || !*p->url) return tr_fail(TR_ERR_ARG, "remote backend: no URL");
-    if (strncmp(p->url, "http://", 7) != 0 && strncmp(p->url, "https://", 8) != 0)
-        return tr_fail(TR_ERR_ARG, "remote backend: URL '%s' must start with http:// or https://", p->url);
-    if (p->timeout_ms <= 0 || p->retries < 0 || p->retries > 100)
-        return tr_fail(TR_ERR_ARG, "remote backend: timeout_ms must be > 0 and retries in 0..100");
-    if (p->api_key && strpbrk(p->api_key, "\r\n"))
-        return tr_fail(TR_ERR_ARG, "remote backend: the API key contains a line break");
+    tr_status st = http_params_check(p);
+    if (st != TR_OK) return st;
     pthread_once(&global_once, global_init);
     if (global_rc != CURLE_OK) return tr_fail(TR_ERR_NETWORK, "libcurl: %s", curl_easy_strerror(global_rc));
     http_client *c = calloc(1, sizeof *c);

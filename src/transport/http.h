@@ -21,6 +21,9 @@ typedef struct http_response {
     bool left;       /* the caller left the streamed reply before its end (the rest is discarded) */
 } http_response;
 
+/* What both clients refuse in p before creating one: no URL or not http(s)://, a timeout <= 0, retries outside
+ * 0..100, an API key with a line break (it goes into a header). */
+tr_status http_params_check(const tr_remote_params *p);
 /* Copies what it needs from p (url, api_key, cacert, timeouts, retries). */
 tr_status http_client_create(const tr_remote_params *p, http_client **out);
 void http_client_free(http_client *c);

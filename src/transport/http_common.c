@@ -1,12 +1,25 @@
 /* http_common.c — what both HTTP clients share: libcurl's (http.c, native) and the browser's (http_fetch.c,
  * emscripten; one of the two is linked): the monotonic clock deadlines are measured on, the backoff sleep between
- * attempts, the message of an error body, and a whole-body request as a request of lines with no line reader. */
+ * attempts, the message of an error body, the checks of a client's parameters, and a whole-body request as a request
+ * of lines with no line reader. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/error.h"
 #include "transport/http.h"
+
+tr_status http_params_check(const tr_remote_params *p) {
+    if (!p || !p->url || !*p->url) return tr_fail(TR_ERR_ARG, "remote backend: no URL");
+    if (strncmp(p->url, "http://", 7) != 0 && strncmp(p->url, "https://", 8) != 0)
+        return tr_fail(TR_ERR_ARG, "remote backend: URL '%s' must start with http:// or https://", p->url);
+    if (p->timeout_ms <= 0 || p->retries < 0 || p->retries > 100)
+        return tr_fail(TR_ERR_ARG, "remote backend: timeout_ms must be > 0 and retries in 0..100");
+    if (p->api_key && strpbrk(p->api_key, "\r\n"))
+        return tr_fail(TR_ERR_ARG, "remote backend: the API key contains a line break");
+    return TR_OK;
+}
 
 double http_now_ms(void) {
     struct timespec ts;

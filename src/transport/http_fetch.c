@@ -65,13 +65,8 @@ double http_deadline(const http_client *c) { return http_now_ms() + c->timeout_m
 
 tr_status http_client_create(const tr_remote_params *p, http_client **out) {
     *out = NULL;
-    if (!p || !p->url || !*p->url) return tr_fail(TR_ERR_ARG, "remote backend: no URL");
-    if (strncmp(p->url, "http://", 7) != 0 && strncmp(p->url, "https://", 8) != 0)
-        return tr_fail(TR_ERR_ARG, "remote backend: URL '%s' must start with http:// or https://", p->url);
-    if (p->timeout_ms <= 0 || p->retries < 0 || p->retries > 100)
-        return tr_fail(TR_ERR_ARG, "remote backend: timeout_ms must be > 0 and retries in 0..100");
-    if (p->api_key && strpbrk(p->api_key, "\r\n"))
-        return tr_fail(TR_ERR_ARG, "remote backend: the API key contains a line break");
+    tr_status st = http_params_check(p);
+    if (st != TR_OK) return st;
     if (p->cacert) return tr_fail(TR_ERR_ARG, "remote backend: a CA file is not used in the browser (its trust store is)");
     http_client *c = calloc(1, sizeof *c);
     if (!c) return tr_fail(TR_ERR_NOMEM, "out of memory");
