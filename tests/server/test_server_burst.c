@@ -230,10 +230,10 @@ static void test_prompt_moves_without_batching(void **state) {
     scheduler_free(s);
 }
 
-/* The plan's prompt order on a queue built here: a pass of 512 rows whose cost was measured as 25 ms fixed + 1 ms a
- * row. n_calls calls of 8 tokens queue first, then n_prompts prompts of prompt_tokens (not started); returns the
- * prompt rows the plan puts beside the calls and how many of the prompts end in the pass (*n_ending). */
-static int32_t plan_prompt_rows_beside(int n_calls, int n_prompts, int32_t prompt_tokens, int *n_ending) {
+/* A scheduler whose pass cost was measured as 25 ms fixed + 1 ms a row (passes of up to 512 rows), with n_calls
+ * calls of 8 tokens queued first, already in the pass (calls first), then n_prompts prompts of prompt_tokens, not
+ * started. One static queue: each call replaces the last. */
+static scheduler *plan_queue(int n_calls, int n_prompts, int32_t prompt_tokens) {
     static scheduler s;
     static job jobs[64];
     static route_request reqs[64];
@@ -241,20 +241,25 @@ static int32_t plan_prompt_rows_beside(int n_calls, int n_prompts, int32_t promp
     s.p.max_batch_tokens = 512;
     for (int32_t rows = 64; rows <= 512; rows *= 2) plan_observe_pass(&s, rows, 25.0 + rows);
     job **tail = &s.queue;
-    int32_t call_rows = 0;
     for (int i = 0; i < n_calls + n_prompts; i++) {
-        reqs[i] = (route_request){.n_tokens = i < n_calls ? 8 : prompt_tokens};
-        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true};
-        if (i < n_calls) {
-            jobs[i].chunk = 8; /* in the pass already (calls first) */
-            call_rows += 8;
-        }
+        const int32_t n = i < n_calls ? 8 : prompt_tokens;
+        reqs[i] = (route_request){.n_tokens = n};
+        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true, .n_feed = n, .chunk = i < n_calls ? n : 0};
         *tail = &jobs[i];
         tail = &jobs[i].next;
     }
-    int32_t budget = plan_prompt_rows(&s, call_rows, n_calls > 0), rows = call_rows, max_rows;
+    return &s;
+}
+
+/* The plan's prompt order on a queue built by plan_queue: a pass of 512 rows whose cost was measured as 25 ms fixed +
+ * 1 ms a row. n_calls calls of 8 tokens queue first, then n_prompts prompts of prompt_tokens (not started); returns the
+ * prompt rows the plan puts beside the calls and how many of the prompts end in the pass (*n_ending). */
+static int32_t plan_prompt_rows_beside(int n_calls, int n_prompts, int32_t prompt_tokens, int *n_ending) {
+    scheduler *s = plan_queue(n_calls, n_prompts, prompt_tokens);
+    const int32_t call_rows = 8 * n_calls;
+    int32_t budget = plan_prompt_rows(s, call_rows, n_calls > 0), rows = call_rows, max_rows;
     *n_ending = 0;
-    for (job *j; rows < 512 && (j = plan_next_prompt(&s, budget, 512 - rows, &max_rows));) {
+    for (job *j; rows < 512 && (j = plan_next_prompt(s, budget, 512 - rows, &max_rows));) {
         j->chunk = plan_rows_left(j) < max_rows ? plan_rows_left(j) : max_rows;
         *n_ending += j->chunk == plan_rows_left(j);
         rows += j->chunk;
@@ -287,25 +292,13 @@ static void test_burst_prompts_end_beside_calls(void **state) {
  * passes of 512) with no call in them or due, filled by the plan as fill_pass does; the prompts ending in each pass
  * and the fewest and most rows a prompt took in the first. */
 static void burst_passes(int n, int32_t prompt_tokens, int ending[2], int32_t *min_chunk, int32_t *max_chunk) {
-    static scheduler s;
-    static job jobs[64];
-    static route_request reqs[64];
-    memset(&s, 0, sizeof s);
-    s.p.max_batch_tokens = 512;
-    for (int32_t rows = 64; rows <= 512; rows *= 2) plan_observe_pass(&s, rows, 25.0 + rows);
-    job **tail = &s.queue;
-    for (int i = 0; i < n; i++) {
-        reqs[i] = (route_request){.n_tokens = prompt_tokens};
-        jobs[i] = (job){.kind = JOB_ROUTE, .req = &reqs[i], .runnable = true, .n_feed = prompt_tokens};
-        *tail = &jobs[i];
-        tail = &jobs[i].next;
-    }
+    scheduler *s = plan_queue(0, n, prompt_tokens);
     *min_chunk = 512;
     *max_chunk = 0;
     for (int pass = 0; pass < 2; pass++) {
-        int32_t budget = plan_prompt_rows(&s, 0, false), rows = 0, max_rows;
+        int32_t budget = plan_prompt_rows(s, 0, false), rows = 0, max_rows;
         ending[pass] = 0;
-        for (job *j; rows < 512 && (j = plan_next_prompt(&s, budget, 512 - rows, &max_rows));) {
+        for (job *j; rows < 512 && (j = plan_next_prompt(s, budget, 512 - rows, &max_rows));) {
             j->started = true; /* admit: the job's feed is its tokens */
             j->chunk = plan_rows_left(j) < max_rows ? plan_rows_left(j) : max_rows;
             ending[pass] += j->chunk == plan_rows_left(j);
@@ -317,7 +310,7 @@ static void burst_passes(int n, int32_t prompt_tokens, int ending[2], int32_t *m
             budget -= j->chunk;
         }
         /* the pass ran: the chunks are fed, the ended prompts leave the queue (their sessions' calls come later) */
-        for (job **pp = &s.queue; *pp;) {
+        for (job **pp = &s->queue; *pp;) {
             job *j = *pp;
             j->fed += j->chunk;
             j->chunk = 0;
