@@ -13,6 +13,7 @@
  * layout when the kernels have one) at each activation row count N, the batched passes of `tokroute serve`. */
 #include "kernels/kernels.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,15 +208,27 @@ static void bench_tile_rows(tr_type type, thread_pool *tp, const char *counts) {
     }
 }
 
-static void noop_task(void *arg, int ith, int nth) { (void)arg, (void)ith, (void)nth; }
+/* Share 0 (the caller's) returns once every other share has started: the caller would otherwise take the shares of
+ * workers that have not claimed them yet (thread_pool.c) and the run would measure no hand-off at all. */
+static void handoff_task(void *arg, int ith, int nth) {
+    atomic_int *started = arg;
+    if (ith > 0) atomic_fetch_add(started, 1);
+    else
+        while (atomic_load(started) < nth - 1) {
+        }
+}
 
-/* What one product pays before any arithmetic: waking the workers and waiting for them. */
+/* What one product pays before any arithmetic: handing the shares to the workers and waiting for them. */
 static void bench_dispatch(thread_pool *tp) {
     enum { RUNS = 20000 };
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
         const double t0 = now_s();
-        for (int i = 0; i < RUNS; i++) thread_pool_run(tp, noop_task, NULL);
+        for (int i = 0; i < RUNS; i++) {
+            atomic_int started;
+            atomic_init(&started, 0);
+            thread_pool_run(tp, handoff_task, &started);
+        }
         const double t = (now_s() - t0) / RUNS;
         best = t < best ? t : best;
     }

@@ -36,7 +36,8 @@ tr_status tr_platform_view_file(const char *path, tr_file_view *view);
 void tr_platform_view_close(tr_file_view *view);
 
 /* n bytes of zeroed, page-aligned memory for an arena that tr_platform_release_pages may shrink later; NULL when
- * out of memory. Freed with tr_platform_free_pages(p, n). */
+ * out of memory. Freed with tr_platform_free_pages(p, n). On Linux the arena asks for transparent huge pages
+ * (MADV_HUGEPAGE): the model's repacked weights live in it and decode streams all of them every token. */
 void *tr_platform_alloc_pages(size_t n);
 void tr_platform_free_pages(void *p, size_t n);
 

@@ -14,13 +14,14 @@
 /* ---------------------------------------------------------------- thread pool */
 
 typedef struct thread_pool thread_pool;
-/* Work given to every thread: ith in [0, nth); the calling thread is ith 0. */
+/* One share of a run's work: ith in [0, nth), nth the pool's size. Each share runs exactly once, on whichever thread
+ * claims it (share 0 on the calling thread), so a share must not depend on the thread that runs it. */
 typedef void (*pool_task)(void *arg, int ith, int nth);
 
 thread_pool *thread_pool_create(int n_threads); /* NULL on failure (message set) */
 void thread_pool_free(thread_pool *tp);
 int thread_pool_size(const thread_pool *tp);
-/* Runs fn on all threads of the pool and returns when every thread has finished. Not reentrant. */
+/* Runs fn's nth shares on the pool's threads and returns when every share has finished. Not reentrant. */
 void thread_pool_run(thread_pool *tp, pool_task fn, void *arg);
 /* CPUs granted by a cgroup v2 cpu.max text ("<quota> <period>", rounded up), or 0 for "max" (no limit) and for
  * text that does not parse. */

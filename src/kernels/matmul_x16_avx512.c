@@ -35,7 +35,7 @@ INLINE __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
  * weights from memory or L2 (151936x896 output at 16 rows: +10-20% on Zen 4); a later token block's requests hit
  * L1 and cost a load slot each.
  *
- * Into L1 (prefetcht0) by default; the K-quant tiles have a second version prefetching into L2 (prefetcht1), chosen
+ * Into L1 (prefetcht0) by default; every tile has a second version prefetching into L2 (prefetcht1), chosen
  * on AMD CPUs (see prefetch_to_l2): on Zen 4 prefetcht0 of the streamed weights made Q4_K decode slower than no
  * prefetch at all, while Q6_K needs one (its column is read as two interleaved runs, ql and qh). One thread,
  * qwen3-0.6b shapes, 8 layers from DRAM (bench_matmul --cputime, load 7-9): Q4_K 12-14 GB/s with prefetcht0,
@@ -72,7 +72,7 @@ enum { K_Q4_0, K_Q5_0, K_Q8_0, K_Q4_1, K_Q5_1 };
 
 /* Activations: Q8_0 SoA with int32 block sums (offset types), or Q8_1 SoA with float sums d * sum q (Q4_1, Q5_1:
  * value = d*q + m, so a row's dot is d_w d_x isum + m_w s_x). */
-INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const int kind) {
+INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, const int kind, const bool to_l2) {
     const int64_t nb = a->cols / 32;
     const bool with_m = kind == K_Q4_1 || kind == K_Q5_1, five = kind == K_Q5_0 || kind == K_Q5_1;
     const size_t col_bytes = 16 * (kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q5_0 ? 22 : 24);
@@ -93,7 +93,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), sixteen = _mm512_set1_epi8(16);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        prefetch_col(col, col_bytes, false);
+        prefetch_col(col, col_bytes, to_l2);
         const __m512 wd = f16x16(col);
         __m512i isum[8];
         _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
@@ -132,16 +132,21 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
     store_rows(a, r, i, NI, acc);
 }
 
-INLINE void q4_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q4_0); }
-INLINE void q5_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q5_0); }
-INLINE void q8_0_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q8_0); }
-INLINE void q4_1_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q4_1); }
-INLINE void q5_1_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) { w32_x16_micro(a, r, i, NI, K_Q5_1); }
-DEFINE_X16_TILE(q4_0_x16, 8)
-DEFINE_X16_TILE(q5_0_x16, 8)
-DEFINE_X16_TILE(q8_0_x16, 8)
-DEFINE_X16_TILE(q4_1_x16, 8)
-DEFINE_X16_TILE(q5_1_x16, 8)
+/* Each 32-element type in two versions, prefetching into L1 or L2 (see prefetch_to_l2). */
+#define DEFINE_W32_TILES(name, kind)                                                                                  \
+    INLINE void name##_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) {                             \
+        w32_x16_micro(a, r, i, NI, kind, false);                                                                      \
+    }                                                                                                                 \
+    INLINE void name##_l2_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI) {                          \
+        w32_x16_micro(a, r, i, NI, kind, true);                                                                       \
+    }                                                                                                                 \
+    DEFINE_X16_TILE(name##_x16, 8)                                                                                    \
+    DEFINE_X16_TILE(name##_l2_x16, 8)
+DEFINE_W32_TILES(q4_0, K_Q4_0)
+DEFINE_W32_TILES(q5_0, K_Q5_0)
+DEFINE_W32_TILES(q8_0, K_Q8_0)
+DEFINE_W32_TILES(q4_1, K_Q4_1)
+DEFINE_W32_TILES(q5_1, K_Q5_1)
 
 /* ---------------------------------------------------------------- Q4_K, Q5_K × Q8_K */
 
@@ -284,8 +289,10 @@ DEFINE_X16_TILE(q6_k_l2_x16, 4)
 
 /* ---------------------------------------------------------------- table */
 
-/* The L2-prefetching K-quant tiles on AMD CPUs (CPUID vendor "AuthenticAMD": measured on Zen 4, whose AVX-512 runs
- * as 2 x 256 bits); Intel keeps the prefetcht0 tiles its figures were taken with. TOKROUTE_PREFETCH=l1|l2 overrides
+/* The L2-prefetching tiles on AMD CPUs (CPUID vendor "AuthenticAMD": measured on Zen 4, whose AVX-512 runs as
+ * 2 x 256 bits): the K-quants as above, and the 32-element types too (lfm2-350m's shapes, one thread, bench_matmul
+ * --cputime, load ~4.8, 4 alternating rounds: Q4_0 14-18 -> 18-18.4 GB/s, Q8_0 15.5-18 -> 19.4-20.5); Intel keeps
+ * the prefetcht0 tiles its figures were taken with. TOKROUTE_PREFETCH=l1|l2 overrides
  * the choice (for comparing the two on one machine). */
 static bool prefetch_to_l2(void) {
     const char *env = getenv("TOKROUTE_PREFETCH");
@@ -303,12 +310,12 @@ void mm_isa_avx512_x16(mm_isa *isa) {
         isa->k[with_sums[t]].quant = quantize_q8_0_soa_sums;
         isa->k[with_sums[t]].x_row_bytes = q8_0_soa_sums_row_bytes;
     }
-    isa->k[TR_TYPE_Q4_0].tile_x16 = tile_q4_0_x16;
-    isa->k[TR_TYPE_Q5_0].tile_x16 = tile_q5_0_x16;
-    isa->k[TR_TYPE_Q8_0].tile_x16 = tile_q8_0_x16;
-    isa->k[TR_TYPE_Q4_1].tile_x16 = tile_q4_1_x16;
-    isa->k[TR_TYPE_Q5_1].tile_x16 = tile_q5_1_x16;
     const bool to_l2 = prefetch_to_l2();
+    isa->k[TR_TYPE_Q4_0].tile_x16 = to_l2 ? tile_q4_0_l2_x16 : tile_q4_0_x16;
+    isa->k[TR_TYPE_Q5_0].tile_x16 = to_l2 ? tile_q5_0_l2_x16 : tile_q5_0_x16;
+    isa->k[TR_TYPE_Q8_0].tile_x16 = to_l2 ? tile_q8_0_l2_x16 : tile_q8_0_x16;
+    isa->k[TR_TYPE_Q4_1].tile_x16 = to_l2 ? tile_q4_1_l2_x16 : tile_q4_1_x16;
+    isa->k[TR_TYPE_Q5_1].tile_x16 = to_l2 ? tile_q5_1_l2_x16 : tile_q5_1_x16;
     isa->k[TR_TYPE_Q4_K].tile_x16 = to_l2 ? tile_q4_k_l2_x16 : tile_q4_k_x16;
     isa->k[TR_TYPE_Q5_K].tile_x16 = to_l2 ? tile_q5_k_l2_x16 : tile_q5_k_x16;
     isa->k[TR_TYPE_Q6_K].tile_x16 = to_l2 ? tile_q6_k_l2_x16 : tile_q6_k_x16;

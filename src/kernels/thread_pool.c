@@ -4,7 +4,13 @@
  * The model runs ~170 products per decoded token, so a dispatch must cost a few microseconds: the caller bumps an
  * atomic generation counter and workers that are spinning pick it up at once. Two models may alternate in one
  * process, so an idle worker spins only briefly (SPIN_NS) and then sleeps on a condition variable; the caller
- * takes the mutex to wake sleepers only when some are asleep. The caller is thread 0 and runs its share itself. */
+ * takes the mutex to wake sleepers only when some are asleep.
+ *
+ * A run is nth shares (fn's ith = 0..nth-1) that the caller and the workers claim from an atomic counter, the caller
+ * first: a share is computed the same way whichever thread claims it, so results do not depend on who ran what. The
+ * caller waits only for shares a worker has claimed: a worker descheduled by a neighbour on a shared machine before
+ * it picked the run up does not hold the step (the caller runs its share too), where a fixed share per thread made
+ * every hand-off wait for every worker to be scheduled again. */
 #include "kernels/kernels.h"
 
 #include "common/error.h"
@@ -42,7 +48,8 @@ struct thread_pool {
     pool_task fn;
     void *arg;
     atomic_uint generation; /* bumped once per run and once at shutdown */
-    atomic_int n_done;      /* workers finished with the current generation */
+    atomic_int next_share;  /* the next unclaimed share of the current run (>= n_threads: none left) */
+    atomic_int n_done;      /* shares workers have finished in the current run */
     atomic_int n_sleeping;
     atomic_bool stop;
     pthread_mutex_t mutex;
@@ -75,6 +82,16 @@ static unsigned wait_generation(thread_pool *tp, unsigned seen) {
     return g;
 }
 
+/* Claims the next share of the current run: its index, or -1 when all are taken. */
+static int claim_share(thread_pool *tp) {
+    int s = atomic_load_explicit(&tp->next_share, memory_order_relaxed);
+    while (s < tp->n_threads)
+        if (atomic_compare_exchange_weak_explicit(&tp->next_share, &s, s + 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return s;
+    return -1;
+}
+
 static void *worker_main(void *p) {
     worker *w = p;
     thread_pool *tp = w->tp;
@@ -82,8 +99,13 @@ static void *worker_main(void *p) {
     for (;;) {
         seen = wait_generation(tp, seen);
         if (atomic_load(&tp->stop)) break;
-        tp->fn(tp->arg, w->ith, tp->n_threads);
-        atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_release);
+        /* The shares left, if any, of the run now open (a worker late for one run may find the next one here: it
+         * reads fn and arg only after claiming, and a claimed share keeps its run open until it is done). */
+        int s;
+        while ((s = claim_share(tp)) >= 0) {
+            tp->fn(tp->arg, s, tp->n_threads);
+            atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_release);
+        }
     }
     return NULL;
 }
@@ -96,6 +118,7 @@ thread_pool *thread_pool_create(int n_threads) {
         return NULL;
     }
     tp->n_threads = 1;
+    atomic_init(&tp->next_share, n_threads); /* no run open */
     pthread_mutex_init(&tp->mutex, NULL);
     pthread_cond_init(&tp->wake, NULL);
     if (n_threads > 1) {
@@ -152,10 +175,13 @@ void thread_pool_run(thread_pool *tp, pool_task fn, void *arg) {
     tp->fn = fn;
     tp->arg = arg;
     atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
-    atomic_fetch_add(&tp->generation, 1); /* seq_cst: publishes fn/arg and orders against n_sleeping */
+    atomic_store_explicit(&tp->next_share, 1, memory_order_release); /* share 0 is the caller's; publishes fn/arg */
+    atomic_fetch_add(&tp->generation, 1); /* seq_cst: orders against n_sleeping */
     wake_sleepers(tp);
     fn(arg, 0, tp->n_threads);
-    const int others = tp->n_threads - 1;
+    int own = 1; /* shares the caller ran: the workers claimed the rest */
+    for (int s; (s = claim_share(tp)) >= 0; own++) fn(arg, s, tp->n_threads);
+    const int others = tp->n_threads - own;
     for (int i = 0; atomic_load_explicit(&tp->n_done, memory_order_acquire) < others; i++) {
         /* A worker may have been descheduled (the machine is shared): stop hogging the core after a while. */
         if (i < 100000) cpu_relax();

@@ -3,6 +3,7 @@
  * test_platform_generic with -DTR_PLATFORM_GENERIC, the portable fallbacks musl-free systems and emscripten use. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -113,8 +114,49 @@ static void arenas_are_zeroed_and_aligned(void **state) {
     tr_platform_trim_heap();
 }
 
+#if defined(__linux__) && !defined(TR_PLATFORM_GENERIC)
+/* The VmFlags of the mapping in /proc/self/smaps that holds address p ("" when not found). */
+static void mapping_flags(const void *p, char *flags, size_t cap) {
+    flags[0] = '\0';
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    bool inside = false;
+    for (int lines = 0; lines < 1000000 && fgets(line, sizeof line, f); lines++) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            snprintf(flags, cap, "%s", line + 8);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* The model's weight arena streams every byte once per decoded token: with 4 KiB pages that is a TLB miss every 4 KiB
+ * (a two-level walk in a VM), so the arena asks for transparent huge pages (MADV_HUGEPAGE: VmFlags "hg") wherever the
+ * kernel has them (/sys/kernel/mm/transparent_hugepage). */
+static void arenas_ask_for_huge_pages(void **state) {
+    (void)state;
+    const size_t n = 8u << 20;
+    unsigned char *p = tr_platform_alloc_pages(n);
+    assert_non_null(p);
+    char flags[256];
+    mapping_flags(p, flags, sizeof flags);
+    assert_true(flags[0] != '\0');
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    const bool kernel_has_thp = thp != NULL;
+    if (thp) fclose(thp);
+    assert_int_equal(strstr(flags, " hg") != NULL, kernel_has_thp);
+    tr_platform_free_pages(p, n);
+}
+#endif
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+#if defined(__linux__) && !defined(TR_PLATFORM_GENERIC)
+        cmocka_unit_test(arenas_ask_for_huge_pages),
+#endif
         cmocka_unit_test(random_bytes_differ),
         cmocka_unit_test(cpus_are_counted),
         cmocka_unit_test(file_views_hold_the_bytes),
