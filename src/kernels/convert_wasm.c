@@ -17,8 +17,7 @@ size_t weight_convert_bytes(const weight_matrix *w, tr_type to) { return type_ro
 
 #if defined(__wasm_simd128__)
 #include "kernels/blocks.h"
-
-#include <wasm_simd128.h>
+#include "kernels/q5_0_wasm.h"
 
 /* wasm32 addresses 4 GiB; web/worker.js refuses a model file over 4 GiB - 320 MiB (the KV cache and the work
  * buffers beside it). The file and its converted copies together stay within that. */
@@ -38,20 +37,14 @@ bool weight_convert_fits(uint64_t file_bytes, uint64_t extra_bytes) {
     return file_bytes <= WASM32_MODEL_BYTES_MAX && extra_bytes <= WASM32_MODEL_BYTES_MAX - file_bytes;
 }
 
-/* One Q5_0 block as Q8_0: element j's fifth bit is bit j of qh (little-endian), its low four bits the low nibble of
- * qs[j] (j < 16) or the high nibble of qs[j - 16]; sixteen elements at a time: qh's bytes spread over 8 lanes each
- * by one shuffle, each lane testing its own bit, 0x10 where it is set, then 16 off every byte. */
+/* One Q5_0 block as Q8_0: its five-bit values (q5_0_wasm.h, shared with the Q5_0 product) less 16. */
 static void q5_0_block_to_q8_0(const block_q5_0 *x, block_q8_0 *y) {
-    const v128_t p = wasm_v128_load(x->qs), h = wasm_v128_load32_splat(x->qh);
-    const v128_t nib = wasm_i8x16_splat(0x0F), five = wasm_i8x16_splat(0x10);
-    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    const v128_t h_lo = wasm_v128_and(wasm_i8x16_shuffle(h, h, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), bit);
-    const v128_t h_hi = wasm_v128_and(wasm_i8x16_shuffle(h, h, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), bit);
-    const v128_t lo = wasm_v128_or(wasm_v128_and(p, nib), wasm_v128_and(wasm_i8x16_eq(h_lo, bit), five));
-    const v128_t hi = wasm_v128_or(wasm_v128_and(wasm_u8x16_shr(p, 4), nib), wasm_v128_and(wasm_i8x16_eq(h_hi, bit), five));
+    const v128_t sixteen = wasm_i8x16_splat(16);
+    v128_t lo, hi;
+    q5_0_values(x, &lo, &hi);
     y->d = x->d;
-    wasm_v128_store(y->qs, wasm_i8x16_sub(lo, five));
-    wasm_v128_store(y->qs + 16, wasm_i8x16_sub(hi, five));
+    wasm_v128_store(y->qs, wasm_i8x16_sub(lo, sixteen));
+    wasm_v128_store(y->qs + 16, wasm_i8x16_sub(hi, sixteen));
 }
 
 tr_status weight_convert(weight_matrix *w, tr_type to, void *dst) {
