@@ -88,7 +88,7 @@ emcc -O2 -msimd128 -pthread -sPTHREAD_POOL_SIZE=2 -sINITIAL_MEMORY=512MB -sEXIT_
   2>"$out/link.log" ||
   { cat "$out/link.log" >&2; echo "check-portable: the wasm32 device core does not link (unresolved symbols?)" >&2; exit 1; }
 models=("$SHARED_DIR/models/stories260K.gguf")
-for spec in tiny:q4_0 tiny:q8_0 gemma3-tiny:q4_k_m gemma3-tiny:iq4_xs qwen3.5-tiny:q4_0; do
+for spec in tiny:q4_0 tiny:q8_0 tiny:q5_0 gemma3-tiny:q4_k_m gemma3-tiny:iq4_xs qwen3.5-tiny:q4_0; do
   "$out/greedy_native" --synth "${spec%%:*}" "${spec#*:}" "$out/${spec/:/-}.gguf"
   models+=("$out/${spec/:/-}.gguf")
 done
@@ -104,6 +104,14 @@ for m in "${models[@]}"; do
     { echo "check-portable: wasm logits differ by $worst on $m (0.15 allowed)" >&2; exit 1; }
   echo "check-portable: wasm32 greedy ids = native over 32 tokens on $(basename "$m") (logits within $worst)"
 done
+# Q5_0 becomes Q8_0 at load in wasm (src/kernels/convert_wasm.c), exactly: the same ids and bit-identical logits
+# as the Q5_0 kept (TOKROUTE_CONVERT=0).
+(cd "$out" && node --no-experimental-fetch greedy.js "$out/tiny-q5_0.gguf" 32 2 TOKROUTE_CONVERT=0 >"$out/wasm-q5.txt") ||
+  { echo "check-portable: greedy_ids under node FAILED on tiny-q5_0 kept as Q5_0" >&2; exit 1; }
+(cd "$out" && node --no-experimental-fetch greedy.js "$out/tiny-q5_0.gguf" 32 2 >"$out/wasm-q8.txt") &&
+  cmp -s "$out/wasm-q5.txt" "$out/wasm-q8.txt" ||
+  { paste "$out/wasm-q5.txt" "$out/wasm-q8.txt"; echo "check-portable: Q5_0 converted to Q8_0 changed the logits" >&2; exit 1; }
+echo "check-portable: wasm32 Q5_0 converted to Q8_0 at load: ids and logits bit-identical to Q5_0 kept"
 emcc_version=$(emcc --version | head -1 | grep -o '[0-9][0-9.]*' | head -1)
 echo "check-portable: $n compilations of the device core passed ($(gcc --version | head -1);" \
   "$(clang --version | head -1); musl $(dpkg-query -W -f '${Version}' musl-tools 2>/dev/null); emcc $emcc_version)"

@@ -70,6 +70,21 @@ void weight_x16_row(const weight_matrix *w, int64_t r, void *dst);
 /* Row r decoded to cols floats, whatever the layout (embedding lookups). */
 tr_status weight_dequantize_row(const weight_matrix *w, int64_t r, float *dst);
 
+/* ---------------------------------------------------------------- exact load-time conversion (convert_wasm.c) */
+
+/* The type whose product the active kernels compute faster and that holds exactly w's values, or w->type when
+ * there is none: only SIMD128 has one, Q5_0 -> Q8_0 (same scale, q8 = q5 - 16). Plain packed matrices only.
+ * TOKROUTE_CONVERT=0 in the environment keeps every file type (for before/after measurements and tests). */
+tr_type weight_convert_type(const weight_matrix *w);
+/* Bytes the matrix takes in type `to`. */
+size_t weight_convert_bytes(const weight_matrix *w, tr_type to);
+/* Writes w in type `to` (one weight_convert_type names; weight_convert_bytes(w, to) bytes) to dst and points w at
+ * it. */
+tr_status weight_convert(weight_matrix *w, tr_type to, void *dst);
+/* Whether a model file of file_bytes and extra_bytes of converted copies fit the memory this build can address
+ * with room for the KV cache and work buffers (wasm32: the page's own limit, web/worker.js's MAX_MODEL_BYTES). */
+bool weight_convert_fits(uint64_t file_bytes, uint64_t extra_bytes);
+
 /* Reusable scratch for quantized activations; grows on demand, freed with matmul_scratch_free. */
 typedef struct matmul_scratch {
     void *buf;

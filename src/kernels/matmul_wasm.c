@@ -15,6 +15,7 @@
 #include "kernels/blocks.h"
 #include "kernels/fp16.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/q5_0_wasm.h"
 #include "kernels/quants.h"
 
 #include <string.h>
@@ -40,15 +41,18 @@ static inline float hsum_f32(v128_t v) {
  * 16,18,..,30 | 1,3,..,15 | 17,19,..,31 (a 16-byte load of Q4_0 nibbles or Q8_0 bytes read as eight 16-bit lanes
  * yields exactly these: low/high nibble of the even bytes, low/high nibble of the odd bytes; for Q8_0 the even and
  * odd bytes of each half). After the nb * 32 quants: nb float scales (llama.cpp's F16 values, widened), then nb
- * int32 values 2 * sum(quants), which Q4_0 takes off each of its four lanes for its -8 offset. The quants are
+ * int32 values 2 * sum(quants), which Q4_0 takes off each of its four lanes for its -8 offset, then per block the
+ * sums of the quants each of the four i32x4.dot lanes meets (lane l: positions 2l, 2l + 1 of each group of 8),
+ * which Q5_0 takes off its lanes 16 times: its lanes then hold exactly the integers of a Q8_0 block with q - 16
+ * (what convert_wasm.c converts it to), so the two types' products are bit-identical. The quants are
  * quantize_q8_0's, so every block's integer sum is the scalar code's exactly. */
-static size_t q8_0_w16_row_bytes(int64_t cols) { return (size_t)cols * 2 + (size_t)(cols / QK8_0) * 8; }
+static size_t q8_0_w16_row_bytes(int64_t cols) { return (size_t)cols * 2 + (size_t)(cols / QK8_0) * 24; }
 
 static void quantize_q8_0_w16(const float *x, void *dst, int64_t n) {
     const int64_t nb = n / QK8_0;
     int16_t *q = dst;
     float *d = (float *)(q + n);
-    int32_t *sum2 = (int32_t *)(d + nb);
+    int32_t *sum2 = (int32_t *)(d + nb), *lane_sums = sum2 + nb;
     for (int64_t b = 0; b < nb; b++, q += QK8_0) {
         int8_t soa[QK8_0 + sizeof(float)]; /* one block as quantize_q8_0_soa writes it: 32 quants, then the scale */
         quantize_q8_0_soa(x + QK8_0 * b, soa, QK8_0);
@@ -59,6 +63,11 @@ static void quantize_q8_0_w16(const float *x, void *dst, int64_t n) {
             s += soa[2 * k] + soa[2 * k + 1] + soa[16 + 2 * k] + soa[17 + 2 * k];
         }
         sum2[b] = 2 * s;
+        for (int l = 0; l < 4; l++) {
+            int32_t t = 0;
+            for (int m = 0; m < 4; m++) t += q[8 * m + 2 * l] + q[8 * m + 2 * l + 1];
+            lane_sums[4 * b + l] = t;
+        }
     }
 }
 
@@ -87,18 +96,11 @@ static inline void w16_unpack_q8_0(const block_q8_0 *q, v128_t v[4]) {
     v[1] = wasm_i16x8_shr(wasm_i16x8_shl(hi, 8), 8), v[3] = wasm_i16x8_shr(hi, 8);
 }
 
-/* Q5_0: Q4_0's nibbles plus the fifth bits (bit j of qh for element j), put together as bytes before the split
- * into 16-bit lanes: the 16 low nibbles are elements 0..15 in byte order, the high ones 16..31, and each byte gets
- * 0x10 where its element's bit is set (qh's bytes spread over 8 lanes each by one shuffle, each lane testing its
- * own bit). Then even bytes and odd bytes as 16-bit lanes are the four vectors. */
+/* Q5_0: its values as bytes (q5_0_wasm.h), then even bytes and odd bytes as 16-bit lanes are the four vectors. */
 static inline void w16_unpack_q5_0(const block_q5_0 *q, v128_t v[4]) {
-    const v128_t p = wasm_v128_load(q->qs), h = wasm_v128_load32_splat(q->qh);
-    const v128_t nib = wasm_i8x16_splat(0x0F), five = wasm_i8x16_splat(0x10), low_byte = wasm_i16x8_splat(0x00FF);
-    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    const v128_t h_lo = wasm_v128_and(wasm_i8x16_shuffle(h, h, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), bit);
-    const v128_t h_hi = wasm_v128_and(wasm_i8x16_shuffle(h, h, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), bit);
-    const v128_t lo = wasm_v128_or(wasm_v128_and(p, nib), wasm_v128_and(wasm_i8x16_eq(h_lo, bit), five));
-    const v128_t hi = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(p, 4), nib), wasm_v128_and(wasm_i8x16_eq(h_hi, bit), five));
+    const v128_t low_byte = wasm_i16x8_splat(0x00FF);
+    v128_t lo, hi;
+    q5_0_values(q, &lo, &hi);
     v[0] = wasm_v128_and(lo, low_byte), v[2] = wasm_u16x8_shr(lo, 8);
     v[1] = wasm_v128_and(hi, low_byte), v[3] = wasm_u16x8_shr(hi, 8);
 }
@@ -106,17 +108,19 @@ static inline void w16_unpack_q5_0(const block_q5_0 *q, v128_t v[4]) {
 enum { W16_Q8_0, W16_Q4_0, W16_Q5_0 };
 
 /* Block b of a weight row as four i16x8 vectors; Q4_0 and Q5_0 unsigned (their offsets 8 and 16 come off the sum
- * through the activations' sums: 2 * sum per lane is 8 * sum over the four lanes, twice that 16 * sum). */
+ * through the activations' sums: for Q4_0 2 * sum per lane is 8 * sum over the four lanes; for Q5_0 16 times each
+ * lane's own sum, which leaves each lane what Q8_0's signed values give). */
 __attribute__((always_inline)) static inline void w16_unpack(const uint8_t *wrow, int64_t b, const int kind, v128_t v[4]) {
     if (kind == W16_Q4_0) w16_unpack_q4_0((const block_q4_0 *)wrow + b, v);
     else if (kind == W16_Q5_0) w16_unpack_q5_0((const block_q5_0 *)wrow + b, v);
     else w16_unpack_q8_0((const block_q8_0 *)wrow + b, v);
 }
 
-static inline v128_t w16_offset(v128_t s, const int32_t *sum2, const int kind) {
-    if (kind == W16_Q8_0) return s;
-    const v128_t o = wasm_v128_load32_splat(sum2);
-    return wasm_i32x4_sub(s, kind == W16_Q5_0 ? wasm_i32x4_shl(o, 1) : o);
+/* A block's lanes less the weights' offset; sum2 and lanes are the block's activation sums (quantize_q8_0_w16). */
+static inline v128_t w16_offset(v128_t s, const int32_t *sum2, const int32_t *lanes, const int kind) {
+    if (kind == W16_Q4_0) return wasm_i32x4_sub(s, wasm_v128_load32_splat(sum2));
+    if (kind == W16_Q5_0) return wasm_i32x4_sub(s, wasm_i32x4_shl(wasm_v128_load(lanes), 4));
+    return s;
 }
 
 static inline v128_t w16_block_sum(const v128_t v[4], const int16_t *x) {
@@ -132,18 +136,20 @@ static inline v128_t w16_block_sum(const v128_t v[4], const int16_t *x) {
  * each block's int32 sum before it becomes a float, as the native tiles do: taken off as floats once per four blocks
  * (tried) they cancel against the unsigned sums in float and moved logits enough to flip a near-tie of 0.013
  * that the native build decides (check-portable, qwen3.5-tiny Q4_0). (Two weight rows at a time for decode measured
- * slower: V8 runs out of registers.) */
+ * slower: V8 runs out of registers; tried again for Q8_0, each activation vector loaded once for two rows: 4.4
+ * against 11.3 GMAC/s under node.) */
 __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int64_t r, int64_t i, const int NA, const int kind) {
     const int64_t nb = a->cols / QK8_0;
     const uint8_t *wrow = a->w + (size_t)r * a->w_stride;
     const int16_t *xq[4];
     const float *xd[4];
-    const int32_t *xs[4];
+    const int32_t *xs[4], *xl[4];
     v128_t acc[4];
     for (int k = 0; k < NA; k++) {
         xq[k] = (const int16_t *)(a->x + (size_t)(i + k) * a->x_stride);
         xd[k] = (const float *)(xq[k] + a->cols);
         xs[k] = (const int32_t *)(xd[k] + nb);
+        xl[k] = xs[k] + nb;
         acc[k] = wasm_f32x4_splat(0.0f);
     }
     const size_t bsize = kind == W16_Q4_0 ? sizeof(block_q4_0) : kind == W16_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q8_0);
@@ -153,9 +159,10 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         const v128_t dw = fp16x4_to_f32(W16_D(b), W16_D(b + 1), W16_D(b + 2), W16_D(b + 3));
         v128_t sc[4];
         for (int k = 0; k < NA; k++) sc[k] = wasm_f32x4_mul(dw, wasm_v128_load(xd[k] + b));
-        /* Q5_0 decode: the four blocks' int32 lanes summed into one vector (lane J block J), scaled once (measured
-         * faster for Q5_0; slower for Q4_0 under node) */
-        if (NA == 1 && kind == W16_Q5_0) {
+        /* Q5_0 and Q8_0 decode: the four blocks' int32 lanes summed into one vector (lane J block J), scaled once
+         * (measured faster for both, 1.1-1.4x for Q8_0; slower for Q4_0 under node); both types in the same order, so
+         * a Q5_0 matrix converted to Q8_0 gives the same bits */
+        if (NA == 1 && kind != W16_Q4_0) {
             v128_t s[4];
             for (int J = 0; J < 4; J++) {
                 v128_t v[4];
@@ -164,10 +171,10 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
             }
             const v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
             const v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
-            /* lane J: block J's whole sum, less its offset 16 * sum x (xs holds 2 * sum x) */
-            const v128_t sums = wasm_i32x4_sub(
-                wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7)),
-                wasm_i32x4_shl(wasm_v128_load(xs[0] + b), 3));
+            /* lane J: block J's whole sum, less Q5_0's offset 16 * sum x (xs holds 2 * sum x) */
+            v128_t sums =
+                wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
+            if (kind == W16_Q5_0) sums = wasm_i32x4_sub(sums, wasm_i32x4_shl(wasm_v128_load(xs[0] + b), 3));
             acc[0] = wasm_f32x4_add(acc[0], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sums), sc[0]));
             continue;
         }
@@ -177,7 +184,8 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         v128_t v[4];                                                                                         \
         w16_unpack(wrow, b + (J), kind, v);                                                                  \
         for (int k = 0; k < NA; k++) {                                                                       \
-            const v128_t s = w16_offset(w16_block_sum(v, xq[k] + QK8_0 * (b + (J))), xs[k] + b + (J), kind); \
+            const int64_t bj = b + (J);                                                                      \
+            const v128_t s = w16_offset(w16_block_sum(v, xq[k] + QK8_0 * bj), xs[k] + bj, xl[k] + 4 * bj, kind); \
             const v128_t scale = wasm_i32x4_shuffle(sc[k], sc[k], J, J, J, J);                               \
             acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), scale));             \
         }                                                                                                    \
@@ -193,7 +201,7 @@ __attribute__((always_inline)) static inline void w16_row(const mm_args *a, int6
         w16_unpack(wrow, b, kind, v);
         const float dw = fp16_to_fp32(W16_D(b));
         for (int k = 0; k < NA; k++) {
-            const v128_t s = w16_offset(w16_block_sum(v, xq[k] + QK8_0 * b), xs[k] + b, kind);
+            const v128_t s = w16_offset(w16_block_sum(v, xq[k] + QK8_0 * b), xs[k] + b, xl[k] + 4 * b, kind);
             acc[k] = wasm_f32x4_add(acc[k], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), wasm_f32x4_splat(dw * xd[k][b])));
         }
     }

@@ -45,6 +45,7 @@ struct tr_model {
     layer_weights *layers;
     void *repacked;           /* mapping holding the matrices repacked at load (model_load.c) */
     size_t repacked_bytes;
+    void *converted;          /* the matrices converted to a faster exact type at load (model_load.c), or NULL */
     float **owned_f32;        /* 1-D tensors converted to F32 at load */
     int n_owned;
     tr_vocab *vocab;

@@ -241,7 +241,40 @@ static tr_status bind_model(tr_model *m) {
     return TR_OK;
 }
 
-/* ---------------------------------------------------------------- repacking */
+/* ---------------------------------------------------------------- exact conversion, repacking */
+
+/* Converts the layer matrices and the output matrix that the active kernels multiply faster in another type holding
+ * exactly the same values (weight_convert_type: on SIMD128, Q5_0 -> Q8_0; natively none) into one buffer the model
+ * owns; the file's bytes stay. All or nothing: kept in the file's types when the file and the copies would not fit
+ * this build's memory (weight_convert_fits) or the buffer cannot be had. */
+static tr_status convert_weights(tr_model *m) {
+    const size_t n_max = (size_t)m->info.n_layer * 7 + 1;
+    weight_matrix **todo = calloc(n_max, sizeof *todo);
+    if (!todo) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    size_t n = 0, total = 0;
+    weight_matrix *out = m->info.tied_output ? &m->tok_embd : &m->output;
+    if (weight_convert_type(out) != out->type) todo[n++] = out;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        layer_weights *L = &m->layers[il];
+        weight_matrix *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->data && weight_convert_type(ws[i]) != ws[i]->type) todo[n++] = ws[i];
+    }
+    for (size_t i = 0; i < n; i++)
+        total += (weight_convert_bytes(todo[i], weight_convert_type(todo[i])) + 63) / 64 * 64; /* rows 64-aligned */
+    uint8_t *buf = n > 0 && weight_convert_fits(tr_gguf_file_size(m->gguf), total) ? malloc(total) : NULL;
+    tr_status st = TR_OK;
+    if (buf) m->converted = buf;
+    for (size_t i = 0, off = 0; buf && i < n && st == TR_OK; i++) {
+        const tr_type to = weight_convert_type(todo[i]);
+        const size_t bytes = weight_convert_bytes(todo[i], to);
+        st = weight_convert(todo[i], to, buf + off);
+        off += (bytes + 63) / 64 * 64;
+    }
+    if (m->info.tied_output) m->output = m->tok_embd;
+    free(todo);
+    return st;
+}
 
 /* Interleaves the matrices the active kernels read faster that way: every layer matrix, the embeddings (read
  * through weight_dequantize_row) and a separate output matrix. The repacked copies share one anonymous mapping
@@ -340,6 +373,7 @@ tr_status tr_model_load(const char *path, const tr_model_params *params, tr_mode
     }
     if (st == TR_OK) st = kernels_check();
     if (st == TR_OK) st = bind_model(m);
+    if (st == TR_OK) st = convert_weights(m);
     if (st == TR_OK) st = repack_weights(m);
     if (st == TR_OK && p.load_vocab && tr_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
         st = tr_vocab_from_gguf(m->gguf, &m->vocab);
@@ -365,6 +399,7 @@ void tr_model_free(tr_model *m) {
     free(m->owned_f32);
     free(m->layers);
     tr_platform_free_pages(m->repacked, m->repacked_bytes);
+    free(m->converted);
     tr_gguf_close(m->gguf);
     free(m->file_copy);
     free(m);

@@ -2,8 +2,10 @@
  * scripts/check-portable.sh can compare the two on the same file: the wasm32 build (run under node, reading the
  * file through NODERAWFS) must pick the same ids as the native one, and its logits may differ only by the float
  * rounding of a different summation order (printed: the largest |difference| of the chosen token's logit is for the
- * script to judge). A standalone program (no cmocka under emscripten): `greedy_ids MODEL.gguf N_TOKENS THREADS`
- * prints "id logit" per generated token after a fixed 8-token prompt; `greedy_ids --synth SHAPE TYPE OUT.gguf`
+ * script to judge). A standalone program (no cmocka under emscripten): `greedy_ids MODEL.gguf N_TOKENS THREADS
+ * [NAME=VALUE]` prints "id logit" (the logit to 9 significant digits: exactly the float) per generated token after
+ * a fixed 8-token prompt, NAME=VALUE set in the environment first (node does not pass its environment to the
+ * module; e.g. TOKROUTE_CONVERT=0, which keeps Q5_0 unconverted); `greedy_ids --synth SHAPE TYPE OUT.gguf`
  * writes a random-weight model of a real shape (tr_synth_write, as `tokroute synth`). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +24,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "greedy_ids: %s\n", tr_last_error());
         return 1;
     }
-    if (argc != 4) {
-        fprintf(stderr, "usage: greedy_ids MODEL.gguf N_TOKENS THREADS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: greedy_ids MODEL.gguf N_TOKENS THREADS [NAME=VALUE]\n");
         return 2;
     }
+    if (argc == 5 && putenv(argv[4]) != 0) return 2;
     const int n_gen = atoi(argv[2]);
     tr_model_params mp = tr_model_default_params();
     mp.load_vocab = false;
@@ -46,7 +49,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_gen && st == TR_OK; i++) {
         const float *logits = tr_context_logits(ctx, -1);
         const int32_t id = tr_argmax(logits, n_vocab);
-        printf("%d %.6f\n", id, logits[id]);
+        printf("%d %.9g\n", id, logits[id]);
         st = tr_context_eval(ctx, &id, 1, TR_EVAL_LOGITS_LAST);
     }
     if (st != TR_OK) fprintf(stderr, "greedy_ids: %s\n", tr_last_error());
