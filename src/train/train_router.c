@@ -77,7 +77,7 @@ static tr_status prepare_data(trainer *t) {
     for (int64_t i = 0; i < d->n; i++) {
         const float label = label_of(d, i, t->p.labels);
         if (label < 0) continue;
-        const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.slm, t->x + k * t->n_in);
+        const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.context, t->p.slm, t->x + k * t->n_in);
         if (st != TR_OK) return st;
         t->y[k] = label;
         if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
@@ -279,6 +279,8 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
     if (!(p->learning_rate > 0) || !(p->weight_decay >= 0)) return tr_fail(TR_ERR_ARG, "bad learning rate or weight decay");
     if (!(p->val_fraction >= 0 && p->val_fraction < 1)) return tr_fail(TR_ERR_ARG, "val_fraction must be in [0, 1)");
     if (!(p->tau >= 0 && p->tau <= 1)) return tr_fail(TR_ERR_ARG, "tau must be in [0, 1]");
+    if (p->context < 0 || p->context > TR_ROUTER_CONTEXT_MAX)
+        return tr_fail(TR_ERR_ARG, "context %d is outside 0..%d", (int)p->context, TR_ROUTER_CONTEXT_MAX);
     if (p->n_threads < 0 || p->n_threads > 512) return tr_fail(TR_ERR_ARG, "n_threads out of range");
     return TR_OK;
 }
@@ -287,7 +289,7 @@ static tr_status setup(trainer *t) {
     const tr_train_data *d = t->d;
     const int32_t topk = (t->p.features & TR_FEATURE_TOPK_LOGPROBS) ? t->p.topk : 0;
     t->p.topk = topk;
-    t->n_in = d->n_embd + tr_router_feature_width(t->p.features, topk, d->n_embd);
+    t->n_in = tr_router_input_width(t->p.features, topk, d->n_embd, t->p.context);
     int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1], n_layers = 0;
     sizes[0] = t->n_in;
     for (int i = 0; i < 8 && t->p.hidden[i] > 0; i++) {
@@ -428,7 +430,7 @@ static tr_status write_router(const trainer *t, const char *path, float tau) {
     const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = m->sizes, .weights = weights,
                                      .biases = biases, .features = t->p.features, .tau = tau,
                                      .slm_name = t->d->slm_name, .slm_n_embd = t->d->n_embd,
-                                     .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk};
+                                     .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk, .context = t->p.context};
     return tr_router_write_mlp(&desc, path);
 }
 
