@@ -97,19 +97,33 @@ static tr_status prepare_data(trainer *t) {
     const float w1 = weighted ? (float)((double)t->n_train / (2.0 * (double)n1)) : 1.0f;
     const float w0 = weighted ? (float)((double)t->n_train / (2.0 * (double)n0)) : 1.0f;
     for (int64_t i = 0; i < n_lab; i++) t->w[i] = t->y[i] > 0.5f ? w1 : w0;
-    /* Mean and deviation over the training split, in double. */
-    for (int32_t c = 0; c < t->n_in; c++) {
-        double s = 0, s2 = 0;
-        for (int64_t j = 0; j < t->n_train; j++) s += t->x[t->train_idx[j] * t->n_in + c];
-        const double mean = s / (double)t->n_train;
-        for (int64_t j = 0; j < t->n_train; j++) {
-            const double v = t->x[t->train_idx[j] * t->n_in + c] - mean;
-            s2 += v * v;
+    /* Mean and deviation over the training split, in double, row by row (each column summed in the same order as
+     * a column-by-column pass, so the same values, without striding through the whole array once per column). */
+    double *sum = calloc((size_t)t->n_in, sizeof(double)), *sum2 = calloc((size_t)t->n_in, sizeof(double));
+    if (!sum || !sum2) {
+        free(sum);
+        free(sum2);
+        return tr_fail(TR_ERR_NOMEM, "out of memory for the input statistics");
+    }
+    for (int64_t j = 0; j < t->n_train; j++) {
+        const float *row = t->x + t->train_idx[j] * t->n_in;
+        for (int32_t c = 0; c < t->n_in; c++) sum[c] += row[c];
+    }
+    for (int32_t c = 0; c < t->n_in; c++) sum[c] /= (double)t->n_train; /* the means */
+    for (int64_t j = 0; j < t->n_train; j++) {
+        const float *row = t->x + t->train_idx[j] * t->n_in;
+        for (int32_t c = 0; c < t->n_in; c++) {
+            const double v = row[c] - sum[c];
+            sum2[c] += v * v;
         }
-        const double sd = sqrt(s2 / (double)t->n_train);
-        t->mu[c] = (float)mean;
+    }
+    for (int32_t c = 0; c < t->n_in; c++) {
+        const double sd = sqrt(sum2[c] / (double)t->n_train);
+        t->mu[c] = (float)sum[c];
         t->sd[c] = sd > 1e-6 ? (float)sd : 1.0f;
     }
+    free(sum);
+    free(sum2);
     for (int64_t i = 0; i < n_lab; i++)
         for (int32_t c = 0; c < t->n_in; c++) t->x[i * t->n_in + c] = (t->x[i * t->n_in + c] - t->mu[c]) / t->sd[c];
     return TR_OK;
