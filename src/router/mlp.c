@@ -8,6 +8,9 @@
  * tr_router_set_threads gave the router a pool; then only layers big enough to repay waking workers (a router for
  * a hidden size in the hundreds or more) are split.
  *
+ * A router with context also keeps per-sequence state: the inputs of the positions it scored or observed, in a
+ * ring keyed by position, appended after this position's inputs (nearest first; zeros for a position not held).
+ *
  * A hidden state with a NaN or inf scores 0 (routed). All memory is allocated by mlp_alloc, so the forward pass allocates nothing; it writes the net's activation
  * buffers, so one net (one tr_router) must be used by one thread at a time.
  */

@@ -2,6 +2,9 @@
  * off the logits, policy.c) and the MLP router file (mlp.c, router_file.c). Every policy gives a confidence in
  * [0, 1]; the caller routes the token to the LLM when it is below tau.
  *
+ * An MLP router with context (previous positions' inputs) is scored by position (tr_router_score_at) and reset at
+ * each sequence (tr_router_reset); tr_router_score continues after the latest position.
+ *
  * Sizes are checked at the edges: against the SLM when a router file is loaded with its tr_model_info, and against
  * the router on every tr_router_score call (the MLP knows its hidden and vocabulary sizes; the policies take any
  * vocabulary). Scoring allocates nothing but writes the router's scratch, so a router is used by one thread at a
