@@ -8,6 +8,8 @@
 # reaches on its own training positions (capacity against generalisation).
 # usage: bench/router_bound.sh TOKROUTE_BIN SHARED_DIR WORK_DIR [SAMPLES (0 1000 2000 4000)] [SEEDS (1 2 3)] [-- OPTS]
 #   e.g. bench/router_bound.sh build/tokroute ../shared /tmp/rb "0 4000" "1 2 3"
+#   the defaults read the previous position (--context 1); `-- --context 0` gives the routers before issue 32's
+#   context row, to compare on the same machine
 # The collected folders stay in WORK_DIR and are reused; samples are collected in chunks of 1000 (s0, s1, ...).
 set -euo pipefail
 cli=$1

@@ -437,6 +437,7 @@ typedef enum tr_router_feature {
                                             scoring needs the SLM: tr_router_set_slm */
 } tr_router_feature;
 #define TR_ROUTER_TOPK_MAX 64
+#define TR_ROUTER_CONTEXT_MAX 8
 
 const char *tr_policy_name(tr_policy p);
 tr_status tr_policy_from_name(const char *name, tr_policy *out);
@@ -453,9 +454,24 @@ float tr_router_default_tau(const tr_router *router);
 /* Lets an MLP router split its larger layers over n_threads (0 = physical cores; 1 = the caller only, the
  * default). Policies ignore it. */
 tr_status tr_router_set_threads(tr_router *router, int32_t n_threads);
-/* Score of one position from the SLM's final hidden state [n_embd] and logits [n_vocab]. */
+/* Score of position `position` of the current sequence (the token at that index, predicted from those before it,
+ * as collect numbers positions) from the SLM's final hidden state [n_embd] and logits [n_vocab] there. A router
+ * with context (tr_router_context > 0) also reads the inputs it kept of positions position-1 .. position-context
+ * (scored or observed since tr_router_reset; zeros for those it does not hold, as training reads positions before
+ * an example's first) and keeps this position's. Scoring a position again, after generation rolled back to it,
+ * replaces what was kept, so a score equals what training computes for the same sequence whenever every
+ * position before it was scored or observed, in any order, by the latest tokens. */
+tr_status tr_router_score_at(tr_router *router, int64_t position, const float *hidden, int32_t n_embd,
+                             const float *logits, int32_t n_vocab, float *score);
+/* tr_router_score_at at the position after the latest one scored or observed (1 after a reset). */
 tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd, const float *logits,
                           int32_t n_vocab, float *score);
+/* Keeps a position's inputs without scoring it (a prompt's last positions, for a router with context; others
+ * ignore it). */
+tr_status tr_router_observe(tr_router *router, int64_t position, const float *hidden, int32_t n_embd,
+                            const float *logits, int32_t n_vocab);
+/* Forgets every position kept: call at each new sequence (a no-op for routers without context). */
+void tr_router_reset(tr_router *router);
 
 /* Describes an MLP router for writing: layer i maps sizes[i] inputs to sizes[i+1] outputs with weights
  * [sizes[i+1]][sizes[i]] row-major and biases [sizes[i+1]]; ReLU between layers, sigmoid at the end
@@ -470,6 +486,7 @@ typedef struct tr_mlp_router_desc {
     const char *slm_name;
     int32_t slm_n_embd, slm_n_vocab;
     int32_t topk;                  /* k of TR_FEATURE_TOPK_LOGPROBS (1..TR_ROUTER_TOPK_MAX; else unused) */
+    int32_t context;               /* previous positions read (0..TR_ROUTER_CONTEXT_MAX; 0: this position only) */
 } tr_mlp_router_desc;
 
 tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
@@ -479,6 +496,13 @@ int32_t tr_router_topk(const tr_router *router);
 /* Number of inputs the features add after the hidden state (topk counts when TR_FEATURE_TOPK_LOGPROBS is set,
  * n_embd when TR_FEATURE_TOKEN_EMBEDDING is). */
 int32_t tr_router_feature_width(unsigned features, int32_t topk, int32_t n_embd);
+/* Inputs of one previous position (a router with context > 0 appends context of them after this position's
+ * inputs, the nearest first): its hidden state and its logit features (token_embedding is not repeated). */
+int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd);
+/* Every input of an MLP router: n_embd + tr_router_feature_width + context * tr_router_context_width. */
+int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context);
+/* Previous positions a router reads (0 for policies and routers without context). */
+int32_t tr_router_context(const tr_router *router);
 /* Gives a router the SLM whose token embeddings TR_FEATURE_TOKEN_EMBEDDING reads (the model must outlive the
  * router; checked against the router's sizes). Routers without that feature accept and ignore it. */
 tr_status tr_router_set_slm(tr_router *router, const tr_model *slm);

@@ -191,6 +191,8 @@ typedef struct tr_train_params {
     tr_train_loss loss;          /* default TR_LOSS_BCE */
     bool select_by_gain;         /* keep the epoch of the best val_gain_share instead of the lowest validation BCE
                                     (always so for the pairwise losses; default false) */
+    int32_t context;             /* previous positions of the same example read as inputs (their hidden states and
+                                    logit features; 0..TR_ROUTER_CONTEXT_MAX; default 1) */
 } tr_train_params;
 
 typedef struct tr_train_result {

@@ -20,6 +20,8 @@ static const char *usage =
     "  --slm SLM.gguf       the SLM the data was collected with, for token_embedding (default: the file collect\n"
     "                       recorded in the data)\n"
     "  --topk K             top-k log-probs as features (default 8, at most what collect stored)\n"
+    "  --context K          also read the K previous positions' hidden states and logit features (default 1;\n"
+    "                       0: this position only, as routers before version 2)\n"
     "  --labels MODE        expected (default: soft, the accuracy routing gains in expectation), gain, mixed;\n"
     "                       hard: drop (CITER: both wrong left out), slm, llm, rollout\n"
     "  --loss L             bce (default), pairwise (a ranking loss within chunks of 64 positions: the higher expected\n"
@@ -141,6 +143,9 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
         } else if (cli_option(argc, argv, &i, NULL, "--topk", &v)) {
             if (!cli_int("--topk", v, 1, TR_ROUTER_TOPK_MAX, &x)) return 2;
             p->topk = (int32_t)x;
+        } else if (cli_option(argc, argv, &i, NULL, "--context", &v)) {
+            if (!cli_int("--context", v, 0, TR_ROUTER_CONTEXT_MAX, &x)) return 2;
+            p->context = (int32_t)x;
         } else if (cli_option(argc, argv, &i, NULL, "--epochs", &v)) {
             if (!cli_int("--epochs", v, 1, 100000, &x)) return 2;
             p->epochs = (int32_t)x;

@@ -61,6 +61,16 @@ static tr_status score_example(const eval_models *m, tr_context *sc, tr_llm_posi
     if (st == TR_OK) st = tr_context_eval(sc, t->ids, t->n_ids, TR_EVAL_LOGITS_ALL);
     if (st != TR_OK) return st;
     if ((st = positions_reserve(out, t->n_ids - from, m->n_policies)) != TR_OK) return st;
+    /* A router with context reads the prompt's last positions too, as generation shows them to it. */
+    for (int32_t k = 0; k < m->n_policies; k++) {
+        if (!m->routers[k]) continue;
+        tr_router_reset(m->routers[k]);
+        const int32_t context = tr_router_context(m->routers[k]);
+        for (int32_t pos = from - context > 0 ? from - context : 0; st == TR_OK && pos < from; pos++)
+            st = tr_router_observe(m->routers[k], pos + 1, tr_context_hidden(sc, pos), si->n_embd,
+                                   tr_context_logits(sc, pos), si->n_vocab);
+        if (st != TR_OK) return st;
+    }
     for (int32_t pos = from; pos + 1 < t->n_ids; pos++) {
         const int32_t truth = t->ids[pos + 1];
         const float *sl = tr_context_logits(sc, pos);
@@ -73,7 +83,7 @@ static tr_status score_example(const eval_models *m, tr_context *sc, tr_llm_posi
         out->expected_gain[i] = eval_expected_gain(&lp[pos - from], slm_top1);
         for (int32_t k = 0; k < m->n_policies; k++) {
             if (!m->routers[k]) continue;
-            st = tr_router_score(m->routers[k], hidden, si->n_embd, sl, si->n_vocab, &out->score[k][i]);
+            st = tr_router_score_at(m->routers[k], pos + 1, hidden, si->n_embd, sl, si->n_vocab, &out->score[k][i]);
             if (st != TR_OK) return st;
         }
     }

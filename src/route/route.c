@@ -79,20 +79,40 @@ bool route_aborted(route_run *r) {
 
 tr_status route_abort_status(void) { return tr_fail(TR_ERR_STATE, "generation aborted by the caller"); }
 
+/* A router with context reads the positions before the first generated one: the prompt's last `context`
+ * positions are evaluated last, in one call keeping their logits, and shown to the router (tr_router_observe), as
+ * training reads an example's earlier positions. */
+static tr_status observe_prompt_tail(route_run *r, int32_t tail) {
+    tr_status st = TR_OK;
+    for (int32_t q = tail + 1; st == TR_OK && q < r->n_prompt; q++) /* position q: hidden state of token q - 1 */
+        st = tr_router_observe(r->router, q, tr_context_hidden(r->slm, q - 1 - tail), r->n_embd,
+                               tr_context_logits(r->slm, q - 1 - tail), r->n_vocab);
+    return st;
+}
+
 static tr_status prefill_slm(route_run *r, const int32_t *prompt, int32_t n_prompt) {
     const int32_t *cached = tr_context_tokens(r->slm);
     int32_t keep = 0, n_past = tr_context_n_past(r->slm);
     while (keep < n_past && keep < n_prompt && cached[keep] == prompt[keep]) keep++;
     if (keep == n_prompt) keep = n_prompt - 1; /* the last prompt token must be evaluated for its logits */
+    const int32_t context = r->p->mode == TR_MODE_JOINT ? tr_router_context(r->router) : 0;
+    int32_t tail = n_prompt - 1 - context; /* the tail [tail, n_prompt) is evaluated last */
+    if (tail < 0) tail = 0;
+    if (keep > tail) keep = tail;
     const double t0 = route_now_ms();
     tr_status st = tr_context_truncate(r->slm, keep);
-    for (int32_t at = keep; st == TR_OK && at < n_prompt; at += PREFILL_CHUNK) {
+    for (int32_t at = keep, n = 0; st == TR_OK && at < n_prompt; at += n) {
         if (route_aborted(r)) {
             st = route_abort_status();
             break;
         }
-        const int32_t n = n_prompt - at < PREFILL_CHUNK ? n_prompt - at : PREFILL_CHUNK;
-        st = tr_context_eval(r->slm, prompt + at, n, at + n == n_prompt ? TR_EVAL_LOGITS_LAST : TR_EVAL_LOGITS_NONE);
+        n = n_prompt - at < PREFILL_CHUNK ? n_prompt - at : PREFILL_CHUNK;
+        if (context > 0 && at < tail && at + n > tail) n = tail - at;
+        st = tr_context_eval(r->slm, prompt + at, n,
+                             at + n < n_prompt ? TR_EVAL_LOGITS_NONE
+                             : context > 0     ? TR_EVAL_LOGITS_ALL
+                                               : TR_EVAL_LOGITS_LAST);
+        if (st == TR_OK && context > 0 && at + n == n_prompt) st = observe_prompt_tail(r, at);
     }
     r->slm_pending_ms = route_now_ms() - t0;
     return st;
@@ -114,7 +134,7 @@ tr_status route_decide(route_run *r, tr_route_token *tok, bool *routed) {
         tok->logprob = log_softmax_at(logits, r->n_vocab, tok->slm_id);
         if (p->mode == TR_MODE_JOINT) {
             const double t0 = route_now_ms();
-            tr_status st = tr_router_score(r->router, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
+            tr_status st = tr_router_score_at(r->router, r->len, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
             const double dt = route_now_ms() - t0;
             if (st != TR_OK) return st;
             tok->slm_ms += dt;
@@ -333,6 +353,7 @@ tr_status tr_route_generate(tr_context *slm, tr_router *router, tr_llm_backend *
     route_budget budget;
     const bool budgeted = p.mode == TR_MODE_JOINT && (p.target_routed > 0 || p.max_routed > 0);
     if (st == TR_OK && budgeted && (st = budget_init(&budget, &p, p.tau, p.n_predict)) == TR_OK) r.budget = &budget;
+    if (p.mode == TR_MODE_JOINT) tr_router_reset(router); /* a new sequence: positions count from its start */
     if (st == TR_OK && p.mode != TR_MODE_LLM) st = prefill_slm(&r, prompt, n_prompt);
     if (st == TR_OK && p.n_predict > 0)
         st = speculative ? route_run_speculative(&r, out_tokens, cap) : run_loop(&r, out_tokens, cap);

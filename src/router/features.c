@@ -50,6 +50,15 @@ int32_t tr_router_feature_width(unsigned features, int32_t topk, int32_t n_embd)
     return n;
 }
 
+int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd) {
+    return n_embd + tr_router_feature_width(features & ROUTER_LOGIT_FEATURES, topk, n_embd);
+}
+
+int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {
+    return n_embd + tr_router_feature_width(features, topk, n_embd) +
+           (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0);
+}
+
 tr_status tr_router_features_parse(const char *list, unsigned *features) {
     if (!list || !features) return tr_fail(TR_ERR_ARG, "tr_router_features_parse: NULL argument");
     *features = 0;

@@ -8,6 +8,9 @@
  * tr_router_set_threads gave the router a pool; then only layers big enough to repay waking workers (a router for
  * a hidden size in the hundreds or more) are split.
  *
+ * A router with context also keeps per-sequence state: the inputs of the positions it scored or observed, in a
+ * ring keyed by position, appended after this position's inputs (nearest first; zeros for a position not held).
+ *
  * A hidden state with a NaN or inf scores 0 (routed). All memory is allocated by mlp_alloc, so the forward pass allocates nothing; it writes the net's activation
  * buffers, so one net (one tr_router) must be used by one thread at a time.
  */
@@ -45,8 +48,26 @@ tr_status mlp_alloc(mlp_net *net, int32_t n_layers, const int32_t *sizes) {
     return TR_OK;
 }
 
+tr_status mlp_alloc_ring(mlp_net *net) {
+    if (net->context < 1) return TR_OK;
+    net->context_width = tr_router_context_width(net->features, net->topk, net->slm_n_embd);
+    net->ring_size = net->context + ROUTER_RING_AHEAD;
+    net->ring = malloc((size_t)net->ring_size * (size_t)net->context_width * sizeof(float));
+    net->ring_pos = malloc((size_t)net->ring_size * sizeof(int64_t));
+    if (!net->ring || !net->ring_pos) return tr_fail(TR_ERR_NOMEM, "out of memory for the router's context");
+    mlp_reset(net);
+    return TR_OK;
+}
+
+void mlp_reset(mlp_net *net) {
+    for (int32_t i = 0; i < net->ring_size; i++) net->ring_pos[i] = -1;
+    net->last_position = -1;
+}
+
 void mlp_free(mlp_net *net) {
     if (!net) return;
+    free(net->ring);
+    free(net->ring_pos);
     free(net->block);
     free(net->input);
     free(net->act[0]);
@@ -63,20 +84,56 @@ static float sigmoid(float z) {
     return e / (1.0f + e);
 }
 
-float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_t n_vocab) {
+/* This position's hidden state and logit features into net->input; false when the hidden state is not finite. */
+static bool position_inputs(mlp_net *net, const float *hidden, const float *logits, int32_t n_vocab) {
     const int32_t n_embd = net->slm_n_embd;
-    /* ReLU would turn a NaN into 0 and hide it, so a hidden state that is not finite is caught here: the token
-     * is routed (score 0) rather than scored on garbage. */
     bool finite = true;
     for (int32_t i = 0; i < n_embd; i++) {
         net->input[i] = hidden[i];
         finite &= isfinite(hidden[i]) != 0;
     }
-    if (!finite) return 0.0f;
-    if (net->features & ROUTER_LOGIT_FEATURES)
+    if (finite && (net->features & ROUTER_LOGIT_FEATURES))
         router_logit_features(net->features, net->topk, logits, n_vocab, net->input + n_embd);
+    return finite;
+}
+
+static void ring_store(mlp_net *net, int64_t position) {
+    const int32_t slot = (int32_t)(position % net->ring_size);
+    memcpy(net->ring + (size_t)slot * net->context_width, net->input, (size_t)net->context_width * sizeof(float));
+    net->ring_pos[slot] = position;
+    net->last_position = position;
+}
+
+void mlp_observe(mlp_net *net, int64_t position, const float *hidden, const float *logits, int32_t n_vocab) {
+    if (net->context < 1 || position < 0) return;
+    if (position_inputs(net, hidden, logits, n_vocab)) ring_store(net, position);
+}
+
+/* The previous positions' inputs after this position's (zeros for one not held: before the sequence's first). */
+static void ring_read(mlp_net *net, int64_t position) {
+    float *o = net->input + net->sizes[0] - (size_t)net->context * net->context_width;
+    for (int32_t k = 1; k <= net->context; k++, o += net->context_width) {
+        const int64_t q = position - k;
+        const int32_t slot = q >= 0 ? (int32_t)(q % net->ring_size) : 0;
+        if (q >= 0 && net->ring_pos[slot] == q)
+            memcpy(o, net->ring + (size_t)slot * net->context_width, (size_t)net->context_width * sizeof(float));
+        else
+            memset(o, 0, (size_t)net->context_width * sizeof(float));
+    }
+}
+
+float mlp_forward(mlp_net *net, int64_t position, const float *hidden, const float *logits, int32_t n_vocab) {
+    const int32_t n_embd = net->slm_n_embd;
+    /* ReLU would turn a NaN into 0 and hide it, so a hidden state that is not finite is caught here: the token
+     * is routed (score 0) rather than scored on garbage. */
+    if (!position_inputs(net, hidden, logits, n_vocab)) return 0.0f;
+    if (net->context > 0) {
+        ring_read(net, position);
+        ring_store(net, position);
+    }
+    const int32_t embd_at = n_embd + tr_router_feature_width(net->features & ROUTER_LOGIT_FEATURES, net->topk, n_embd);
     if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) &&
-        slm_token_embedding(net->slm, tr_argmax(logits, n_vocab), net->input + net->sizes[0] - n_embd) != TR_OK)
+        slm_token_embedding(net->slm, tr_argmax(logits, n_vocab), net->input + embd_at) != TR_OK)
         return 0.0f;
     return mlp_forward_input(net, net->input);
 }

@@ -2,6 +2,9 @@
  * off the logits, policy.c) and the MLP router file (mlp.c, router_file.c). Every policy gives a confidence in
  * [0, 1]; the caller routes the token to the LLM when it is below tau.
  *
+ * An MLP router with context (previous positions' inputs) is scored by position (tr_router_score_at) and reset at
+ * each sequence (tr_router_reset); tr_router_score continues after the latest position.
+ *
  * Sizes are checked at the edges: against the SLM when a router file is loaded with its tr_model_info, and against
  * the router on every tr_router_score call (the MLP knows its hidden and vocabulary sizes; the policies take any
  * vocabulary). Scoring allocates nothing but writes the router's scratch, so a router is used by one thread at a
@@ -99,24 +102,23 @@ int32_t tr_router_topk(const tr_router *router) {
     return router && router->policy == TR_POLICY_MLP ? router->mlp.topk : 0;
 }
 
+int32_t tr_router_context(const tr_router *router) {
+    return router && router->policy == TR_POLICY_MLP ? router->mlp.context : 0;
+}
+
 tr_policy tr_router_policy(const tr_router *router) { return router ? router->policy : TR_POLICY_MAXPROB; }
 
 float tr_router_default_tau(const tr_router *router) {
     return router && router->policy == TR_POLICY_MLP ? router->mlp.tau : ROUTER_DEFAULT_TAU;
 }
 
-tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd, const float *logits,
-                          int32_t n_vocab, float *score) {
-    if (!router || !score) return tr_fail(TR_ERR_ARG, "tr_router_score: NULL argument");
-    if (router->policy != TR_POLICY_MLP) {
-        if (!logits || n_vocab < 1)
-            return tr_fail(TR_ERR_ARG, "the %s policy needs the SLM's logits", tr_policy_name(router->policy));
-        logit_stats st;
-        logit_stats_compute(logits, n_vocab, &st);
-        *score = policy_score(router->policy, &st);
-        return TR_OK;
-    }
-    mlp_net *net = &router->mlp;
+void tr_router_reset(tr_router *router) {
+    if (router && router->policy == TR_POLICY_MLP && router->mlp.context > 0) mlp_reset(&router->mlp);
+}
+
+/* The checks every MLP call shares: hidden, logits and the SLM as the router needs them. */
+static tr_status check_mlp_inputs(const mlp_net *net, const float *hidden, int32_t n_embd, const float *logits,
+                                  int32_t n_vocab) {
     if (!hidden) return tr_fail(TR_ERR_ARG, "the mlp router needs the SLM's hidden state");
     if (n_embd != net->slm_n_embd)
         return tr_fail(TR_ERR_ARG, "router expects hidden size %d but got %d", (int)net->slm_n_embd, (int)n_embd);
@@ -128,6 +130,40 @@ tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd
     if (logits && n_vocab != net->slm_n_vocab)
         return tr_fail(TR_ERR_ARG, "router expects a vocabulary of %d tokens but got %d", (int)net->slm_n_vocab,
                        (int)n_vocab);
-    *score = mlp_forward(net, hidden, logits, n_vocab);
+    return TR_OK;
+}
+
+tr_status tr_router_observe(tr_router *router, int64_t position, const float *hidden, int32_t n_embd,
+                            const float *logits, int32_t n_vocab) {
+    if (!router) return tr_fail(TR_ERR_ARG, "tr_router_observe: NULL argument");
+    if (position < 0) return tr_fail(TR_ERR_RANGE, "tr_router_observe: position %lld < 0", (long long)position);
+    if (router->policy != TR_POLICY_MLP || router->mlp.context < 1) return TR_OK;
+    const tr_status st = check_mlp_inputs(&router->mlp, hidden, n_embd, logits, n_vocab);
+    if (st == TR_OK) mlp_observe(&router->mlp, position, hidden, logits, n_vocab);
+    return st;
+}
+
+tr_status tr_router_score(tr_router *router, const float *hidden, int32_t n_embd, const float *logits,
+                          int32_t n_vocab, float *score) {
+    const int64_t next = router && router->policy == TR_POLICY_MLP ? router->mlp.last_position + 1 : 0;
+    return tr_router_score_at(router, next < 1 ? 1 : next, hidden, n_embd, logits, n_vocab, score);
+}
+
+tr_status tr_router_score_at(tr_router *router, int64_t position, const float *hidden, int32_t n_embd,
+                             const float *logits, int32_t n_vocab, float *score) {
+    if (!router || !score) return tr_fail(TR_ERR_ARG, "tr_router_score: NULL argument");
+    if (position < 0) return tr_fail(TR_ERR_RANGE, "tr_router_score_at: position %lld < 0", (long long)position);
+    if (router->policy != TR_POLICY_MLP) {
+        if (!logits || n_vocab < 1)
+            return tr_fail(TR_ERR_ARG, "the %s policy needs the SLM's logits", tr_policy_name(router->policy));
+        logit_stats st;
+        logit_stats_compute(logits, n_vocab, &st);
+        *score = policy_score(router->policy, &st);
+        return TR_OK;
+    }
+    mlp_net *net = &router->mlp;
+    const tr_status st = check_mlp_inputs(net, hidden, n_embd, logits, n_vocab);
+    if (st != TR_OK) return st;
+    *score = mlp_forward(net, position, hidden, logits, n_vocab);
     return TR_OK;
 }

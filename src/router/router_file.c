@@ -7,6 +7,9 @@
  *   tokroute-router.features  str[]     extra inputs after the hidden state, a subset of ["maxprob", "entropy",
  *                                       "margin", "topk_logprobs", "token_embedding"] in that order (optional)
  *   tokroute-router.topk      u32       k of topk_logprobs (1..64; required with it)
+ *   tokroute-router.version   u32       2 when the file uses context (absent: 1); a newer version is refused
+ *   tokroute-router.context   u32       previous positions read (0..8; absent = 0, version 2): their inputs follow
+ *                                       this position's, each tr_router_context_width values, the nearest first
  *   tokroute-router.tau       f32       default threshold in [0, 1] (optional; absent = 0.5)
  *   tokroute-router.slm.name  str       the SLM the router was trained for (optional)
  *   tokroute-router.slm.n_embd, tokroute-router.slm.n_vocab  u32   that SLM's hidden and vocabulary sizes
@@ -26,6 +29,7 @@
 #include "router/router_internal.h"
 
 #define KEY(k) ROUTER_ARCH "." k
+#define ROUTER_FILE_VERSION 2 /* 2: context */
 
 static tr_status get_required_int(const tr_gguf *g, const char *key, int64_t lo, int64_t hi, int64_t *out) {
     if (tr_gguf_find_kv(g, key) < 0) return tr_fail(TR_ERR_FORMAT, "missing key %s", key);
@@ -92,6 +96,12 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
     if (strcmp(arch, ROUTER_ARCH) != 0)
         return tr_fail(TR_ERR_FORMAT, "not a router file: general.architecture is '%s', expected '%s'", arch,
                        ROUTER_ARCH);
+    int64_t version = 1;
+    if (tr_gguf_find_kv(g, KEY("version")) >= 0 && !tr_gguf_get_int(g, KEY("version"), &version))
+        return tr_fail(TR_ERR_FORMAT, "key " KEY("version") " is not an integer");
+    if (version < 1 || version > ROUTER_FILE_VERSION)
+        return tr_fail(TR_ERR_UNSUPPORTED, "router file format version %" PRId64 " is not one this build reads (1..%d): "
+                       "a newer tokroute wrote it", version, ROUTER_FILE_VERSION);
     tr_status st = read_sizes(g, net, sizes);
     if (st == TR_OK) st = read_features(g, &net->features);
     int64_t n_embd = 0, n_vocab = 0;
@@ -107,10 +117,17 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
             return tr_fail(TR_ERR_FORMAT, KEY("topk") " = %d exceeds slm.n_vocab %d", (int)topk, (int)n_vocab);
         net->topk = (int32_t)topk;
     }
-    const int32_t n_feat = tr_router_feature_width(net->features, net->topk, (int32_t)n_embd);
-    if (sizes[0] != n_embd + n_feat)
-        return tr_fail(TR_ERR_FORMAT, "input size %d does not match slm.n_embd %d + %d features", sizes[0],
-                       (int)n_embd, n_feat);
+    int64_t context = 0;
+    if (tr_gguf_find_kv(g, KEY("context")) >= 0) {
+        st = get_required_int(g, KEY("context"), 0, TR_ROUTER_CONTEXT_MAX, &context);
+        if (st != TR_OK) return st;
+    }
+    net->context = (int32_t)context;
+    const int32_t n_in = tr_router_input_width(net->features, net->topk, (int32_t)n_embd, net->context);
+    if (sizes[0] != n_in)
+        return tr_fail(TR_ERR_FORMAT, "input size %d does not match slm.n_embd %d + %d features + %d previous "
+                       "positions of %d", sizes[0], (int)n_embd, tr_router_feature_width(net->features, net->topk,
+                       (int32_t)n_embd), net->context, tr_router_context_width(net->features, net->topk, (int32_t)n_embd));
     net->slm_n_embd = (int32_t)n_embd;
     net->slm_n_vocab = (int32_t)n_vocab;
 
@@ -183,6 +200,7 @@ static tr_status read_router(const tr_gguf *g, mlp_net *net) {
         st = find_tensor(g, name, sizes[i + 1], 1, &b[i]);
     }
     if (st == TR_OK) st = mlp_alloc(net, net->n_layers, sizes);
+    if (st == TR_OK) st = mlp_alloc_ring(net);
     for (int32_t i = 0; st == TR_OK && i < net->n_layers; i++) {
         st = copy_tensor(w[i], net->weights[i]);
         if (st == TR_OK) st = copy_tensor(b[i], net->biases[i]);
@@ -222,10 +240,12 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
     if ((d->features & TR_FEATURE_TOPK_LOGPROBS) && (d->topk < 1 || d->topk > TR_ROUTER_TOPK_MAX))
         return tr_fail(TR_ERR_ARG, "router: topk %d is outside 1..%d", (int)d->topk, TR_ROUTER_TOPK_MAX);
     const int32_t topk = (d->features & TR_FEATURE_TOPK_LOGPROBS) ? d->topk : 0;
-    const int32_t width = tr_router_feature_width(d->features, topk, d->slm_n_embd);
-    if (d->sizes[0] != d->slm_n_embd + width)
-        return tr_fail(TR_ERR_ARG, "router: input size %d does not match slm n_embd %d + %d features",
-                       (int)d->sizes[0], (int)d->slm_n_embd, (int)width);
+    if (d->context < 0 || d->context > TR_ROUTER_CONTEXT_MAX)
+        return tr_fail(TR_ERR_ARG, "router: context %d is outside 0..%d", (int)d->context, TR_ROUTER_CONTEXT_MAX);
+    const int32_t width = tr_router_input_width(d->features, topk, d->slm_n_embd, d->context);
+    if (d->sizes[0] != width)
+        return tr_fail(TR_ERR_ARG, "router: input size %d does not match the %d inputs of slm n_embd %d, its features "
+                       "and %d previous positions", (int)d->sizes[0], (int)width, (int)d->slm_n_embd, (int)d->context);
     if (!(d->tau >= 0 && d->tau <= 1)) return tr_fail(TR_ERR_ARG, "router: tau %g is outside [0, 1]", d->tau);
     for (int32_t i = 0; i < d->n_layers; i++) {
         if (!d->weights[i] || !d->biases[i]) return tr_fail(TR_ERR_ARG, "router: layer %d has no data", (int)i);
@@ -249,6 +269,9 @@ static tr_status write_all(tr_gguf_writer *w, const tr_mlp_router_desc *d, const
     if (st == TR_OK) st = tr_gguf_writer_set_arr_str(w, KEY("features"), feats, n_feats);
     if (st == TR_OK && (d->features & TR_FEATURE_TOPK_LOGPROBS))
         st = tr_gguf_writer_set_u32(w, KEY("topk"), (uint32_t)d->topk);
+    /* Files without context stay version 1 (no key), readable by builds before context. */
+    if (st == TR_OK && d->context > 0) st = tr_gguf_writer_set_u32(w, KEY("version"), ROUTER_FILE_VERSION);
+    if (st == TR_OK && d->context > 0) st = tr_gguf_writer_set_u32(w, KEY("context"), (uint32_t)d->context);
     if (st == TR_OK) st = tr_gguf_writer_set_f32(w, KEY("tau"), d->tau);
     if (st == TR_OK) st = tr_gguf_writer_set_str(w, KEY("slm.name"), d->slm_name ? d->slm_name : "");
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("slm.n_embd"), (uint32_t)d->slm_n_embd);

@@ -66,6 +66,15 @@ typedef struct mlp_net {
     thread_pool *pool;         /* optional (tr_router_set_threads); not owned by the net */
     unsigned features;         /* tr_router_feature bits */
     int32_t topk;              /* k of TR_FEATURE_TOPK_LOGPROBS (0 when unused) */
+    int32_t context;           /* previous positions read (0: none) */
+    /* Per-sequence state of a router with context: the inputs of the positions scored or observed so far (hidden
+     * state and logit features, tr_router_context_width floats each), slot position % ring_size, tagged with the
+     * position (-1: empty). A position scored again (after speculation is rolled back) overwrites its slot, so a
+     * score only ever reads the latest inputs of positions p-1 .. p-context. */
+    int32_t ring_size, context_width;
+    float *ring;               /* [ring_size][context_width] */
+    int64_t *ring_pos;         /* [ring_size] */
+    int64_t last_position;     /* the latest position scored or observed (-1: none since the reset) */
     const tr_model *slm;       /* tr_router_set_slm: token embeddings (not owned) */
     float tau;
     char *slm_name;
@@ -76,9 +85,20 @@ typedef struct mlp_net {
  * are then filled in place. */
 tr_status mlp_alloc(mlp_net *net, int32_t n_layers, const int32_t *sizes);
 void mlp_free(mlp_net *net);
-/* Forward pass. hidden has slm_n_embd entries; logits (slm_n_vocab entries) is read only when the net has
- * features; the token-embedding feature needs net->slm (checked by the caller). Allocates nothing. */
-float mlp_forward(mlp_net *net, const float *hidden, const float *logits, int32_t n_vocab);
+/* Positions ahead of the oldest one a score may still read that the ring keeps: speculation scores at most
+ * speculate_depth (<= 1024) positions plus a lookahead (<= TR_LOOKAHEAD_MAX) ahead before rolling back. */
+#define ROUTER_RING_AHEAD (1024 + TR_LOOKAHEAD_MAX + 1)
+/* Allocates the per-sequence ring of a net with context (after its sizes and features are known). */
+tr_status mlp_alloc_ring(mlp_net *net);
+/* Forgets every position (a new sequence). */
+void mlp_reset(mlp_net *net);
+/* Forward pass for the given position of the sequence. hidden has slm_n_embd entries; logits (slm_n_vocab
+ * entries) is read only when the net has features; the token-embedding feature needs net->slm (checked by the
+ * caller). With context, reads the ring's positions before it (zeros where absent) and stores this position's
+ * inputs there. Allocates nothing. */
+float mlp_forward(mlp_net *net, int64_t position, const float *hidden, const float *logits, int32_t n_vocab);
+/* Stores a position's inputs in the ring without scoring it (prompt positions). */
+void mlp_observe(mlp_net *net, int64_t position, const float *hidden, const float *logits, int32_t n_vocab);
 /* Forward pass over a ready input vector of sizes[0] values (training data already holds the features). */
 float mlp_forward_input(mlp_net *net, const float *input);
 

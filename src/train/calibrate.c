@@ -39,7 +39,7 @@ tr_status tr_train_data_scores(const tr_train_data *d, tr_router *router, float 
     if (!row) return tr_fail(TR_ERR_NOMEM, "out of memory");
     tr_status st = TR_OK;
     for (int64_t i = 0; st == TR_OK && i < d->n; i++) {
-        st = train_input_row(d, i, net->features, net->topk, net->slm, row);
+        st = train_input_row(d, i, net->features, net->topk, net->context, net->slm, row);
         scores[i] = mlp_forward_input(net, row);
     }
     free(row);

@@ -268,7 +268,13 @@ static tr_status routed_round(collector *c, int32_t example, int32_t *n_records)
     if (n_prompt > c->ex->n_tokens) n_prompt = c->ex->n_tokens;
     if (n_prompt < 1 || c->ex->n_tokens < 2) return TR_OK;
     tr_context_clear(c->slm_ctx);
-    tr_status st = tr_context_eval(c->slm_ctx, c->ex->tokens, n_prompt, TR_EVAL_LOGITS_LAST);
+    const int32_t context = tr_router_context(c->p.router);
+    tr_status st = tr_context_eval(c->slm_ctx, c->ex->tokens, n_prompt, context > 0 ? TR_EVAL_LOGITS_ALL : TR_EVAL_LOGITS_LAST);
+    /* A router with context reads the prompt's last positions, as generation shows them to it (route.c). */
+    tr_router_reset(c->p.router);
+    for (int32_t q = n_prompt - context > 1 ? n_prompt - context : 1; st == TR_OK && q < n_prompt; q++)
+        st = tr_router_observe(c->p.router, q, tr_context_hidden(c->slm_ctx, q - 1), c->n_embd,
+                               tr_context_logits(c->slm_ctx, q - 1), c->n_vocab);
     for (int32_t pos = n_prompt; st == TR_OK && pos < c->ex->n_tokens; pos++) {
         /* The LLM's answer at pos: the position after the sequence so far. */
         st = tr_llm_score(c->llm, c->ex->tokens, pos, pos, pos + 1, c->p.llm_topk, c->ex->llm_pos);
@@ -276,7 +282,7 @@ static tr_status routed_round(collector *c, int32_t example, int32_t *n_records)
         const float *sl = tr_context_logits(c->slm_ctx, -1), *h = tr_context_hidden(c->slm_ctx, -1);
         unsigned char *out = c->buf + (size_t)*n_records * c->record_bytes;
         float score = 0;
-        st = tr_router_score(c->p.router, h, c->n_embd, sl, c->n_vocab, &score);
+        st = tr_router_score_at(c->p.router, pos, h, c->n_embd, sl, c->n_vocab, &score);
         if (st == TR_OK) st = make_record(c, example, pos, -1, sl, h, c->ex->llm_pos, out, false);
         if (st != TR_OK) break;
         (*n_records)++;

@@ -46,7 +46,7 @@ tr_status tr_train_data_inputs(const tr_train_data *d, unsigned features, int32_
     const int32_t k = (features & TR_FEATURE_TOPK_LOGPROBS) ? topk : 0;
     const int64_t width = d->n_embd + tr_router_feature_width(features, k, d->n_embd);
     for (int64_t r = 0; r < n; r++) {
-        const tr_status st = train_input_row(d, first + r, features, k, slm, out + r * width);
+        const tr_status st = train_input_row(d, first + r, features, k, 0, slm, out + r * width);
         if (st != TR_OK) return st;
     }
     return TR_OK;

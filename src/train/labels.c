@@ -79,15 +79,35 @@ int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n) {
     return m;
 }
 
-tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, const tr_model *slm,
-                          float *out) {
-    memcpy(out, d->hidden + i * d->n_embd, (size_t)d->n_embd * sizeof(float));
-    float *o = out + d->n_embd;
+/* Hidden state and logit features of position i; returns the end of what it wrote. */
+static float *position_inputs(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, float *o) {
+    memcpy(o, d->hidden + i * d->n_embd, (size_t)d->n_embd * sizeof(float));
+    o += d->n_embd;
     const float *f = d->feats + i * d->n_feats;
     if (features & TR_FEATURE_MAXPROB) *o++ = f[0];
     if (features & TR_FEATURE_ENTROPY) *o++ = f[1];
     if (features & TR_FEATURE_MARGIN) *o++ = f[2];
     if (features & TR_FEATURE_TOPK_LOGPROBS)
         for (int32_t k = 0; k < topk; k++) *o++ = f[COLLECT_N_STATS + k];
-    return (features & TR_FEATURE_TOKEN_EMBEDDING) ? slm_token_embedding(slm, d->slm_top1[i], o) : TR_OK;
+    return o;
+}
+
+tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
+                          const tr_model *slm, float *out) {
+    float *o = position_inputs(d, i, features, topk, out);
+    if (features & TR_FEATURE_TOKEN_EMBEDDING) {
+        const tr_status st = slm_token_embedding(slm, d->slm_top1[i], o);
+        if (st != TR_OK) return st;
+        o += d->n_embd;
+    }
+    const int32_t width = tr_router_context_width(features, topk, d->n_embd);
+    for (int32_t k = 1; k <= context; k++, o += width) {
+        /* Records are stored in position order per example: p - k is k records back when it was predicted. */
+        const int64_t j = i - k;
+        if (j >= 0 && d->group[j] == d->group[i] && d->position[j] == d->position[i] - k)
+            position_inputs(d, j, features, topk, o);
+        else
+            memset(o, 0, (size_t)width * sizeof(float));
+    }
+    return TR_OK;
 }

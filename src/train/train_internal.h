@@ -98,9 +98,11 @@ int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollou
 int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n);
 
 /* Input row of position i as a router with these features reads it: hidden state, then the chosen features (the
- * token embedding from slm, which may be NULL without that feature). */
-tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, const tr_model *slm,
-                          float *out);
+ * token embedding from slm, which may be NULL without that feature), then for each of the context previous
+ * positions p-1, p-2, ... of the same example its hidden state and logit features (zeros where the example has no
+ * such record: before its first predicted position). */
+tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
+                          const tr_model *slm, float *out);
 
 /* ---------------------------------------------------------------- examples.c */
 

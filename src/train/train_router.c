@@ -77,7 +77,7 @@ static tr_status prepare_data(trainer *t) {
     for (int64_t i = 0; i < d->n; i++) {
         const float label = label_of(d, i, t->p.labels);
         if (label < 0) continue;
-        const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.slm, t->x + k * t->n_in);
+        const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.context, t->p.slm, t->x + k * t->n_in);
         if (st != TR_OK) return st;
         t->y[k] = label;
         if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
@@ -97,19 +97,33 @@ static tr_status prepare_data(trainer *t) {
     const float w1 = weighted ? (float)((double)t->n_train / (2.0 * (double)n1)) : 1.0f;
     const float w0 = weighted ? (float)((double)t->n_train / (2.0 * (double)n0)) : 1.0f;
     for (int64_t i = 0; i < n_lab; i++) t->w[i] = t->y[i] > 0.5f ? w1 : w0;
-    /* Mean and deviation over the training split, in double. */
-    for (int32_t c = 0; c < t->n_in; c++) {
-        double s = 0, s2 = 0;
-        for (int64_t j = 0; j < t->n_train; j++) s += t->x[t->train_idx[j] * t->n_in + c];
-        const double mean = s / (double)t->n_train;
-        for (int64_t j = 0; j < t->n_train; j++) {
-            const double v = t->x[t->train_idx[j] * t->n_in + c] - mean;
-            s2 += v * v;
+    /* Mean and deviation over the training split, in double, row by row (each column summed in the same order as
+     * a column-by-column pass, so the same values, without striding through the whole array once per column). */
+    double *sum = calloc((size_t)t->n_in, sizeof(double)), *sum2 = calloc((size_t)t->n_in, sizeof(double));
+    if (!sum || !sum2) {
+        free(sum);
+        free(sum2);
+        return tr_fail(TR_ERR_NOMEM, "out of memory for the input statistics");
+    }
+    for (int64_t j = 0; j < t->n_train; j++) {
+        const float *row = t->x + t->train_idx[j] * t->n_in;
+        for (int32_t c = 0; c < t->n_in; c++) sum[c] += row[c];
+    }
+    for (int32_t c = 0; c < t->n_in; c++) sum[c] /= (double)t->n_train; /* the means */
+    for (int64_t j = 0; j < t->n_train; j++) {
+        const float *row = t->x + t->train_idx[j] * t->n_in;
+        for (int32_t c = 0; c < t->n_in; c++) {
+            const double v = row[c] - sum[c];
+            sum2[c] += v * v;
         }
-        const double sd = sqrt(s2 / (double)t->n_train);
-        t->mu[c] = (float)mean;
+    }
+    for (int32_t c = 0; c < t->n_in; c++) {
+        const double sd = sqrt(sum2[c] / (double)t->n_train);
+        t->mu[c] = (float)sum[c];
         t->sd[c] = sd > 1e-6 ? (float)sd : 1.0f;
     }
+    free(sum);
+    free(sum2);
     for (int64_t i = 0; i < n_lab; i++)
         for (int32_t c = 0; c < t->n_in; c++) t->x[i * t->n_in + c] = (t->x[i * t->n_in + c] - t->mu[c]) / t->sd[c];
     return TR_OK;
@@ -279,6 +293,8 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
     if (!(p->learning_rate > 0) || !(p->weight_decay >= 0)) return tr_fail(TR_ERR_ARG, "bad learning rate or weight decay");
     if (!(p->val_fraction >= 0 && p->val_fraction < 1)) return tr_fail(TR_ERR_ARG, "val_fraction must be in [0, 1)");
     if (!(p->tau >= 0 && p->tau <= 1)) return tr_fail(TR_ERR_ARG, "tau must be in [0, 1]");
+    if (p->context < 0 || p->context > TR_ROUTER_CONTEXT_MAX)
+        return tr_fail(TR_ERR_ARG, "context %d is outside 0..%d", (int)p->context, TR_ROUTER_CONTEXT_MAX);
     if (p->n_threads < 0 || p->n_threads > 512) return tr_fail(TR_ERR_ARG, "n_threads out of range");
     return TR_OK;
 }
@@ -287,7 +303,7 @@ static tr_status setup(trainer *t) {
     const tr_train_data *d = t->d;
     const int32_t topk = (t->p.features & TR_FEATURE_TOPK_LOGPROBS) ? t->p.topk : 0;
     t->p.topk = topk;
-    t->n_in = d->n_embd + tr_router_feature_width(t->p.features, topk, d->n_embd);
+    t->n_in = tr_router_input_width(t->p.features, topk, d->n_embd, t->p.context);
     int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1], n_layers = 0;
     sizes[0] = t->n_in;
     for (int i = 0; i < 8 && t->p.hidden[i] > 0; i++) {
@@ -428,7 +444,7 @@ static tr_status write_router(const trainer *t, const char *path, float tau) {
     const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = m->sizes, .weights = weights,
                                      .biases = biases, .features = t->p.features, .tau = tau,
                                      .slm_name = t->d->slm_name, .slm_n_embd = t->d->n_embd,
-                                     .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk};
+                                     .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk, .context = t->p.context};
     return tr_router_write_mlp(&desc, path);
 }
 

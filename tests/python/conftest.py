@@ -87,10 +87,11 @@ def collected(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def c_router(collected, tmp_path_factory):
-    """A router file train-router wrote (the recipe's features but the token embedding, a small hidden layer)."""
+    """A router file train-router wrote (the recipe's features but the token embedding and the previous position,
+    which the PyTorch trainer does not read, a small hidden layer)."""
     path = tmp_path_factory.mktemp("router") / "c_router.gguf"
     run_cli("train-router", "--data", collected["train"], "--out", path, "--hidden", "16", "--features",
-            "maxprob,entropy,margin,topk", "--labels", "expected", "-t", "1")
+            "maxprob,entropy,margin,topk", "--context", "0", "--labels", "expected", "-t", "1")
     return path
 
 

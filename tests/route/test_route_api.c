@@ -25,10 +25,11 @@ static tr_context *new_ctx(const tr_model *m) { return demo_context(m, 2); }
 static tr_llm_backend *new_backend(const tr_model *llm) { return demo_backend(llm, 2, NULL); }
 
 
-/* A one-layer MLP router over the hidden state plus the maxprob feature, deterministic pseudo-random weights. */
-static tr_router *small_mlp(const demo_pair *p) {
+/* A one-layer MLP router over the hidden state plus the maxprob feature (and those of `context` previous
+ * positions), deterministic pseudo-random weights. */
+static tr_router *small_mlp_context(const demo_pair *p, int32_t context) {
     const tr_model_info *si = tr_model_get_info(p->slm);
-    const int32_t in = si->n_embd + 1;
+    const int32_t in = tr_router_input_width(TR_FEATURE_MAXPROB, 0, si->n_embd, context);
     int32_t sizes[3] = {in, 8, 1};
     float *w0 = malloc((size_t)in * 8 * sizeof *w0), b0[8], w1[8], b1[1] = {0.0f};
     uint32_t x = 12345;
@@ -40,7 +41,7 @@ static tr_router *small_mlp(const demo_pair *p) {
     const float *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
     tr_mlp_router_desc d = {.n_layers = 2, .sizes = sizes, .weights = ws, .biases = bs,
                             .features = TR_FEATURE_MAXPROB, .tau = 0.5f, .slm_name = si->name,
-                            .slm_n_embd = si->n_embd, .slm_n_vocab = si->n_vocab};
+                            .slm_n_embd = si->n_embd, .slm_n_vocab = si->n_vocab, .context = context};
     const char *path = temp_path(".gguf");
     assert_int_equal(tr_router_write_mlp(&d, path), TR_OK);
     free(w0);
@@ -49,6 +50,8 @@ static tr_router *small_mlp(const demo_pair *p) {
     remove(path);
     return r;
 }
+
+static tr_router *small_mlp(const demo_pair *p) { return small_mlp_context(p, 0); }
 
 /* Fresh contexts at every step, the whole sequence from scratch; the given router decides. */
 static void slow_reference(const demo_pair *p, tr_router *router, const int32_t *prompt, int32_t n_prompt, float tau,
@@ -290,9 +293,104 @@ static void tokens_carry_logprobs(void **state) {
     tr_context_free(ctx);
 }
 
+typedef struct scored {
+    int32_t n;
+    int32_t ids[N_GEN];
+    float scores[N_GEN];
+} scored;
+
+static bool record_score(void *user, const tr_route_token *t) {
+    scored *s = user;
+    assert_true(s->n < N_GEN);
+    s->ids[s->n] = t->id;
+    s->scores[s->n++] = t->score;
+    return true;
+}
+
+static void run_scored(const demo_pair *p, tr_router *router, const int32_t *prompt, int32_t n_prompt, float tau,
+                       int32_t depth, int32_t lookahead, scored *out) {
+    memset(out, 0, sizeof *out);
+    tr_context *ctx = new_ctx(p->slm);
+    tr_llm_backend *llm = new_backend(p->llm);
+    tr_route_params rp = tr_route_default_params();
+    rp.tau = tau;
+    rp.n_predict = N_GEN;
+    rp.stop_at_eog = false;
+    rp.speculate_depth = depth;
+    rp.lookahead = lookahead;
+    rp.on_token = record_score;
+    rp.user = out;
+    tr_route_stats st;
+    assert_int_equal(tr_route_generate(ctx, router, llm, prompt, n_prompt, &rp, NULL, 0, &st), TR_OK);
+    assert_int_equal(out->n, N_GEN);
+    tr_llm_backend_free(llm);
+    tr_context_free(ctx);
+}
+
+/* A router reading the previous positions (context 2) keeps per-sequence state: each generated token's score
+ * equals the score of the finished sequence evaluated in one pass and scored position by position after the
+ * prompt's last positions were shown to it, as training reads an example; with speculation and lookahead (tokens
+ * scored ahead, then rolled back) the scores are the synchronous loop's, bit for bit; and a second generation
+ * does not read the first one's positions. */
+static void context_router_scores_as_trained(void **state) {
+    demo_pair *p = *state;
+    tr_router *router = small_mlp_context(p, 2);
+    assert_int_equal(tr_router_context(router), 2);
+    const tr_model_info *si = tr_model_get_info(p->slm);
+    int32_t prompt[64];
+    const int32_t n_prompt = demo_prompt_tokens(p->slm, "Tom and his dog went to the park.", prompt, 64);
+    scored first, sync, spec;
+    run_scored(p, router, prompt, n_prompt, 0.0f, 0, 0, &first);
+    float sorted[N_GEN];
+    memcpy(sorted, first.scores, sizeof sorted);
+    qsort(sorted, N_GEN, sizeof *sorted, cmp_float);
+    const float tau = sorted[N_GEN / 3];
+    run_scored(p, router, prompt, n_prompt, tau, 0, 0, &sync);
+    run_scored(p, router, prompt, n_prompt, tau, 6, 3, &spec);
+    assert_memory_equal(spec.ids, sync.ids, sizeof sync.ids);
+    assert_memory_equal(spec.scores, sync.scores, sizeof sync.scores);
+    int32_t routed = 0;
+    for (int i = 0; i < N_GEN; i++) routed += sync.scores[i] < tau;
+    assert_true(routed >= 3);
+    /* The finished sequence, teacher forced: one pass, every position's logits. */
+    int32_t seq[64 + N_GEN];
+    memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
+    memcpy(seq + n_prompt, sync.ids, sizeof sync.ids);
+    tr_context *tf = new_ctx(p->slm);
+    assert_int_equal(tr_context_eval(tf, seq, n_prompt + N_GEN - 1, TR_EVAL_LOGITS_ALL), TR_OK);
+    tr_router_reset(router);
+    for (int32_t q = n_prompt - 2; q < n_prompt; q++)
+        assert_int_equal(tr_router_observe(router, q, tr_context_hidden(tf, q - 1), si->n_embd,
+                                           tr_context_logits(tf, q - 1), si->n_vocab), TR_OK);
+    float worst = 0, blind_worst = 0;
+    for (int32_t i = 0; i < N_GEN; i++) {
+        const int32_t q = n_prompt + i;
+        float s;
+        assert_int_equal(tr_router_score_at(router, q, tr_context_hidden(tf, q - 1), si->n_embd,
+                                            tr_context_logits(tf, q - 1), si->n_vocab, &s), TR_OK);
+        worst = fmaxf(worst, fabsf(s - sync.scores[i]));
+    }
+    /* Against the same positions without the previous ones: what a router without its state would score. */
+    for (int32_t i = 0; i < N_GEN; i++) {
+        const int32_t q = n_prompt + i;
+        float s;
+        tr_router_reset(router);
+        assert_int_equal(tr_router_score_at(router, q, tr_context_hidden(tf, q - 1), si->n_embd,
+                                            tr_context_logits(tf, q - 1), si->n_vocab, &s), TR_OK);
+        blind_worst = fmaxf(blind_worst, fabsf(s - sync.scores[i]));
+    }
+    fprintf(stderr, "context router: %d of %d routed; scores within %.2g of the teacher-forced sequence's (%.2g "
+            "without the previous positions)\n", routed, N_GEN, (double)worst, (double)blind_worst);
+    assert_true(worst < 1e-4f);
+    assert_true(blind_worst > 1e-2f);
+    tr_context_free(tf);
+    tr_router_free(router);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mlp_router_equals_slow_reference),
+        cmocka_unit_test(context_router_scores_as_trained),
         cmocka_unit_test(temperature_above_zero),
         cmocka_unit_test(tail_text_has_its_own_signal),
         cmocka_unit_test(stats_zeroed_and_no_overflow),

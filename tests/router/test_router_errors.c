@@ -34,6 +34,8 @@ typedef struct spec {
     bool nan_weight;
     bool f16_bias;
     int32_t topk;          /* written as tokroute-router.topk when > 0 */
+    int32_t version;       /* written as tokroute-router.version when > 0 */
+    int32_t context;       /* written as tokroute-router.context when > 0 */
 } spec;
 
 /* Valid by default: 4 → 3 → 1, no features, n_embd 4, n_vocab 16. */
@@ -54,6 +56,10 @@ static void write_spec(const spec *s, const char *path) {
                          TR_OK);
     assert_int_equal(tr_gguf_writer_set_f32(w, "tokroute-router.tau", 0.4f), TR_OK);
     if (s->topk > 0) assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.topk", (uint32_t)s->topk), TR_OK);
+    if (s->version > 0)
+        assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.version", (uint32_t)s->version), TR_OK);
+    if (s->context > 0)
+        assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.context", (uint32_t)s->context), TR_OK);
     assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.slm.n_embd", (uint32_t)s->n_embd), TR_OK);
     assert_int_equal(tr_gguf_writer_set_u32(w, "tokroute-router.slm.n_vocab", (uint32_t)s->n_vocab), TR_OK);
     static float data[64 * 64];
@@ -106,6 +112,34 @@ static void test_good_spec_loads(void **state) {
     assert_float_equal(tr_router_default_tau(r), 0.4f, 0);
     tr_router_free(r);
     unlink(path);
+}
+
+/* Version 2 adds context (the previous positions' inputs after this position's): such a file loads with its
+ * input size n_embd * (1 + context); a file of a version this build does not know is refused, naming it; files
+ * without the key are version 1 (every router before context) and still load (test_good_spec_loads). */
+static void test_context_and_versions(void **state) {
+    (void)state;
+    spec s = good_spec();
+    s.version = 2;
+    s.context = 2;
+    s.sizes[0] = s.tensor_sizes[0] = 12; /* no features: each previous position adds its 4 hidden values */
+    const char *path = temp_path(".gguf");
+    write_spec(&s, path);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(path, NULL, &r), TR_OK);
+    assert_int_equal(tr_router_context(r), 2);
+    tr_router_free(r);
+    unlink(path);
+    s.sizes[0] = s.tensor_sizes[0] = 4; /* context 2 but sized for none */
+    expect_load_error(&s, TR_ERR_FORMAT, "input size 4", "2 previous positions");
+    s.sizes[0] = s.tensor_sizes[0] = 12;
+    s.context = 9;
+    expect_load_error(&s, TR_ERR_FORMAT, "tokroute-router.context", "0..8");
+    s.context = 2;
+    s.version = 3;
+    expect_load_error(&s, TR_ERR_UNSUPPORTED, "version 3", "newer tokroute");
+    assert_int_equal(tr_router_input_width(0, 0, 4, 2), 12);
+    assert_int_equal(tr_router_context_width(TR_FEATURE_MAXPROB | TR_FEATURE_TOKEN_EMBEDDING, 0, 4), 5);
 }
 
 static void test_model_file_is_not_a_router(void **state) {
@@ -380,6 +414,7 @@ static void test_writer_refuses_bad_descriptions(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_spec_loads),
+        cmocka_unit_test(test_context_and_versions),
         cmocka_unit_test(test_model_file_is_not_a_router),
         cmocka_unit_test(test_missing_pieces),
         cmocka_unit_test(test_shapes_must_agree),

@@ -64,6 +64,7 @@ static tr_train_params quiet_params(void) {
     p.features &= ~(unsigned)TR_FEATURE_TOKEN_EMBEDDING; /* toy data: no SLM */
     p.labels = TR_LABEL_DROP;                            /* the hard labels these toys are built for */
     p.topk = 2;
+    p.context = 0; /* these toys decide at each position alone (test_train_context covers context) */
     p.hidden[0] = 16;
     p.hidden[1] = 8;
     p.n_threads = 1;
@@ -73,7 +74,8 @@ static tr_train_params quiet_params(void) {
     return p;
 }
 
-/* The defaults are the README's recipe: every feature with the token embedding, expected labels, 256,128. */
+/* The defaults are the README's recipe: every feature with the token embedding, the previous position, expected
+ * labels, 256,128. */
 static void test_defaults_are_the_recipe(void **state) {
     (void)state;
     const tr_train_params p = tr_train_default_params();
@@ -84,6 +86,7 @@ static void test_defaults_are_the_recipe(void **state) {
     assert_int_equal(p.hidden[1], 128);
     assert_int_equal(p.hidden[2], 0);
     assert_int_equal(p.topk, 8);
+    assert_int_equal(p.context, 1); /* the previous position's inputs: +6 / +4 points of the gap (docs/train.md) */
 }
 
 static void test_separable_toy_is_learned(void **state) {
