@@ -70,7 +70,9 @@ static tr_router *citer_mlp(int32_t h) {
         bias[l] = calloc((size_t)sizes[l + 1], sizeof(float));
         for (int32_t i = 0; i < sizes[l] * sizes[l + 1]; i++) w[l][i] = (float)((i * 7919) % 200 - 100) / 1000.0f;
     }
-    tr_mlp_router_desc d = {3, sizes, (const float *const *)w, (const float *const *)bias, 0, 0.5f, "bench", h, 512, 0};
+    tr_mlp_router_desc d = {.n_layers = 3, .sizes = sizes, .weights = (const float *const *)w,
+                            .biases = (const float *const *)bias, .tau = 0.5f, .slm_name = "bench", .slm_n_embd = h,
+                            .slm_n_vocab = 512};
     const char *path = "/tmp/tokroute-bench-router.gguf";
     tr_router *r = NULL;
     if (tr_router_write_mlp(&d, path) != TR_OK || tr_router_load(path, NULL, &r) != TR_OK) die("mlp router");
