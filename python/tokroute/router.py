@@ -87,21 +87,47 @@ class Router(Handle):
     def topk(self) -> int:
         return lib.tr_router_topk(self._handle())
 
-    def score(self, hidden: Sequence[float], logits: Sequence[float]) -> float:
-        """Confidence in [0, 1] of one position from the SLM's final hidden state and logits (route when < tau)."""
-        h = np.ascontiguousarray(hidden, dtype=np.float32)
-        lg = np.ascontiguousarray(logits, dtype=np.float32)
+    @property
+    def context(self) -> int:
+        """Previous positions the router reads besides the one it scores (0: that position only)."""
+        return lib.tr_router_context(self._handle())
+
+    def score(self, hidden: Sequence[float], logits: Sequence[float], position: Optional[int] = None) -> float:
+        """Confidence in [0, 1] of one position from the SLM's final hidden state and logits (route when < tau).
+        A router with context also reads the positions before it that it scored or observed since reset(), and
+        keeps this one's inputs: position (1 = a sequence's first predicted token, as collect numbers them) says
+        where it is; None means the position after the latest one scored or observed."""
+        h, lg = self._rows(hidden, logits)
         out = c_float()
-        check(lib.tr_router_score(self._handle(), h.ctypes.data_as(_lib.F32P), h.size,
-                                  lg.ctypes.data_as(_lib.F32P), lg.size, byref(out)))
+        if position is None:
+            check(lib.tr_router_score(self._handle(), h.ctypes.data_as(_lib.F32P), h.size,
+                                      lg.ctypes.data_as(_lib.F32P), lg.size, byref(out)))
+        else:
+            check(lib.tr_router_score_at(self._handle(), int(position), h.ctypes.data_as(_lib.F32P), h.size,
+                                         lg.ctypes.data_as(_lib.F32P), lg.size, byref(out)))
         return out.value
+
+    def observe(self, position: int, hidden: Sequence[float], logits: Sequence[float]) -> None:
+        """Keeps a position's inputs without scoring it (a prompt's last positions, for a router with context)."""
+        h, lg = self._rows(hidden, logits)
+        check(lib.tr_router_observe(self._handle(), int(position), h.ctypes.data_as(_lib.F32P), h.size,
+                                    lg.ctypes.data_as(_lib.F32P), lg.size))
+
+    def reset(self) -> None:
+        """Forgets every position kept: call at each new sequence (a no-op for routers without context)."""
+        lib.tr_router_reset(self._handle())
+
+    @staticmethod
+    def _rows(hidden, logits):
+        return np.ascontiguousarray(hidden, dtype=np.float32), np.ascontiguousarray(logits, dtype=np.float32)
 
 
 def write_mlp_router(path, weights: Sequence[np.ndarray], biases: Sequence[np.ndarray], *, features, topk: int,
-                     tau: float, slm_name: str, slm_n_embd: int, slm_n_vocab: int) -> None:
+                     tau: float, slm_name: str, slm_n_embd: int, slm_n_vocab: int, context: int = 0) -> None:
     """Writes a router file (tr_router_write_mlp): layer i has weights [out][in] row-major and biases [out]; ReLU
     between layers, sigmoid at the end (the last layer has one output). The input is the hidden state followed by
-    the features, so weights[0] has slm_n_embd + feature_width(...) columns."""
+    the features, then context previous positions' hidden states and logit features (nearest first), so weights[0]
+    has slm_n_embd + feature_width(...) + context * (slm_n_embd + the logit features' width) columns."""
     ws = [np.ascontiguousarray(w, dtype=np.float32) for w in weights]
     bs = [np.ascontiguousarray(b, dtype=np.float32).reshape(-1) for b in biases]
     if not ws or len(ws) != len(bs):
@@ -117,5 +143,5 @@ def write_mlp_router(path, weights: Sequence[np.ndarray], biases: Sequence[np.nd
     c_b = (_lib.F32P * n)(*[b.ctypes.data_as(_lib.F32P) for b in bs])
     desc = _lib.MlpRouterDesc(n_layers=n, sizes=c_sizes, weights=c_w, biases=c_b, features=parse_features(features),
                               tau=tau, slm_name=encode(slm_name), slm_n_embd=slm_n_embd, slm_n_vocab=slm_n_vocab,
-                              topk=topk)
+                              topk=topk, context=context)
     check(lib.tr_router_write_mlp(byref(desc), encode(path)))
