@@ -20,6 +20,7 @@
 #include "eval/dataset.h"
 #include "router/router_internal.h"
 #include "train/train_internal.h"
+#include "train/train_fixture.h"
 #include "tokroute.h"
 
 static tr_model *slm, *llm;
@@ -51,15 +52,6 @@ static tr_collect_params small_params(void) {
 }
 
 static char *fresh_dir(void) { return strdup(temp_path("")); }
-
-static void remove_dir(const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
-    unlink(path);
-    rmdir(dir);
-}
 
 static char *folder_file(const char *dir, const char *name, size_t *n) {
     char path[4096];
@@ -143,9 +135,9 @@ static void test_resume_gives_identical_files(void **state) {
     assert_int_equal(tr_collect(slm, llm, stories(), parts, &p, &st), TR_OK);
     assert_int_equal(st.n_resumed, 0);
     assert_same_folders(whole, parts);
-    remove_dir(whole);
-    remove_dir(parts);
-    remove_dir(cut);
+    toy_remove(whole);
+    toy_remove(parts);
+    toy_remove(cut);
     free(whole);
     free(parts);
     free(cut);
@@ -196,7 +188,7 @@ static void test_slm_path_recorded(void **state) {
     assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
     assert_string_equal(tr_train_data_get_info(d).slm_path, "");
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -312,7 +304,7 @@ static void test_rollouts_and_features_match_a_recomputation(void **state) {
     tr_context_free(ctx);
     free(stored);
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -342,9 +334,9 @@ static void test_llm_samples_are_reproducible(void **state) {
     p.format = TR_DATA_GSM8K; /* a data file is needed */
     p.last = 2;
     assert_int_equal(tr_collect(slm, llm, NULL, c, &p, NULL), TR_ERR_ARG);
-    remove_dir(a);
-    remove_dir(b);
-    remove_dir(c);
+    toy_remove(a);
+    toy_remove(b);
+    toy_remove(c);
     free(a);
     free(b);
     free(c);
@@ -396,8 +388,8 @@ static void test_round_two_prefix_is_generated(void **state) {
     tr_train_data_free(ref);
     tr_train_data_free(d);
     tr_router_free(r);
-    remove_dir(tf);
-    remove_dir(dir);
+    toy_remove(tf);
+    toy_remove(dir);
     free(tf);
     free(dir);
 }
@@ -440,7 +432,7 @@ static void test_question_answering_targets(void **state) {
     p.first = 1220;
     p.last = 1300;
     assert_int_equal(tr_collect(slm, llm, path, dir, &p, NULL), TR_ERR_RANGE);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -539,8 +531,8 @@ static void test_hostile_data_files_rejected(void **state) {
     free(d2);
     free(data);
     free(index);
-    remove_dir(good);
-    remove_dir(bad);
+    toy_remove(good);
+    toy_remove(bad);
     free(good);
     free(bad);
 }

@@ -46,15 +46,6 @@ static void toy_lagged(void *user, int32_t ex, int32_t pos, collect_record *r, f
 
 static const toy_spec toy = {.n_embd = N_EMBD, .n_vocab = 16, .topk = 2, .n_examples = 60, .per_example = 40};
 
-static void remove_dir(const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
-    unlink(path);
-    rmdir(dir);
-}
-
 static tr_train_params params(int32_t context) {
     tr_train_params p = tr_train_default_params();
     p.features = 0; /* the hidden state alone: scoring needs no logits */
@@ -88,7 +79,7 @@ static void test_previous_position_is_learned(void **state) {
     assert_int_equal(tr_train_router(d, &p, out, NULL), TR_ERR_ARG);
     unlink(out);
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -138,7 +129,7 @@ static void test_sequence_scores_equal_training_rows(void **state) {
     tr_router_free(r);
     unlink(out);
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 

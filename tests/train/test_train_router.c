@@ -50,15 +50,6 @@ static char *make_dir(void) {
     return dir;
 }
 
-static void remove_dir(const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
-    unlink(path);
-    rmdir(dir);
-}
-
 static tr_train_params quiet_params(void) {
     tr_train_params p = tr_train_default_params();
     p.features &= ~(unsigned)TR_FEATURE_TOKEN_EMBEDDING; /* toy data: no SLM */
@@ -123,7 +114,7 @@ static void test_separable_toy_is_learned(void **state) {
     tr_router_free(r);
     unlink(out);
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -162,7 +153,7 @@ static void test_pairwise_ranks_and_calibrates(void **state) {
     tr_router_free(r);
     unlink(out);
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -200,7 +191,7 @@ static void test_deterministic_for_a_seed(void **state) {
     free(c);
     free(e);
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -308,7 +299,7 @@ static void test_calibration_and_gap(void **state) {
     unlink(out);
     tr_router_free(mp);
     tr_train_data_free(d);
-    remove_dir(dir);
+    toy_remove(dir);
     free(dir);
 }
 
@@ -330,9 +321,9 @@ static void test_folders_add_up(void **state) {
     assert_non_null(strstr(tr_last_error(), "another SLM"));
     assert_int_equal(tr_train_data_get_info(d).n_positions, 6000);
     tr_train_data_free(d);
-    remove_dir(a);
-    remove_dir(b);
-    remove_dir(c);
+    toy_remove(a);
+    toy_remove(b);
+    toy_remove(c);
     free(a);
     free(b);
     free(c);

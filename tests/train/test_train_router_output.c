@@ -63,13 +63,9 @@ static tr_train_data *toy_data(char **dir) {
     return d;
 }
 
+/* Removes a toy folder and frees its name. */
 static void remove_dir(char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
-    unlink(path);
-    rmdir(dir);
+    toy_remove(dir);
     free(dir);
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train/train_internal.h"
 
@@ -75,6 +76,16 @@ static inline int toy_write(const char *dir, const toy_spec *s, toy_fill_fn fill
     free(topk);
     free(hidden);
     return fclose(data) | fclose(index);
+}
+
+/* Removes a folder toy_write (or collect) wrote: its two files, then the folder. */
+static inline void toy_remove(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
+    unlink(path);
+    rmdir(dir);
 }
 
 #endif /* TR_TEST_TRAIN_FIXTURE_H */
