@@ -46,6 +46,14 @@ static void toy_lagged(void *user, int32_t ex, int32_t pos, collect_record *r, f
 
 static const toy_spec toy = {.n_embd = N_EMBD, .n_vocab = 16, .topk = 2, .n_examples = 60, .per_example = 40};
 
+/* Writes the lagged toy into dir and opens it. */
+static tr_train_data *open_lagged_toy(const char *dir) {
+    assert_int_equal(toy_write(dir, &toy, toy_lagged, NULL), 0);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    return d;
+}
+
 static tr_train_params params(int32_t context) {
     tr_train_params p = tr_train_default_params();
     p.features = 0; /* the hidden state alone: scoring needs no logits */
@@ -63,9 +71,7 @@ static tr_train_params params(int32_t context) {
 static void test_previous_position_is_learned(void **state) {
     (void)state;
     char *dir = strdup(temp_path(""));
-    assert_int_equal(toy_write(dir, &toy, toy_lagged, NULL), 0);
-    tr_train_data *d = NULL;
-    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    tr_train_data *d = open_lagged_toy(dir);
     const char *out = temp_path(".gguf");
     tr_train_result with, without;
     tr_train_params p = params(1);
@@ -86,9 +92,7 @@ static void test_previous_position_is_learned(void **state) {
 static void test_sequence_scores_equal_training_rows(void **state) {
     (void)state;
     char *dir = strdup(temp_path(""));
-    assert_int_equal(toy_write(dir, &toy, toy_lagged, NULL), 0);
-    tr_train_data *d = NULL;
-    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    tr_train_data *d = open_lagged_toy(dir);
     const char *out = temp_path(".gguf");
     tr_train_params p = params(2);
     p.epochs = 3;
