@@ -112,6 +112,6 @@ done
   cmp -s "$out/wasm-q5.txt" "$out/wasm-q8.txt" ||
   { paste "$out/wasm-q5.txt" "$out/wasm-q8.txt"; echo "check-portable: Q5_0 converted to Q8_0 changed the logits" >&2; exit 1; }
 echo "check-portable: wasm32 Q5_0 converted to Q8_0 at load: ids and logits bit-identical to Q5_0 kept"
-emcc_version=$(emcc --version | head -1 | grep -o '[0-9][0-9.]*' | head -1)
-echo "check-portable: $n compilations of the device core passed ($(gcc --version | head -1);" \
-  "$(clang --version | head -1); musl $(dpkg-query -W -f '${Version}' musl-tools 2>/dev/null); emcc $emcc_version)"
+emcc_version=$(emcc --version | sed -n 1p | grep -o '[0-9][0-9.]*' | head -1)
+echo "check-portable: $n compilations of the device core passed ($(gcc --version | sed -n 1p);" \
+  "$(clang --version | sed -n 1p); musl $(dpkg-query -W -f '${Version}' musl-tools 2>/dev/null); emcc $emcc_version)"

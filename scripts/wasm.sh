@@ -69,4 +69,4 @@ stale st "$out/web/tokroute-st.wasm" &&
   emcc "${link[@]}" -sEXPORT_NAME=createTokroute "$out"/obj-st/*.o -L"$libs/lib-st" -lpcre2-8 -lcjson \
     -o "$out/web/tokroute-st.js"
 cp web/* src/ui/page/app.css src/ui/page/favicon.svg "$out/web/" # the look of `tokroute ui`
-echo "wasm: $out/web built ($((SECONDS - start)) s; emcc $(emcc --version | head -1 | grep -o '[0-9][0-9.]*' | head -1))" >&2
+echo "wasm: $out/web built ($((SECONDS - start)) s; emcc $(emcc --version | sed -n 1p | grep -o '[0-9][0-9.]*' | head -1))" >&2
