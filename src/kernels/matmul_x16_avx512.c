@@ -39,10 +39,20 @@ INLINE __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
  * on AMD CPUs (see prefetch_to_l2): on Zen 4 prefetcht0 of the streamed weights made Q4_K decode slower than no
  * prefetch at all, while Q6_K needs one (its column is read as two interleaved runs, ql and qh). One thread,
  * qwen3-0.6b shapes, 8 layers from DRAM (bench_matmul --cputime, load 7-9): Q4_K 12-14 GB/s with prefetcht0,
- * 18-22 none, 17-23 prefetcht1; Q6_K 11-13, 8-9 and 15-20; whole-model decode at 1 thread 12-13 -> 18-19 tok/s. */
-INLINE void prefetch_col(const uint8_t *col, size_t col_bytes, const bool to_l2) {
-    size_t ahead = 4 * col_bytes;
-    ahead = ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
+ * 18-22 none, 17-23 prefetcht1; Q6_K 11-13, 8-9 and 15-20; whole-model decode at 1 thread 12-13 -> 18-19 tok/s.
+ *
+ * Into L2, the 32-element types' decode asks only two columns ahead (576 bytes for Q4_0, not the 2 KiB floor: 7
+ * columns): with both cores streaming, the longer distance lost to the shorter in 15 of 15 alternating rounds
+ * (tokroute bench -t 2, decode GB/s, medians of 5, load 4-6: lfm2-350m Q4_0 17.5 -> 20.7, qwen2.5-0.5b Q4_0
+ * 10.4 -> 12.5, gemma3-270m Q4_0 18.4 -> 18.9; qwen2.5-0.5b Q4_K_M, whose 896-wide rows are Q5_0/Q8_0, 10.6 ->
+ * 13.2; lfm2-350m Q8_0 15.0 -> 15.3); one column ahead was no better, and the K-quants' distance gained nothing
+ * (qwen3-0.6b Q4_K_M 10.0 -> 10.3), so they keep theirs. */
+INLINE size_t prefetch_ahead(size_t col_bytes) {
+    const size_t ahead = 4 * col_bytes;
+    return ahead < 2048 ? 2048 : ahead > 8192 ? 8192 : ahead;
+}
+
+INLINE void prefetch_col(const uint8_t *col, size_t col_bytes, size_t ahead, const bool to_l2) {
     if (to_l2)
         for (size_t off = 0; off < col_bytes; off += 64) _mm_prefetch((const char *)col + ahead + off, _MM_HINT_T1);
     else
@@ -78,6 +88,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
     const size_t col_bytes = 16 * (kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : kind == K_Q4_1 ? 20 : kind == K_Q5_0 ? 22 : 24);
     const size_t masks_at = with_m ? 64 : 32, qs_at = masks_at + (five ? 64 : 0);
     const int offset = kind == K_Q8_0 ? 128 : kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
+    const size_t ahead = to_l2 && NI == 1 ? 2 * col_bytes : prefetch_ahead(col_bytes); /* see prefetch_col */
     const uint8_t *grp = a->w + (size_t)r * a->w_stride;
     const int8_t *xq[8];
     const float *xd[8], *xm[8];
@@ -93,7 +104,7 @@ INLINE void w32_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, 
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), sixteen = _mm512_set1_epi8(16);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        prefetch_col(col, col_bytes, to_l2);
+        prefetch_col(col, col_bytes, ahead, to_l2);
         const __m512 wd = f16x16(col);
         __m512i isum[8];
         _Pragma("GCC unroll 8") for (int ii = 0; ii < NI; ii++) isum[ii] = _mm512_setzero_si512();
@@ -176,7 +187,7 @@ INLINE void kx_x16_micro(const mm_args *a, int64_t r, int64_t i, const int NI, c
     const __m512i m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        if (NI == 1) prefetch_col(col, col_bytes, to_l2);
+        if (NI == 1) prefetch_col(col, col_bytes, prefetch_ahead(col_bytes), to_l2);
         const uint8_t *qs = col + (q5 ? 768 : 256);
         const __m512 wd = f16x16(col), wdmin = f16x16(col + 32);
         /* 6-bit scales and mins of the 8 sub-blocks, four per 32-bit lane (layout in blocks.h). */
@@ -250,7 +261,7 @@ INLINE void q6_k_any_x16_micro(const mm_args *a, int64_t r, int64_t i, const int
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *col = grp + (size_t)b * col_bytes;
-        if (NI == 1) prefetch_col(col, col_bytes, to_l2);
+        if (NI == 1) prefetch_col(col, col_bytes, prefetch_ahead(col_bytes), to_l2);
         const __m512 wd = f16x16(col);
         __m512i tot[4];
         _Pragma("GCC unroll 4") for (int ii = 0; ii < NI; ii++) tot[ii] = _mm512_setzero_si512();
