@@ -435,10 +435,6 @@ typedef enum tr_router_feature {
     TR_FEATURE_TOPK_LOGPROBS = 1 << 3, /* the k largest log-probabilities, descending, floored at -50 (k values) */
     TR_FEATURE_TOKEN_EMBEDDING = 1 << 4, /* the SLM's input embedding of its top-1 token (n_embd values, R2R);
                                             scoring needs the SLM: tr_router_set_slm */
-    TR_FEATURE_TOPK_PROBS = 1 << 5,    /* the k largest probabilities, descending (e^ of the top-k log-probs; k
-                                          values, after them when both are read) */
-    TR_FEATURE_POSITION = 1 << 6,      /* ln(1 + position): the token's index in the sequence (1 value, after the
-                                          token embedding) */
 } tr_router_feature;
 #define TR_ROUTER_TOPK_MAX 64
 #define TR_ROUTER_CONTEXT_MAX 8

@@ -1,13 +1,12 @@
 /* features.c — the inputs an MLP router may read besides the hidden state, and their names.
  *
  * Order after the hidden state is fixed by bit: maxprob, entropy (H / ln V), margin (p1 - p2), then the k largest
- * log-probabilities in descending order, then the same k as probabilities (topk_probs). The first three come from logit_stats_compute (policy.c), so a router
+ * log-probabilities in descending order. The first three come from logit_stats_compute (policy.c), so a router
  * feature equals the training-free policy of the same name; a top-k log-prob is (l_i - m) + ln p1, since p1 = 1 / s
  * with s = sum exp(l_j - m), and is floored at ROUTER_TOPK_FLOOR so a vanishing probability stays a finite input.
  * The same function fills collected training data (src/train), so the trainer and the router see equal numbers.
  * Last comes the SLM's input embedding of its top-1 token (R2R), n_embd values decoded from the model's token
- * embedding table (slm_token_embedding), which neither the logits nor collected data hold, and then the position
- * feature, ln(1 + the token's index in the sequence) (router_position_input).
+ * embedding table (slm_token_embedding), which neither the logits nor collected data hold.
  */
 #include <math.h>
 #include <string.h>
@@ -25,8 +24,6 @@ static const struct {
     {TR_FEATURE_MARGIN, "margin"},
     {TR_FEATURE_TOPK_LOGPROBS, "topk_logprobs"},
     {TR_FEATURE_TOKEN_EMBEDDING, "token_embedding"},
-    {TR_FEATURE_TOPK_PROBS, "topk_probs"},
-    {TR_FEATURE_POSITION, "position"},
 };
 #define N_FEATURES (int)(sizeof feature_names / sizeof feature_names[0])
 
@@ -50,8 +47,6 @@ int32_t tr_router_feature_width(unsigned features, int32_t topk, int32_t n_embd)
     n += (features & TR_FEATURE_ENTROPY) ? 1 : 0;
     n += (features & TR_FEATURE_MARGIN) ? 1 : 0;
     n += (features & TR_FEATURE_TOPK_LOGPROBS) && topk > 0 ? topk : 0;
-    n += (features & TR_FEATURE_TOPK_PROBS) && topk > 0 ? topk : 0;
-    n += (features & TR_FEATURE_POSITION) ? 1 : 0;
     return n;
 }
 
@@ -74,14 +69,14 @@ tr_status tr_router_features_parse(const char *list, unsigned *features) {
         const size_t n = end ? (size_t)(end - p) : strlen(p);
         char name[32];
         if (n == 0 || n >= sizeof name)
-            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk, token_embedding, topk_probs, position)",
+            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk, token_embedding)",
                            list);
         memcpy(name, p, n);
         name[n] = '\0';
         const unsigned bit = feature_from_name(name);
         if (!bit)
             return tr_fail(TR_ERR_ARG,
-                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk, token_embedding, topk_probs, position)", name);
+                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk, token_embedding)", name);
         *features |= bit;
         p += n;
         if (*p == ',') p++;
@@ -111,11 +106,10 @@ void router_logit_features(unsigned features, int32_t topk, const float *logits,
     if (features & TR_FEATURE_MAXPROB) out[k++] = st.maxprob;
     if (features & TR_FEATURE_ENTROPY) out[k++] = st.entropy_norm;
     if (features & TR_FEATURE_MARGIN) out[k++] = st.margin;
-    if (!(features & ROUTER_TOPK_FEATURES) || topk < 1) return;
-    const int32_t n_out = (features & TR_FEATURE_TOPK_LOGPROBS) && (features & TR_FEATURE_TOPK_PROBS) ? 2 * topk : topk;
+    if (!(features & TR_FEATURE_TOPK_LOGPROBS) || topk < 1) return;
     float *lp = out + k;
     if (!st.valid || !(st.maxprob > 0)) {
-        for (int32_t j = 0; j < n_out; j++) lp[j] = 0.0f;
+        for (int32_t j = 0; j < topk; j++) lp[j] = 0.0f;
         return;
     }
     const int32_t have = topk < n_vocab ? topk : n_vocab;
@@ -125,15 +119,7 @@ void router_logit_features(unsigned features, int32_t topk, const float *logits,
         const float v = j < have ? (lp[j] - m) + log_p1 : ROUTER_TOPK_FLOOR;
         lp[j] = v > ROUTER_TOPK_FLOOR ? v : ROUTER_TOPK_FLOOR; /* also -inf (masked) logits */
     }
-    if (features & TR_FEATURE_TOPK_PROBS)
-        topk_probs_from_logprobs(lp, topk, (features & TR_FEATURE_TOPK_LOGPROBS) ? lp + topk : lp);
 }
-
-void topk_probs_from_logprobs(const float *logprobs, int32_t topk, float *probs) {
-    for (int32_t j = 0; j < topk; j++) probs[j] = expf(logprobs[j]);
-}
-
-float router_position_input(int64_t position) { return logf(1.0f + (float)(position > 0 ? position : 0)); }
 
 tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out) {
     const weight_matrix *e = &slm->tok_embd;

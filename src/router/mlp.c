@@ -2,7 +2,7 @@
  *
  * Input = the SLM's final hidden state (after the output RMSNorm) followed by the features the file asks for, in
  * the fixed order maxprob, entropy, margin, top-k log-probs (features.c; all 0 when the logits are not a
- * distribution), then the embedding of the SLM's top-1 token and the position feature. Each
+ * distribution), then the embedding of the SLM's top-1 token. Each
  * layer is y = W x + b with W [out][in] row-major F32, ReLU between layers and a sigmoid on the single output.
  * The products go through the kernels' F32 matmul (SIMD where the CPU has it): on the caller's thread, unless
  * tr_router_set_threads gave the router a pool; then only layers big enough to repay waking workers (a router for
@@ -135,8 +135,6 @@ float mlp_forward(mlp_net *net, int64_t position, const float *hidden, const flo
     if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) &&
         slm_token_embedding(net->slm, tr_argmax(logits, n_vocab), net->input + embd_at) != TR_OK)
         return 0.0f;
-    if (net->features & TR_FEATURE_POSITION)
-        net->input[embd_at + ((net->features & TR_FEATURE_TOKEN_EMBEDDING) ? n_embd : 0)] = router_position_input(position);
     return mlp_forward_input(net, net->input);
 }
 

@@ -77,14 +77,14 @@ static tr_status read_features(const tr_gguf *g, unsigned *features) {
         if (!bit)
             return tr_fail(TR_ERR_UNSUPPORTED,
                            "unknown router feature '%s' (known: maxprob, entropy, margin, topk_logprobs, "
-                           "token_embedding, topk_probs, position)",
+                           "token_embedding)",
                            name ? name : "");
         /* Features enter the input in one fixed order; a file listing them otherwise would be misread. */
         if (*features & bit) return tr_fail(TR_ERR_FORMAT, "router feature '%s' is listed twice", name);
         if (*features >= bit)
             return tr_fail(TR_ERR_FORMAT,
                            "router features must be listed in the order maxprob, entropy, margin, topk_logprobs, "
-                           "token_embedding, topk_probs, position");
+                           "token_embedding");
         *features |= bit;
     }
     return TR_OK;
@@ -109,7 +109,7 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
     if (st == TR_OK) st = get_required_int(g, KEY("slm.n_vocab"), 1, INT32_MAX, &n_vocab);
     if (st != TR_OK) return st;
     net->topk = 0;
-    if (net->features & ROUTER_TOPK_FEATURES) {
+    if (net->features & TR_FEATURE_TOPK_LOGPROBS) {
         int64_t topk;
         st = get_required_int(g, KEY("topk"), 1, TR_ROUTER_TOPK_MAX, &topk);
         if (st != TR_OK) return st;
@@ -237,9 +237,9 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
                        (int)d->sizes[d->n_layers]);
     if (d->features & ~(unsigned)ROUTER_FEATURE_ALL) return tr_fail(TR_ERR_ARG, "router: unknown feature bits");
     if (d->slm_n_embd < 1 || d->slm_n_vocab < 1) return tr_fail(TR_ERR_ARG, "router: SLM sizes must be positive");
-    if ((d->features & ROUTER_TOPK_FEATURES) && (d->topk < 1 || d->topk > TR_ROUTER_TOPK_MAX))
+    if ((d->features & TR_FEATURE_TOPK_LOGPROBS) && (d->topk < 1 || d->topk > TR_ROUTER_TOPK_MAX))
         return tr_fail(TR_ERR_ARG, "router: topk %d is outside 1..%d", (int)d->topk, TR_ROUTER_TOPK_MAX);
-    const int32_t topk = (d->features & ROUTER_TOPK_FEATURES) ? d->topk : 0;
+    const int32_t topk = (d->features & TR_FEATURE_TOPK_LOGPROBS) ? d->topk : 0;
     if (d->context < 0 || d->context > TR_ROUTER_CONTEXT_MAX)
         return tr_fail(TR_ERR_ARG, "router: context %d is outside 0..%d", (int)d->context, TR_ROUTER_CONTEXT_MAX);
     const int32_t width = tr_router_input_width(d->features, topk, d->slm_n_embd, d->context);
@@ -261,13 +261,13 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
 static tr_status write_all(tr_gguf_writer *w, const tr_mlp_router_desc *d, const char *path) {
     const char *feats[8];
     uint64_t n_feats = 0;
-    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= ROUTER_FEATURE_LAST; bit <<= 1)
+    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_TOKEN_EMBEDDING; bit <<= 1)
         if (d->features & bit) feats[n_feats++] = tr_router_feature_name(bit);
     tr_status st = tr_gguf_writer_set_str(w, "general.architecture", ROUTER_ARCH);
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("n_layers"), (uint32_t)d->n_layers);
     if (st == TR_OK) st = tr_gguf_writer_set_arr_i32(w, KEY("sizes"), d->sizes, (uint64_t)d->n_layers + 1);
     if (st == TR_OK) st = tr_gguf_writer_set_arr_str(w, KEY("features"), feats, n_feats);
-    if (st == TR_OK && (d->features & ROUTER_TOPK_FEATURES))
+    if (st == TR_OK && (d->features & TR_FEATURE_TOPK_LOGPROBS))
         st = tr_gguf_writer_set_u32(w, KEY("topk"), (uint32_t)d->topk);
     /* Files without context stay version 1 (no key), readable by builds before context. */
     if (st == TR_OK && d->context > 0) st = tr_gguf_writer_set_u32(w, KEY("version"), ROUTER_FILE_VERSION);

@@ -12,10 +12,8 @@
 #define ROUTER_MAX_LAYERS 64
 #define ROUTER_MAX_WIDTH (1 << 20)
 #define ROUTER_DEFAULT_TAU 0.5f
-#define ROUTER_TOPK_FEATURES (TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOPK_PROBS) /* those that read k */
-#define ROUTER_LOGIT_FEATURES (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | ROUTER_TOPK_FEATURES)
-#define ROUTER_FEATURE_ALL (ROUTER_LOGIT_FEATURES | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_POSITION)
-#define ROUTER_FEATURE_LAST TR_FEATURE_POSITION /* the highest bit */
+#define ROUTER_LOGIT_FEATURES (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS)
+#define ROUTER_FEATURE_ALL (ROUTER_LOGIT_FEATURES | TR_FEATURE_TOKEN_EMBEDDING)
 
 /* ---------------------------------------------------------------- policy.c */
 
@@ -47,11 +45,6 @@ float policy_score(tr_policy policy, const logit_stats *st);
  * entropy, margin, top-k log-probs. Writes tr_router_feature_width(features, topk) floats; all 0 when the
  * logits are not a distribution. Collect stores exactly these, so training and scoring see the same numbers. */
 void router_logit_features(unsigned features, int32_t topk, const float *logits, int32_t n_vocab, float *out);
-/* topk_probs from the k log-probs (in place allowed): what router_logit_features writes, and what training
- * computes from the stored log-probs, so both see the same bits. */
-void topk_probs_from_logprobs(const float *logprobs, int32_t topk, float *probs);
-/* The position feature's value for a token at index position of its sequence. */
-float router_position_input(int64_t position);
 /* The bit for a name, 0 when unknown. */
 unsigned feature_from_name(const char *name);
 /* Row id of the SLM's token embedding table as n_embd floats (TR_FEATURE_TOKEN_EMBEDDING). */
@@ -72,7 +65,7 @@ typedef struct mlp_net {
     matmul_scratch scratch;    /* F32 products never grow it; kept so the call cannot allocate by surprise */
     thread_pool *pool;         /* optional (tr_router_set_threads); not owned by the net */
     unsigned features;         /* tr_router_feature bits */
-    int32_t topk;              /* k of the top-k features (0 when unused) */
+    int32_t topk;              /* k of TR_FEATURE_TOPK_LOGPROBS (0 when unused) */
     int32_t context;           /* previous positions read (0: none) */
     /* Per-sequence state of a router with context: the inputs of the positions scored or observed so far (hidden
      * state and logit features, tr_router_context_width floats each), slot position % ring_size, tagged with the

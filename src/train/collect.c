@@ -193,7 +193,7 @@ static tr_status make_record(collector *c, int32_t example, int32_t position, in
     rec.llm_p_truth = reference_fixed ? (float)exp((double)lp->logprob) : rec.llm_p_top1;
     rec.llm_p_slm_top1 = listed_prob(lp, rec.slm_top1);
     rec.slm_p_llm_top1 = rec.llm_top1 < c->n_vocab ? prob_of(slm_logits, slse, rec.llm_top1) : 0.0f;
-    router_logit_features(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS, c->p.topk, slm_logits, c->n_vocab, c->feat_row);
+    router_logit_features(ROUTER_FEATURE_ALL, c->p.topk, slm_logits, c->n_vocab, c->feat_row);
     memcpy(rec.stats, c->feat_row, sizeof rec.stats);
     rec.rollout_slm = rec.rollout_llm = -1;
     if (c->p.rollouts > 0 && reference_fixed && rec.slm_top1 != rec.truth && rec.llm_top1 != rec.truth) {

@@ -4,7 +4,6 @@
 #include <inttypes.h>
 
 #include "common/error.h"
-#include "router/router_internal.h"
 #include "train/train_internal.h"
 
 tr_status tr_train_data_position(const tr_train_data *d, int64_t i, tr_train_position *out) {
@@ -34,16 +33,17 @@ tr_status tr_train_data_inputs(const tr_train_data *d, unsigned features, int32_
     if (first < 0 || n < 0 || first > d->n || n > d->n - first)
         return tr_fail(TR_ERR_RANGE, "positions [%" PRId64 ", %" PRId64 ") are outside the data's %" PRId64, first,
                        first + n, d->n);
-    const unsigned known = ROUTER_FEATURE_ALL;
+    const unsigned known = TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS |
+                           TR_FEATURE_TOKEN_EMBEDDING;
     if (features & ~known) return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", features & ~known);
-    if ((features & ROUTER_TOPK_FEATURES) && (topk < 1 || topk > d->topk))
+    if ((features & TR_FEATURE_TOPK_LOGPROBS) && (topk < 1 || topk > d->topk))
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d (the data's)", (int)topk, (int)d->topk);
     if ((features & TR_FEATURE_TOKEN_EMBEDDING) && !slm)
         return tr_fail(TR_ERR_ARG, "the token_embedding feature needs the SLM");
     if (slm && (features & TR_FEATURE_TOKEN_EMBEDDING) && tr_model_get_info(slm)->n_embd != d->n_embd)
         return tr_fail(TR_ERR_ARG, "the SLM's n_embd %d is not the data's %d", (int)tr_model_get_info(slm)->n_embd,
                        (int)d->n_embd);
-    const int32_t k = (features & ROUTER_TOPK_FEATURES) ? topk : 0;
+    const int32_t k = (features & TR_FEATURE_TOPK_LOGPROBS) ? topk : 0;
     const int64_t width = d->n_embd + tr_router_feature_width(features, k, d->n_embd);
     for (int64_t r = 0; r < n; r++) {
         const tr_status st = train_input_row(d, first + r, features, k, 0, slm, out + r * width);

@@ -89,10 +89,6 @@ static float *position_inputs(const tr_train_data *d, int64_t i, unsigned featur
     if (features & TR_FEATURE_MARGIN) *o++ = f[2];
     if (features & TR_FEATURE_TOPK_LOGPROBS)
         for (int32_t k = 0; k < topk; k++) *o++ = f[COLLECT_N_STATS + k];
-    if (features & TR_FEATURE_TOPK_PROBS) {
-        topk_probs_from_logprobs(f + COLLECT_N_STATS, topk, o);
-        o += topk;
-    }
     return o;
 }
 
@@ -104,7 +100,6 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
         if (st != TR_OK) return st;
         o += d->n_embd;
     }
-    if (features & TR_FEATURE_POSITION) *o++ = router_position_input(d->position[i]);
     const int32_t width = tr_router_context_width(features, topk, d->n_embd);
     for (int32_t k = 1; k <= context; k++, o += width) {
         /* Records are stored in position order per example: p - k is k records back when it was predicted. */

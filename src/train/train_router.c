@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "router/router_internal.h"
 #include "train/trainer_internal.h"
 
 #define CHUNK_ROWS 64
@@ -278,7 +277,8 @@ static double val_gain_share(trainer *t) {
 /* ---------------------------------------------------------------- setup, epochs, output */
 
 static tr_status check_params(const tr_train_params *p, const tr_train_data *d) {
-    if (p->features & ~(unsigned)ROUTER_FEATURE_ALL)
+    if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN |
+                                  TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING))
         return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
     if (p->features & TR_FEATURE_TOKEN_EMBEDDING) {
         if (!p->slm)
@@ -290,7 +290,7 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
             return tr_fail(TR_ERR_ARG, "the SLM given (hidden size %d, %d tokens) is not the one the data was collected "
                            "with (%d, %d)", (int)info->n_embd, (int)info->n_vocab, (int)d->n_embd, (int)d->n_vocab);
     }
-    if ((p->features & ROUTER_TOPK_FEATURES) && (p->topk < 1 || p->topk > d->topk))
+    if ((p->features & TR_FEATURE_TOPK_LOGPROBS) && (p->topk < 1 || p->topk > d->topk))
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d (the data's)", (int)p->topk, (int)d->topk);
     if (p->labels == TR_LABEL_ROLLOUT && d->rollouts < 1)
         return tr_fail(TR_ERR_ARG, "rollout labels need data collected with rollouts");
@@ -307,7 +307,7 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
 
 static tr_status setup(trainer *t) {
     const tr_train_data *d = t->d;
-    const int32_t topk = (t->p.features & ROUTER_TOPK_FEATURES) ? t->p.topk : 0;
+    const int32_t topk = (t->p.features & TR_FEATURE_TOPK_LOGPROBS) ? t->p.topk : 0;
     t->p.topk = topk;
     t->n_in = tr_router_input_width(t->p.features, topk, d->n_embd, t->p.context);
     int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1], n_layers = 0;

@@ -325,44 +325,8 @@ static void test_all_features_round_trip(void **state) {
     assert_null(tr_router_feature_name(1u << 9));
 }
 
-/* The ablation features of issue 32: the top-2 as probabilities (after the log-probs when both are read) and
- * ln(1 + position), which comes after the token embedding; score_at feeds the position it is given. */
-static void test_topk_probs_and_position(void **state) {
-    (void)state;
-    const unsigned f = TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOPK_PROBS | TR_FEATURE_POSITION;
-    assert_int_equal(tr_router_feature_width(f, 2, 2), 5);
-    const int32_t sizes[2] = {7, 1};
-    const float w[7] = {0.5f, -0.25f, 0.3f, -0.2f, 1.5f, -2.0f, 0.7f}, b[1] = {0.05f};
-    const float *const weights[1] = {w};
-    const float *const biases[1] = {b};
-    const tr_mlp_router_desc desc = {.n_layers = 1, .sizes = sizes, .weights = weights, .biases = biases,
-                                     .features = f, .tau = 0.5f, .slm_n_embd = 2, .slm_n_vocab = 5, .topk = 2};
-    const char *path = temp_path(".gguf");
-    assert_int_equal(tr_router_write_mlp(&desc, path), TR_OK);
-    tr_router *r = NULL;
-    assert_int_equal(tr_router_load(path, NULL, &r), TR_OK);
-    unlink(path);
-    assert_int_equal(tr_router_features(r), f);
-    assert_int_equal(tr_router_topk(r), 2);
-    const float hidden[2] = {0.4f, -1.2f}, logits[5] = {1.0f, 3.0f, -0.5f, 2.5f, 0.0f};
-    double s = 0;
-    for (int i = 0; i < 5; i++) s += exp(logits[i]);
-    const double p1 = exp(3.0) / s, p2 = exp(2.5) / s;
-    const double x[7] = {hidden[0], hidden[1], log(p1), log(p2), p1, p2, log(1.0 + 41.0)};
-    double z = b[0];
-    for (int i = 0; i < 7; i++) z += w[i] * x[i];
-    float score = -1;
-    assert_int_equal(tr_router_score_at(r, 41, hidden, 2, logits, 5, &score), TR_OK);
-    assert_float_equal(score, 1.0 / (1.0 + exp(-z)), 2e-6);
-    tr_router_free(r);
-    unsigned parsed = 0;
-    assert_int_equal(tr_router_features_parse("topk_probs,position", &parsed), TR_OK);
-    assert_int_equal(parsed, TR_FEATURE_TOPK_PROBS | TR_FEATURE_POSITION);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_topk_probs_and_position),
         cmocka_unit_test(test_small_router_matches_hand_computation),
         cmocka_unit_test(test_router_without_features_ignores_logits),
         cmocka_unit_test(test_citer_shape_with_features),
