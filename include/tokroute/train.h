@@ -27,6 +27,8 @@ typedef enum tr_data_format {
     TR_DATA_GSM8K,
     TR_DATA_ARC,
     TR_DATA_MMLU,
+    TR_DATA_TEXT_CONTINUE, /* text file: example i keeps the first half of story i as its prompt (not stored) and
+                              continues it with the LLM (temperature 1, seed + i, as TR_DATA_LLM_SAMPLE) */
 } tr_data_format;
 const char *tr_data_format_name(tr_data_format f);
 tr_status tr_data_format_from_name(const char *name, tr_data_format *out);
@@ -44,7 +46,7 @@ typedef struct tr_collect_params {
     int32_t rollouts;           /* K > 0: where both models are wrong, continue K tokens greedily with the SLM
                                    after each model's token and store how many match the ground truth (default 0) */
     int32_t n_threads;          /* per model context (0 = physical cores) */
-    uint64_t seed;              /* TR_DATA_LLM_SAMPLE (default 1) */
+    uint64_t seed;              /* TR_DATA_LLM_SAMPLE and TR_DATA_TEXT_CONTINUE (default 1) */
     bool resume;                /* continue an interrupted collect in the same folder (default true); false: start
                                    over */
     /* Round 2 (CITER's iteration): with a router, each example's prefix after its first prompt_tokens tokens is

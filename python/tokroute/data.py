@@ -24,7 +24,7 @@ from .model import Model
 from .router import Router, parse_features
 
 MAGIC, INDEX_MAGIC, HEADER_BYTES, FIXED_BYTES = b"TRCOLLCT", b"TRCINDEX", 512, 64
-FORMATS = ["text", "llm-sample", "csqa", "gsm8k", "arc", "mmlu"]
+FORMATS = ["text", "llm-sample", "csqa", "gsm8k", "arc", "mmlu", "text-continue"]
 LABEL_MODES = ["drop", "slm", "rollout", "llm", "gain", "expected", "mixed"]
 
 # The fixed part of a record (docs/train.md): offsets 0..63, little-endian.

@@ -19,7 +19,8 @@ static const char *usage_head =
 static const char *usage_rest =
     "  --format F           text (examples separated by <|endoftext|> lines), llm-sample (no --data: example i\n"
     "                       is sampled from the LLM at temperature 1 with seed + i), csqa|gsm8k|arc|mmlu (the\n"
-    "                       answer's positions after the prompt; templates as `tokroute eval`)\n"
+    "                       answer's positions after the prompt; templates as `tokroute eval`), text-continue\n"
+    "                       (a text file: each story's first half, not stored, continued by the LLM as llm-sample)\n"
     "  --chat-template NAME question prompts as a user turn: chatml, llama2, llama3, gemma, gemma4, none (default: the SLM's)\n"
     "  --range A:B          examples A..B-1 (default: all; llm-sample needs it)\n"
     "  --max-tokens N       tokens per example, BOS included (default 256)\n"
@@ -30,7 +31,7 @@ static const char *usage_rest =
     "                       and store how many match the reference (labels: --labels rollout) (default 0)\n"
     "  --round 2 --router R round 2: the prefix after --prompt-tokens N (default 16) is generated with router R at\n"
     "                       --tau T (default: the router's); the reference is the LLM's greedy token\n"
-    "  --seed S             llm-sample seed (default 1)\n"
+    "  --seed S             llm-sample and text-continue seed (default 1)\n"
     "  -t, --threads N      threads per model (default: physical cores)\n"
     "  --kv-type T          KV caches: f16 (default), q8_0 (about half the memory), f32\n"
     "  --restart            start over instead of resuming what DIR holds\n"
@@ -142,7 +143,7 @@ static int parse_args(int argc, char **argv, collect_opts *o, tr_collect_params 
     if (o->chat_template) {
         if (tr_chat_template_from_name(o->chat_template, &p->chat_template) != TR_OK)
             return cli_usage_error(usage, "%s", tr_last_error());
-    } else if (p->format != TR_DATA_TEXT && p->format != TR_DATA_LLM_SAMPLE) {
+    } else if (p->format != TR_DATA_TEXT && p->format != TR_DATA_LLM_SAMPLE && p->format != TR_DATA_TEXT_CONTINUE) {
         tr_gguf *g = NULL;
         if (tr_gguf_open(o->slm, &g) == TR_OK) {
             p->chat_template = tr_chat_template_detect(g);

@@ -91,12 +91,11 @@ static float prob_of(const float *l, double lse, int32_t id) {
 
 /* ---------------------------------------------------------------- examples */
 
-/* Example i of llm-sample: drawn from the LLM at temperature 1 (no top-k/top-p) with seed (seed, i), each
- * position's draw depending only on (that seed, position), then the backend is made greedy again. */
-static tr_status sample_example(collector *c, example_slot *e, int32_t example) {
+/* Continues e->tokens with draws from the LLM at temperature 1 (no top-k/top-p) with seed (seed, i), each
+ * position's draw depending only on (that seed, position), up to max_tokens or the end of the text, then makes the
+ * backend greedy again: llm-sample's examples from BOS, text-continue's from a story's first half. */
+static tr_status sample_continuation(collector *c, example_slot *e, int32_t example) {
     const int32_t bos = tr_vocab_bos(c->vocab);
-    e->tokens[0] = bos >= 0 ? bos : 1;
-    e->n_tokens = 1;
     tr_sampler_params sp = tr_sampler_default_params();
     sp.temperature = 1.0f;
     sp.top_k = 0;
@@ -114,9 +113,16 @@ static tr_status sample_example(collector *c, example_slot *e, int32_t example) 
     return st != TR_OK ? st : st2;
 }
 
+static tr_status sample_example(collector *c, example_slot *e, int32_t example) {
+    const int32_t bos = tr_vocab_bos(c->vocab);
+    e->tokens[0] = bos >= 0 ? bos : 1;
+    e->n_tokens = 1;
+    return sample_continuation(c, e, example);
+}
+
 static const dataset_format dataset_formats[] = {
     [TR_DATA_TEXT] = DATASET_TEXT, [TR_DATA_CSQA] = DATASET_CSQA, [TR_DATA_GSM8K] = DATASET_GSM8K,
-    [TR_DATA_ARC] = DATASET_ARC,   [TR_DATA_MMLU] = DATASET_MMLU,
+    [TR_DATA_ARC] = DATASET_ARC,   [TR_DATA_MMLU] = DATASET_MMLU, [TR_DATA_TEXT_CONTINUE] = DATASET_TEXT,
 };
 
 /* The example's reference tokens: the dataset module's prompt + target (BOS + story for text), cut to
@@ -133,6 +139,10 @@ static tr_status load_example(collector *c, example_slot *e, int32_t example) {
     memcpy(e->tokens, t.ids, (size_t)e->n_tokens * sizeof(int32_t));
     e->n_prompt = t.n_prompt > 1 ? t.n_prompt : 1;
     dataset_tokens_free(&t);
+    if (c->p.format == TR_DATA_TEXT_CONTINUE) { /* BOS and the story's first half, then the LLM's continuation */
+        e->n_tokens = e->n_prompt = (e->n_tokens + 1) / 2;
+        return sample_continuation(c, e, example);
+    }
     return TR_OK;
 }
 
@@ -462,7 +472,7 @@ static tr_status check_params(const tr_collect_params *p) {
         return tr_fail(TR_ERR_ARG, "llm_topk %d is outside 1..%d", (int)p->llm_topk, TR_SCORE_TOPK_MAX);
     if (p->rollouts < 0 || p->rollouts > 4096) return tr_fail(TR_ERR_ARG, "rollouts %d is outside 0..4096", (int)p->rollouts);
     if (p->first < 0) return tr_fail(TR_ERR_ARG, "the first example must be >= 0");
-    if ((int)p->format < 0 || p->format > TR_DATA_MMLU) return tr_fail(TR_ERR_ARG, "unknown data format %d", (int)p->format);
+    if ((int)p->format < 0 || p->format > TR_DATA_TEXT_CONTINUE) return tr_fail(TR_ERR_ARG, "unknown data format %d", (int)p->format);
     if (p->last >= 0 && p->last < p->first) return tr_fail(TR_ERR_ARG, "empty example range %d:%d", (int)p->first, (int)p->last);
     if (p->router && !(p->tau >= 0 && p->tau <= 1)) return tr_fail(TR_ERR_ARG, "tau %g is outside [0, 1]", p->tau);
     if (p->router && p->prompt_tokens < 1) return tr_fail(TR_ERR_ARG, "round 2 needs prompt_tokens >= 1");
@@ -540,7 +550,7 @@ static tr_status setup(collector *c, const char *data_path, const llm_identity *
     h->max_tokens = (uint32_t)c->p.max_tokens;
     h->first = c->p.first;
     h->last = c->p.last;
-    h->seed = c->p.format == TR_DATA_LLM_SAMPLE ? c->p.seed : 0;
+    h->seed = c->p.format == TR_DATA_LLM_SAMPLE || c->p.format == TR_DATA_TEXT_CONTINUE ? c->p.seed : 0;
     h->data_hash = hash;
     h->llm_n_embd = 0;
     h->llm_topk = (uint32_t)c->p.llm_topk;
@@ -582,9 +592,10 @@ static tr_status collect_run(const tr_model *slm, tr_llm_backend *llm, const llm
     if (st == TR_OK) st = setup(&c, data_path, llm_id, &h);
     if (st == TR_OK) st = open_output(&c, &h, out_dir, &next);
     const int64_t total = c.p.last - c.p.first;
-    /* Teacher forcing on a data file keeps the LLM one example ahead; llm-sample's examples are drawn through the
-     * LLM itself, so each is scored only once drawn; round 2 asks the LLM position by position. */
-    const bool ahead = !c.p.router && c.p.format != TR_DATA_LLM_SAMPLE;
+    /* Teacher forcing on a data file keeps the LLM one example ahead; llm-sample's and text-continue's examples
+     * are drawn through the LLM itself, so each is scored only once drawn; round 2 asks the LLM position by
+     * position. */
+    const bool ahead = !c.p.router && c.p.format != TR_DATA_LLM_SAMPLE && c.p.format != TR_DATA_TEXT_CONTINUE;
     example_slot *cur = &c.slots[0], *nxt = &c.slots[1];
     if (st == TR_OK && ahead && next < c.p.last) start_example(&c, cur, next);
     for (int32_t ex = next; st == TR_OK && ex < c.p.last; ex++) {

@@ -105,7 +105,7 @@ tr_status collect_header_decode(const unsigned char *buf, size_t n, collect_head
     if (h->record_bytes != collect_record_bytes(h->n_embd, h->topk))
         return tr_fail(TR_ERR_FORMAT, "record size %" PRIu32 " does not match n_embd %" PRIu32 " and topk %" PRIu32,
                        h->record_bytes, h->n_embd, h->topk);
-    if (h->format > TR_DATA_MMLU) return tr_fail(TR_ERR_FORMAT, "unknown data format %" PRIu32, h->format);
+    if (h->format > TR_DATA_TEXT_CONTINUE) return tr_fail(TR_ERR_FORMAT, "unknown data format %" PRIu32, h->format);
     if (h->rollouts > 4096) return tr_fail(TR_ERR_FORMAT, "rollouts %" PRIu32 " is out of range", h->rollouts);
     return TR_OK;
 }

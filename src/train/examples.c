@@ -12,6 +12,7 @@
 static const char *const format_names[] = {
     [TR_DATA_TEXT] = "text", [TR_DATA_LLM_SAMPLE] = "llm-sample", [TR_DATA_CSQA] = "csqa",
     [TR_DATA_GSM8K] = "gsm8k", [TR_DATA_ARC] = "arc",               [TR_DATA_MMLU] = "mmlu",
+    [TR_DATA_TEXT_CONTINUE] = "text-continue",
 };
 #define N_FORMATS (int)(sizeof format_names / sizeof format_names[0])
 
@@ -27,7 +28,7 @@ tr_status tr_data_format_from_name(const char *name, tr_data_format *out) {
             return TR_OK;
         }
     }
-    return tr_fail(TR_ERR_ARG, "unknown data format '%s' (known: text, llm-sample, csqa, gsm8k, arc, mmlu)", name);
+    return tr_fail(TR_ERR_ARG, "unknown data format '%s' (known: text, llm-sample, csqa, gsm8k, arc, mmlu, text-continue)", name);
 }
 
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h) {

@@ -342,6 +342,51 @@ static void test_llm_samples_are_reproducible(void **state) {
     free(c);
 }
 
+/* text-continue: example i keeps the first half of story i (BOS included) as its prompt, not stored, and the LLM
+ * samples the rest: the first stored position is that half's length, the stored text is not the story's, and a
+ * seed reproduces the files. */
+static void test_story_continuations(void **state) {
+    (void)state;
+    char *a = fresh_dir(), *b = fresh_dir();
+    tr_collect_params p = small_params();
+    p.format = TR_DATA_TEXT_CONTINUE;
+    p.first = 2;
+    p.last = 5;
+    p.rollouts = 0;
+    p.max_tokens = 64;
+    tr_collect_stats st;
+    assert_int_equal(tr_collect(slm, llm, stories(), a, &p, &st), TR_OK);
+    assert_int_equal(st.n_examples, 3);
+    assert_int_equal(tr_collect(slm, llm, stories(), b, &p, NULL), TR_OK);
+    assert_same_folders(a, b);
+    dataset *ds = NULL;
+    assert_int_equal(dataset_load(stories(), DATASET_TEXT, 2, 5, &ds), TR_OK);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(a, &d), TR_OK);
+    int64_t i = 0, differs = 0;
+    for (int32_t e = 0; e < 3; e++) {
+        dataset_tokens t;
+        assert_int_equal(dataset_tokenize(dataset_get(ds, e), DATASET_TEXT, tr_model_vocab(slm), TR_CHAT_NONE, 0, &t),
+                         TR_OK);
+        const int32_t n = t.n_ids < p.max_tokens ? t.n_ids : p.max_tokens, half = (n + 1) / 2;
+        assert_true(half > 5);
+        assert_true(i < d->n);
+        assert_int_equal(d->example[i], 2 + e);
+        assert_int_equal(d->position[i], half); /* the first stored position follows the kept half */
+        for (; i < d->n && d->example[i] == 2 + e; i++)
+            differs += d->position[i] < n && d->truth[i] != t.ids[d->position[i]];
+        dataset_tokens_free(&t);
+    }
+    assert_int_equal(i, d->n);
+    assert_true(differs > 0); /* sampled, not the story's own second half */
+    tr_train_data_free(d);
+    dataset_free(ds);
+    toy_remove(a);
+    toy_remove(b);
+    free(a);
+    free(b);
+}
+
 /* Round 2: after the prompt the routed system generates; the reference is the LLM's greedy token. With tau 1
  * every position is routed, so the prefix is the LLM's own greedy continuation of the prompt. */
 static void test_round_two_prefix_is_generated(void **state) {
@@ -543,6 +588,7 @@ int main(void) {
         cmocka_unit_test(test_slm_path_recorded),
         cmocka_unit_test(test_rollouts_and_features_match_a_recomputation),
         cmocka_unit_test(test_llm_samples_are_reproducible),
+        cmocka_unit_test(test_story_continuations),
         cmocka_unit_test(test_round_two_prefix_is_generated),
         cmocka_unit_test(test_question_answering_targets),
         cmocka_unit_test(test_hostile_data_files_rejected),
