@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "kernels/kernels.h"
+#include "train/train_kernels.h"
 #include "train/trainer_internal.h"
 
 #define CHUNK_ROWS 64
@@ -31,13 +33,11 @@ typedef struct trainer {
     thread_pool *pool;
     int32_t n_threads;
     float *wt;                   /* [n_params] transposed weights */
-    float *grad;                 /* [n_params] summed gradient */
     float *chunk_grad;           /* [max_chunks][n_params] */
     double *chunk_loss;
     int64_t *chunk_correct;
     float *work, *xbuf, *ybuf, *wbuf, *zbuf; /* per thread */
     size_t work_floats;
-    matmul_scratch *scratch;     /* per thread */
     int32_t max_chunks;
     /* the batch being computed */
     const int64_t *rows;
@@ -148,7 +148,7 @@ static void chunk_task(void *arg, int ith, int nth) {
             wb[r] = t->w[i];
         }
         if (t->eval_only) {
-            mlp_model_logits(&t->m, xb, rows, zb, work, &t->scratch[ith]);
+            mlp_model_logits(&t->m, t->wt, xb, rows, zb, work);
             double loss = 0;
             int64_t correct = 0;
             for (int32_t r = 0; r < rows; r++) {
@@ -162,41 +162,38 @@ static void chunk_task(void *arg, int ith, int nth) {
             float *g = t->chunk_grad + (size_t)c * t->m.n_params;
             memset(g, 0, t->m.n_params * sizeof(float));
             t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, rows, t->p.loss, 1.0 / (double)t->n_rows, g,
-                                              work, &t->scratch[ith]);
+                                              work);
         }
     }
 }
 
-/* Adam with bias correction on parameters [lo, hi) from their summed gradient; L2 decay on weights (not biases).
- * Each parameter's update reads only its own state, so any split over threads gives the same bits. */
-static void adam_update(trainer *t, size_t lo, size_t hi) {
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8, lr = t->p.learning_rate;
-    const double c1 = 1.0 - pow(b1, (double)t->step), c2 = 1.0 - pow(b2, (double)t->step);
-    for (int32_t l = 0; l < t->m.n_layers; l++) {
-        const size_t w0 = t->m.w_off[l], b0 = t->m.b_off[l];
-        const size_t end = b0 + (size_t)t->m.sizes[l + 1];
-        for (size_t k = w0 > lo ? w0 : lo; k < end && k < hi; k++) {
-            double g = t->grad[k];
-            if (k < b0) g += t->p.weight_decay * t->m.theta[k];
-            t->adam_m[k] = (float)(b1 * t->adam_m[k] + (1 - b1) * g);
-            t->adam_v[k] = (float)(b2 * t->adam_v[k] + (1 - b2) * g * g);
-            t->m.theta[k] -= (float)(lr * (t->adam_m[k] / c1) / (sqrt(t->adam_v[k] / c2) + eps));
-        }
-    }
-}
-
-/* Sums the chunk gradients in chunk order and takes the Adam step (parameters split over threads: the step was
- * the one serial part of a batch, a fifth of the training's wall time at 2 threads). */
+/* Sums the chunk gradients in chunk order and takes the Adam step on parameters [lo, hi) of this thread's share
+ * (L2 decay on weights, not biases). Each parameter's update reads only its own state, so any split over threads
+ * gives the same bits; the step was the one serial part of a batch, a fifth of the training's wall time at 2
+ * threads, before it was split. */
 static void reduce_task(void *arg, int ith, int nth) {
     trainer *t = arg;
-    const int32_t n_chunks = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
     const size_t n = t->m.n_params, lo = n * (size_t)ith / (size_t)nth, hi = n * (size_t)(ith + 1) / (size_t)nth;
-    for (size_t k = lo; k < hi; k++) {
-        float s = 0;
-        for (int32_t c = 0; c < n_chunks; c++) s += t->chunk_grad[(size_t)c * n + k];
-        t->grad[k] = s;
+    const double b1 = 0.9, b2 = 0.999;
+    train_adam_args a = {.grad_stride = n, .n_grads = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS),
+                         .b1 = (float)b1, .b2 = (float)b2, .eps = 1e-8f,
+                         .lr_c1 = (float)(t->p.learning_rate / (1.0 - pow(b1, (double)t->step))),
+                         .inv_sqrt_c2 = (float)(1.0 / sqrt(1.0 - pow(b2, (double)t->step)))};
+    for (int32_t l = 0; l < t->m.n_layers; l++) {
+        /* [w_off, b_off) the weights (decayed), [b_off, end) the biases */
+        const size_t bounds[3] = {t->m.w_off[l], t->m.b_off[l], t->m.b_off[l] + (size_t)t->m.sizes[l + 1]};
+        for (int part = 0; part < 2; part++) {
+            const size_t from = bounds[part] > lo ? bounds[part] : lo, to = bounds[part + 1] < hi ? bounds[part + 1] : hi;
+            if (from >= to) continue;
+            a.theta = t->m.theta + from;
+            a.m = t->adam_m + from;
+            a.v = t->adam_v + from;
+            a.grads = t->chunk_grad + from;
+            a.n = to - from;
+            a.decay = part == 0 ? t->p.weight_decay : 0.0f;
+            train_adam(&a);
+        }
     }
-    adam_update(t, lo, hi);
 }
 
 static void run(trainer *t, pool_task fn) {
@@ -224,6 +221,7 @@ static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, float *z, 
     double sum_loss = 0, sum_w = 0;
     int64_t correct = 0;
     const int64_t block = (int64_t)t->max_chunks * CHUNK_ROWS;
+    mlp_model_transpose_weights(&t->m, t->wt); /* the weights as they are now (the last batch stepped them) */
     for (int64_t b = 0; b < n_rows; b += block) {
         t->rows = rows + b;
         t->n_rows = n_rows - b < block ? n_rows - b : block;
@@ -331,7 +329,6 @@ static tr_status setup(trainer *t) {
     const size_t np = t->m.n_params, nth = (size_t)t->n_threads;
     t->work_floats = mlp_work_floats(&t->m, CHUNK_ROWS);
     t->wt = malloc(np * sizeof(float));
-    t->grad = malloc(np * sizeof(float));
     t->chunk_grad = malloc((size_t)t->max_chunks * np * sizeof(float));
     t->chunk_loss = malloc((size_t)t->max_chunks * sizeof(double));
     t->chunk_correct = malloc((size_t)t->max_chunks * sizeof(int64_t));
@@ -340,25 +337,22 @@ static tr_status setup(trainer *t) {
     t->ybuf = malloc(nth * CHUNK_ROWS * sizeof(float));
     t->wbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
     t->zbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
-    t->scratch = calloc(nth, sizeof(matmul_scratch));
     t->adam_m = calloc(np, sizeof(float));
     t->adam_v = calloc(np, sizeof(float));
     t->best = malloc(np * sizeof(float));
     t->val_z = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(float));
     t->val_order = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(int64_t));
-    if (!t->val_z || !t->val_order ||!t->wt || !t->grad || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
-        !t->ybuf || !t->wbuf || !t->zbuf || !t->scratch || !t->adam_m || !t->adam_v || !t->best)
+    if (!t->val_z || !t->val_order ||!t->wt || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
+        !t->ybuf || !t->wbuf || !t->zbuf || !t->adam_m || !t->adam_v || !t->best)
         return tr_fail(TR_ERR_NOMEM, "out of memory for training");
     return TR_OK;
 }
 
 static void teardown(trainer *t) {
-    void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->grad, t->chunk_grad,
+    void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->chunk_grad,
                     t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->adam_m,
                     t->adam_v, t->best, t->val_z, t->val_order};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
-    for (int32_t i = 0; t->scratch && i < t->n_threads; i++) matmul_scratch_free(&t->scratch[i]);
-    free(t->scratch);
     thread_pool_free(t->pool);
     mlp_model_free(&t->m);
 }
