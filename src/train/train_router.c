@@ -27,6 +27,8 @@ typedef struct trainer {
     int32_t n_in;
     int64_t n_lab, n_train, n_val;
     float *x, *y, *w;            /* [n_lab][n_in] standardized inputs, labels, class weights */
+    int32_t n_aux;               /* auxiliary targets per position (0, or AUX_TARGETS with aux_weight > 0) */
+    float *aux;                  /* [n_lab][n_aux] */
     int64_t *train_idx, *val_idx;
     float *mu, *sd;              /* [n_in] */
     /* one batch */
@@ -36,7 +38,7 @@ typedef struct trainer {
     float *chunk_grad;           /* [max_chunks][n_params] */
     double *chunk_loss;
     int64_t *chunk_correct;
-    float *work, *xbuf, *ybuf, *wbuf, *zbuf; /* per thread */
+    float *work, *xbuf, *ybuf, *wbuf, *zbuf, *abuf; /* per thread */
     size_t work_floats;
     int32_t max_chunks;
     /* the batch being computed */
@@ -58,10 +60,25 @@ static bool in_validation(uint64_t seed, int32_t group, float fraction) {
     return (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0) < fraction;
 }
 
+/* Auxiliary targets (multi-task, training only: they come from the LLM, which the device does not have): the
+ * LLM's probability of its top-1, the LLM's of the SLM's top-1, the SLM's of the LLM's top-1, and whether the two
+ * top-1s agree. */
+#define AUX_TARGETS 4
+
+static void aux_targets(const tr_train_data *d, int64_t i, float *out) {
+    const float *probs = d->probs + i * COLLECT_N_PROBS;
+    out[0] = probs[1];
+    out[1] = probs[4];
+    out[2] = probs[5];
+    out[3] = d->slm_top1[i] == d->llm_top1[i] ? 1.0f : 0.0f;
+    for (int a = 0; a < AUX_TARGETS; a++) out[a] = out[a] < 0 ? 0 : out[a] > 1 ? 1 : out[a];
+}
+
 static tr_status prepare_data(trainer *t) {
     const tr_train_data *d = t->d;
     int64_t n_lab = 0;
     for (int64_t i = 0; i < d->n; i++) n_lab += label_of(d, i, t->p.labels) >= 0;
+    t->n_aux = t->p.aux_weight > 0 ? AUX_TARGETS : 0;
     const bool soft = t->p.labels == TR_LABEL_GAIN || t->p.labels == TR_LABEL_EXPECTED || t->p.labels == TR_LABEL_MIXED;
     if (n_lab == 0) return tr_fail(TR_ERR_ARG, "no labelled positions (label mode %s)", tr_label_mode_name(t->p.labels));
     t->x = malloc((size_t)n_lab * (size_t)t->n_in * sizeof(float));
@@ -71,7 +88,8 @@ static tr_status prepare_data(trainer *t) {
     t->val_idx = malloc((size_t)n_lab * sizeof(int64_t));
     t->mu = calloc((size_t)t->n_in, sizeof(float));
     t->sd = calloc((size_t)t->n_in, sizeof(float));
-    if (!t->x || !t->y || !t->w || !t->train_idx || !t->val_idx || !t->mu || !t->sd)
+    t->aux = malloc((size_t)n_lab * (size_t)(t->n_aux ? t->n_aux : 1) * sizeof(float));
+    if (!t->x || !t->y || !t->w || !t->train_idx || !t->val_idx || !t->mu || !t->sd || !t->aux)
         return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " training positions", n_lab);
     int64_t k = 0, n1 = 0;
     for (int64_t i = 0; i < d->n; i++) {
@@ -80,6 +98,7 @@ static tr_status prepare_data(trainer *t) {
         const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.context, t->p.slm, t->x + k * t->n_in);
         if (st != TR_OK) return st;
         t->y[k] = label;
+        if (t->n_aux) aux_targets(d, i, t->aux + k * t->n_aux);
         if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
             t->val_idx[t->n_val++] = k;
         } else {
@@ -138,6 +157,7 @@ static void chunk_task(void *arg, int ith, int nth) {
     float *xb = t->xbuf + (size_t)ith * CHUNK_ROWS * (size_t)t->n_in;
     float *yb = t->ybuf + (size_t)ith * CHUNK_ROWS, *wb = t->wbuf + (size_t)ith * CHUNK_ROWS;
     float *zb = t->zbuf + (size_t)ith * CHUNK_ROWS;
+    float *ab = t->abuf + (size_t)ith * CHUNK_ROWS * (size_t)(t->n_aux ? t->n_aux : 1);
     for (int32_t c = ith; c < n_chunks; c += nth) {
         const int64_t first = (int64_t)c * CHUNK_ROWS;
         const int32_t rows = (int32_t)(t->n_rows - first < CHUNK_ROWS ? t->n_rows - first : CHUNK_ROWS);
@@ -146,6 +166,7 @@ static void chunk_task(void *arg, int ith, int nth) {
             memcpy(xb + (size_t)r * t->n_in, t->x + i * t->n_in, (size_t)t->n_in * sizeof(float));
             yb[r] = t->y[i];
             wb[r] = t->w[i];
+            if (t->n_aux) memcpy(ab + (size_t)r * t->n_aux, t->aux + i * t->n_aux, (size_t)t->n_aux * sizeof(float));
         }
         if (t->eval_only) {
             mlp_model_logits(&t->m, t->wt, xb, rows, zb, work);
@@ -161,8 +182,8 @@ static void chunk_task(void *arg, int ith, int nth) {
         } else {
             float *g = t->chunk_grad + (size_t)c * t->m.n_params;
             memset(g, 0, t->m.n_params * sizeof(float));
-            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, rows, t->p.loss, 1.0 / (double)t->n_rows, g,
-                                              work);
+            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, ab, t->p.aux_weight, rows, t->p.loss,
+                                              1.0 / (double)t->n_rows, g, work);
         }
     }
 }
@@ -300,6 +321,7 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
     if (p->context < 0 || p->context > TR_ROUTER_CONTEXT_MAX)
         return tr_fail(TR_ERR_ARG, "context %d is outside 0..%d", (int)p->context, TR_ROUTER_CONTEXT_MAX);
     if (p->n_threads < 0 || p->n_threads > 512) return tr_fail(TR_ERR_ARG, "n_threads out of range");
+    if (!(p->aux_weight >= 0 && p->aux_weight <= 100)) return tr_fail(TR_ERR_ARG, "aux_weight must be in [0, 100]");
     return TR_OK;
 }
 
@@ -318,8 +340,8 @@ static tr_status setup(trainer *t) {
         sizes[++n_layers] = 2 * d->n_embd;
         sizes[++n_layers] = d->n_embd;
     }
-    sizes[++n_layers] = 1;
     tr_status st = prepare_data(t);
+    sizes[++n_layers] = 1 + t->n_aux; /* the routing output first */
     if (st == TR_OK) st = mlp_model_init(&t->m, n_layers, sizes, t->p.seed);
     if (st != TR_OK) return st;
     t->n_threads = t->p.n_threads > 0 ? t->p.n_threads : tr_physical_cores();
@@ -337,20 +359,21 @@ static tr_status setup(trainer *t) {
     t->ybuf = malloc(nth * CHUNK_ROWS * sizeof(float));
     t->wbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
     t->zbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
+    t->abuf = malloc(nth * CHUNK_ROWS * (size_t)(t->n_aux ? t->n_aux : 1) * sizeof(float));
     t->adam_m = calloc(np, sizeof(float));
     t->adam_v = calloc(np, sizeof(float));
     t->best = malloc(np * sizeof(float));
     t->val_z = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(float));
     t->val_order = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(int64_t));
     if (!t->val_z || !t->val_order ||!t->wt || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
-        !t->ybuf || !t->wbuf || !t->zbuf || !t->adam_m || !t->adam_v || !t->best)
+        !t->ybuf || !t->wbuf || !t->zbuf || !t->abuf || !t->adam_m || !t->adam_v || !t->best)
         return tr_fail(TR_ERR_NOMEM, "out of memory for training");
     return TR_OK;
 }
 
 static void teardown(trainer *t) {
     void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->chunk_grad,
-                    t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->adam_m,
+                    t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->abuf, t->aux, t->adam_m,
                     t->adam_v, t->best, t->val_z, t->val_order};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     thread_pool_free(t->pool);
@@ -434,14 +457,18 @@ static void fold_standardization(trainer *t) {
     }
 }
 
+/* The routing output only: the auxiliary outputs (rows 1.. of the last layer, after row 0) are left out, so the
+ * file is the plain router a device evaluates. */
 static tr_status write_router(const trainer *t, const char *path, float tau) {
     const mlp_model *m = &t->m;
     const float *weights[ROUTER_TRAIN_MAX_LAYERS], *biases[ROUTER_TRAIN_MAX_LAYERS];
+    int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1];
     for (int32_t l = 0; l < m->n_layers; l++) {
         weights[l] = m->theta + m->w_off[l];
         biases[l] = m->theta + m->b_off[l];
     }
-    const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = m->sizes, .weights = weights,
+    for (int32_t l = 0; l <= m->n_layers; l++) sizes[l] = l == m->n_layers ? 1 : m->sizes[l];
+    const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = sizes, .weights = weights,
                                      .biases = biases, .features = t->p.features, .tau = tau,
                                      .slm_name = t->d->slm_name, .slm_n_embd = t->d->n_embd,
                                      .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk, .context = t->p.context};

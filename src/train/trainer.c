@@ -118,7 +118,9 @@ float mlp_model_logit(const mlp_model *m, const float *wt_all, const float *x, f
 
 void mlp_model_logits(const mlp_model *m, const float *wt_all, const float *x, int32_t rows, float *z, float *work) {
     const float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
-    memcpy(z, forward_rows(m, wt_all, x, rows, work, act), (size_t)rows * sizeof(float));
+    const float *out = forward_rows(m, wt_all, x, rows, work, act);
+    const int32_t n_out = m->sizes[m->n_layers]; /* the routing logit, then any auxiliary outputs */
+    for (int32_t r = 0; r < rows; r++) z[r] = out[(size_t)r * n_out];
 }
 
 static float sigmoidf_stable(float z) {
@@ -178,18 +180,43 @@ double block_loss(tr_train_loss loss, const float *z, const float *y, const floa
     return total;
 }
 
+/* The loss and its derivative by each output of out [rows][n_out] into delta (scaled): the routing loss of column
+ * 0, and with n_out > 1 the weighted BCE of each auxiliary column against aux [rows][n_out - 1]. tmp: 2 rows. */
+static double output_loss(const float *out, int32_t n_out, int32_t rows, const float *y, const float *w,
+                          const float *aux, float aux_weight, tr_train_loss loss_kind, double scale, float *delta,
+                          float *tmp) {
+    if (n_out == 1) {
+        const double loss = block_loss(loss_kind, out, y, w, rows, delta);
+        for (int32_t r = 0; r < rows; r++) delta[r] = (float)(delta[r] * scale);
+        return loss;
+    }
+    float *z = tmp, *dz = tmp + rows;
+    for (int32_t r = 0; r < rows; r++) z[r] = out[(size_t)r * n_out];
+    double loss = block_loss(loss_kind, z, y, w, rows, dz);
+    for (int32_t r = 0; r < rows; r++) {
+        delta[(size_t)r * n_out] = (float)(dz[r] * scale);
+        for (int32_t a = 1; a < n_out; a++) {
+            const float za = out[(size_t)r * n_out + a], ta = aux[(size_t)r * (n_out - 1) + a - 1];
+            loss += bce_weighted(za, ta, aux_weight);
+            delta[(size_t)r * n_out + a] = (float)(aux_weight * ((double)sigmoidf_stable(za) - ta) * scale);
+        }
+    }
+    return loss;
+}
+
 double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
-                      int32_t rows, tr_train_loss loss_kind, double scale, float *grad, float *work) {
+                      const float *aux, float aux_weight, int32_t rows, tr_train_loss loss_kind, double scale,
+                      float *grad, float *work) {
     const float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
-    const float *z = forward_rows(m, wt_all, x, rows, work, act);
+    const float *out = forward_rows(m, wt_all, x, rows, work, act);
     size_t widest = 1, outputs = 0;
     for (int32_t l = 0; l <= m->n_layers; l++) {
         if ((size_t)m->sizes[l] > widest) widest = (size_t)m->sizes[l];
         if (l > 0) outputs += (size_t)m->sizes[l] * (size_t)rows;
     }
     float *delta = work + outputs, *delta_prev = delta + widest * (size_t)rows; /* after the layers' outputs */
-    const double loss = block_loss(loss_kind, z, y, w, rows, delta);
-    for (int32_t r = 0; r < rows; r++) delta[r] = (float)(delta[r] * scale);
+    const double loss = output_loss(out, m->sizes[m->n_layers], rows, y, w, aux, aux_weight, loss_kind, scale, delta,
+                                    delta_prev);
     for (int32_t l = m->n_layers - 1; l >= 0; l--) {
         const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
         float *gb = grad + m->b_off[l];

@@ -15,12 +15,38 @@
 
 #define ROWS 7
 
-/* The loss from its definition, row by row: BCE per row, the pairwise part over every ordered pair. */
+#define MAX_AUX 4
+
+/* The network's outputs for one input row, in double from theta's layout (W_l [out][in] row-major, then b_l). */
+static void reference_outputs(const mlp_model *m, const float *x, double *out) {
+    double a[128], b[128];
+    for (int32_t i = 0; i < m->sizes[0]; i++) a[i] = x[i];
+    for (int32_t l = 0; l < m->n_layers; l++) {
+        const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
+        for (int32_t o = 0; o < n_out; o++) {
+            double v = m->theta[m->b_off[l] + (size_t)o];
+            for (int32_t i = 0; i < n_in; i++) v += (double)m->theta[m->w_off[l] + (size_t)o * n_in + i] * a[i];
+            b[o] = l + 1 < m->n_layers && v < 0 ? 0 : v;
+        }
+        memcpy(a, b, (size_t)n_out * sizeof *a);
+    }
+    memcpy(out, a, (size_t)m->sizes[m->n_layers] * sizeof *out);
+}
+
+/* The loss from its definition, row by row: BCE per row, the pairwise part over every ordered pair, and the
+ * auxiliary outputs' BCE against aux [ROWS][n_aux], times aux_weight. The trainer's own forward pass must agree
+ * on the routing logit. */
 static double loss_sum(const mlp_model *m, float *wt, const float *x, const float *y, const float *w,
-                       tr_train_loss loss, float *work) {
-    double z[ROWS], s = 0;
+                       const float *aux, float aux_weight, tr_train_loss loss, float *work) {
+    double z[ROWS], s = 0, out[1 + MAX_AUX];
+    const int32_t n_aux = m->sizes[m->n_layers] - 1;
     mlp_model_transpose_weights(m, wt); /* theta may have just been nudged */
-    for (int r = 0; r < ROWS; r++) z[r] = mlp_model_logit(m, wt, x + r * m->sizes[0], work);
+    for (int r = 0; r < ROWS; r++) {
+        reference_outputs(m, x + r * m->sizes[0], out);
+        z[r] = out[0];
+        assert_float_equal(mlp_model_logit(m, wt, x + r * m->sizes[0], work), z[r], 1e-4 * (1 + fabs(z[r])));
+        for (int32_t a = 0; a < n_aux; a++) s += bce_weighted((float)out[1 + a], aux[r * n_aux + a], aux_weight);
+    }
     for (int r = 0; r < ROWS && loss != TR_LOSS_PAIRWISE; r++) s += bce_weighted((float)z[r], y[r], w[r]);
     for (int r = 0; r < ROWS && loss != TR_LOSS_BCE; r++)
         for (int q = 0; q < ROWS; q++) {
@@ -30,7 +56,8 @@ static double loss_sum(const mlp_model *m, float *wt, const float *x, const floa
     return s;
 }
 
-static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_loss loss_kind) {
+/* sizes[n_layers] - 1 auxiliary outputs (multi-task) weighted aux_weight. */
+static void check_gradients_aux(int32_t n_layers, const int32_t *sizes, tr_train_loss loss_kind, float aux_weight) {
     mlp_model m;
     assert_int_equal(mlp_model_init(&m, n_layers, sizes, 42), TR_OK);
     uint64_t rng = 7;
@@ -38,19 +65,20 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_los
     for (int32_t l = 0; l < n_layers; l++)
         for (int32_t o = 0; o < sizes[l + 1]; o++)
             m.theta[m.b_off[l] + (size_t)o] = (float)((double)(splitmix64(&rng) >> 11) / 9007199254740992.0 - 0.3);
-    float x[ROWS * 16], y[ROWS], w[ROWS];
+    float x[ROWS * 16], y[ROWS], w[ROWS], aux[ROWS * MAX_AUX];
     for (int i = 0; i < ROWS * sizes[0]; i++) x[i] = (float)(2.0 * (double)(splitmix64(&rng) >> 11) / 9007199254740992.0 - 1);
     for (int r = 0; r < ROWS; r++) {
         y[r] = loss_kind == TR_LOSS_BCE ? (float)(r % 2) : (float)(r % 3) * 0.25f; /* soft: ties and order */
         w[r] = r % 2 ? 0.75f : 1.6f;
     }
+    for (int i = 0; i < ROWS * MAX_AUX; i++) aux[i] = (float)((double)(splitmix64(&rng) >> 11) / 9007199254740992.0);
     float *work = malloc(mlp_work_floats(&m, ROWS) * sizeof(float));
     float *wt = malloc(m.n_params * sizeof(float)), *grad = calloc(m.n_params, sizeof(float));
     float *wt_fd = malloc(m.n_params * sizeof(float)); /* loss_sum's own: wt stays the unperturbed weights' */
     mlp_model_transpose_weights(&m, wt);
     const double scale = 1.0 / ROWS;
-    const double loss = mlp_model_grad(&m, wt, x, y, w, ROWS, loss_kind, scale, grad, work);
-    assert_float_equal(loss, loss_sum(&m, wt_fd, x, y, w, loss_kind, work), 1e-4);
+    const double loss = mlp_model_grad(&m, wt, x, y, w, aux, aux_weight, ROWS, loss_kind, scale, grad, work);
+    assert_float_equal(loss, loss_sum(&m, wt_fd, x, y, w, aux, aux_weight, loss_kind, work), 1e-4);
     int checked = 0;
     for (size_t k = 0; k < m.n_params; k++) {
         /* Central differences at h = 1e-3, and at 1e-4 where a ReLU of some row turns within the wider step (the
@@ -59,9 +87,9 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_los
         for (int s = 0; s < 2; s++) {
             const float keep = m.theta[k], h = s == 0 ? 1e-3f : 1e-4f;
             m.theta[k] = keep + h;
-            const double up = loss_sum(&m, wt_fd, x, y, w, loss_kind, work);
+            const double up = loss_sum(&m, wt_fd, x, y, w, aux, aux_weight, loss_kind, work);
             m.theta[k] = keep - h;
-            const double down = loss_sum(&m, wt_fd, x, y, w, loss_kind, work);
+            const double down = loss_sum(&m, wt_fd, x, y, w, aux, aux_weight, loss_kind, work);
             m.theta[k] = keep;
             numeric[s] = (up - down) / (2.0 * h) * scale;
         }
@@ -76,7 +104,7 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_los
     /* The gradient accumulates: a second call adds the same amounts. */
     float *twice = malloc(m.n_params * sizeof(float));
     memcpy(twice, grad, m.n_params * sizeof(float));
-    mlp_model_grad(&m, wt, x, y, w, ROWS, loss_kind, scale, twice, work);
+    mlp_model_grad(&m, wt, x, y, w, aux, aux_weight, ROWS, loss_kind, scale, twice, work);
     for (size_t k = 0; k < m.n_params; k++) assert_float_equal(twice[k], 2 * grad[k], 1e-5 + 1e-5 * fabs(grad[k]));
     free(twice);
     free(work);
@@ -86,10 +114,23 @@ static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_los
     mlp_model_free(&m);
 }
 
+static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_loss loss_kind) {
+    check_gradients_aux(n_layers, sizes, loss_kind, 0);
+}
+
 static void test_three_layers(void **state) {
     (void)state;
     const int32_t sizes[4] = {6, 9, 5, 1};
     check_gradients(3, sizes, TR_LOSS_BCE);
+}
+
+/* Four more outputs fitted to targets in [0, 1] next to the routing logit: their BCE adds to the loss and its
+ * gradient flows back through the shared layers. */
+static void test_auxiliary_outputs(void **state) {
+    (void)state;
+    const int32_t sizes[4] = {6, 9, 5, 1 + MAX_AUX};
+    check_gradients_aux(3, sizes, TR_LOSS_BCE, 0.7f);
+    check_gradients_aux(3, sizes, TR_LOSS_PAIRWISE_BCE, 2.0f);
 }
 
 /* Layers wider than one register tile (64 columns) and row counts that leave partial tiles. */
@@ -146,6 +187,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_layers),
         cmocka_unit_test(test_wide_layers),
+        cmocka_unit_test(test_auxiliary_outputs),
         cmocka_unit_test(test_logistic_regression),
         cmocka_unit_test(test_pairwise),
         cmocka_unit_test(test_bce_formula),
