@@ -1,4 +1,4 @@
-/* train_kernels.c — the trainer's portable kernels and the choice between them and AVX-512 (train_kernels.h). The
+/* train_kernels.c — the trainer's portable kernels and the choice between them, AVX2 and AVX-512 (train_kernels.h). The
  * product goes row by row: the row of C starts at 0 (or its value) and gets A(i, p) · B(p, ·) added for p = 0, 1,
  * ... — the inner loop runs along contiguous rows of B and C. */
 #include "train/train_kernels.h"
@@ -41,32 +41,35 @@ void train_adam_portable(const train_adam_args *a) {
 }
 
 /* kernels_isa() is the set matmul uses (TOKROUTE_KERNELS can force a smaller one). */
-static bool use_avx512(void) {
+typedef enum { SET_PORTABLE, SET_AVX2, SET_AVX512 } kernel_set;
+
+static kernel_set current_set(void) {
 #if defined(__x86_64__)
-    return strcmp(kernels_isa(), "avx512") == 0;
-#else
-    return false;
+    const char *isa = kernels_isa();
+    if (strcmp(isa, "avx512") == 0) return SET_AVX512;
+    if (strcmp(isa, "avx2") == 0) return SET_AVX2;
 #endif
+    return SET_PORTABLE;
 }
 
 void train_gemm(const train_gemm_args *g) {
     if (g->m <= 0 || g->n <= 0) return;
+    switch (current_set()) {
 #if defined(__x86_64__)
-    if (use_avx512()) {
-        train_gemm_avx512(g);
-        return;
-    }
+    case SET_AVX512: train_gemm_avx512(g); break;
+    case SET_AVX2: train_gemm_avx2(g); break;
 #endif
-    train_gemm_portable(g);
+    default: train_gemm_portable(g); break;
+    }
 }
 
 void train_adam(const train_adam_args *a) {
     if (a->n == 0) return;
+    switch (current_set()) {
 #if defined(__x86_64__)
-    if (use_avx512()) {
-        train_adam_avx512(a);
-        return;
-    }
+    case SET_AVX512: train_adam_avx512(a); break;
+    case SET_AVX2: train_adam_avx2(a); break;
 #endif
-    train_adam_portable(a);
+    default: train_adam_portable(a); break;
+    }
 }

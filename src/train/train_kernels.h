@@ -1,4 +1,4 @@
-/* train_kernels.h — the trainer's F32 kernels (train_kernels.c portable, train_kernels_avx512.c): the matrix
+/* train_kernels.h — the trainer's F32 kernels (train_kernels.c portable, train_kernels_avx512.c, _avx2.c): the matrix
  * product and the Adam step, the two loops an epoch spends its time in.
  *
  * The product reads its left operand through two strides, so the same kernel computes X·Wᵀ (forward), δ·W
@@ -49,6 +49,8 @@ void train_adam_portable(const train_adam_args *a);
 #if defined(__x86_64__)
 void train_gemm_avx512(const train_gemm_args *g);
 void train_adam_avx512(const train_adam_args *a);
+void train_gemm_avx2(const train_gemm_args *g);
+void train_adam_avx2(const train_adam_args *a);
 #endif
 
 #endif /* TR_TRAIN_KERNELS_H */

@@ -1,7 +1,8 @@
 /* test_train_kernels.c — the trainer's kernels (train_kernels.h) by each set this CPU can run: the product against a
  * double-precision loop in the three shapes the trainer uses (A along rows, A down columns, accumulating into C),
  * with the fused bias, ReLU and mask, on sizes that leave partial register tiles and masked columns; the Adam step
- * against its formula in double over several steps, and the SIMD step bit for bit against the portable one. */
+ * against its formula in double over several steps, and the SIMD steps (AVX2, AVX-512) bit for bit against the
+ * portable one. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -124,6 +125,10 @@ static void test_adam(void **state) {
             adam_steps(train_adam_avx512, n, decay, simd);
             assert_memory_equal(got, simd, 3 * n * sizeof(float)); /* the same operations: the same bits */
         }
+        if (kernels_isa_available("avx2")) {
+            adam_steps(train_adam_avx2, n, decay, simd);
+            assert_memory_equal(got, simd, 3 * n * sizeof(float));
+        }
 #endif
         adam_steps(train_adam, n, decay, simd);
         assert_memory_equal(got, simd, 3 * n * sizeof(float));
@@ -152,6 +157,15 @@ static void test_avx512(void **state) {
     }
     check_kernel(train_gemm_avx512);
 }
+
+static void test_avx2(void **state) {
+    (void)state;
+    if (!kernels_isa_available("avx2")) {
+        assert_string_equal(kernels_isa(), "scalar");
+        return;
+    }
+    check_kernel(train_gemm_avx2);
+}
 #endif
 
 int main(void) {
@@ -161,6 +175,7 @@ int main(void) {
         cmocka_unit_test(test_adam),
 #if defined(__x86_64__)
         cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_avx2),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
