@@ -5,7 +5,9 @@
  * standardized with the training split's mean and deviation, and the standardization is folded into the first
  * layer when the file is written (W' = W / sd, b' = b - W (mu / sd)), so the file stays a plain MLP over raw
  * features. The validation split holds out whole examples (a hash of seed and example), and the weights kept are
- * those of the epoch with the lowest validation loss; training stops after `patience` epochs without one.
+ * those of the epoch with the lowest validation loss; training stops after `patience` epochs without one. With
+ * aux_weight the last layer has more outputs after the routing logit, fitted by BCE to the LLM's view of the
+ * position (train_router.c, aux_targets) and left out of the file.
  *
  * Determinism: initialization and shuffling come from the seed; a mini-batch is cut into fixed chunks of
  * CHUNK_ROWS rows whose gradients are computed independently (on any thread) and summed in chunk order, so the
