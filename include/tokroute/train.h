@@ -195,6 +195,10 @@ typedef struct tr_train_params {
                                     (always so for the pairwise losses; default false) */
     int32_t context;             /* previous positions of the same example read as inputs (their hidden states and
                                     logit features; 0..TR_ROUTER_CONTEXT_MAX; default 1) */
+    float aux_weight;            /* > 0: the network also predicts, as extra outputs weighted by this in the loss,
+                                    what the LLM said at the position (its p(top-1), its p of the SLM's top-1, the
+                                    SLM's p of its top-1, whether the top-1s agree); the file keeps only the routing
+                                    output (default 0: none) */
 } tr_train_params;
 
 typedef struct tr_train_result {

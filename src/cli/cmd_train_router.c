@@ -31,6 +31,9 @@ static const char *usage =
     "  --epochs N           most epochs (default 30)      --patience N  early stopping (default 4)\n"
     "  --batch N            mini-batch (default 256)      --lr X        Adam learning rate (default 0.001)\n"
     "  --weight-decay X     L2 on weights (default 0)     --val-fraction F  held-out examples (default 0.1)\n"
+    "  --aux-weight X       also fit, as extra outputs weighted X in the loss, what the LLM said at each position\n"
+    "                       (its p(top-1), its p of the SLM's top-1, the SLM's p of its top-1, top-1s agree); the\n"
+    "                       file keeps only the routing output (default 0: off)\n"
     "  --no-class-weights   plain BCE                     --tau T       threshold stored in the file (default 0.5,\n"
     "                                                     or calibrated with --eval-data)\n"
     "  --seed S             initialization, shuffling, split (default 1)\n"
@@ -167,6 +170,10 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
         } else if (cli_option(argc, argv, &i, NULL, "--weight-decay", &v)) {
             if (!cli_float("--weight-decay", v, &f) || !(f >= 0)) return cli_usage_error(usage, "--weight-decay must be >= 0");
             p->weight_decay = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--aux-weight", &v)) {
+            if (!cli_float("--aux-weight", v, &f) || !(f >= 0 && f <= 100))
+                return cli_usage_error(usage, "--aux-weight must be in [0, 100]");
+            p->aux_weight = (float)f;
         } else if (cli_option(argc, argv, &i, NULL, "--val-fraction", &v)) {
             if (!cli_float("--val-fraction", v, &f) || !(f >= 0 && f < 1))
                 return cli_usage_error(usage, "--val-fraction must be in [0, 1)");

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "kernels/kernels.h"
+#include "train/train_kernels.h"
 #include "train/trainer_internal.h"
 
 #define CHUNK_ROWS 64
@@ -25,19 +27,19 @@ typedef struct trainer {
     int32_t n_in;
     int64_t n_lab, n_train, n_val;
     float *x, *y, *w;            /* [n_lab][n_in] standardized inputs, labels, class weights */
+    int32_t n_aux;               /* auxiliary targets per position (0, or AUX_TARGETS with aux_weight > 0) */
+    float *aux;                  /* [n_lab][n_aux] */
     int64_t *train_idx, *val_idx;
     float *mu, *sd;              /* [n_in] */
     /* one batch */
     thread_pool *pool;
     int32_t n_threads;
     float *wt;                   /* [n_params] transposed weights */
-    float *grad;                 /* [n_params] summed gradient */
     float *chunk_grad;           /* [max_chunks][n_params] */
     double *chunk_loss;
     int64_t *chunk_correct;
-    float *work, *xbuf, *ybuf, *wbuf, *zbuf; /* per thread */
+    float *work, *xbuf, *ybuf, *wbuf, *zbuf, *abuf; /* per thread */
     size_t work_floats;
-    matmul_scratch *scratch;     /* per thread */
     int32_t max_chunks;
     /* the batch being computed */
     const int64_t *rows;
@@ -58,10 +60,25 @@ static bool in_validation(uint64_t seed, int32_t group, float fraction) {
     return (double)(splitmix64(&s) >> 11) * (1.0 / 9007199254740992.0) < fraction;
 }
 
+/* Auxiliary targets (multi-task, training only: they come from the LLM, which the device does not have): the
+ * LLM's probability of its top-1, the LLM's of the SLM's top-1, the SLM's of the LLM's top-1, and whether the two
+ * top-1s agree. */
+#define AUX_TARGETS 4
+
+static void aux_targets(const tr_train_data *d, int64_t i, float *out) {
+    const float *probs = d->probs + i * COLLECT_N_PROBS;
+    out[0] = probs[1];
+    out[1] = probs[4];
+    out[2] = probs[5];
+    out[3] = d->slm_top1[i] == d->llm_top1[i] ? 1.0f : 0.0f;
+    for (int a = 0; a < AUX_TARGETS; a++) out[a] = out[a] < 0 ? 0 : out[a] > 1 ? 1 : out[a];
+}
+
 static tr_status prepare_data(trainer *t) {
     const tr_train_data *d = t->d;
     int64_t n_lab = 0;
     for (int64_t i = 0; i < d->n; i++) n_lab += label_of(d, i, t->p.labels) >= 0;
+    t->n_aux = t->p.aux_weight > 0 ? AUX_TARGETS : 0;
     const bool soft = t->p.labels == TR_LABEL_GAIN || t->p.labels == TR_LABEL_EXPECTED || t->p.labels == TR_LABEL_MIXED;
     if (n_lab == 0) return tr_fail(TR_ERR_ARG, "no labelled positions (label mode %s)", tr_label_mode_name(t->p.labels));
     t->x = malloc((size_t)n_lab * (size_t)t->n_in * sizeof(float));
@@ -71,7 +88,8 @@ static tr_status prepare_data(trainer *t) {
     t->val_idx = malloc((size_t)n_lab * sizeof(int64_t));
     t->mu = calloc((size_t)t->n_in, sizeof(float));
     t->sd = calloc((size_t)t->n_in, sizeof(float));
-    if (!t->x || !t->y || !t->w || !t->train_idx || !t->val_idx || !t->mu || !t->sd)
+    t->aux = malloc((size_t)n_lab * (size_t)(t->n_aux ? t->n_aux : 1) * sizeof(float));
+    if (!t->x || !t->y || !t->w || !t->train_idx || !t->val_idx || !t->mu || !t->sd || !t->aux)
         return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " training positions", n_lab);
     int64_t k = 0, n1 = 0;
     for (int64_t i = 0; i < d->n; i++) {
@@ -80,6 +98,7 @@ static tr_status prepare_data(trainer *t) {
         const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.context, t->p.slm, t->x + k * t->n_in);
         if (st != TR_OK) return st;
         t->y[k] = label;
+        if (t->n_aux) aux_targets(d, i, t->aux + k * t->n_aux);
         if (t->p.val_fraction > 0 && in_validation(t->p.seed, d->group[i], t->p.val_fraction)) {
             t->val_idx[t->n_val++] = k;
         } else {
@@ -138,6 +157,7 @@ static void chunk_task(void *arg, int ith, int nth) {
     float *xb = t->xbuf + (size_t)ith * CHUNK_ROWS * (size_t)t->n_in;
     float *yb = t->ybuf + (size_t)ith * CHUNK_ROWS, *wb = t->wbuf + (size_t)ith * CHUNK_ROWS;
     float *zb = t->zbuf + (size_t)ith * CHUNK_ROWS;
+    float *ab = t->abuf + (size_t)ith * CHUNK_ROWS * (size_t)(t->n_aux ? t->n_aux : 1);
     for (int32_t c = ith; c < n_chunks; c += nth) {
         const int64_t first = (int64_t)c * CHUNK_ROWS;
         const int32_t rows = (int32_t)(t->n_rows - first < CHUNK_ROWS ? t->n_rows - first : CHUNK_ROWS);
@@ -146,9 +166,10 @@ static void chunk_task(void *arg, int ith, int nth) {
             memcpy(xb + (size_t)r * t->n_in, t->x + i * t->n_in, (size_t)t->n_in * sizeof(float));
             yb[r] = t->y[i];
             wb[r] = t->w[i];
+            if (t->n_aux) memcpy(ab + (size_t)r * t->n_aux, t->aux + i * t->n_aux, (size_t)t->n_aux * sizeof(float));
         }
         if (t->eval_only) {
-            mlp_model_logits(&t->m, xb, rows, zb, work, &t->scratch[ith]);
+            mlp_model_logits(&t->m, t->wt, xb, rows, zb, work);
             double loss = 0;
             int64_t correct = 0;
             for (int32_t r = 0; r < rows; r++) {
@@ -161,42 +182,39 @@ static void chunk_task(void *arg, int ith, int nth) {
         } else {
             float *g = t->chunk_grad + (size_t)c * t->m.n_params;
             memset(g, 0, t->m.n_params * sizeof(float));
-            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, rows, t->p.loss, 1.0 / (double)t->n_rows, g,
-                                              work, &t->scratch[ith]);
+            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, ab, t->p.aux_weight, rows, t->p.loss,
+                                              1.0 / (double)t->n_rows, g, work);
         }
     }
 }
 
-/* Adam with bias correction on parameters [lo, hi) from their summed gradient; L2 decay on weights (not biases).
- * Each parameter's update reads only its own state, so any split over threads gives the same bits. */
-static void adam_update(trainer *t, size_t lo, size_t hi) {
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8, lr = t->p.learning_rate;
-    const double c1 = 1.0 - pow(b1, (double)t->step), c2 = 1.0 - pow(b2, (double)t->step);
-    for (int32_t l = 0; l < t->m.n_layers; l++) {
-        const size_t w0 = t->m.w_off[l], b0 = t->m.b_off[l];
-        const size_t end = b0 + (size_t)t->m.sizes[l + 1];
-        for (size_t k = w0 > lo ? w0 : lo; k < end && k < hi; k++) {
-            double g = t->grad[k];
-            if (k < b0) g += t->p.weight_decay * t->m.theta[k];
-            t->adam_m[k] = (float)(b1 * t->adam_m[k] + (1 - b1) * g);
-            t->adam_v[k] = (float)(b2 * t->adam_v[k] + (1 - b2) * g * g);
-            t->m.theta[k] -= (float)(lr * (t->adam_m[k] / c1) / (sqrt(t->adam_v[k] / c2) + eps));
-        }
-    }
-}
-
-/* Sums the chunk gradients in chunk order and takes the Adam step (parameters split over threads: the step was
- * the one serial part of a batch, a fifth of the training's wall time at 2 threads). */
+/* Sums the chunk gradients in chunk order and takes the Adam step on parameters [lo, hi) of this thread's share
+ * (L2 decay on weights, not biases). Each parameter's update reads only its own state, so any split over threads
+ * gives the same bits; the step was the one serial part of a batch, a fifth of the training's wall time at 2
+ * threads, before it was split. */
 static void reduce_task(void *arg, int ith, int nth) {
     trainer *t = arg;
-    const int32_t n_chunks = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS);
     const size_t n = t->m.n_params, lo = n * (size_t)ith / (size_t)nth, hi = n * (size_t)(ith + 1) / (size_t)nth;
-    for (size_t k = lo; k < hi; k++) {
-        float s = 0;
-        for (int32_t c = 0; c < n_chunks; c++) s += t->chunk_grad[(size_t)c * n + k];
-        t->grad[k] = s;
+    const double b1 = 0.9, b2 = 0.999;
+    train_adam_args a = {.grad_stride = n, .n_grads = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS),
+                         .b1 = (float)b1, .b2 = (float)b2, .eps = 1e-8f,
+                         .lr_c1 = (float)(t->p.learning_rate / (1.0 - pow(b1, (double)t->step))),
+                         .inv_sqrt_c2 = (float)(1.0 / sqrt(1.0 - pow(b2, (double)t->step)))};
+    for (int32_t l = 0; l < t->m.n_layers; l++) {
+        /* [w_off, b_off) the weights (decayed), [b_off, end) the biases */
+        const size_t bounds[3] = {t->m.w_off[l], t->m.b_off[l], t->m.b_off[l] + (size_t)t->m.sizes[l + 1]};
+        for (int part = 0; part < 2; part++) {
+            const size_t from = bounds[part] > lo ? bounds[part] : lo, to = bounds[part + 1] < hi ? bounds[part + 1] : hi;
+            if (from >= to) continue;
+            a.theta = t->m.theta + from;
+            a.m = t->adam_m + from;
+            a.v = t->adam_v + from;
+            a.grads = t->chunk_grad + from;
+            a.n = to - from;
+            a.decay = part == 0 ? t->p.weight_decay : 0.0f;
+            train_adam(&a);
+        }
     }
-    adam_update(t, lo, hi);
 }
 
 static void run(trainer *t, pool_task fn) {
@@ -224,6 +242,7 @@ static void evaluate(trainer *t, const int64_t *rows, int64_t n_rows, float *z, 
     double sum_loss = 0, sum_w = 0;
     int64_t correct = 0;
     const int64_t block = (int64_t)t->max_chunks * CHUNK_ROWS;
+    mlp_model_transpose_weights(&t->m, t->wt); /* the weights as they are now (the last batch stepped them) */
     for (int64_t b = 0; b < n_rows; b += block) {
         t->rows = rows + b;
         t->n_rows = n_rows - b < block ? n_rows - b : block;
@@ -302,6 +321,7 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
     if (p->context < 0 || p->context > TR_ROUTER_CONTEXT_MAX)
         return tr_fail(TR_ERR_ARG, "context %d is outside 0..%d", (int)p->context, TR_ROUTER_CONTEXT_MAX);
     if (p->n_threads < 0 || p->n_threads > 512) return tr_fail(TR_ERR_ARG, "n_threads out of range");
+    if (!(p->aux_weight >= 0 && p->aux_weight <= 100)) return tr_fail(TR_ERR_ARG, "aux_weight must be in [0, 100]");
     return TR_OK;
 }
 
@@ -320,8 +340,8 @@ static tr_status setup(trainer *t) {
         sizes[++n_layers] = 2 * d->n_embd;
         sizes[++n_layers] = d->n_embd;
     }
-    sizes[++n_layers] = 1;
     tr_status st = prepare_data(t);
+    sizes[++n_layers] = 1 + t->n_aux; /* the routing output first */
     if (st == TR_OK) st = mlp_model_init(&t->m, n_layers, sizes, t->p.seed);
     if (st != TR_OK) return st;
     t->n_threads = t->p.n_threads > 0 ? t->p.n_threads : tr_physical_cores();
@@ -331,7 +351,6 @@ static tr_status setup(trainer *t) {
     const size_t np = t->m.n_params, nth = (size_t)t->n_threads;
     t->work_floats = mlp_work_floats(&t->m, CHUNK_ROWS);
     t->wt = malloc(np * sizeof(float));
-    t->grad = malloc(np * sizeof(float));
     t->chunk_grad = malloc((size_t)t->max_chunks * np * sizeof(float));
     t->chunk_loss = malloc((size_t)t->max_chunks * sizeof(double));
     t->chunk_correct = malloc((size_t)t->max_chunks * sizeof(int64_t));
@@ -340,25 +359,23 @@ static tr_status setup(trainer *t) {
     t->ybuf = malloc(nth * CHUNK_ROWS * sizeof(float));
     t->wbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
     t->zbuf = malloc(nth * CHUNK_ROWS * sizeof(float));
-    t->scratch = calloc(nth, sizeof(matmul_scratch));
+    t->abuf = malloc(nth * CHUNK_ROWS * (size_t)(t->n_aux ? t->n_aux : 1) * sizeof(float));
     t->adam_m = calloc(np, sizeof(float));
     t->adam_v = calloc(np, sizeof(float));
     t->best = malloc(np * sizeof(float));
     t->val_z = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(float));
     t->val_order = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(int64_t));
-    if (!t->val_z || !t->val_order ||!t->wt || !t->grad || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
-        !t->ybuf || !t->wbuf || !t->zbuf || !t->scratch || !t->adam_m || !t->adam_v || !t->best)
+    if (!t->val_z || !t->val_order ||!t->wt || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
+        !t->ybuf || !t->wbuf || !t->zbuf || !t->abuf || !t->adam_m || !t->adam_v || !t->best)
         return tr_fail(TR_ERR_NOMEM, "out of memory for training");
     return TR_OK;
 }
 
 static void teardown(trainer *t) {
-    void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->grad, t->chunk_grad,
-                    t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->adam_m,
+    void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->chunk_grad,
+                    t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->abuf, t->aux, t->adam_m,
                     t->adam_v, t->best, t->val_z, t->val_order};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
-    for (int32_t i = 0; t->scratch && i < t->n_threads; i++) matmul_scratch_free(&t->scratch[i]);
-    free(t->scratch);
     thread_pool_free(t->pool);
     mlp_model_free(&t->m);
 }
@@ -440,14 +457,18 @@ static void fold_standardization(trainer *t) {
     }
 }
 
+/* The routing output only: the auxiliary outputs (rows 1.. of the last layer, after row 0) are left out, so the
+ * file is the plain router a device evaluates. */
 static tr_status write_router(const trainer *t, const char *path, float tau) {
     const mlp_model *m = &t->m;
     const float *weights[ROUTER_TRAIN_MAX_LAYERS], *biases[ROUTER_TRAIN_MAX_LAYERS];
+    int32_t sizes[ROUTER_TRAIN_MAX_LAYERS + 1];
     for (int32_t l = 0; l < m->n_layers; l++) {
         weights[l] = m->theta + m->w_off[l];
         biases[l] = m->theta + m->b_off[l];
     }
-    const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = m->sizes, .weights = weights,
+    for (int32_t l = 0; l <= m->n_layers; l++) sizes[l] = l == m->n_layers ? 1 : m->sizes[l];
+    const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = sizes, .weights = weights,
                                      .biases = biases, .features = t->p.features, .tau = tau,
                                      .slm_name = t->d->slm_name, .slm_n_embd = t->d->n_embd,
                                      .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk, .context = t->p.context};

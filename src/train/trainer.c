@@ -5,19 +5,22 @@
  * standardized with the training split's mean and deviation, and the standardization is folded into the first
  * layer when the file is written (W' = W / sd, b' = b - W (mu / sd)), so the file stays a plain MLP over raw
  * features. The validation split holds out whole examples (a hash of seed and example), and the weights kept are
- * those of the epoch with the lowest validation loss; training stops after `patience` epochs without one.
+ * those of the epoch with the lowest validation loss; training stops after `patience` epochs without one. With
+ * aux_weight the last layer has more outputs after the routing logit, fitted by BCE to the LLM's view of the
+ * position (train_router.c, aux_targets) and left out of the file.
  *
  * Determinism: initialization and shuffling come from the seed; a mini-batch is cut into fixed chunks of
  * CHUNK_ROWS rows whose gradients are computed independently (on any thread) and summed in chunk order, so the
- * result does not depend on the thread count. Products go through the kernels' F32 matmul.
+ * result does not depend on the thread count. Products go through the trainer's own blocked F32 product
+ * (train_kernels.h), which reads the row-major activations and deltas as they are: no transposes but W's, once a batch.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "kernels/kernels.h"
 #include "model/sample_math.h"
+#include "train/train_kernels.h"
 #include "train/trainer_internal.h"
 
 tr_train_params tr_train_default_params(void) {
@@ -82,63 +85,44 @@ void mlp_model_free(mlp_model *m) {
 }
 
 size_t mlp_work_floats(const mlp_model *m, int32_t rows) {
-    size_t widest = 1, total = 0, largest = 1;
-    for (int32_t l = 0; l <= m->n_layers; l++) {
+    size_t widest = 1, total = 0;
+    for (int32_t l = 1; l <= m->n_layers; l++) {
         total += (size_t)m->sizes[l] * (size_t)rows;
         if ((size_t)m->sizes[l] > widest) widest = (size_t)m->sizes[l];
-        if (l < m->n_layers && (size_t)m->sizes[l] * (size_t)m->sizes[l + 1] > largest)
-            largest = (size_t)m->sizes[l] * (size_t)m->sizes[l + 1];
     }
-    /* activations of every layer, two deltas and two transposes of the widest layer, one weight gradient */
-    return total + 4 * widest * (size_t)rows + largest;
+    if ((size_t)m->sizes[0] > widest) widest = (size_t)m->sizes[0];
+    /* every layer's output, two deltas of the widest layer */
+    return total + 2 * widest * (size_t)rows;
 }
 
-/* Y[r][o] = sum_i W[o][i] X[r][i] through the kernels (F32 needs no scratch). */
-static void product(const float *w, int64_t rows_w, int64_t cols, const float *x, int64_t n, float *y,
-                    matmul_scratch *scratch) {
-    const weight_matrix wm = {.type = TR_TYPE_F32, .data = w, .rows = rows_w, .cols = cols};
-    (void)matmul(NULL, &wm, x, n, y, rows_w, scratch);
-}
-
-static void transpose(const float *a, int64_t rows, int64_t cols, float *t) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) t[c * rows + r] = a[r * cols + c];
-}
-
-/* Forward pass of rows inputs x [rows][sizes[0]]; act[l] gets layer l's output (act[0] = x copy). Returns the
- * output logits in act[n_layers]. */
-static float *forward_rows(const mlp_model *m, const float *x, int32_t rows, float *work, float **act,
-                           matmul_scratch *scratch) {
-    float *p = work;
-    for (int32_t l = 0; l <= m->n_layers; l++) {
-        act[l] = p;
-        p += (size_t)m->sizes[l] * (size_t)rows;
-    }
-    memcpy(act[0], x, (size_t)m->sizes[0] * (size_t)rows * sizeof(float));
+/* Forward pass of rows inputs x [rows][sizes[0]]; act[0] = x and act[l] gets layer l's output (bias and ReLU
+ * fused into the product's store). Returns the output logits in act[n_layers]. */
+static const float *forward_rows(const mlp_model *m, const float *wt_all, const float *x, int32_t rows, float *work,
+                                 const float **act) {
+    act[0] = x;
+    float *out = work;
     for (int32_t l = 0; l < m->n_layers; l++) {
         const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
-        product(m->theta + m->w_off[l], n_out, n_in, act[l], rows, act[l + 1], scratch);
-        const float *b = m->theta + m->b_off[l];
-        float *y = act[l + 1];
-        const bool relu = l + 1 < m->n_layers;
-        for (int32_t r = 0; r < rows; r++)
-            for (int32_t o = 0; o < n_out; o++) {
-                const float v = y[(size_t)r * n_out + o] + b[o];
-                y[(size_t)r * n_out + o] = relu && v < 0 ? 0.0f : v;
-            }
+        /* act[l+1] = act[l] · W_lᵀ + b_l: W_lᵀ [n_in][n_out] is the right operand, row-major. */
+        train_gemm(&(train_gemm_args){.m = rows, .n = n_out, .k = n_in, .a = act[l], .a_row = n_in, .a_col = 1,
+                                      .b = wt_all + m->w_off[l], .ldb = n_out, .c = out, .ldc = n_out,
+                                      .bias = m->theta + m->b_off[l], .relu = l + 1 < m->n_layers});
+        act[l + 1] = out;
+        out += (size_t)n_out * (size_t)rows;
     }
     return act[m->n_layers];
 }
 
-float mlp_model_logit(const mlp_model *m, const float *x, float *work, matmul_scratch *scratch) {
-    float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
-    return forward_rows(m, x, 1, work, act, scratch)[0];
+float mlp_model_logit(const mlp_model *m, const float *wt_all, const float *x, float *work) {
+    const float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
+    return forward_rows(m, wt_all, x, 1, work, act)[0];
 }
 
-void mlp_model_logits(const mlp_model *m, const float *x, int32_t rows, float *z, float *work,
-                      matmul_scratch *scratch) {
-    float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
-    memcpy(z, forward_rows(m, x, rows, work, act, scratch), (size_t)rows * sizeof(float));
+void mlp_model_logits(const mlp_model *m, const float *wt_all, const float *x, int32_t rows, float *z, float *work) {
+    const float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
+    const float *out = forward_rows(m, wt_all, x, rows, work, act);
+    const int32_t n_out = m->sizes[m->n_layers]; /* the routing logit, then any auxiliary outputs */
+    for (int32_t r = 0; r < rows; r++) z[r] = out[(size_t)r * n_out];
 }
 
 static float sigmoidf_stable(float z) {
@@ -198,40 +182,70 @@ double block_loss(tr_train_loss loss, const float *z, const float *y, const floa
     return total;
 }
 
+/* The loss and its derivative by each output of out [rows][n_out] into delta (scaled): the routing loss of column
+ * 0, and with n_out > 1 the weighted BCE of each auxiliary column against aux [rows][n_out - 1]. tmp: 2 rows. */
+static double output_loss(const float *out, int32_t n_out, int32_t rows, const float *y, const float *w,
+                          const float *aux, float aux_weight, tr_train_loss loss_kind, double scale, float *delta,
+                          float *tmp) {
+    if (n_out == 1) {
+        const double loss = block_loss(loss_kind, out, y, w, rows, delta);
+        for (int32_t r = 0; r < rows; r++) delta[r] = (float)(delta[r] * scale);
+        return loss;
+    }
+    float *z = tmp, *dz = tmp + rows;
+    for (int32_t r = 0; r < rows; r++) z[r] = out[(size_t)r * n_out];
+    double loss = block_loss(loss_kind, z, y, w, rows, dz);
+    for (int32_t r = 0; r < rows; r++) {
+        delta[(size_t)r * n_out] = (float)(dz[r] * scale);
+        for (int32_t a = 1; a < n_out; a++) {
+            const float za = out[(size_t)r * n_out + a], ta = aux[(size_t)r * (n_out - 1) + a - 1];
+            loss += bce_weighted(za, ta, aux_weight);
+            delta[(size_t)r * n_out + a] = (float)(aux_weight * ((double)sigmoidf_stable(za) - ta) * scale);
+        }
+    }
+    return loss;
+}
+
 double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
-                      int32_t rows, tr_train_loss loss_kind, double scale, float *grad, float *work,
-                      matmul_scratch *scratch) {
-    float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
-    const float *z = forward_rows(m, x, rows, work, act, scratch);
-    size_t widest = 1;
-    for (int32_t l = 0; l <= m->n_layers; l++)
+                      const float *aux, float aux_weight, int32_t rows, tr_train_loss loss_kind, double scale,
+                      float *grad, float *work) {
+    const float *act[ROUTER_TRAIN_MAX_LAYERS + 1];
+    const float *out = forward_rows(m, wt_all, x, rows, work, act);
+    size_t widest = 1, outputs = 0;
+    for (int32_t l = 0; l <= m->n_layers; l++) {
         if ((size_t)m->sizes[l] > widest) widest = (size_t)m->sizes[l];
-    float *p = act[m->n_layers] + rows;
-    float *delta = p, *delta_prev = p + widest * (size_t)rows;
-    float *t_act = p + 2 * widest * (size_t)rows, *t_delta = p + 3 * widest * (size_t)rows;
-    float *dw = p + 4 * widest * (size_t)rows;
-    const double loss = block_loss(loss_kind, z, y, w, rows, delta);
-    for (int32_t r = 0; r < rows; r++) delta[r] = (float)(delta[r] * scale);
+        if (l > 0) outputs += (size_t)m->sizes[l] * (size_t)rows;
+    }
+    float *delta = work + outputs, *delta_prev = delta + widest * (size_t)rows; /* after the layers' outputs */
+    const double loss = output_loss(out, m->sizes[m->n_layers], rows, y, w, aux, aux_weight, loss_kind, scale, delta,
+                                    delta_prev);
     for (int32_t l = m->n_layers - 1; l >= 0; l--) {
         const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
-        float *gb = grad + m->b_off[l], *gw = grad + m->w_off[l];
+        float *gb = grad + m->b_off[l];
         for (int32_t r = 0; r < rows; r++)
             for (int32_t o = 0; o < n_out; o++) gb[o] += delta[(size_t)r * n_out + o];
-        /* dW[o][i] = sum_r delta[r][o] act[r][i]: rows of act^T (as the weight) against rows of delta^T. */
-        transpose(act[l], rows, n_in, t_act);
-        transpose(delta, rows, n_out, t_delta);
-        product(t_act, n_in, rows, t_delta, n_out, dw, scratch);
-        for (size_t k = 0; k < (size_t)n_out * (size_t)n_in; k++) gw[k] += dw[k];
+        /* dW[o][i] += sum_r delta[r][o] act[r][i]: delta read down its columns, no transpose. */
+        train_gemm(&(train_gemm_args){.m = n_out, .n = n_in, .k = rows, .a = delta, .a_row = 1, .a_col = n_out,
+                                      .b = act[l], .ldb = n_in, .c = grad + m->w_off[l], .ldc = n_in,
+                                      .accumulate = true});
         if (l == 0) break;
-        /* delta_prev[r][i] = sum_o W[o][i] delta[r][o], through ReLU. */
-        product(wt_all + m->w_off[l], n_in, n_out, delta, rows, delta_prev, scratch);
-        for (size_t k = 0; k < (size_t)rows * (size_t)n_in; k++)
-            if (act[l][k] <= 0) delta_prev[k] = 0;
+        /* delta_prev[r][i] = sum_o delta[r][o] W[o][i], zero where the ReLU was (act[l] <= 0). */
+        train_gemm(&(train_gemm_args){.m = rows, .n = n_in, .k = n_out, .a = delta, .a_row = n_out, .a_col = 1,
+                                      .b = m->theta + m->w_off[l], .ldb = n_in, .c = delta_prev, .ldc = n_in,
+                                      .mask = act[l]});
         float *tmp = delta;
         delta = delta_prev;
         delta_prev = tmp;
     }
     return loss;
+}
+
+/* W [rows][cols] -> Wᵀ in 16 × 16 blocks (both sides stay in cache lines). */
+static void transpose(const float *a, int64_t rows, int64_t cols, float *t) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16)
+        for (int64_t c0 = 0; c0 < cols; c0 += 16)
+            for (int64_t r = r0; r < r0 + 16 && r < rows; r++)
+                for (int64_t c = c0; c < c0 + 16 && c < cols; c++) t[c * rows + r] = a[r * cols + c];
 }
 
 void mlp_model_transpose_weights(const mlp_model *m, float *wt_all) {

@@ -1,9 +1,9 @@
 /* trainer_internal.h — the trainer's network (trainer.c): parameters in one flat vector, forward pass and the
- * gradient of the loss (class-weighted BCE, pairwise ranking, or both) over a block of rows. Used by train_router.c and by the gradient test. */
+ * gradient of the loss (class-weighted BCE, pairwise ranking, or both, plus optional auxiliary targets) over a
+ * block of rows. Used by train_router.c and by the gradient test. */
 #ifndef TR_TRAINER_INTERNAL_H
 #define TR_TRAINER_INTERNAL_H
 
-#include "kernels/kernels.h"
 #include "train/train_internal.h"
 
 #define ROUTER_TRAIN_MAX_LAYERS 9 /* up to 8 hidden layers + the output */
@@ -22,22 +22,24 @@ tr_status mlp_model_init(mlp_model *m, int32_t n_layers, const int32_t *sizes, u
 void mlp_model_free(mlp_model *m);
 /* Floats of work space one call over `rows` rows needs. */
 size_t mlp_work_floats(const mlp_model *m, int32_t rows);
-/* Output logit of one input row. */
-float mlp_model_logit(const mlp_model *m, const float *x, float *work, matmul_scratch *scratch);
-/* Output logits of rows input rows into z. */
-void mlp_model_logits(const mlp_model *m, const float *x, int32_t rows, float *z, float *work,
-                      matmul_scratch *scratch);
+/* Output logit of one input row (wt_all from mlp_model_transpose_weights). */
+float mlp_model_logit(const mlp_model *m, const float *wt_all, const float *x, float *work);
+/* Output logits of rows input rows into z (the routing output: column 0 of the last layer). */
+void mlp_model_logits(const mlp_model *m, const float *wt_all, const float *x, int32_t rows, float *z, float *work);
 /* w * (log(1 + e^z) - y z): the weighted BCE of logit z against label y. */
 double bce_weighted(float z, float y, float w);
-/* Every layer's W^T, at the same offsets as theta (the backward pass multiplies by them). */
+/* Every layer's W^T, at the same offsets as theta (the forward pass multiplies by them; the logit functions and
+ * the gradient take them as wt_all). */
 void mlp_model_transpose_weights(const mlp_model *m, float *wt_all);
 /* The loss of a block of rows with output logits z, labels y and weights w (summed over rows; the pairwise part
  * over the block's pairs, divided by rows - 1), and, when dz is not NULL, its derivative by each z into dz. */
 double block_loss(tr_train_loss loss, const float *z, const float *y, const float *w, int32_t rows, float *dz);
-/* Adds scale * d(block_loss)/d theta over rows x [rows][sizes[0]], labels y and weights w to grad, and returns the
- * (unscaled) loss. wt_all from mlp_model_transpose_weights. */
+/* Adds scale * d(loss)/d theta over rows x [rows][sizes[0]], labels y and weights w to grad, and returns the
+ * (unscaled) loss: block_loss of the routing logit (output 0), plus, when the last layer has n_aux = sizes[n_layers]
+ * - 1 > 0 more outputs (multi-task), aux_weight times their BCE against aux [rows][n_aux] (targets in [0, 1]).
+ * wt_all from mlp_model_transpose_weights. */
 double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
-                      int32_t rows, tr_train_loss loss, double scale, float *grad, float *work,
-                      matmul_scratch *scratch);
+                      const float *aux, float aux_weight, int32_t rows, tr_train_loss loss, double scale,
+                      float *grad, float *work);
 
 #endif /* TR_TRAINER_INTERNAL_H */

@@ -1,5 +1,6 @@
 /* test_train_gradients.c — the trainer's backward pass against central finite differences of the class-weighted
- * BCE and of the pairwise ranking loss (alone and with the BCE), on a 3-layer net (ReLU between layers) and on a single layer (logistic regression), with rows of both
+ * BCE and of the pairwise ranking loss (alone and with the BCE), on 3-layer nets (ReLU between layers; one wider than
+ * the product's 64-column tiles) and on a single layer (logistic regression), with rows of both
  * labels and unequal weights; and the loss itself against its formula. */
 #include <math.h>
 #include <setjmp.h>
@@ -14,11 +15,38 @@
 
 #define ROWS 7
 
-/* The loss from its definition, row by row: BCE per row, the pairwise part over every ordered pair. */
-static double loss_sum(const mlp_model *m, const float *x, const float *y, const float *w, tr_train_loss loss,
-                       float *work, matmul_scratch *sc) {
-    double z[ROWS], s = 0;
-    for (int r = 0; r < ROWS; r++) z[r] = mlp_model_logit(m, x + r * m->sizes[0], work, sc);
+#define MAX_AUX 4
+
+/* The network's outputs for one input row, in double from theta's layout (W_l [out][in] row-major, then b_l). */
+static void reference_outputs(const mlp_model *m, const float *x, double *out) {
+    double a[128], b[128];
+    for (int32_t i = 0; i < m->sizes[0]; i++) a[i] = x[i];
+    for (int32_t l = 0; l < m->n_layers; l++) {
+        const int32_t n_in = m->sizes[l], n_out = m->sizes[l + 1];
+        for (int32_t o = 0; o < n_out; o++) {
+            double v = m->theta[m->b_off[l] + (size_t)o];
+            for (int32_t i = 0; i < n_in; i++) v += (double)m->theta[m->w_off[l] + (size_t)o * n_in + i] * a[i];
+            b[o] = l + 1 < m->n_layers && v < 0 ? 0 : v;
+        }
+        memcpy(a, b, (size_t)n_out * sizeof *a);
+    }
+    memcpy(out, a, (size_t)m->sizes[m->n_layers] * sizeof *out);
+}
+
+/* The loss from its definition, row by row: BCE per row, the pairwise part over every ordered pair, and the
+ * auxiliary outputs' BCE against aux [ROWS][n_aux], times aux_weight. The trainer's own forward pass must agree
+ * on the routing logit. */
+static double loss_sum(const mlp_model *m, float *wt, const float *x, const float *y, const float *w,
+                       const float *aux, float aux_weight, tr_train_loss loss, float *work) {
+    double z[ROWS], s = 0, out[1 + MAX_AUX];
+    const int32_t n_aux = m->sizes[m->n_layers] - 1;
+    mlp_model_transpose_weights(m, wt); /* theta may have just been nudged */
+    for (int r = 0; r < ROWS; r++) {
+        reference_outputs(m, x + r * m->sizes[0], out);
+        z[r] = out[0];
+        assert_float_equal(mlp_model_logit(m, wt, x + r * m->sizes[0], work), z[r], 1e-4 * (1 + fabs(z[r])));
+        for (int32_t a = 0; a < n_aux; a++) s += bce_weighted((float)out[1 + a], aux[r * n_aux + a], aux_weight);
+    }
     for (int r = 0; r < ROWS && loss != TR_LOSS_PAIRWISE; r++) s += bce_weighted((float)z[r], y[r], w[r]);
     for (int r = 0; r < ROWS && loss != TR_LOSS_BCE; r++)
         for (int q = 0; q < ROWS; q++) {
@@ -28,58 +56,87 @@ static double loss_sum(const mlp_model *m, const float *x, const float *y, const
     return s;
 }
 
-static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_loss loss_kind) {
+/* sizes[n_layers] - 1 auxiliary outputs (multi-task) weighted aux_weight. */
+static void check_gradients_aux(int32_t n_layers, const int32_t *sizes, tr_train_loss loss_kind, float aux_weight) {
     mlp_model m;
     assert_int_equal(mlp_model_init(&m, n_layers, sizes, 42), TR_OK);
     uint64_t rng = 7;
-    /* Biases spread around 0; the step (1e-3) is small enough that no ReLU kink of these fixed inputs lies inside it. */
+    /* Biases spread around 0, so some units are off for some rows. */
     for (int32_t l = 0; l < n_layers; l++)
         for (int32_t o = 0; o < sizes[l + 1]; o++)
             m.theta[m.b_off[l] + (size_t)o] = (float)((double)(splitmix64(&rng) >> 11) / 9007199254740992.0 - 0.3);
-    float x[ROWS * 16], y[ROWS], w[ROWS];
+    float x[ROWS * 16], y[ROWS], w[ROWS], aux[ROWS * MAX_AUX];
     for (int i = 0; i < ROWS * sizes[0]; i++) x[i] = (float)(2.0 * (double)(splitmix64(&rng) >> 11) / 9007199254740992.0 - 1);
     for (int r = 0; r < ROWS; r++) {
         y[r] = loss_kind == TR_LOSS_BCE ? (float)(r % 2) : (float)(r % 3) * 0.25f; /* soft: ties and order */
         w[r] = r % 2 ? 0.75f : 1.6f;
     }
+    for (int i = 0; i < ROWS * MAX_AUX; i++) aux[i] = (float)((double)(splitmix64(&rng) >> 11) / 9007199254740992.0);
     float *work = malloc(mlp_work_floats(&m, ROWS) * sizeof(float));
     float *wt = malloc(m.n_params * sizeof(float)), *grad = calloc(m.n_params, sizeof(float));
-    matmul_scratch sc = {0};
+    float *wt_fd = malloc(m.n_params * sizeof(float)); /* loss_sum's own: wt stays the unperturbed weights' */
     mlp_model_transpose_weights(&m, wt);
     const double scale = 1.0 / ROWS;
-    const double loss = mlp_model_grad(&m, wt, x, y, w, ROWS, loss_kind, scale, grad, work, &sc);
-    assert_float_equal(loss, loss_sum(&m, x, y, w, loss_kind, work, &sc), 1e-4);
+    const double loss = mlp_model_grad(&m, wt, x, y, w, aux, aux_weight, ROWS, loss_kind, scale, grad, work);
+    assert_float_equal(loss, loss_sum(&m, wt_fd, x, y, w, aux, aux_weight, loss_kind, work), 1e-4);
     int checked = 0;
     for (size_t k = 0; k < m.n_params; k++) {
-        const float keep = m.theta[k], h = 1e-3f;
-        m.theta[k] = keep + h;
-        const double up = loss_sum(&m, x, y, w, loss_kind, work, &sc);
-        m.theta[k] = keep - h;
-        const double down = loss_sum(&m, x, y, w, loss_kind, work, &sc);
-        m.theta[k] = keep;
-        const double numeric = (up - down) / (2.0 * h) * scale;
-        if (fabs(numeric - grad[k]) > 2e-3 + 2e-2 * fabs(numeric))
-            print_error("parameter %zu: analytic %.6f, numeric %.6f\n", k, (double)grad[k], numeric);
-        assert_true(fabs(numeric - grad[k]) <= 2e-3 + 2e-2 * fabs(numeric));
+        /* Central differences at h = 1e-3, and at 1e-4 where a ReLU of some row turns within the wider step (the
+         * wider layers of test_wide_layers have units that close to 0); either must match. */
+        double numeric[2];
+        for (int s = 0; s < 2; s++) {
+            const float keep = m.theta[k], h = s == 0 ? 1e-3f : 1e-4f;
+            m.theta[k] = keep + h;
+            const double up = loss_sum(&m, wt_fd, x, y, w, aux, aux_weight, loss_kind, work);
+            m.theta[k] = keep - h;
+            const double down = loss_sum(&m, wt_fd, x, y, w, aux, aux_weight, loss_kind, work);
+            m.theta[k] = keep;
+            numeric[s] = (up - down) / (2.0 * h) * scale;
+        }
+        bool close = false;
+        for (int s = 0; s < 2; s++) close |= fabs(numeric[s] - grad[k]) <= 2e-3 + 2e-2 * fabs(numeric[s]);
+        if (!close) print_error("parameter %zu: analytic %.6f, numeric %.6f (h 1e-3), %.6f (h 1e-4)\n", k,
+                                (double)grad[k], numeric[0], numeric[1]);
+        assert_true(close);
         checked++;
     }
     assert_int_equal(checked, (int)m.n_params);
     /* The gradient accumulates: a second call adds the same amounts. */
     float *twice = malloc(m.n_params * sizeof(float));
     memcpy(twice, grad, m.n_params * sizeof(float));
-    mlp_model_grad(&m, wt, x, y, w, ROWS, loss_kind, scale, twice, work, &sc);
+    mlp_model_grad(&m, wt, x, y, w, aux, aux_weight, ROWS, loss_kind, scale, twice, work);
     for (size_t k = 0; k < m.n_params; k++) assert_float_equal(twice[k], 2 * grad[k], 1e-5 + 1e-5 * fabs(grad[k]));
     free(twice);
     free(work);
     free(wt);
     free(grad);
-    matmul_scratch_free(&sc);
+    free(wt_fd);
     mlp_model_free(&m);
+}
+
+static void check_gradients(int32_t n_layers, const int32_t *sizes, tr_train_loss loss_kind) {
+    check_gradients_aux(n_layers, sizes, loss_kind, 0);
 }
 
 static void test_three_layers(void **state) {
     (void)state;
     const int32_t sizes[4] = {6, 9, 5, 1};
+    check_gradients(3, sizes, TR_LOSS_BCE);
+}
+
+/* Four more outputs fitted to targets in [0, 1] next to the routing logit: their BCE adds to the loss and its
+ * gradient flows back through the shared layers. */
+static void test_auxiliary_outputs(void **state) {
+    (void)state;
+    const int32_t sizes[4] = {6, 9, 5, 1 + MAX_AUX};
+    check_gradients_aux(3, sizes, TR_LOSS_BCE, 0.7f);
+    check_gradients_aux(3, sizes, TR_LOSS_PAIRWISE_BCE, 2.0f);
+}
+
+/* Layers wider than one register tile (64 columns) and row counts that leave partial tiles. */
+static void test_wide_layers(void **state) {
+    (void)state;
+    const int32_t sizes[4] = {13, 70, 67, 1};
     check_gradients(3, sizes, TR_LOSS_BCE);
 }
 
@@ -129,6 +186,8 @@ static void test_bce_formula(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_layers),
+        cmocka_unit_test(test_wide_layers),
+        cmocka_unit_test(test_auxiliary_outputs),
         cmocka_unit_test(test_logistic_regression),
         cmocka_unit_test(test_pairwise),
         cmocka_unit_test(test_bce_formula),

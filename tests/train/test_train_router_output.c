@@ -1,7 +1,7 @@
 /* test_train_router_output.c — what tr_train_router leaves behind (issue 24): an output that cannot be written is
  * refused before any work; a stop asked for mid-epoch writes exactly the file a run of the completed epochs writes
  * (nothing before the first epoch completes); with held-out data the τ stored is the one tr_calibrate finds there
- * for the file's own router. */
+ * for the file's own router; auxiliary outputs (aux_weight) shape the training but stay out of the file. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -195,9 +195,49 @@ static void test_calibrated_tau_is_stored(void **state) {
     remove_dir(held_dir);
 }
 
+/* With aux_weight the network has four more outputs while it trains; the file written is a router of the same
+ * shape as one trained without them (one output), which loads and calibrates like any other, and its weights are
+ * not those of the plain run (the extra targets moved the shared layers). */
+static void test_auxiliary_outputs_left_out_of_the_file(void **state) {
+    (void)state;
+    char *dir;
+    tr_train_data *d = toy_data(&dir);
+    stopper never = {0, 0};
+    tr_train_params p = params(&never);
+    p.epochs = 3;
+    char plain_path[512], aux_path[512];
+    snprintf(plain_path, sizeof plain_path, "%s", temp_path(".gguf"));
+    snprintf(aux_path, sizeof aux_path, "%s", temp_path(".gguf"));
+    assert_int_equal(tr_train_router(d, &p, plain_path, NULL), TR_OK);
+    p.aux_weight = 1.0f;
+    assert_int_equal(tr_train_router(d, &p, aux_path, NULL), TR_OK);
+    size_t n_plain = 0, n_aux = 0;
+    char *plain = read_file(plain_path, &n_plain), *aux = read_file(aux_path, &n_aux);
+    assert_non_null(plain);
+    assert_non_null(aux);
+    assert_int_equal(n_plain, n_aux);
+    assert_memory_not_equal(plain, aux, n_plain);
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(aux_path, NULL, &r), TR_OK);
+    float tau = 0;
+    double routed = 0;
+    assert_int_equal(tr_calibrate(r, d, 0.2, &tau, &routed), TR_OK);
+    assert_true(fabs(routed - 0.2) < 0.01);
+    tr_router_free(r);
+    p.aux_weight = -1;
+    assert_int_equal(tr_train_router(d, &p, aux_path, NULL), TR_ERR_ARG);
+    free(plain);
+    free(aux);
+    unlink(plain_path);
+    unlink(aux_path);
+    tr_train_data_free(d);
+    remove_dir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unwritable_output_refused_first),
+        cmocka_unit_test(test_auxiliary_outputs_left_out_of_the_file),
         cmocka_unit_test(test_stop_writes_the_best_epoch_so_far),
         cmocka_unit_test(test_calibrated_tau_is_stored),
     };
