@@ -89,11 +89,6 @@ bool weight_convert_fits(uint64_t file_bytes, uint64_t extra_bytes);
 typedef struct matmul_scratch {
     void *buf;
     size_t cap;
-    /* Set by the owner of a scratch that runs the same products in the same order each token (a model's layers):
-     * its decode products then learn which product follows which and prefetch the next one's first weights. */
-    bool learn_order;
-    struct mm_next_table *next; /* what learn_order learned (matmul.c); NULL until needed */
-    const void *last_decode;    /* the first weights of the last decode product through this scratch */
 } matmul_scratch;
 void matmul_scratch_free(matmul_scratch *s);
 
@@ -111,9 +106,6 @@ tr_status matmul_multi(thread_pool *tp, const weight_matrix *const *w, int n_w, 
 /* Which instruction set the products use on this machine: "avx512", "avx2", "neon", "simd128" (WebAssembly) or
  * "scalar". Setting the environment variable TOKROUTE_KERNELS=scalar|avx2|avx512|neon|simd128 forces one (for tests and benchmarks). */
 const char *kernels_isa(void);
-/* Whether a decode product of `next` followed one of `after` the last time `after` ran through this scratch
- * (learn_order set; `next`'s weights are then prefetched at the end of `after`'s next run). For tests. */
-bool matmul_next_predicted(const matmul_scratch *scratch, const weight_matrix *after, const weight_matrix *next);
 /* TR_OK, or TR_ERR_UNSUPPORTED with a message when TOKROUTE_KERNELS names a set that is unknown or cannot run on
  * this CPU (the products then refuse to run rather than silently use another set). */
 tr_status kernels_check(void);

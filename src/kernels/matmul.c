@@ -154,11 +154,8 @@ tr_status kernels_force_isa(const char *name) {
 void matmul_scratch_free(matmul_scratch *s) {
     if (!s) return;
     free(s->buf);
-    free(s->next);
     s->buf = NULL;
     s->cap = 0;
-    s->next = NULL;
-    s->last_decode = NULL;
 }
 
 static tr_status scratch_reserve(matmul_scratch *s, size_t bytes) {
@@ -194,36 +191,6 @@ typedef struct mm_share {
 
 #define SHARE_MAX_THREADS 64
 
-/* The next product's first bytes, for the hand-off: decode runs the same products in the same order every token, so
- * the scratch remembers which product followed which (keyed by the first matrix's weights), and each thread, once
- * its share of a product is done, prefetches the start of its share of the product that came next last time into
- * L2 — NEXT_PREFETCH_BYTES of it — while it waits for the other threads: the next product's stream then starts warm
- * instead of paying the memory latency again before the hardware prefetchers catch up. A wrong guess (first token,
- * another path) costs only the prefetches. */
-#define NEXT_TABLE_SIZE 512
-#define NEXT_PREFETCH_BYTES 8192
-
-typedef struct mm_next_part {
-    const uint8_t *w;
-    size_t group_bytes; /* 16 rows */
-    int64_t groups;
-} mm_next_part;
-
-typedef struct mm_next {
-    const void *after; /* the first weights of the product this one followed */
-    int n_parts;
-    mm_next_part parts[MATMUL_MULTI_MAX];
-} mm_next;
-
-struct mm_next_table {
-    mm_next e[NEXT_TABLE_SIZE];
-};
-
-static size_t next_slot(const void *key) {
-    const uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 40) % NEXT_TABLE_SIZE;
-}
-
 typedef struct mm_job {
     mm_part parts[MATMUL_MULTI_MAX];
     int n_parts;
@@ -234,50 +201,7 @@ typedef struct mm_job {
     mm_share shares[SHARE_MAX_THREADS];
     uint8_t *row_bufs; /* per thread, for tile_x16_unpacked (NULL when no part needs it) */
     size_t row_buf_bytes;
-    mm_next next; /* decode: the product expected next (n_parts 0: none known) */
 } mm_job;
-
-/* Thread ith of nth: the first NEXT_PREFETCH_BYTES of its share of the expected next product (the shares
- * matmul_multi will give it), into L2. */
-static void prefetch_next(const mm_job *job, int ith, int nth) {
-    const mm_next *nx = &job->next;
-    int64_t total = 0;
-    for (int p = 0; p < nx->n_parts; p++) total += nx->parts[p].groups;
-    int64_t g = total * ith / nth; /* the share's first group, then its place within part p */
-    for (int p = 0; p < nx->n_parts; g -= nx->parts[p].groups, p++) {
-        if (g >= nx->parts[p].groups) continue;
-        const size_t left = (size_t)(nx->parts[p].groups - g) * nx->parts[p].group_bytes;
-        const uint8_t *from = nx->parts[p].w + (size_t)g * nx->parts[p].group_bytes;
-        const size_t bytes = left < NEXT_PREFETCH_BYTES ? left : NEXT_PREFETCH_BYTES;
-        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(from + off, 0, 2);
-        return;
-    }
-}
-
-/* Before a decode product runs: remembers it as the successor of the previous one and looks up its own. */
-static void next_update(matmul_scratch *scratch, mm_job *job) {
-    const void *key = job->parts[0].a.w;
-    if (!scratch->next) scratch->next = calloc(1, sizeof *scratch->next); /* no table: no prefetch, no failure */
-    if (!scratch->next) return;
-    if (scratch->last_decode) {
-        mm_next *e = &scratch->next->e[next_slot(scratch->last_decode)];
-        e->after = scratch->last_decode;
-        e->n_parts = job->n_parts;
-        for (int p = 0; p < job->n_parts; p++) {
-            const mm_part *pt = &job->parts[p];
-            e->parts[p] = (mm_next_part){pt->a.w, 16 * pt->a.w_stride, (pt->rows + 15) / 16};
-        }
-    }
-    scratch->last_decode = key;
-    const mm_next *e = &scratch->next->e[next_slot(key)];
-    if (e->after == key) job->next = *e;
-}
-
-bool matmul_next_predicted(const matmul_scratch *scratch, const weight_matrix *after, const weight_matrix *next) {
-    if (!scratch || !scratch->next || !after || !next) return false;
-    const mm_next *e = &scratch->next->e[next_slot(after->data)];
-    return e->after == after->data && e->n_parts > 0 && e->parts[0].w == next->data;
-}
 
 static void quant_task(void *arg, int ith, int nth) {
     mm_job *job = arg;
@@ -323,6 +247,9 @@ static void run_chunk(const mm_part *pt, uint8_t *row_buf, int64_t r0, int64_t r
  * DECODE_STEP_BYTES per claim; a thread whose share is done takes the back half of the largest share left (making
  * it its own, so it can be split again) until no share has work. */
 #define DECODE_STEP_BYTES 65536
+/* Tried (ade0d48): each thread, its share done, prefetching into L2 the first 2-32 KiB of its share of the product
+ * that followed this one last token, so the next stream starts warm. Paired runs on a busy 2-core AMD machine gave
+ * 0.93-1.03x on lfm2-350m and qwen2.5-0.5b, within the +-3% an A/A control showed: not kept. */
 
 static int part_of_group(const mm_job *job, int p, int64_t g) {
     while (p + 1 < job->n_parts && g >= job->parts[p + 1].first_group) p++;
@@ -379,7 +306,6 @@ static void product_task(void *arg, int ith, int nth) {
     if (job->shared_out) {
         int64_t r0, r1;
         while (claim_decode(job, ith, nth, &p, &r0, &r1)) run_chunk(&job->parts[p], row_buf, r0, r1, job->n);
-        prefetch_next(job, ith, nth);
         return;
     }
     for (;;) {
@@ -500,11 +426,9 @@ tr_status matmul_multi(thread_pool *tp, const weight_matrix *const *w, int n_w, 
     /* Decode: contiguous shares (the group count fits the 32-bit halves of a share for any real matrix). */
     const bool on_caller = job.n_chunks <= 1 || nth == 1;
     job.shared_out = !on_caller && n < 4 && nth <= SHARE_MAX_THREADS && job.n_groups < ((int64_t)1 << 31);
-    if (job.shared_out) {
+    if (job.shared_out)
         for (int t = 0; t < nth; t++)
             atomic_init(&job.shares[t].range, pack_range(job.n_groups * t / nth, job.n_groups * (t + 1) / nth));
-        if (scratch->learn_order) next_update(scratch, &job);
-    }
     if (on_caller) product_task(&job, 0, 1);
     else thread_pool_run(tp, product_task, &job);
     return TR_OK;

@@ -188,7 +188,6 @@ tr_status tr_context_create(const tr_model *model, const tr_context_params *para
     if (!ctx) return tr_fail(TR_ERR_NOMEM, "out of memory");
     ctx->model = model;
     ctx->params = p;
-    ctx->scratch.learn_order = true; /* the layers' products come in the same order every token */
     if (!(ctx->pool = thread_pool_create(p.n_threads))) st = TR_ERR_NOMEM;
     if (st == TR_OK) st = alloc_kv(ctx);
     if (st == TR_OK) st = alloc_activations(ctx);

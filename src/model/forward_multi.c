@@ -170,7 +170,6 @@ tr_status multi_engine_create(const tr_model *m, int32_t n_threads, int32_t max_
     tr_context *v = &e->view;
     v->model = m;
     v->parallel_rows = true;
-    v->scratch.learn_order = true; /* the layers' products come in the same order every pass */
     v->params = tr_context_default_params();
     v->params.n_threads = n_threads > 0 ? n_threads : tr_physical_cores();
     v->params.n_batch = max_rows;

@@ -169,56 +169,6 @@ static void test_large_product(void **state) {
     kernels_force_isa("scalar");
 }
 
-/* Decode runs the same products in the same order each token: the scratch learns which product follows which (to
- * prefetch the next one's first weights at the hand-off), only from decode products, and the results stay the same
- * bits once a prediction is made. */
-static void test_decode_learns_the_next_product(void **state) {
-    (void)state;
-    const int64_t rows = 256, cols = 256;
-    const size_t rb = type_row_bytes(TR_TYPE_Q8_0, cols);
-    thread_pool *tp = thread_pool_create(2);
-    matmul_scratch sc = {.learn_order = true}, plain = {0};
-    uint8_t *wa = malloc(rb * rows), *wb = malloc(rb * rows), *wc = malloc(rb * rows);
-    float *row = malloc(sizeof(float) * cols), *x = malloc(sizeof(float) * 17 * cols);
-    float *y = malloc(sizeof(float) * 17 * rows), *first = malloc(sizeof(float) * rows);
-    for (int64_t r = 0; r < rows; r++) {
-        uint8_t *ws[3] = {wa, wb, wc};
-        for (int m = 0; m < 3; m++) {
-            for (int64_t k = 0; k < cols; k++) row[k] = frand();
-            assert_int_equal(quantize_row(TR_TYPE_Q8_0, row, ws[m] + r * rb, cols), TR_OK);
-        }
-    }
-    for (int64_t i = 0; i < 17 * cols; i++) x[i] = frand();
-    const weight_matrix a = {TR_TYPE_Q8_0, wa, rows, cols, 0, WEIGHT_PLAIN}, b = {TR_TYPE_Q8_0, wb, rows, cols, 0, WEIGHT_PLAIN},
-                        c = {TR_TYPE_Q8_0, wc, rows, cols, 0, WEIGHT_PLAIN};
-    assert_false(matmul_next_predicted(&sc, &a, &b));
-    for (int token = 0; token < 3; token++) {
-        assert_int_equal(matmul(tp, &a, x, 1, y, rows, &sc), TR_OK);
-        if (token == 0) memcpy(first, y, sizeof(float) * rows);
-        else assert_memory_equal(first, y, sizeof(float) * rows);
-        assert_int_equal(matmul(tp, &b, x, 1, y, rows, &sc), TR_OK);
-    }
-    assert_true(matmul_next_predicted(&sc, &a, &b));
-    assert_true(matmul_next_predicted(&sc, &b, &a));
-    assert_false(matmul_next_predicted(&sc, &a, &c));
-    /* Prefill products (17 tokens) teach nothing. */
-    assert_int_equal(matmul(tp, &a, x, 17, y, rows, &sc), TR_OK);
-    assert_int_equal(matmul(tp, &c, x, 17, y, rows, &sc), TR_OK);
-    assert_false(matmul_next_predicted(&sc, &a, &c));
-    assert_true(matmul_next_predicted(&sc, &a, &b));
-    /* A scratch that did not ask learns nothing (allocates nothing: attention's throwaway scratches). */
-    for (int token = 0; token < 2; token++) {
-        assert_int_equal(matmul(tp, &a, x, 1, y, rows, &plain), TR_OK);
-        assert_int_equal(matmul(tp, &b, x, 1, y, rows, &plain), TR_OK);
-    }
-    assert_null(plain.next);
-    assert_false(matmul_next_predicted(&plain, &a, &b));
-    free(wa); free(wb); free(wc); free(row); free(x); free(y); free(first);
-    matmul_scratch_free(&sc);
-    assert_false(matmul_next_predicted(&sc, &a, &b));
-    thread_pool_free(tp);
-}
-
 /* With one-hot weight rows (row r picks element r with weight exactly 1) the product returns each quantized
  * activation times its scale, so every instruction set's activation quantizer must give the scalar reference's
  * values exactly (llama.cpp's arithmetic, not merely close to it). */
@@ -356,7 +306,6 @@ int main(void) {
         cmocka_unit_test(test_products_agree_with_reference),
         cmocka_unit_test(test_row_stride),
         cmocka_unit_test(test_large_product),
-        cmocka_unit_test(test_decode_learns_the_next_product),
         cmocka_unit_test(test_activation_quantizers_are_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
