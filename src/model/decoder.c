@@ -26,6 +26,12 @@
 
 /* ---------------------------------------------------------------- element-wise steps over the pool */
 
+/* A GLU of fewer values than this (one decoded token's FFN on the smaller models) runs on the calling thread: its
+ * hand-off cost more than half of it. Paired runs, base vs inline below 16384 values, busy 2-core AMD, load 3-4:
+ * lfm2-350m 1.04x and 1.10x, qwen2.5-0.5b 1.01x; but smollm3-3b 0.96x, gemma4-e2b 0.97x, lfm2-1.2b 0.99x (A/A
+ * noise +-3%), hence the lower bound; with it lfm2-350m 1.01x, qwen2.5-0.5b 1.00x: marginal, to be confirmed quiet. */
+#define GLU_INLINE_VALUES 8192
+
 typedef struct glu_job {
     float *gate;
     const float *up;
@@ -40,7 +46,7 @@ static void silu_task(void *arg, int ith, int nth) {
 
 void silu_mul_parallel(tr_context *ctx, float *gate, const float *up, int64_t n) {
     glu_job job = {gate, up, n};
-    run_parallel(ctx, silu_task, &job, n * 16); /* an expf is worth ~16 multiply-adds */
+    run_parallel(ctx, silu_task, &job, n < GLU_INLINE_VALUES ? 0 : n * 16); /* an expf: ~16 multiply-adds */
 }
 
 /* ggml's GELU reads a table indexed by the input rounded to F16 (GGML_GELU_FP16), whose entries are the tanh
@@ -65,7 +71,7 @@ static void geglu_task(void *arg, int ith, int nth) {
 void gelu_mul_parallel(tr_context *ctx, float *gate, const float *up, int64_t n) {
     pthread_once(&gelu_once, gelu_table_init);
     glu_job job = {gate, up, n};
-    run_parallel(ctx, geglu_task, &job, n * 4);
+    run_parallel(ctx, geglu_task, &job, n < GLU_INLINE_VALUES ? 0 : n * 4);
 }
 
 /* ---------------------------------------------------------------- rows */
