@@ -47,6 +47,21 @@ void train_adam(const train_adam_args *a);
 void train_adam_portable(const train_adam_args *a);
 
 #if defined(__x86_64__)
+/* The SIMD products' loop over one panel of columns starting at j0: TILE_ROWS-row tiles of the given vector count,
+ * then the 1-3 rows left. Each SIMD file defines TILE_ROWS (4) and tile(g, rows, vecs, i, j0, mask) with constant
+ * rows and vecs at each call, so every tile's loops unroll. */
+#define TRAIN_GEMM_PANEL(vecs)                                                                                        \
+    do {                                                                                                              \
+        int32_t i = 0;                                                                                                \
+        for (; i + TILE_ROWS <= g->m; i += TILE_ROWS) tile(g, TILE_ROWS, vecs, i, j0, mask);                          \
+        switch (g->m - i) {                                                                                           \
+        case 3: tile(g, 3, vecs, i, j0, mask); break;                                                                 \
+        case 2: tile(g, 2, vecs, i, j0, mask); break;                                                                 \
+        case 1: tile(g, 1, vecs, i, j0, mask); break;                                                                 \
+        default: break;                                                                                               \
+        }                                                                                                             \
+    } while (0)
+
 void train_gemm_avx512(const train_gemm_args *g);
 void train_adam_avx512(const train_adam_args *a);
 void train_gemm_avx2(const train_gemm_args *g);

@@ -54,25 +54,13 @@ static inline __attribute__((always_inline)) void tile(const train_gemm_args *g,
     }
 }
 
-#define PANEL(vecs)                                                                                                   \
-    do {                                                                                                              \
-        int32_t i = 0;                                                                                                \
-        for (; i + TILE_ROWS <= g->m; i += TILE_ROWS) tile(g, TILE_ROWS, vecs, i, j0, mask);                          \
-        switch (g->m - i) {                                                                                           \
-        case 3: tile(g, 3, vecs, i, j0, mask); break;                                                                 \
-        case 2: tile(g, 2, vecs, i, j0, mask); break;                                                                 \
-        case 1: tile(g, 1, vecs, i, j0, mask); break;                                                                 \
-        default: break;                                                                                               \
-        }                                                                                                             \
-    } while (0)
-
 void train_gemm_avx2(const train_gemm_args *g) {
     for (int32_t j0 = 0; j0 < g->n; j0 += 8 * TILE_VECS) {
         const int32_t width = g->n - j0 < 8 * TILE_VECS ? g->n - j0 : 8 * TILE_VECS;
         __m256i mask[TILE_VECS];
         for (int v = 0; v < TILE_VECS; v++) mask[v] = lane_mask(width - 8 * v);
-        if (width > 8) PANEL(2);
-        else PANEL(1);
+        if (width > 8) TRAIN_GEMM_PANEL(2);
+        else TRAIN_GEMM_PANEL(1);
     }
 }
 

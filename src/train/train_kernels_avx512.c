@@ -53,19 +53,6 @@ static inline __attribute__((always_inline)) void tile(const train_gemm_args *g,
     }
 }
 
-/* One panel of up to 64 columns: the tile's shape is a constant in each call, so the loops unroll. */
-#define PANEL(vecs)                                                                                                   \
-    do {                                                                                                              \
-        int32_t i = 0;                                                                                                \
-        for (; i + TILE_ROWS <= g->m; i += TILE_ROWS) tile(g, TILE_ROWS, vecs, i, j0, mask);                          \
-        switch (g->m - i) {                                                                                           \
-        case 3: tile(g, 3, vecs, i, j0, mask); break;                                                                 \
-        case 2: tile(g, 2, vecs, i, j0, mask); break;                                                                 \
-        case 1: tile(g, 1, vecs, i, j0, mask); break;                                                                 \
-        default: break;                                                                                               \
-        }                                                                                                             \
-    } while (0)
-
 void train_gemm_avx512(const train_gemm_args *g) {
     for (int32_t j0 = 0; j0 < g->n; j0 += 16 * TILE_VECS) {
         const int32_t width = g->n - j0 < 16 * TILE_VECS ? g->n - j0 : 16 * TILE_VECS;
@@ -75,10 +62,10 @@ void train_gemm_avx512(const train_gemm_args *g) {
             mask[v] = lanes >= 16 ? (__mmask16)0xFFFF : lanes > 0 ? (__mmask16)((1u << lanes) - 1) : 0;
         }
         switch ((width + 15) / 16) {
-        case 4: PANEL(4); break;
-        case 3: PANEL(3); break;
-        case 2: PANEL(2); break;
-        default: PANEL(1); break;
+        case 4: TRAIN_GEMM_PANEL(4); break;
+        case 3: TRAIN_GEMM_PANEL(3); break;
+        case 2: TRAIN_GEMM_PANEL(2); break;
+        default: TRAIN_GEMM_PANEL(1); break;
         }
     }
 }
