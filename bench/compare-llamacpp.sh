@@ -3,7 +3,7 @@
 # run: prefill (pp) and decode (tg) tokens/s at the same sizes and thread count, their ratios, and decode's achieved
 # weight-read rate (the bytes one decoded token reads × tokens/s: tokroute bench's token_read_bytes, the weights
 # with each row-lookup table — token_embd when the output is separate, gemma4's per-layer token embeddings —
-# counted one row) against the machine's measured memory-read bandwidth (bench_membw). llama-bench is built once by
+# counted one row) against the memory-read bandwidth bench_membw measures beside each round. llama-bench is built once by
 # scripts/llamacpp.sh (cached in ~/.cache/tokroute); the model files are written once by `tokroute synth` into
 # ~/.cache/tokroute/synth.
 #
@@ -51,9 +51,6 @@ cache=${TOKROUTE_CACHE:-$HOME/.cache/tokroute}/synth
 mkdir -p "$cache"
 llama_src=$(git -C "$bin/../../src" log -1 --format='%cd %h' --date=short 2>/dev/null || echo unknown)
 
-echo "measuring memory-read bandwidth..." >&2
-membw=$("$build/bench_membw" --threads "$threads" --reps 3 | awk '/^membw_gbps/ {print $2}')
-
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 IFS=, read -r -a list <<<"$cases"
@@ -84,35 +81,42 @@ for c in "${list[@]}"; do
     echo "[$i/${#list[@]}] $shape $type: tokroute bench (round $round/$rounds)" >&2
     tj=$("$tokroute" bench -m "$file" -t "$threads" --prompt "$pp" --gen "$tg" --reps "$reps" --json) ||
       { echo "compare-llamacpp: tokroute bench failed on $file" >&2; exit 1; }
-    printf '%s\t%s\t%s\t%s\n' "$shape" "$type" "$(echo "$lj" | tr -d '\n')" "$tj" >>"$results"
+    # The read bandwidth swings with the VM's neighbours (28-39 GB/s on one quiet evening): probe it beside each
+    # round, so a row's share is of the bandwidth measured next to it, not at the run's start.
+    echo "[$i/${#list[@]}] $shape $type: bench_membw (round $round/$rounds)" >&2
+    bw=$("$build/bench_membw" --threads "$threads" --reps 3 | awk '/^membw_gbps/ {print $2}')
+    printf '%s\t%s\t%s\t%s\t%s\n' "$shape" "$type" "$(echo "$lj" | tr -d '\n')" "$tj" "$bw" >>"$results"
   done
 done
 
-python3 - "$results" "$membw" "$threads" "$pp" "$tg" "$llama_src" "$rounds" <<'EOF'
+python3 - "$results" "$threads" "$pp" "$tg" "$llama_src" "$rounds" <<'EOF'
 import json, statistics, sys
-path, membw, threads, pp, tg, src, rounds = sys.argv[1], float(sys.argv[2] or 0), *sys.argv[3:6], sys.argv[6], int(sys.argv[7])
-cases = {}  # name -> rounds of (tokroute prefill, decode, llama.cpp prefill, decode, bytes a token reads), in run order
+path, threads, pp, tg, src, rounds = sys.argv[1], *sys.argv[2:5], sys.argv[5], int(sys.argv[6])
+cases = {}  # name -> rounds of (tokroute prefill, decode, llama.cpp prefill, decode, bytes a token reads, read GB/s)
 for line in open(path):
-    shape, qtype, lj, tj = line.rstrip("\n").split("\t")
+    shape, qtype, lj, tj, bw = line.rstrip("\n").split("\t")
     ll, tr = json.loads(lj), json.loads(tj)
     lpp = next(r for r in ll if r["n_prompt"] > 0 and r["n_gen"] == 0)
     ltg = next(r for r in ll if r["n_gen"] > 0 and r["n_prompt"] == 0)
     label = f"{qtype[3:].upper()} (llama-quantize)" if qtype.startswith("lq-") else qtype.upper()
     cases.setdefault(f"{shape} {label}", []).append(
-        (tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], tr["token_read_bytes"]))
+        (tr["prefill_tps"], tr["decode_tps"], lpp["avg_ts"], ltg["avg_ts"], tr["token_read_bytes"], float(bw or 0)))
 print(f"tokroute ({tr['isa']}) vs llama.cpp llama-bench (source {src}), {threads} threads, pp {pp}, tg {tg}"
       + (f", {rounds} alternating rounds: medians, ratio = median of the paired rounds' ratios [min-max]" if rounds > 1 else ""))
-print(f"memory-read bandwidth (bench_membw, {threads} threads): {membw:.1f} GB/s")
+med = statistics.median
+probes = [r[5] for rs in cases.values() for r in rs]
+print(f"memory-read bandwidth (bench_membw, {threads} threads, probed beside each round): median {med(probes):.1f} GB/s"
+      f" [{min(probes):.1f}-{max(probes):.1f}]; a row's % is of the median of its own rounds' probes")
 print()
 print("| shape / file | tokroute prefill / decode tok/s | llama.cpp prefill / decode | ratio prefill / decode | GB a token reads | decode GB/s tokroute / llama.cpp (% of read bw) |")
 print("|---|---|---|---|---|---|")
-med = statistics.median
 for name, rs in cases.items():
     tp, td, lp, ld = (med(r[k] for r in rs) for k in range(4))
     size = rs[0][4]
     rp, rd = [r[0] / r[2] for r in rs], [r[1] / r[3] for r in rs]
     spread = lambda v: f" [{min(v):.2f}-{max(v):.2f}]" if len(v) > 1 else ""
     gt, gl = td * size / 1e9, ld * size / 1e9
+    membw = med(r[5] for r in rs)
     pct = lambda g: f"{100 * g / membw:.0f}%" if membw > 0 else "?"
     print(f"| {name} | {tp:.1f} / {td:.1f} | {lp:.1f} / {ld:.1f} | {med(rp):.2f}{spread(rp)} / **{med(rd):.2f}**{spread(rd)} | "
           f"{size / 1e9:.3f} | {gt:.1f} ({pct(gt)}) / {gl:.1f} ({pct(gl)}) |")
