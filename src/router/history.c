@@ -27,6 +27,7 @@ int32_t history_width(unsigned parts, int32_t n_embd) {
     int32_t n = 0;
     if (parts & HISTORY_STATS) n += HISTORY_N_STATS * HISTORY_N_DECAYS + 2;
     if (parts & HISTORY_STATS_LONG) n += HISTORY_N_STATS + 2;
+    if (parts & HISTORY_SIMILARITY) n += 2;
     if (parts & HISTORY_HIDDEN) n += n_embd;
     if (parts & HISTORY_SURPRISE) n += HISTORY_N_DECAYS;
     return n;
@@ -49,7 +50,9 @@ void history_push(router_history *h, unsigned parts, const float *stats, const f
         h->recent_maxprob[h->n_seen % HISTORY_WINDOW] = stats[0];
         h->since_low = stats[0] < LOW_MAXPROB ? 0 : h->since_low + 1;
     }
-    if ((parts & HISTORY_HIDDEN) && n_embd <= HISTORY_MAX_EMBD)
+    if ((parts & HISTORY_SIMILARITY) && n_embd <= HISTORY_MAX_EMBD)
+        memcpy(h->last_hidden, hidden, (size_t)n_embd * sizeof(float));
+    if ((parts & (HISTORY_HIDDEN | HISTORY_SIMILARITY)) && n_embd <= HISTORY_MAX_EMBD)
         for (int32_t j = 0; j < n_embd; j++) h->hidden_ema[j] = ema(h->hidden_ema[j], hidden[j], HIDDEN_DECAY, first);
     if (parts & HISTORY_SURPRISE) {
         const float s = surprise > SURPRISE_FLOOR ? surprise : SURPRISE_FLOOR;
@@ -57,6 +60,16 @@ void history_push(router_history *h, unsigned parts, const float *stats, const f
             h->surprise_ema[k] = ema(h->surprise_ema[k], s, stat_decays[k], first);
     }
     h->n_seen++;
+}
+
+static float cosine(const float *a, const float *b, int32_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int32_t j = 0; j < n; j++) {
+        ab += (double)a[j] * b[j];
+        aa += (double)a[j] * a[j];
+        bb += (double)b[j] * b[j];
+    }
+    return aa > 0 && bb > 0 ? (float)(ab / sqrt(aa * bb)) : 0.0f;
 }
 
 float *history_features(const router_history *h, unsigned parts, int32_t n_embd, float *o) {
@@ -88,10 +101,14 @@ float *history_features(const router_history *h, unsigned parts, int32_t n_embd,
     }
     if (parts & HISTORY_SURPRISE)
         for (int k = 0; k < HISTORY_N_DECAYS; k++) *o++ = h->surprise_ema[k];
+    if (parts & HISTORY_SIMILARITY) {
+        *o++ = cosine(h->now_hidden, h->last_hidden, n_embd);
+        *o++ = cosine(h->now_hidden, h->hidden_ema, n_embd);
+    }
     return o;
 }
 
 unsigned history_screen_parts(void) {
     const char *env = getenv("TOKROUTE_HISTORY");
-    return env ? (unsigned)strtoul(env, NULL, 0) & (HISTORY_STATS | HISTORY_HIDDEN | HISTORY_SURPRISE | HISTORY_STATS_LONG) : 0u;
+    return env ? (unsigned)strtoul(env, NULL, 0) & (HISTORY_STATS | HISTORY_HIDDEN | HISTORY_SURPRISE | HISTORY_STATS_LONG | HISTORY_SIMILARITY) : 0u;
 }

@@ -58,6 +58,8 @@ tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out);
 #define HISTORY_HIDDEN 2u   /* a moving average of the hidden state */
 #define HISTORY_SURPRISE 4u /* moving averages of ln p_SLM of the token read */
 #define HISTORY_STATS_LONG 8u /* HISTORY_STATS with the slowest average only (5 values) */
+#define HISTORY_SIMILARITY 16u /* cosine of this position's hidden state with p-1's and with the prefix's average
+                                * (set now_hidden before history_features) */
 #define HISTORY_N_STATS 3
 #define HISTORY_N_DECAYS 3
 #define HISTORY_WINDOW 8
@@ -69,6 +71,8 @@ typedef struct router_history {
     float recent_maxprob[HISTORY_WINDOW]; /* slot n % HISTORY_WINDOW */
     float surprise_ema[HISTORY_N_DECAYS];
     float hidden_ema[HISTORY_MAX_EMBD];
+    float last_hidden[HISTORY_MAX_EMBD];
+    const float *now_hidden;
 } router_history;
 
 /* Values history_features writes for these parts. */

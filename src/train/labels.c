@@ -118,6 +118,7 @@ static void history_inputs(const tr_train_data *d, int64_t i, unsigned parts, fl
     for (; h_next < i; h_next++)
         history_push(&h, parts, d->feats + h_next * d->n_feats, d->hidden + h_next * d->n_embd, d->n_embd,
                      read_surprise(d, h_next));
+    h.now_hidden = d->hidden + i * d->n_embd;
     history_features(&h, parts, d->n_embd, o);
 }
 
