@@ -56,8 +56,7 @@ int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd)
 
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {
     return n_embd + tr_router_feature_width(features, topk, n_embd) +
-           (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0) +
-           history_width(history_screen_parts(), n_embd);
+           (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0);
 }
 
 tr_status tr_router_features_parse(const char *list, unsigned *features) {

@@ -50,43 +50,6 @@ unsigned feature_from_name(const char *name);
 /* Row id of the SLM's token embedding table as n_embd floats (TR_FEATURE_TOKEN_EMBEDDING). */
 tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out);
 
-/* ---------------------------------------------------------------- history.c */
-
-/* Summaries of the positions before the one scored (issue 32), in parts: */
-#define HISTORY_STATS 1u    /* moving averages of maxprob, entropy, margin; the window's lowest maxprob; the
-                             * log of the positions since maxprob was last below 0.5 */
-#define HISTORY_HIDDEN 2u   /* a moving average of the hidden state */
-#define HISTORY_SURPRISE 4u /* moving averages of ln p_SLM of the token read */
-#define HISTORY_STATS_LONG 8u /* HISTORY_STATS with the slowest average only (5 values) */
-#define HISTORY_SIMILARITY 16u /* cosine of this position's hidden state with p-1's and with the prefix's average
-                                * (set now_hidden before history_features) */
-#define HISTORY_N_STATS 3
-#define HISTORY_N_DECAYS 3
-#define HISTORY_WINDOW 8
-#define HISTORY_MAX_EMBD 4096
-typedef struct router_history {
-    int32_t n_seen;    /* positions folded since the reset */
-    int32_t since_low; /* positions since maxprob was last below 0.5 (all of them when never) */
-    float stat_ema[HISTORY_N_STATS][HISTORY_N_DECAYS];
-    float recent_maxprob[HISTORY_WINDOW]; /* slot n % HISTORY_WINDOW */
-    float surprise_ema[HISTORY_N_DECAYS];
-    float hidden_ema[HISTORY_MAX_EMBD];
-    float last_hidden[HISTORY_MAX_EMBD];
-    const float *now_hidden;
-} router_history;
-
-/* Values history_features writes for these parts. */
-int32_t history_width(unsigned parts, int32_t n_embd);
-void history_reset(router_history *h);
-/* Folds one position: stats are its maxprob, entropy, margin; hidden its n_embd hidden state; surprise ln p_SLM of
- * the token read after it. Only the parts' inputs are read. */
-void history_push(router_history *h, unsigned parts, const float *stats, const float *hidden, int32_t n_embd,
-                  float surprise);
-/* Writes history_width values (zeros for an empty history); returns the end of what it wrote. */
-float *history_features(const router_history *h, unsigned parts, int32_t n_embd, float *o);
-/* Screening switch (TOKROUTE_HISTORY=parts bits): the parts a trainer and router built now read, 0 by default. */
-unsigned history_screen_parts(void);
-
 /* ---------------------------------------------------------------- mlp.c */
 
 /* Layer i maps sizes[i] inputs to sizes[i+1] outputs: weights[i] is [sizes[i+1]][sizes[i]] row-major F32 (the

@@ -10,7 +10,6 @@
  * training time
  * from what collect stored, so one collect serves every labelling.
  */
-#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -93,35 +92,6 @@ static float *position_inputs(const tr_train_data *d, int64_t i, unsigned featur
     return o;
 }
 
-/* ln p_SLM of the token read after record j (the reference, teacher-forced). */
-static float read_surprise(const tr_train_data *d, int64_t j) {
-    const float p = d->probs[j * COLLECT_N_PROBS + 2];
-    return p > 0 ? logf(p) : -INFINITY;
-}
-
-/* The history of the positions before record i's, folded from its example's first record on. Rows are built in
- * order, so the history of i - 1's row is kept (one per thread) and folded one record further when it fits. */
-static void history_inputs(const tr_train_data *d, int64_t i, unsigned parts, float *o) {
-    static _Thread_local router_history h;
-    static _Thread_local const tr_train_data *h_data;
-    static _Thread_local int64_t h_next = -1; /* the record h is the history before */
-    static _Thread_local unsigned h_parts;
-    const bool follows = i > 0 && d->group[i - 1] == d->group[i] && d->position[i - 1] == d->position[i] - 1;
-    if (!(h_data == d && h_parts == parts && h_next == i - 1 && follows)) {
-        int64_t s = i; /* the first record of the run of consecutive positions that ends at i */
-        while (s > 0 && d->group[s - 1] == d->group[i] && d->position[s - 1] == d->position[s] - 1) s--;
-        history_reset(&h);
-        h_data = d;
-        h_parts = parts;
-        h_next = s;
-    }
-    for (; h_next < i; h_next++)
-        history_push(&h, parts, d->feats + h_next * d->n_feats, d->hidden + h_next * d->n_embd, d->n_embd,
-                     read_surprise(d, h_next));
-    h.now_hidden = d->hidden + i * d->n_embd;
-    history_features(&h, parts, d->n_embd, o);
-}
-
 tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
                           const tr_model *slm, float *out) {
     float *o = position_inputs(d, i, features, topk, out);
@@ -139,7 +109,5 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
         else
             memset(o, 0, (size_t)width * sizeof(float));
     }
-    const unsigned parts = history_screen_parts();
-    if (parts) history_inputs(d, i, parts, o);
     return TR_OK;
 }
