@@ -435,7 +435,11 @@ typedef enum tr_router_feature {
     TR_FEATURE_TOPK_LOGPROBS = 1 << 3, /* the k largest log-probabilities, descending, floored at -50 (k values) */
     TR_FEATURE_TOKEN_EMBEDDING = 1 << 4, /* the SLM's input embedding of its top-1 token (n_embd values, R2R);
                                             scoring needs the SLM: tr_router_set_slm */
+    TR_FEATURE_INDUCTION = 1 << 5,     /* the input token's latest earlier occurrence (TR_ROUTER_INDUCTION_VALUES
+                                          values, after the context positions): scoring needs the sequence's
+                                          tokens: tr_router_tokens */
 } tr_router_feature;
+#define TR_ROUTER_INDUCTION_VALUES 7
 #define TR_ROUTER_TOPK_MAX 64
 #define TR_ROUTER_CONTEXT_MAX 8
 
@@ -472,6 +476,11 @@ tr_status tr_router_observe(tr_router *router, int64_t position, const float *hi
                             const float *logits, int32_t n_vocab);
 /* Forgets every position kept: call at each new sequence (a no-op for routers without context). */
 void tr_router_reset(tr_router *router);
+/* Tells a router the tokens of the sequence being scored: ids[q] is the token at position q (0: BOS, then the
+ * prompt, then what was generated), n of them. A router with TR_FEATURE_INDUCTION copies them (scoring position p
+ * reads positions 0..p-1, so n must be at least p; give the tokens of the branch being scored whenever the
+ * sequence rolls back or speculates); other routers ignore them. Call it before each score. */
+tr_status tr_router_tokens(tr_router *router, const int32_t *ids, int64_t n);
 
 /* Describes an MLP router for writing: layer i maps sizes[i] inputs to sizes[i+1] outputs with weights
  * [sizes[i+1]][sizes[i]] row-major and biases [sizes[i+1]]; ReLU between layers, sigmoid at the end
@@ -494,21 +503,25 @@ tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
 unsigned tr_router_features(const tr_router *router);
 int32_t tr_router_topk(const tr_router *router);
 /* Number of inputs the features add after the hidden state (topk counts when TR_FEATURE_TOPK_LOGPROBS is set,
- * n_embd when TR_FEATURE_TOKEN_EMBEDDING is). */
+ * n_embd when TR_FEATURE_TOKEN_EMBEDDING is; TR_FEATURE_INDUCTION's values come last, after the context
+ * positions, and are not counted here). */
 int32_t tr_router_feature_width(unsigned features, int32_t topk, int32_t n_embd);
 /* Inputs of one previous position (a router with context > 0 appends context of them after this position's
  * inputs, the nearest first): its hidden state and its logit features (token_embedding is not repeated). */
 int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd);
-/* Every input of an MLP router: n_embd + tr_router_feature_width + context * tr_router_context_width. */
+/* Every input of an MLP router: n_embd + tr_router_feature_width + context * tr_router_context_width, then
+ * TR_ROUTER_INDUCTION_VALUES with TR_FEATURE_INDUCTION. */
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context);
 /* Previous positions a router reads (0 for policies and routers without context). */
 int32_t tr_router_context(const tr_router *router);
 /* Gives a router the SLM whose token embeddings TR_FEATURE_TOKEN_EMBEDDING reads (the model must outlive the
  * router; checked against the router's sizes). Routers without that feature accept and ignore it. */
 tr_status tr_router_set_slm(tr_router *router, const tr_model *slm);
-/* Parses "maxprob,entropy,margin,topk,token_embedding" (also "topk_logprobs"; "none" = no feature) into bits. */
+/* Parses "maxprob,entropy,margin,topk,token_embedding,induction" (also "topk_logprobs"; "none" = no feature) into
+ * bits. */
 tr_status tr_router_features_parse(const char *list, unsigned *features);
-/* Name of one feature bit ("maxprob", "entropy", "margin", "topk_logprobs", "token_embedding"), else NULL. */
+/* Name of one feature bit ("maxprob", "entropy", "margin", "topk_logprobs", "token_embedding", "induction"), else
+ * NULL. */
 const char *tr_router_feature_name(unsigned feature_bit);
 
 /* ---------------------------------------------------------------- synthetic models */

@@ -65,6 +65,8 @@ static tr_status score_example(const eval_models *m, tr_context *sc, tr_llm_posi
     for (int32_t k = 0; k < m->n_policies; k++) {
         if (!m->routers[k]) continue;
         tr_router_reset(m->routers[k]);
+        /* The whole example: scoring position p reads tokens 0..p-1 only (the induction feature). */
+        if ((st = tr_router_tokens(m->routers[k], t->ids, t->n_ids)) != TR_OK) return st;
         const int32_t context = tr_router_context(m->routers[k]);
         for (int32_t pos = from - context > 0 ? from - context : 0; st == TR_OK && pos < from; pos++)
             st = tr_router_observe(m->routers[k], pos + 1, tr_context_hidden(sc, pos), si->n_embd,

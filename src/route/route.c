@@ -134,7 +134,10 @@ tr_status route_decide(route_run *r, tr_route_token *tok, bool *routed) {
         tok->logprob = log_softmax_at(logits, r->n_vocab, tok->slm_id);
         if (p->mode == TR_MODE_JOINT) {
             const double t0 = route_now_ms();
-            tr_status st = tr_router_score_at(r->router, r->len, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
+            /* The tokens of this branch (speculation scores positions of several): the induction feature reads them. */
+            tr_status st = tr_router_tokens(r->router, r->seq, r->len);
+            if (st == TR_OK)
+                st = tr_router_score_at(r->router, r->len, hidden, r->n_embd, logits, r->n_vocab, &tok->score);
             const double dt = route_now_ms() - t0;
             if (st != TR_OK) return st;
             tok->slm_ms += dt;

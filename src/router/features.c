@@ -7,6 +7,9 @@
  * The same function fills collected training data (src/train), so the trainer and the router see equal numbers.
  * Last comes the SLM's input embedding of its top-1 token (R2R), n_embd values decoded from the model's token
  * embedding table (slm_token_embedding), which neither the logits nor collected data hold.
+ * Induction (router_induction_values) comes after the context positions: where the token the SLM just read
+ * occurred before and what followed it then, from the sequence's tokens (decode: tr_router_tokens; training: the
+ * collected tokens), so both sides compute it here with the same float operations.
  */
 #include <math.h>
 #include <string.h>
@@ -24,6 +27,7 @@ static const struct {
     {TR_FEATURE_MARGIN, "margin"},
     {TR_FEATURE_TOPK_LOGPROBS, "topk_logprobs"},
     {TR_FEATURE_TOKEN_EMBEDDING, "token_embedding"},
+    {TR_FEATURE_INDUCTION, "induction"},
 };
 #define N_FEATURES (int)(sizeof feature_names / sizeof feature_names[0])
 
@@ -56,7 +60,8 @@ int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd)
 
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {
     return n_embd + tr_router_feature_width(features, topk, n_embd) +
-           (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0);
+           (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0) +
+           ((features & TR_FEATURE_INDUCTION) ? TR_ROUTER_INDUCTION_VALUES : 0);
 }
 
 tr_status tr_router_features_parse(const char *list, unsigned *features) {
@@ -69,14 +74,14 @@ tr_status tr_router_features_parse(const char *list, unsigned *features) {
         const size_t n = end ? (size_t)(end - p) : strlen(p);
         char name[32];
         if (n == 0 || n >= sizeof name)
-            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk, token_embedding)",
+            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk, token_embedding, induction)",
                            list);
         memcpy(name, p, n);
         name[n] = '\0';
         const unsigned bit = feature_from_name(name);
         if (!bit)
             return tr_fail(TR_ERR_ARG,
-                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk, token_embedding)", name);
+                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk, token_embedding, induction)", name);
         *features |= bit;
         p += n;
         if (*p == ',') p++;
@@ -126,4 +131,28 @@ tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out) {
     if (id < 0 || id >= e->rows) return tr_fail(TR_ERR_RANGE, "token %d is outside the SLM's embeddings", (int)id);
     const size_t stride = e->row_stride ? e->row_stride : type_row_bytes(e->type, e->cols);
     return dequantize_row(e->type, (const char *)e->data + (size_t)id * stride, out, e->cols);
+}
+
+void router_induction_values(const int32_t *tok, int64_t p, int32_t slm_top1, float *out) {
+    int32_t best = 0, occ = 0;
+    int64_t bq = -1;
+    if (p >= 2) {
+        const int32_t x = tok[p - 1];
+        for (int64_t q = p - 2; q >= 1; q--) { /* latest first: a tie keeps the latest q */
+            if (tok[q] != x) continue;
+            occ++;
+            int32_t m = 1;
+            while (m < ROUTER_INDUCTION_MATCH_MAX && q - m >= 1 && tok[q - m] == tok[p - 1 - m]) m++;
+            if (m > best) best = m, bq = q;
+        }
+    }
+    const bool found = bq >= 1;
+    const bool same = found && tok[bq + 1] == slm_top1;
+    out[0] = found;
+    out[1] = (float)best / (float)ROUTER_INDUCTION_MATCH_MAX;
+    out[2] = best >= 2;
+    out[3] = same;
+    out[4] = found && !same;
+    out[5] = found ? logf(1.0f + (float)(p - 1 - bq)) : 0.0f;
+    out[6] = logf(1.0f + (float)occ);
 }

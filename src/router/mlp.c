@@ -10,6 +10,7 @@
  *
  * A router with context also keeps per-sequence state: the inputs of the positions it scored or observed, in a
  * ring keyed by position, appended after this position's inputs (nearest first; zeros for a position not held).
+ * Induction's values (features.c) come last, from the tokens tr_router_tokens copied.
  *
  * A hidden state with a NaN or inf scores 0 (routed). All memory is allocated by mlp_alloc, so the forward pass allocates nothing; it writes the net's activation
  * buffers, so one net (one tr_router) must be used by one thread at a time.
@@ -73,6 +74,7 @@ void mlp_free(mlp_net *net) {
     free(net->act[0]);
     free(net->act[1]);
     free(net->slm_name);
+    free(net->tokens);
     matmul_scratch_free(&net->scratch);
     memset(net, 0, sizeof *net);
 }
@@ -111,7 +113,8 @@ void mlp_observe(mlp_net *net, int64_t position, const float *hidden, const floa
 
 /* The previous positions' inputs after this position's (zeros for one not held: before the sequence's first). */
 static void ring_read(mlp_net *net, int64_t position) {
-    float *o = net->input + net->sizes[0] - (size_t)net->context * net->context_width;
+    const int32_t induction = (net->features & TR_FEATURE_INDUCTION) ? TR_ROUTER_INDUCTION_VALUES : 0;
+    float *o = net->input + net->sizes[0] - induction - (size_t)net->context * net->context_width;
     for (int32_t k = 1; k <= net->context; k++, o += net->context_width) {
         const int64_t q = position - k;
         const int32_t slot = q >= 0 ? (int32_t)(q % net->ring_size) : 0;
@@ -135,6 +138,9 @@ float mlp_forward(mlp_net *net, int64_t position, const float *hidden, const flo
     if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) &&
         slm_token_embedding(net->slm, tr_argmax(logits, n_vocab), net->input + embd_at) != TR_OK)
         return 0.0f;
+    if (net->features & TR_FEATURE_INDUCTION)
+        router_induction_values(net->tokens, position, tr_argmax(logits, n_vocab),
+                                net->input + net->sizes[0] - TR_ROUTER_INDUCTION_VALUES);
     return mlp_forward_input(net, net->input);
 }
 

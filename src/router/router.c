@@ -11,6 +11,7 @@
  * time (one router per routed generation).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "router/router_internal.h"
@@ -114,6 +115,23 @@ float tr_router_default_tau(const tr_router *router) {
 
 void tr_router_reset(tr_router *router) {
     if (router && router->policy == TR_POLICY_MLP && router->mlp.context > 0) mlp_reset(&router->mlp);
+    if (router) router->mlp.n_tokens = 0;
+}
+
+tr_status tr_router_tokens(tr_router *router, const int32_t *ids, int64_t n) {
+    if (!router || (n > 0 && !ids) || n < 0) return tr_fail(TR_ERR_ARG, "tr_router_tokens: bad argument");
+    mlp_net *net = &router->mlp;
+    if (router->policy != TR_POLICY_MLP || !(net->features & TR_FEATURE_INDUCTION)) return TR_OK;
+    if (n > net->tokens_cap) {
+        const int64_t cap = n > 2 * net->tokens_cap ? n : 2 * net->tokens_cap;
+        int32_t *p = realloc(net->tokens, (size_t)cap * sizeof(int32_t));
+        if (!p) return tr_fail(TR_ERR_NOMEM, "out of memory for %lld tokens", (long long)n);
+        net->tokens = p;
+        net->tokens_cap = cap;
+    }
+    if (n > 0) memcpy(net->tokens, ids, (size_t)n * sizeof(int32_t));
+    net->n_tokens = n;
+    return TR_OK;
 }
 
 /* The checks every MLP call shares: hidden, logits and the SLM as the router needs them. */
@@ -164,6 +182,10 @@ tr_status tr_router_score_at(tr_router *router, int64_t position, const float *h
     mlp_net *net = &router->mlp;
     const tr_status st = check_mlp_inputs(net, hidden, n_embd, logits, n_vocab);
     if (st != TR_OK) return st;
+    if ((net->features & TR_FEATURE_INDUCTION) && net->n_tokens < position)
+        return tr_fail(TR_ERR_STATE, "this mlp router reads the sequence's tokens: give it tokens 0..%lld "
+                       "(tr_router_tokens) before scoring position %lld (it has %lld)", (long long)position - 1,
+                       (long long)position, (long long)net->n_tokens);
     *score = mlp_forward(net, position, hidden, logits, n_vocab);
     return TR_OK;
 }

@@ -5,7 +5,8 @@
  *   tokroute-router.n_layers  u32       number of linear layers L (1..64)
  *   tokroute-router.sizes     i32[L+1]  layer widths; sizes[0] = slm.n_embd + feature inputs, sizes[L] = 1
  *   tokroute-router.features  str[]     extra inputs after the hidden state, a subset of ["maxprob", "entropy",
- *                                       "margin", "topk_logprobs", "token_embedding"] in that order (optional)
+ *                                       "margin", "topk_logprobs", "token_embedding", "induction"] in that order
+ *                                       (optional; induction's 7 values come after the context positions)
  *   tokroute-router.topk      u32       k of topk_logprobs (1..64; required with it)
  *   tokroute-router.version   u32       2 when the file uses context (absent: 1); a newer version is refused
  *   tokroute-router.context   u32       previous positions read (0..8; absent = 0, version 2): their inputs follow
@@ -77,14 +78,14 @@ static tr_status read_features(const tr_gguf *g, unsigned *features) {
         if (!bit)
             return tr_fail(TR_ERR_UNSUPPORTED,
                            "unknown router feature '%s' (known: maxprob, entropy, margin, topk_logprobs, "
-                           "token_embedding)",
+                           "token_embedding, induction)",
                            name ? name : "");
         /* Features enter the input in one fixed order; a file listing them otherwise would be misread. */
         if (*features & bit) return tr_fail(TR_ERR_FORMAT, "router feature '%s' is listed twice", name);
         if (*features >= bit)
             return tr_fail(TR_ERR_FORMAT,
                            "router features must be listed in the order maxprob, entropy, margin, topk_logprobs, "
-                           "token_embedding");
+                           "token_embedding, induction");
         *features |= bit;
     }
     return TR_OK;
@@ -126,8 +127,9 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
     const int32_t n_in = tr_router_input_width(net->features, net->topk, (int32_t)n_embd, net->context);
     if (sizes[0] != n_in)
         return tr_fail(TR_ERR_FORMAT, "input size %d does not match slm.n_embd %d + %d features + %d previous "
-                       "positions of %d", sizes[0], (int)n_embd, tr_router_feature_width(net->features, net->topk,
-                       (int32_t)n_embd), net->context, tr_router_context_width(net->features, net->topk, (int32_t)n_embd));
+                       "positions of %d%s", sizes[0], (int)n_embd, tr_router_feature_width(net->features, net->topk,
+                       (int32_t)n_embd), net->context, tr_router_context_width(net->features, net->topk, (int32_t)n_embd),
+                       (net->features & TR_FEATURE_INDUCTION) ? " + 7 induction values" : "");
     net->slm_n_embd = (int32_t)n_embd;
     net->slm_n_vocab = (int32_t)n_vocab;
 
@@ -261,7 +263,7 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
 static tr_status write_all(tr_gguf_writer *w, const tr_mlp_router_desc *d, const char *path) {
     const char *feats[8];
     uint64_t n_feats = 0;
-    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_TOKEN_EMBEDDING; bit <<= 1)
+    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_INDUCTION; bit <<= 1)
         if (d->features & bit) feats[n_feats++] = tr_router_feature_name(bit);
     tr_status st = tr_gguf_writer_set_str(w, "general.architecture", ROUTER_ARCH);
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("n_layers"), (uint32_t)d->n_layers);

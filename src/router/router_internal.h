@@ -13,7 +13,8 @@
 #define ROUTER_MAX_WIDTH (1 << 20)
 #define ROUTER_DEFAULT_TAU 0.5f
 #define ROUTER_LOGIT_FEATURES (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS)
-#define ROUTER_FEATURE_ALL (ROUTER_LOGIT_FEATURES | TR_FEATURE_TOKEN_EMBEDDING)
+#define ROUTER_FEATURE_ALL (ROUTER_LOGIT_FEATURES | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION)
+#define ROUTER_INDUCTION_MATCH_MAX 8 /* tokens of an occurrence's match counted (the one at p-1 included) */
 
 /* ---------------------------------------------------------------- policy.c */
 
@@ -49,6 +50,12 @@ void router_logit_features(unsigned features, int32_t topk, const float *logits,
 unsigned feature_from_name(const char *name);
 /* Row id of the SLM's token embedding table as n_embd floats (TR_FEATURE_TOKEN_EMBEDDING). */
 tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out);
+/* TR_FEATURE_INDUCTION's TR_ROUTER_INDUCTION_VALUES values for position p, tok[q] the token at position q for
+ * q < p (position 0, BOS, is never read). x = tok[p-1], the token the SLM just read; among its earlier
+ * occurrences q in 1..p-2, the one whose preceding tokens match those before p-1 longest (m = 1 + matches, at
+ * most ROUTER_INDUCTION_MATCH_MAX, q-m >= 1; ties: the latest), c = tok[q+1]. Values: found, m / 8, m >= 2,
+ * c == slm_top1, found and c != slm_top1, ln(1 + p-1-q) (0 if none), ln(1 + occurrences of x). */
+void router_induction_values(const int32_t *tok, int64_t p, int32_t slm_top1, float *out);
 
 /* ---------------------------------------------------------------- mlp.c */
 
@@ -76,6 +83,8 @@ typedef struct mlp_net {
     int64_t *ring_pos;         /* [ring_size] */
     int64_t last_position;     /* the latest position scored or observed (-1: none since the reset) */
     const tr_model *slm;       /* tr_router_set_slm: token embeddings (not owned) */
+    int32_t *tokens;           /* TR_FEATURE_INDUCTION: the sequence's tokens (tr_router_tokens), a copy */
+    int64_t n_tokens, tokens_cap;
     float tau;
     char *slm_name;
     int32_t slm_n_embd, slm_n_vocab;
@@ -93,8 +102,8 @@ tr_status mlp_alloc_ring(mlp_net *net);
 /* Forgets every position (a new sequence). */
 void mlp_reset(mlp_net *net);
 /* Forward pass for the given position of the sequence. hidden has slm_n_embd entries; logits (slm_n_vocab
- * entries) is read only when the net has features; the token-embedding feature needs net->slm (checked by the
- * caller). With context, reads the ring's positions before it (zeros where absent) and stores this position's
+ * entries) is read only when the net has features; the token-embedding feature needs net->slm and induction
+ * net->tokens up to position (both checked by the caller). With context, reads the ring's positions before it (zeros where absent) and stores this position's
  * inputs there. Allocates nothing. */
 float mlp_forward(mlp_net *net, int64_t position, const float *hidden, const float *logits, int32_t n_vocab);
 /* Stores a position's inputs in the ring without scoring it (prompt positions). */

@@ -292,7 +292,8 @@ static tr_status routed_round(collector *c, int32_t example, int32_t *n_records)
         const float *sl = tr_context_logits(c->slm_ctx, -1), *h = tr_context_hidden(c->slm_ctx, -1);
         unsigned char *out = c->buf + (size_t)*n_records * c->record_bytes;
         float score = 0;
-        st = tr_router_score_at(c->p.router, pos, h, c->n_embd, sl, c->n_vocab, &score);
+        st = tr_router_tokens(c->p.router, c->ex->tokens, pos); /* the sequence so far: prompt, then routed */
+        if (st == TR_OK) st = tr_router_score_at(c->p.router, pos, h, c->n_embd, sl, c->n_vocab, &score);
         if (st == TR_OK) st = make_record(c, example, pos, -1, sl, h, c->ex->llm_pos, out, false);
         if (st != TR_OK) break;
         (*n_records)++;

@@ -4,12 +4,15 @@
  * Loading trusts nothing: the header's sizes must be in bounds and agree with each other, positions.bin must hold
  * exactly the records its index lists (an unfinished tail from an interrupted collect is ignored, as a resume
  * would cut it), every id must be inside the vocabulary, every probability in [0, 1] and every float finite.
+ * Each example's tokens come from tokens.bin when the folder has it, else from its records' references when they
+ * run from position 1 (text and llm-sample folders collected before tokens.bin); otherwise they are unknown.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "train/train_internal.h"
@@ -255,8 +258,91 @@ static tr_status check_compatible(tr_train_data *d, const collect_header *h) {
     return TR_OK;
 }
 
+/* Room for group g's token slot and n more tokens in the pool. */
+static tr_status tokens_reserve(tr_train_data *d, int32_t g, int64_t n) {
+    if (g >= d->groups_cap) {
+        const int32_t cap = d->groups_cap ? (d->groups_cap > INT32_MAX / 2 ? INT32_MAX : 2 * d->groups_cap) : 256;
+        int64_t *off = realloc(d->group_tokens, (size_t)cap * sizeof(int64_t));
+        if (off) d->group_tokens = off;
+        int32_t *cnt = realloc(d->group_n_tokens, (size_t)cap * sizeof(int32_t));
+        if (cnt) d->group_n_tokens = cnt;
+        if (!off || !cnt) return tr_fail(TR_ERR_NOMEM, "out of memory for %d examples", (int)g);
+        d->groups_cap = cap;
+    }
+    if (d->n_tokens + n > d->tokens_cap) {
+        int64_t cap = d->tokens_cap ? d->tokens_cap : 4096;
+        while (cap < d->n_tokens + n) cap *= 2;
+        int32_t *p = realloc(d->tokens, (size_t)cap * sizeof(int32_t));
+        if (!p) return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " tokens", cap);
+        d->tokens = p;
+        d->tokens_cap = cap;
+    }
+    return TR_OK;
+}
+
+/* Group g's tokens from its records (first..d->n) when they are positions 1, 2, ...: the reference at each; the
+ * BOS at 0 is not stored (-1, never read). Otherwise unknown. */
+static tr_status tokens_from_records(tr_train_data *d, int32_t g, int64_t first) {
+    const int64_t n = d->n - first;
+    tr_status st = tokens_reserve(d, g, n + 1);
+    if (st != TR_OK) return st;
+    d->group_tokens[g] = -1;
+    d->group_n_tokens[g] = 0;
+    for (int64_t k = 0; k < n; k++)
+        if (d->position[first + k] != k + 1) return TR_OK;
+    int32_t *t = d->tokens + d->n_tokens;
+    t[0] = -1;
+    for (int64_t k = 0; k < n; k++) t[k + 1] = d->truth[first + k];
+    d->group_tokens[g] = d->n_tokens;
+    d->group_n_tokens[g] = (int32_t)(n + 1);
+    d->n_tokens += n + 1;
+    return TR_OK;
+}
+
+/* tokens.bin of the folder whose examples are groups first_group..d->n_groups-1 (in index order, examples
+ * ascending): each entry replaces its example's tokens; entries of examples not in the index (a tail a resume
+ * would cut) are ignored. Every entry must hold the tokens before each of its example's records. */
+static tr_status tokens_from_file(tr_train_data *d, const collect_header *h, int32_t first_group,
+                                  const unsigned char *tok, size_t n_tok) {
+    if (n_tok < 8 || memcmp(tok, COLLECT_TOKENS_MAGIC, 8) != 0)
+        return tr_fail(TR_ERR_FORMAT, "not a tokroute tokens file (bad magic)");
+    size_t at = 8;
+    int32_t g = first_group;
+    int64_t rec = 0; /* first record of group g */
+    while (rec < d->n && d->group[rec] < g) rec++;
+    while (at + 8 <= n_tok && g < d->n_groups) {
+        const uint32_t example = get_u32(tok + at), count = get_u32(tok + at + 4);
+        if (count > COLLECT_MAX_TOKENS || (uint64_t)count * 4 > n_tok - at - 8) break; /* an unfinished tail */
+        const unsigned char *ids = tok + at + 8;
+        at += 8 + (size_t)count * 4;
+        while (g < d->n_groups && (uint32_t)d->example[rec] < example) { /* examples without an entry */
+            while (rec < d->n && d->group[rec] == g) rec++;
+            g++;
+        }
+        if (g >= d->n_groups || rec >= d->n || (uint32_t)d->example[rec] != example) continue;
+        tr_status st = tokens_reserve(d, g, count);
+        if (st != TR_OK) return st;
+        int32_t *t = d->tokens + d->n_tokens;
+        for (uint32_t k = 0; k < count; k++) {
+            t[k] = (int32_t)get_u32(ids + 4 * k);
+            if (t[k] < 0 || t[k] >= (int32_t)h->n_vocab)
+                return tr_fail(TR_ERR_FORMAT, "token id outside the vocabulary in " COLLECT_TOKENS_FILE
+                               " (example %" PRIu32 ")", example);
+        }
+        for (; rec < d->n && d->group[rec] == g; rec++)
+            if ((uint32_t)d->position[rec] > count)
+                return tr_fail(TR_ERR_FORMAT, COLLECT_TOKENS_FILE " holds %" PRIu32 " tokens of example %" PRIu32
+                               ", which has a record at position %d", count, example, (int)d->position[rec]);
+        d->group_tokens[g] = d->n_tokens;
+        d->group_n_tokens[g] = (int32_t)count;
+        d->n_tokens += count;
+        g++;
+    }
+    return TR_OK;
+}
+
 static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t n_data, const unsigned char *index,
-                             size_t n_index) {
+                             size_t n_index, const unsigned char *tok, size_t n_tok) {
     collect_header h;
     tr_status st = collect_header_decode(data, n_data, &h);
     if (st != TR_OK) return st;
@@ -264,6 +350,7 @@ static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t
     if (n_index < 8 || memcmp(index, COLLECT_INDEX_MAGIC, 8) != 0)
         return tr_fail(TR_ERR_FORMAT, "not a tokroute collect index (bad magic)");
     const size_t n_entries = (n_index - 8) / COLLECT_INDEX_ENTRY;
+    const int32_t first_group = d->n_groups;
     uint64_t expect = COLLECT_HEADER_BYTES;
     for (size_t e = 0; e < n_entries; e++) {
         const unsigned char *p = index + 8 + e * COLLECT_INDEX_ENTRY;
@@ -277,13 +364,15 @@ static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t
                            e, n_pos);
         if (d->n_groups == INT32_MAX) return tr_fail(TR_ERR_RANGE, "too many examples");
         if ((st = data_reserve(d, d->n + n_pos)) != TR_OK) return st;
+        const int64_t first = d->n;
         for (uint32_t k = 0; k < n_pos; k++)
             if ((st = decode_record(d, &h, data + offset + (uint64_t)k * h.record_bytes, d->n_groups, example)) != TR_OK)
                 return st;
+        if ((st = tokens_from_records(d, d->n_groups, first)) != TR_OK) return st;
         d->n_groups++;
         expect = offset + bytes;
     }
-    return TR_OK;
+    return tok ? tokens_from_file(d, &h, first_group, tok, n_tok) : TR_OK;
 }
 
 tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
@@ -297,14 +386,20 @@ tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
         snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
         st = read_file(path, &index, &n_index);
     }
-    const int64_t n_before = data->n;
+    unsigned char *tok = NULL;
+    size_t n_tok = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_TOKENS_FILE);
+    if (st == TR_OK && access(path, F_OK) == 0) st = read_file(path, &tok, &n_tok); /* older folders lack it */
+    const int64_t n_before = data->n, tokens_before = data->n_tokens;
     const int32_t groups_before = data->n_groups;
-    if (st == TR_OK) st = load_folder(data, bytes, n_bytes, index, n_index);
+    if (st == TR_OK) st = load_folder(data, bytes, n_bytes, index, n_index, tok, n_tok);
     free(bytes);
     free(index);
+    free(tok);
     if (st != TR_OK) {
         data->n = n_before; /* a folder is added whole or not at all */
         data->n_groups = groups_before;
+        data->n_tokens = tokens_before;
         return tr_fail_prefix(st, "collected data %s", dir);
     }
     return TR_OK;
@@ -327,7 +422,8 @@ tr_status tr_train_data_open(const char *dir, tr_train_data **out) {
 void tr_train_data_free(tr_train_data *d) {
     if (!d) return;
     void *ptrs[] = {d->group, d->truth, d->slm_top1, d->llm_top1, d->rollout_slm, d->rollout_llm,
-                    d->example, d->position, d->probs, d->feats, d->hidden};
+                    d->example, d->position, d->probs, d->feats, d->hidden, d->tokens, d->group_tokens,
+                    d->group_n_tokens};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     free(d);
 }

@@ -109,5 +109,23 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
         else
             memset(o, 0, (size_t)width * sizeof(float));
     }
+    if (features & TR_FEATURE_INDUCTION) {
+        const int32_t g = d->group[i], p = d->position[i];
+        if (d->group_tokens[g] < 0 || d->group_n_tokens[g] < p)
+            return tr_fail(TR_ERR_STATE, "example %d has no tokens before position %d (induction)", (int)d->example[i],
+                           (int)p);
+        router_induction_values(d->tokens + d->group_tokens[g], p, d->slm_top1[i], o);
+    }
+    return TR_OK;
+}
+
+tr_status train_data_check_tokens(const tr_train_data *d) {
+    for (int64_t i = 0; i < d->n; i++) {
+        const int32_t g = d->group[i];
+        if (d->group_tokens[g] < 0 || d->group_n_tokens[g] < d->position[i])
+            return tr_fail(TR_ERR_ARG, "the induction feature reads each example's tokens, and example %d's prompt "
+                           "was not stored (collected before tokens.bin): collect this data again, or drop the "
+                           "feature (--features without induction)", (int)d->example[i]);
+    }
     return TR_OK;
 }

@@ -2,13 +2,16 @@
  * in-memory training data (data_file.c), labels (labels.c), data format names (examples.c) and the trainer's
  * network (trainer_internal.h). Examples are read by the evaluation's dataset module (src/eval/dataset.h).
  *
- * A collect folder holds two files (docs/train.md):
+ * A collect folder holds three files (docs/train.md):
  *   positions.bin  a 512-byte header (collect_header) then fixed-size records, one per predicted position,
  *                  grouped by example in collection order;
+ *   tokens.bin     an 8-byte magic then per example: u32 example, u32 count, i32 ids[count] (BOS, the prompt and
+ *                  the stored part: what the induction feature reads; folders collected before it lack it, and
+ *                  then an example's tokens are its records' references when they start at position 1);
  *   index.bin      an 8-byte magic then one 16-byte entry per completed example (example, n_positions, offset).
- * An example's records are appended and flushed first, its index entry after: on resume, index entries whose
- * records lie inside positions.bin are kept, anything after the last one is cut off, and collection continues
- * with the next example. Everything is little-endian.
+ * An example's records and tokens are appended and flushed first, its index entry after: on resume, index
+ * entries whose records lie inside positions.bin are kept, anything after the last one is cut off (tokens.bin
+ * after that example's entry), and collection continues with the next example. Everything is little-endian.
  */
 #ifndef TR_TRAIN_INTERNAL_H
 #define TR_TRAIN_INTERNAL_H
@@ -32,6 +35,9 @@
 #define COLLECT_N_PROBS 6
 #define COLLECT_DATA_FILE "positions.bin"
 #define COLLECT_INDEX_FILE "index.bin"
+#define COLLECT_TOKENS_FILE "tokens.bin"
+#define COLLECT_TOKENS_MAGIC "TRCTOKNS"
+#define COLLECT_MAX_TOKENS (1 << 24)
 
 /* Header of positions.bin: everything that must match for a resume to continue the same collect. */
 typedef struct collect_header {
@@ -82,6 +88,13 @@ struct tr_train_data {
                                       llm_p_slm_top1, slm_p_llm_top1 */
     float *feats;                  /* [n][n_feats] */
     float *hidden;                 /* [n][n_embd] */
+    /* Each example's tokens (position q at [group_tokens[g] + q]; -1 at q = 0 when derived from records, whose
+     * BOS is not stored), group_tokens[g] = -1 when unknown (a prompt not stored and no tokens.bin). */
+    int32_t *tokens;
+    int64_t n_tokens, tokens_cap;
+    int64_t *group_tokens;
+    int32_t *group_n_tokens;
+    int32_t groups_cap;
     char slm_name[COLLECT_NAME_BYTES];
     char slm_path[COLLECT_PATH_BYTES]; /* the first folder's */
 };
@@ -100,9 +113,12 @@ int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n);
 /* Input row of position i as a router with these features reads it: hidden state, then the chosen features (the
  * token embedding from slm, which may be NULL without that feature), then for each of the context previous
  * positions p-1, p-2, ... of the same example its hidden state and logit features (zeros where the example has no
- * such record: before its first predicted position). */
+ * such record: before its first predicted position), then the induction values from the example's tokens. */
 tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
                           const tr_model *slm, float *out);
+/* TR_OK when every position's tokens before it are known (what TR_FEATURE_INDUCTION reads); else a message
+ * naming an example without them and what to do. */
+tr_status train_data_check_tokens(const tr_train_data *d);
 
 /* ---------------------------------------------------------------- examples.c */
 

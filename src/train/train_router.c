@@ -297,8 +297,12 @@ static double val_gain_share(trainer *t) {
 
 static tr_status check_params(const tr_train_params *p, const tr_train_data *d) {
     if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN |
-                                  TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING))
+                                  TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION))
         return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
+    if (p->features & TR_FEATURE_INDUCTION) {
+        const tr_status st = train_data_check_tokens(d);
+        if (st != TR_OK) return st;
+    }
     if (p->features & TR_FEATURE_TOKEN_EMBEDDING) {
         if (!p->slm)
             return tr_fail(TR_ERR_ARG, "the token_embedding feature (one of the default features) reads the SLM's "
