@@ -165,8 +165,9 @@ typedef struct tr_train_epoch {
 } tr_train_epoch;
 
 typedef struct tr_train_params {
-    unsigned features;           /* tr_router_feature bits (default maxprob|entropy|margin|topk|token_embedding:
-                                    set slm, or clear TR_FEATURE_TOKEN_EMBEDDING) */
+    unsigned features;           /* tr_router_feature bits (default maxprob|entropy|margin|topk|token_embedding|
+                                    induction: set slm, or clear TR_FEATURE_TOKEN_EMBEDDING; induction needs each
+                                    example's tokens: tokens.bin, or records from position 1) */
     int32_t topk;                /* k of the top-k feature (default 8; <= the data's) */
     int32_t hidden[8];           /* hidden layer widths; hidden[i] = 0 ends the list (default {256, 128}); all 0 =
                                     {2h, h}, h = n_embd; hidden[0] < 0 = no hidden layer (logistic regression) */

@@ -16,7 +16,8 @@
  * positions as the example has (the LLM scores each new position: incremental on backends that keep a cache), and the reference at each position is the LLM's greedy token (the generated
  * prefix has no ground truth). Positions are stored from the first generated one on.
  *
- * Output and resume: see train_internal.h. An example is appended and flushed, then its index entry; a resumed
+ * Output and resume: see train_internal.h. An example's records and tokens (tokens.bin: BOS, the prompt and the
+ * recorded part, what the induction feature reads) are appended and flushed, then its index entry; a resumed
  * collect checks the header (same models, data file, range and settings) and continues after the last entry.
  */
 #include <errno.h>
@@ -79,7 +80,8 @@ struct collector {
     int32_t *cont;               /* [rollouts] */
     unsigned char *buf;          /* one example's records */
     float *feat_row;             /* [COLLECT_N_STATS + topk] */
-    FILE *data, *index;
+    FILE *data, *index, *tokens;
+    int32_t n_seq;               /* tokens of c->ex to store in tokens.bin: BOS, prompt and the recorded part */
     uint64_t data_end;           /* bytes of positions.bin in use */
     tr_collect_stats stats;
 };
@@ -260,6 +262,7 @@ static tr_status teacher_forced(collector *c, int32_t example, example_slot *nex
     const tr_status llm = finish_example(e);
     if (st == TR_OK) st = llm;
     if (next && st == TR_OK) start_example(c, next, next_example);
+    c->n_seq = e->n_tokens;
     if (st != TR_OK || !has_positions(e)) return st;
     const int32_t first = e->n_prompt; /* the first predicted position */
     for (int32_t t = first - 1; st == TR_OK && t + 1 < e->n_tokens; t++) {
@@ -273,10 +276,12 @@ static tr_status teacher_forced(collector *c, int32_t example, example_slot *nex
 
 static tr_status routed_round(collector *c, int32_t example, int32_t *n_records) {
     *n_records = 0;
+    c->n_seq = 0;
     /* Question-answering examples keep their prompt; text keeps its first prompt_tokens tokens. */
     int32_t n_prompt = c->ex->n_prompt > 1 ? c->ex->n_prompt : c->p.prompt_tokens;
     if (n_prompt > c->ex->n_tokens) n_prompt = c->ex->n_tokens;
     if (n_prompt < 1 || c->ex->n_tokens < 2) return TR_OK;
+    c->n_seq = n_prompt;
     tr_context_clear(c->slm_ctx);
     const int32_t context = tr_router_context(c->p.router);
     tr_status st = tr_context_eval(c->slm_ctx, c->ex->tokens, n_prompt, context > 0 ? TR_EVAL_LOGITS_ALL : TR_EVAL_LOGITS_LAST);
@@ -300,15 +305,35 @@ static tr_status routed_round(collector *c, int32_t example, int32_t *n_records)
         const int32_t next = score < c->p.tau ? c->ex->llm_pos[0].top_ids[0] : tr_argmax(sl, c->n_vocab);
         if (tr_vocab_is_eog(c->vocab, next) || pos + 1 >= c->ex->n_tokens) break;
         c->ex->tokens[pos] = next;
+        c->n_seq = pos + 1;
         st = tr_context_eval(c->slm_ctx, &next, 1, TR_EVAL_LOGITS_LAST);
     }
     return st;
+}
+
+/* The example's tokens (what the induction feature reads, its prompt included) into tokens.bin. */
+static tr_status append_tokens(collector *c, int32_t example) {
+    unsigned char head[8];
+    const uint32_t u[2] = {(uint32_t)example, (uint32_t)c->n_seq};
+    for (int k = 0; k < 8; k++) head[k] = (unsigned char)(u[k / 4] >> (8 * (k % 4)));
+    bool ok = fwrite(head, 1, sizeof head, c->tokens) == sizeof head;
+    for (int32_t q = 0; ok && q < c->n_seq; q++) {
+        const uint32_t id = (uint32_t)c->ex->tokens[q];
+        const unsigned char b[4] = {(unsigned char)id, (unsigned char)(id >> 8), (unsigned char)(id >> 16),
+                                    (unsigned char)(id >> 24)};
+        ok = fwrite(b, 1, 4, c->tokens) == 4;
+    }
+    if (!ok || fflush(c->tokens) != 0)
+        return tr_fail(TR_ERR_IO, "cannot write " COLLECT_TOKENS_FILE ": %s", strerror(errno));
+    return TR_OK;
 }
 
 static tr_status append_example(collector *c, int32_t example, int32_t n_records) {
     const size_t bytes = (size_t)n_records * c->record_bytes;
     if (fwrite(c->buf, 1, bytes, c->data) != bytes || fflush(c->data) != 0)
         return tr_fail(TR_ERR_IO, "cannot write " COLLECT_DATA_FILE ": %s", strerror(errno));
+    const tr_status st = append_tokens(c, example); /* before the index entry that makes the example count */
+    if (st != TR_OK) return st;
     unsigned char e[COLLECT_INDEX_ENTRY];
     const uint32_t u[2] = {(uint32_t)example, (uint32_t)n_records};
     for (int k = 0; k < 8; k++) e[k] = (unsigned char)(u[k / 4] >> (8 * (k % 4)));
@@ -323,12 +348,15 @@ static tr_status append_example(collector *c, int32_t example, int32_t n_records
 
 /* ---------------------------------------------------------------- output folder and resume */
 
-static tr_status write_fresh(collector *c, const unsigned char *header, const char *data_path, const char *index_path) {
+static tr_status write_fresh(collector *c, const unsigned char *header, const char *data_path, const char *index_path,
+                             const char *tokens_path) {
     c->data = fopen(data_path, "wb");
     c->index = fopen(index_path, "wb");
-    if (!c->data || !c->index) return tr_fail(TR_ERR_IO, "cannot create %s: %s", data_path, strerror(errno));
+    c->tokens = fopen(tokens_path, "wb");
+    if (!c->data || !c->index || !c->tokens) return tr_fail(TR_ERR_IO, "cannot create %s: %s", data_path, strerror(errno));
     if (fwrite(header, 1, COLLECT_HEADER_BYTES, c->data) != COLLECT_HEADER_BYTES || fflush(c->data) != 0 ||
-        fwrite(COLLECT_INDEX_MAGIC, 1, 8, c->index) != 8 || fflush(c->index) != 0)
+        fwrite(COLLECT_INDEX_MAGIC, 1, 8, c->index) != 8 || fflush(c->index) != 0 ||
+        fwrite(COLLECT_TOKENS_MAGIC, 1, 8, c->tokens) != 8 || fflush(c->tokens) != 0)
         return tr_fail(TR_ERR_IO, "cannot write %s: %s", data_path, strerror(errno));
     c->data_end = COLLECT_HEADER_BYTES;
     return TR_OK;
@@ -377,10 +405,44 @@ static void header_difference(const collect_header *old, const collect_header *m
     snprintf(out, cap, "the settings");
 }
 
-/* Keeps the index entries whose records are complete, cuts both files after them and reopens them for
+/* Cuts tokens.bin after the entry of example `last` (the last one kept; -1: none) and reopens it for appending; a
+ * folder collected before tokens.bin gets one holding the examples from here on (the older ones' tokens are
+ * their records', as before). */
+static tr_status resume_tokens(collector *c, const char *tokens_path, int32_t last) {
+    unsigned char *tok = NULL;
+    size_t n = 0;
+    FILE *f = fopen(tokens_path, "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        const long size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        if (size > 0 && (tok = malloc((size_t)size))) n = fread(tok, 1, (size_t)size, f);
+        fclose(f);
+    }
+    size_t at = 8;
+    const bool ok = n >= 8 && memcmp(tok, COLLECT_TOKENS_MAGIC, 8) == 0;
+    while (ok && at + 8 <= n) {
+        uint32_t u[2];
+        for (int k = 0; k < 2; k++) u[k] = (uint32_t)tok[at + 4 * k] | (uint32_t)tok[at + 4 * k + 1] << 8 |
+                                          (uint32_t)tok[at + 4 * k + 2] << 16 | (uint32_t)tok[at + 4 * k + 3] << 24;
+        if ((int64_t)u[0] > last || u[1] > COLLECT_MAX_TOKENS || (uint64_t)u[1] * 4 > n - at - 8) break;
+        at += 8 + (size_t)u[1] * 4;
+    }
+    free(tok);
+    if (ok ? truncate(tokens_path, (off_t)at) != 0 : !(f = fopen(tokens_path, "wb")) || fwrite(COLLECT_TOKENS_MAGIC, 1, 8, f) != 8) {
+        if (!ok && f) fclose(f);
+        return tr_fail(TR_ERR_IO, "cannot cut %s back to its last complete example: %s", tokens_path, strerror(errno));
+    }
+    if (!ok) fclose(f);
+    c->tokens = fopen(tokens_path, "ab");
+    if (!c->tokens) return tr_fail(TR_ERR_IO, "cannot reopen %s: %s", tokens_path, strerror(errno));
+    return TR_OK;
+}
+
+/* Keeps the index entries whose records are complete, cuts the files after them and reopens them for
  * appending; *next gets the example after the last one kept. */
 static tr_status resume_existing(collector *c, const unsigned char *header, const char *data_path,
-                                 const char *index_path, int32_t *next) {
+                                 const char *index_path, const char *tokens_path, int32_t *next) {
     FILE *f = fopen(data_path, "rb");
     if (!f) return tr_fail(TR_ERR_IO, "cannot open %s: %s", data_path, strerror(errno));
     unsigned char old[COLLECT_HEADER_BYTES];
@@ -442,6 +504,7 @@ static tr_status resume_existing(collector *c, const unsigned char *header, cons
         }
         fclose(f);
     }
+    if ((st = resume_tokens(c, tokens_path, last)) != TR_OK) return st;
     c->data = fopen(data_path, "ab");
     c->index = fopen(index_path, "ab");
     if (!c->data || !c->index) return tr_fail(TR_ERR_IO, "cannot reopen %s: %s", data_path, strerror(errno));
@@ -453,14 +516,16 @@ static tr_status resume_existing(collector *c, const unsigned char *header, cons
 
 static tr_status open_output(collector *c, const collect_header *h, const char *dir, int32_t *next) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return tr_fail(TR_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
-    char data_path[4096], index_path[4096];
+    char data_path[4096], index_path[4096], tokens_path[4096];
     snprintf(data_path, sizeof data_path, "%s/%s", dir, COLLECT_DATA_FILE);
     snprintf(index_path, sizeof index_path, "%s/%s", dir, COLLECT_INDEX_FILE);
+    snprintf(tokens_path, sizeof tokens_path, "%s/%s", dir, COLLECT_TOKENS_FILE);
     unsigned char header[COLLECT_HEADER_BYTES];
     collect_header_encode(h, header);
     *next = c->p.first;
-    if (c->p.resume && access(data_path, F_OK) == 0) return resume_existing(c, header, data_path, index_path, next);
-    return write_fresh(c, header, data_path, index_path);
+    if (c->p.resume && access(data_path, F_OK) == 0)
+        return resume_existing(c, header, data_path, index_path, tokens_path, next);
+    return write_fresh(c, header, data_path, index_path, tokens_path);
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -567,6 +632,7 @@ static tr_status setup(collector *c, const char *data_path, const llm_identity *
 static void cleanup(collector *c) {
     if (c->data) fclose(c->data);
     if (c->index) fclose(c->index);
+    if (c->tokens) fclose(c->tokens);
     tr_context_free(c->slm_ctx);
     tr_context_free(c->roll_ctx);
     for (int k = 0; k < 2; k++) {

@@ -60,8 +60,8 @@ static char *folder_file(const char *dir, const char *name, size_t *n) {
 }
 
 static void assert_same_folders(const char *a, const char *b) {
-    const char *names[2] = {COLLECT_DATA_FILE, COLLECT_INDEX_FILE};
-    for (int k = 0; k < 2; k++) {
+    const char *names[3] = {COLLECT_DATA_FILE, COLLECT_INDEX_FILE, COLLECT_TOKENS_FILE};
+    for (int k = 0; k < 3; k++) {
         size_t na, nb;
         char *x = folder_file(a, names[k], &na), *y = folder_file(b, names[k], &nb);
         assert_non_null(x);
@@ -113,6 +113,10 @@ static void test_resume_gives_identical_files(void **state) {
     assert_int_equal(truncate(path, COLLECT_HEADER_BYTES + (off_t)rec * (2 * 39 + 10)), 0);
     snprintf(path, sizeof path, "%s/%s", cut, COLLECT_INDEX_FILE);
     assert_int_equal(truncate(path, 8 + 2 * COLLECT_INDEX_ENTRY + 5), 0);
+    /* tokens.bin is written before the index entry: it still holds the third example whole and part of the
+     * fourth (each entry 8 + 4 * 40 bytes): a resume cuts both. */
+    snprintf(path, sizeof path, "%s/%s", cut, COLLECT_TOKENS_FILE);
+    assert_int_equal(truncate(path, 8 + 3 * (8 + 4 * 40) + 13), 0);
     tr_train_data *d = NULL;
     assert_int_equal(tr_train_data_open(cut, &d), TR_OK); /* readable as far as it is complete */
     assert_int_equal(tr_train_data_get_info(d).n_positions, 2 * 39);
@@ -387,6 +391,93 @@ static void test_story_continuations(void **state) {
     free(b);
 }
 
+static void remove_tokens_file(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_TOKENS_FILE);
+    assert_int_equal(unlink(path), 0);
+}
+
+/* Every position's input row with the induction feature (and context 1). */
+static float *induction_rows(const tr_train_data *d, unsigned features, int32_t *width) {
+    *width = tr_router_input_width(features, 0, d->n_embd, 1);
+    float *rows = malloc((size_t)d->n * (size_t)*width * sizeof *rows);
+    for (int64_t i = 0; i < d->n; i++)
+        assert_int_equal(train_input_row(d, i, features, 0, 1, NULL, rows + i * *width), TR_OK);
+    return rows;
+}
+
+static tr_status train_small(const tr_train_data *d, unsigned features) {
+    tr_train_params tp = tr_train_default_params();
+    tp.features = features;
+    tp.hidden[0] = 8;
+    tp.hidden[1] = 0;
+    tp.epochs = 1;
+    tp.n_threads = 1;
+    const char *out = temp_path(".gguf");
+    const tr_status st = tr_train_router(d, &tp, out, NULL);
+    unlink(out);
+    return st;
+}
+
+/* tokens.bin (the induction feature, issue 32) holds each example's tokens, BOS and the prompt included: for text
+ * the records' references after BOS, for text-continue the kept half first. A text folder without it (collected
+ * before it) gives the same input rows from its records; a text-continue folder without it, whose prompt is not
+ * stored, refuses the feature by name and still trains without it. */
+static void test_tokens_stored(void **state) {
+    (void)state;
+    char *text = fresh_dir(), *cont = fresh_dir();
+    tr_collect_params p = small_params();
+    p.rollouts = 0;
+    p.first = 2;
+    p.last = 8;
+    assert_int_equal(tr_collect(slm, llm, stories(), text, &p, NULL), TR_OK);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(text, &d), TR_OK);
+    const int32_t bos = tr_vocab_bos(tr_model_vocab(slm));
+    for (int64_t i = 0; i < d->n; i++) {
+        const int32_t g = d->group[i];
+        assert_true(d->group_tokens[g] >= 0);
+        assert_int_equal(d->group_n_tokens[g], p.max_tokens);
+        assert_int_equal(d->tokens[d->group_tokens[g]], bos);
+        assert_int_equal(d->tokens[d->group_tokens[g] + d->position[i]], d->truth[i]);
+    }
+    const unsigned f = TR_FEATURE_MAXPROB | TR_FEATURE_INDUCTION;
+    int32_t width;
+    float *with = induction_rows(d, f, &width);
+    int64_t found = 0;
+    for (int64_t i = 0; i < d->n; i++) found += with[i * width + width - TR_ROUTER_INDUCTION_VALUES] == 1.0f;
+    assert_true(found > d->n / 10); /* stories repeat tokens */
+    tr_train_data_free(d);
+    remove_tokens_file(text);
+    assert_int_equal(tr_train_data_open(text, &d), TR_OK);
+    assert_int_equal(d->tokens[d->group_tokens[0]], -1); /* from the records: BOS not stored, never read */
+    float *without = induction_rows(d, f, &width);
+    assert_memory_equal(with, without, (size_t)d->n * (size_t)width * sizeof *with);
+    free(with);
+    free(without);
+    tr_train_data_free(d);
+
+    p.format = TR_DATA_TEXT_CONTINUE;
+    p.max_tokens = 64;
+    assert_int_equal(tr_collect(slm, llm, stories(), cont, &p, NULL), TR_OK);
+    assert_int_equal(tr_train_data_open(cont, &d), TR_OK);
+    assert_true(d->position[0] > 5); /* the prompt (the kept half) is not stored as records */
+    assert_int_equal(d->tokens[d->group_tokens[0]], bos);
+    assert_int_equal(d->tokens[d->group_tokens[0] + d->position[0]], d->truth[0]);
+    assert_int_equal(train_small(d, f), TR_OK);
+    tr_train_data_free(d);
+    remove_tokens_file(cont);
+    assert_int_equal(tr_train_data_open(cont, &d), TR_OK);
+    assert_int_equal(train_small(d, f), TR_ERR_ARG);
+    assert_non_null(strstr(tr_last_error(), "collect this data again, or drop the feature"));
+    assert_int_equal(train_small(d, TR_FEATURE_MAXPROB), TR_OK);
+    tr_train_data_free(d);
+    toy_remove(text);
+    toy_remove(cont);
+    free(text);
+    free(cont);
+}
+
 /* Round 2: after the prompt the routed system generates; the reference is the LLM's greedy token. With tau 1
  * every position is routed, so the prefix is the LLM's own greedy continuation of the prompt. */
 static void test_round_two_prefix_is_generated(void **state) {
@@ -589,6 +680,7 @@ int main(void) {
         cmocka_unit_test(test_rollouts_and_features_match_a_recomputation),
         cmocka_unit_test(test_llm_samples_are_reproducible),
         cmocka_unit_test(test_story_continuations),
+        cmocka_unit_test(test_tokens_stored),
         cmocka_unit_test(test_round_two_prefix_is_generated),
         cmocka_unit_test(test_question_answering_targets),
         cmocka_unit_test(test_hostile_data_files_rejected),

@@ -78,12 +78,14 @@ static inline int toy_write(const char *dir, const toy_spec *s, toy_fill_fn fill
     return fclose(data) | fclose(index);
 }
 
-/* Removes a folder toy_write (or collect) wrote: its two files, then the folder. */
+/* Removes a folder toy_write (or collect) wrote: its files, then the folder. */
 static inline void toy_remove(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
     unlink(path);
     snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s", dir, COLLECT_TOKENS_FILE);
     unlink(path);
     rmdir(dir);
 }
