@@ -13,9 +13,11 @@
 
 #include <cmocka.h>
 
+#include "router/router_internal.h"
 #include "support/demo_pair.h"
 #include "support/fixtures.h"
 #include "tokroute.h"
+#include "train/train_fixture.h"
 
 #define N_GEN 40
 
@@ -25,11 +27,11 @@ static tr_context *new_ctx(const tr_model *m) { return demo_context(m, 2); }
 static tr_llm_backend *new_backend(const tr_model *llm) { return demo_backend(llm, 2, NULL); }
 
 
-/* A one-layer MLP router over the hidden state plus the maxprob feature (and those of `context` previous
+/* A one-layer MLP router over the hidden state plus the given features (and those of `context` previous
  * positions), deterministic pseudo-random weights. */
-static tr_router *small_mlp_context(const demo_pair *p, int32_t context) {
+static tr_router *small_mlp_features(const demo_pair *p, unsigned features, int32_t context) {
     const tr_model_info *si = tr_model_get_info(p->slm);
-    const int32_t in = tr_router_input_width(TR_FEATURE_MAXPROB, 0, si->n_embd, context);
+    const int32_t in = tr_router_input_width(features, 0, si->n_embd, context);
     int32_t sizes[3] = {in, 8, 1};
     float *w0 = malloc((size_t)in * 8 * sizeof *w0), b0[8], w1[8], b1[1] = {0.0f};
     uint32_t x = 12345;
@@ -40,7 +42,7 @@ static tr_router *small_mlp_context(const demo_pair *p, int32_t context) {
     for (int i = 0; i < 8; i++) b0[i] = 0.05f * (float)i, w1[i] = i % 2 ? 0.7f : -0.5f;
     const float *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
     tr_mlp_router_desc d = {.n_layers = 2, .sizes = sizes, .weights = ws, .biases = bs,
-                            .features = TR_FEATURE_MAXPROB, .tau = 0.5f, .slm_name = si->name,
+                            .features = features, .tau = 0.5f, .slm_name = si->name,
                             .slm_n_embd = si->n_embd, .slm_n_vocab = si->n_vocab, .context = context};
     const char *path = temp_path(".gguf");
     assert_int_equal(tr_router_write_mlp(&d, path), TR_OK);
@@ -51,7 +53,7 @@ static tr_router *small_mlp_context(const demo_pair *p, int32_t context) {
     return r;
 }
 
-static tr_router *small_mlp(const demo_pair *p) { return small_mlp_context(p, 0); }
+static tr_router *small_mlp(const demo_pair *p) { return small_mlp_features(p, TR_FEATURE_MAXPROB, 0); }
 
 /* Fresh contexts at every step, the whole sequence from scratch; the given router decides. */
 static void slow_reference(const demo_pair *p, tr_router *router, const int32_t *prompt, int32_t n_prompt, float tau,
@@ -327,14 +329,35 @@ static void run_scored(const demo_pair *p, tr_router *router, const int32_t *pro
     tr_context_free(ctx);
 }
 
-/* A router reading the previous positions (context 2) keeps per-sequence state: each generated token's score
- * equals the score of the finished sequence evaluated in one pass and scored position by position after the
- * prompt's last positions were shown to it, as training reads an example; with speculation and lookahead (tokens
- * scored ahead, then rolled back) the scores are the synchronous loop's, bit for bit; and a second generation
- * does not read the first one's positions. */
-static void context_router_scores_as_trained(void **state) {
-    demo_pair *p = *state;
-    tr_router *router = small_mlp_context(p, 2);
+/* The finished sequence as collect would store it (one example, positions 1..n-1, teacher forced), for
+ * training's input rows. */
+typedef struct collected_seq {
+    tr_context *tf;
+    const int32_t *seq;
+    int32_t n_vocab, n_embd;
+} collected_seq;
+
+static void fill_collected(void *user, int32_t ex, int32_t pos, collect_record *r, float *topk, float *hidden) {
+    (void)ex;
+    (void)topk;
+    const collected_seq *c = user;
+    const float *logits = tr_context_logits(c->tf, pos - 1);
+    r->truth = r->llm_top1 = c->seq[pos];
+    r->slm_top1 = tr_argmax(logits, c->n_vocab);
+    r->slm_p_top1 = r->llm_p_top1 = r->slm_p_truth = r->llm_p_truth = 0.5f;
+    router_logit_features(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN, 0, logits, c->n_vocab,
+                          r->stats);
+    memcpy(hidden, tr_context_hidden(c->tf, pos - 1), (size_t)c->n_embd * sizeof *hidden);
+}
+
+/* A router reading the previous positions (context 2) keeps per-sequence state, and one reading the tokens
+ * (induction) is given each branch's: each generated token's score equals the score of the finished sequence
+ * evaluated in one pass and scored position by position after the prompt's last positions were shown to it, and
+ * the score training's input row gives when that sequence is collected as data; with speculation and lookahead
+ * (tokens scored ahead, then rolled back) the scores are the synchronous loop's, bit for bit; and a second
+ * generation does not read the first one's positions. */
+static void scores_as_trained(demo_pair *p, unsigned features) {
+    tr_router *router = small_mlp_features(p, features, 2);
     assert_int_equal(tr_router_context(router), 2);
     const tr_model_info *si = tr_model_get_info(p->slm);
     int32_t prompt[64];
@@ -359,6 +382,7 @@ static void context_router_scores_as_trained(void **state) {
     tr_context *tf = new_ctx(p->slm);
     assert_int_equal(tr_context_eval(tf, seq, n_prompt + N_GEN - 1, TR_EVAL_LOGITS_ALL), TR_OK);
     tr_router_reset(router);
+    assert_int_equal(tr_router_tokens(router, seq, n_prompt + N_GEN), TR_OK);
     for (int32_t q = n_prompt - 2; q < n_prompt; q++)
         assert_int_equal(tr_router_observe(router, q, tr_context_hidden(tf, q - 1), si->n_embd,
                                            tr_context_logits(tf, q - 1), si->n_vocab), TR_OK);
@@ -375,6 +399,7 @@ static void context_router_scores_as_trained(void **state) {
         const int32_t q = n_prompt + i;
         float s;
         tr_router_reset(router);
+        assert_int_equal(tr_router_tokens(router, seq, q), TR_OK);
         assert_int_equal(tr_router_score_at(router, q, tr_context_hidden(tf, q - 1), si->n_embd,
                                             tr_context_logits(tf, q - 1), si->n_vocab, &s), TR_OK);
         blind_worst = fmaxf(blind_worst, fabsf(s - sync.scores[i]));
@@ -383,14 +408,47 @@ static void context_router_scores_as_trained(void **state) {
             "without the previous positions)\n", routed, N_GEN, (double)worst, (double)blind_worst);
     assert_true(worst < 1e-4f);
     assert_true(blind_worst > 1e-2f);
+    /* The sequence collected as data: training's rows score as generation did. */
+    const char *dir = temp_path("");
+    const collected_seq c = {.tf = tf, .seq = seq, .n_vocab = si->n_vocab, .n_embd = si->n_embd};
+    const toy_spec spec_data = {.n_embd = (uint32_t)si->n_embd, .n_vocab = (uint32_t)si->n_vocab, .topk = 1,
+                                .n_examples = 1, .per_example = n_prompt + N_GEN - 1};
+    assert_int_equal(toy_write(dir, &spec_data, fill_collected, (void *)&c), 0);
+    tr_train_data *d = NULL;
+    assert_int_equal(tr_train_data_open(dir, &d), TR_OK);
+    float *trained = malloc((size_t)spec_data.per_example * sizeof *trained);
+    assert_int_equal(tr_train_data_scores(d, router, trained), TR_OK);
+    float trained_worst = 0;
+    for (int32_t i = 0; i < N_GEN; i++) trained_worst = fmaxf(trained_worst, fabsf(trained[n_prompt + i - 1] - sync.scores[i]));
+    fprintf(stderr, "training's rows within %.2g of the generation's scores\n", (double)trained_worst);
+    assert_true(trained_worst < 1e-4f);
+    if (features & TR_FEATURE_INDUCTION) { /* the tokens matter: a sequence's repeats are found */
+        int32_t found = 0;
+        for (int32_t q = n_prompt; q < n_prompt + N_GEN; q++) {
+            float v[TR_ROUTER_INDUCTION_VALUES];
+            router_induction_values(seq, q, 0, v);
+            found += v[0] == 1.0f;
+        }
+        assert_true(found >= 3);
+    }
+    free(trained);
+    tr_train_data_free(d);
+    toy_remove(dir);
     tr_context_free(tf);
     tr_router_free(router);
+}
+
+static void context_router_scores_as_trained(void **state) { scores_as_trained(*state, TR_FEATURE_MAXPROB); }
+
+static void induction_router_scores_as_trained(void **state) {
+    scores_as_trained(*state, TR_FEATURE_MAXPROB | TR_FEATURE_INDUCTION);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mlp_router_equals_slow_reference),
         cmocka_unit_test(context_router_scores_as_trained),
+        cmocka_unit_test(induction_router_scores_as_trained),
         cmocka_unit_test(temperature_above_zero),
         cmocka_unit_test(tail_text_has_its_own_signal),
         cmocka_unit_test(stats_zeroed_and_no_overflow),
