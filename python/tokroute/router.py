@@ -117,6 +117,12 @@ class Router(Handle):
         """Forgets every position kept: call at each new sequence (a no-op for routers without context)."""
         lib.tr_router_reset(self._handle())
 
+    def tokens(self, ids: Sequence[int]) -> None:
+        """The sequence's tokens (ids[q] at position q: BOS, prompt, generated), which a router with the induction
+        feature reads before each score (scoring position p needs ids[0..p)); others ignore them."""
+        a = np.ascontiguousarray(ids, dtype=np.int32)
+        check(lib.tr_router_tokens(self._handle(), a.ctypes.data_as(_lib.I32P), a.size))
+
     @staticmethod
     def _rows(hidden, logits):
         return np.ascontiguousarray(hidden, dtype=np.float32), np.ascontiguousarray(logits, dtype=np.float32)
