@@ -35,6 +35,10 @@ tr_status tr_train_data_scores(const tr_train_data *d, tr_router *router, float 
         return tr_fail(TR_ERR_ARG, "the router reads %d top-k log-probs, the data has %d", (int)net->topk, (int)d->topk);
     if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) && !net->slm)
         return tr_fail(TR_ERR_STATE, "this router reads the SLM's token embeddings: give it the SLM (tr_router_set_slm)");
+    if (net->features & TR_FEATURE_INDUCTION) {
+        const tr_status st = train_data_check_tokens(d);
+        if (st != TR_OK) return st;
+    }
     float *row = malloc((size_t)net->sizes[0] * sizeof(float));
     if (!row) return tr_fail(TR_ERR_NOMEM, "out of memory");
     tr_status st = TR_OK;

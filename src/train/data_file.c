@@ -266,7 +266,9 @@ static tr_status tokens_reserve(tr_train_data *d, int32_t g, int64_t n) {
         if (off) d->group_tokens = off;
         int32_t *cnt = realloc(d->group_n_tokens, (size_t)cap * sizeof(int32_t));
         if (cnt) d->group_n_tokens = cnt;
-        if (!off || !cnt) return tr_fail(TR_ERR_NOMEM, "out of memory for %d examples", (int)g);
+        int32_t *ex = realloc(d->example_of_group, (size_t)cap * sizeof(int32_t));
+        if (ex) d->example_of_group = ex;
+        if (!off || !cnt || !ex) return tr_fail(TR_ERR_NOMEM, "out of memory for %d examples", (int)g);
         d->groups_cap = cap;
     }
     if (d->n_tokens + n > d->tokens_cap) {
@@ -299,44 +301,41 @@ static tr_status tokens_from_records(tr_train_data *d, int32_t g, int64_t first)
     return TR_OK;
 }
 
-/* tokens.bin of the folder whose examples are groups first_group..d->n_groups-1 (in index order, examples
- * ascending): each entry replaces its example's tokens; entries of examples not in the index (a tail a resume
- * would cut) are ignored. Every entry must hold the tokens before each of its example's records. */
-static tr_status tokens_from_file(tr_train_data *d, const collect_header *h, int32_t first_group,
-                                  const unsigned char *tok, size_t n_tok) {
+/* tokens.bin of the folder whose examples are groups first_group.. (n of them, in index order, examples ascending;
+ * group first_group + k holds records first_rec[k] .. first_rec[k + 1]): each entry replaces its example's tokens;
+ * entries of examples not in the index (a tail a resume would cut) are ignored. Every entry must hold the tokens
+ * before each of its example's records. */
+static tr_status tokens_from_file(tr_train_data *d, const collect_header *h, int32_t first_group, int32_t n,
+                                  const int64_t *first_rec, const unsigned char *tok, size_t n_tok) {
     if (n_tok < 8 || memcmp(tok, COLLECT_TOKENS_MAGIC, 8) != 0)
         return tr_fail(TR_ERR_FORMAT, "not a tokroute tokens file (bad magic)");
     size_t at = 8;
-    int32_t g = first_group;
-    int64_t rec = 0; /* first record of group g */
-    while (rec < d->n && d->group[rec] < g) rec++;
-    while (at + 8 <= n_tok && g < d->n_groups) {
+    int32_t k = 0;
+    while (at + 8 <= n_tok && k < n) {
         const uint32_t example = get_u32(tok + at), count = get_u32(tok + at + 4);
         if (count > COLLECT_MAX_TOKENS || (uint64_t)count * 4 > n_tok - at - 8) break; /* an unfinished tail */
         const unsigned char *ids = tok + at + 8;
         at += 8 + (size_t)count * 4;
-        while (g < d->n_groups && (uint32_t)d->example[rec] < example) { /* examples without an entry */
-            while (rec < d->n && d->group[rec] == g) rec++;
-            g++;
-        }
-        if (g >= d->n_groups || rec >= d->n || (uint32_t)d->example[rec] != example) continue;
+        while (k < n && (uint32_t)d->example_of_group[first_group + k] < example) k++; /* no entry: records' */
+        if (k >= n || (uint32_t)d->example_of_group[first_group + k] != example) continue;
+        const int32_t g = first_group + k;
         tr_status st = tokens_reserve(d, g, count);
         if (st != TR_OK) return st;
         int32_t *t = d->tokens + d->n_tokens;
-        for (uint32_t k = 0; k < count; k++) {
-            t[k] = (int32_t)get_u32(ids + 4 * k);
-            if (t[k] < 0 || t[k] >= (int32_t)h->n_vocab)
+        for (uint32_t q = 0; q < count; q++) {
+            t[q] = (int32_t)get_u32(ids + 4 * q);
+            if (t[q] < 0 || t[q] >= (int32_t)h->n_vocab)
                 return tr_fail(TR_ERR_FORMAT, "token id outside the vocabulary in " COLLECT_TOKENS_FILE
                                " (example %" PRIu32 ")", example);
         }
-        for (; rec < d->n && d->group[rec] == g; rec++)
-            if ((uint32_t)d->position[rec] > count)
+        for (int64_t i = first_rec[k]; i < first_rec[k + 1]; i++)
+            if ((uint32_t)d->position[i] > count)
                 return tr_fail(TR_ERR_FORMAT, COLLECT_TOKENS_FILE " holds %" PRIu32 " tokens of example %" PRIu32
-                               ", which has a record at position %d", count, example, (int)d->position[rec]);
+                               ", which has a record at position %d", count, example, (int)d->position[i]);
         d->group_tokens[g] = d->n_tokens;
         d->group_n_tokens[g] = (int32_t)count;
         d->n_tokens += count;
-        g++;
+        k++;
     }
     return TR_OK;
 }
@@ -369,10 +368,25 @@ static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t
             if ((st = decode_record(d, &h, data + offset + (uint64_t)k * h.record_bytes, d->n_groups, example)) != TR_OK)
                 return st;
         if ((st = tokens_from_records(d, d->n_groups, first)) != TR_OK) return st;
+        d->example_of_group[d->n_groups] = (int32_t)example;
         d->n_groups++;
         expect = offset + bytes;
     }
-    return tok ? tokens_from_file(d, &h, first_group, tok, n_tok) : TR_OK;
+    if (!tok) return TR_OK;
+    /* Each group's first record (and the end), for tokens.bin's checks. */
+    const int32_t n = d->n_groups - first_group;
+    int64_t *first_rec = malloc(((size_t)n + 1) * sizeof *first_rec);
+    if (!first_rec) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    int64_t i = d->n;
+    while (i > 0 && d->group[i - 1] >= first_group) i--;
+    for (int32_t k = 0; k < n; k++) {
+        first_rec[k] = i;
+        while (i < d->n && d->group[i] == first_group + k) i++;
+    }
+    first_rec[n] = d->n;
+    st = tokens_from_file(d, &h, first_group, n, first_rec, tok, n_tok);
+    free(first_rec);
+    return st;
 }
 
 tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
@@ -423,7 +437,7 @@ void tr_train_data_free(tr_train_data *d) {
     if (!d) return;
     void *ptrs[] = {d->group, d->truth, d->slm_top1, d->llm_top1, d->rollout_slm, d->rollout_llm,
                     d->example, d->position, d->probs, d->feats, d->hidden, d->tokens, d->group_tokens,
-                    d->group_n_tokens};
+                    d->group_n_tokens, d->example_of_group};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     free(d);
 }

@@ -94,6 +94,7 @@ struct tr_train_data {
     int64_t n_tokens, tokens_cap;
     int64_t *group_tokens;
     int32_t *group_n_tokens;
+    int32_t *example_of_group;     /* the example index each group was collected as */
     int32_t groups_cap;
     char slm_name[COLLECT_NAME_BYTES];
     char slm_path[COLLECT_PATH_BYTES]; /* the first folder's */
