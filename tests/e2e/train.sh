@@ -60,7 +60,7 @@ for name in ("router", "maxprob", "margin", "entropy", "oracle"):
         assert abs(p["routed"] - p["target_routed"]) < 0.01 and 0 <= p["accuracy"] <= 1, p
 PY
 "$cli" inspect "$tmp/r.gguf" 2>/dev/null >"$tmp/inspect.txt"
-grep -Eq "tokroute-router.features +\[str × 5\]" "$tmp/inspect.txt" || fail "router file does not record its features"
+grep -Eq "tokroute-router.features +\[str × 6\]" "$tmp/inspect.txt" || fail "router file does not record its features"
 grep -Eq "tokroute-router.topk +8$" "$tmp/inspect.txt" || fail "router file does not record its top-k"
 
 # scripts/router_bound.py: the oracle and the LLM-expected-gain bound on the same data (the bound never beats the
