@@ -456,6 +456,37 @@ static void test_tokens_stored(void **state) {
     free(with);
     free(without);
     tr_train_data_free(d);
+    /* A hostile tokens.bin is refused: too few tokens for the records, an id outside the vocabulary, a bad magic;
+     * an unfinished tail entry is ignored (as a resume would cut it). */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", text, COLLECT_TOKENS_FILE);
+    const struct {
+        uint32_t words[4];
+        size_t n_bytes;
+        tr_status st;
+        const char *msg;
+    } hostile[] = {
+        {{2, 2, 1, 5}, 16, TR_ERR_FORMAT, "holds 2 tokens of example 2"},
+        {{2, 1, 99999, 0}, 12, TR_ERR_FORMAT, "outside the vocabulary"},
+        {{2, 1000, 1, 5}, 16, TR_OK, NULL},
+    };
+    for (size_t k = 0; k < sizeof hostile / sizeof hostile[0]; k++) {
+        FILE *fp = fopen(path, "wb");
+        assert_non_null(fp);
+        fwrite(COLLECT_TOKENS_MAGIC, 1, 8, fp);
+        fwrite(hostile[k].words, 1, hostile[k].n_bytes, fp);
+        fclose(fp);
+        tr_train_data *h = NULL;
+        assert_int_equal(tr_train_data_open(text, &h), hostile[k].st);
+        if (hostile[k].msg) assert_non_null(strstr(tr_last_error(), hostile[k].msg));
+        tr_train_data_free(h);
+    }
+    FILE *fp = fopen(path, "wb");
+    fwrite("TRCXXXXX", 1, 8, fp);
+    fclose(fp);
+    tr_train_data *bad = NULL;
+    assert_int_equal(tr_train_data_open(text, &bad), TR_ERR_FORMAT);
+    remove_tokens_file(text);
 
     p.format = TR_DATA_TEXT_CONTINUE;
     p.max_tokens = 64;
