@@ -114,8 +114,10 @@ float tr_router_default_tau(const tr_router *router) {
 }
 
 void tr_router_reset(tr_router *router) {
-    if (router && router->policy == TR_POLICY_MLP && router->mlp.context > 0) mlp_reset(&router->mlp);
-    if (router) router->mlp.n_tokens = 0;
+    if (!router || router->policy != TR_POLICY_MLP) return;
+    if (router->mlp.context > 0) mlp_reset(&router->mlp);
+    router->mlp.last_position = -1;
+    router->mlp.n_tokens = 0;
 }
 
 tr_status tr_router_tokens(tr_router *router, const int32_t *ids, int64_t n) {
@@ -187,5 +189,6 @@ tr_status tr_router_score_at(tr_router *router, int64_t position, const float *h
                        "(tr_router_tokens) before scoring position %lld (it has %lld)", (long long)position - 1,
                        (long long)position, (long long)net->n_tokens);
     *score = mlp_forward(net, position, hidden, logits, n_vocab);
+    net->last_position = position; /* tr_router_score continues after it (context or not: induction reads it) */
     return TR_OK;
 }

@@ -141,6 +141,13 @@ static void test_router_reads_the_tokens(void **state) {
     tr_router_reset(r); /* a new sequence forgets them */
     assert_int_equal(tr_router_score_at(r, 2, h, 1, logits, 4, &s), TR_ERR_STATE);
     assert_int_equal(tr_router_tokens(r, NULL, 2), TR_ERR_ARG);
+    /* tr_router_score continues after the latest position scored (1 after a reset), context or not. */
+    const int32_t again[4] = {BOS, 1, 2, 1};
+    assert_int_equal(tr_router_tokens(r, again, 4), TR_OK);
+    for (int k = 1; k <= 3; k++) assert_int_equal(tr_router_score(r, h, 1, logits, 4, &s), TR_OK);
+    assert_true(fabsf(s - 0.5f) < 1e-6f); /* position 3: x = 2, never before */
+    assert_int_equal(tr_router_score(r, h, 1, logits, 4, &s), TR_OK);
+    assert_true(fabsf(s - 1.0f / (1.0f + expf(-2.0f))) < 1e-6f); /* position 4: x = 1 at q = 1 */
     tr_router_free(r);
     /* Policies and routers without the feature ignore tokens. */
     assert_int_equal(tr_router_create(TR_POLICY_MAXPROB, &r), TR_OK);
