@@ -54,26 +54,8 @@ int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd)
     return n_embd + tr_router_feature_width(features & ROUTER_LOGIT_FEATURES, topk, n_embd);
 }
 
-/* SCREENING (issue 32, branch rtok): extra inputs under TR_RTOK_LEVER, appended after the context. */
-#include <stdlib.h>
-int32_t rtok_extra_width(int32_t n_embd);
-int32_t rtok_extra_width(int32_t n_embd) {
-    const char *l = getenv("TR_RTOK_LEVER");
-    if (!l || !*l) return 0;
-    int32_t w = 0;
-    if (strstr(l, "top2")) w += n_embd;
-    if (strstr(l, "top3")) w += 2 * n_embd;
-    if (strstr(l, "pw")) w += n_embd;
-    if (strstr(l, "diff")) w += n_embd;
-    if (strstr(l, "prev")) w += n_embd;
-    if (strstr(l, "onehot")) w += 512;
-    if (strstr(l, "lp2")) w += 1;
-    if (strstr(l, "cos")) w += 2;
-    return w;
-}
-
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {
-    return rtok_extra_width(n_embd) + n_embd + tr_router_feature_width(features, topk, n_embd) +
+    return n_embd + tr_router_feature_width(features, topk, n_embd) +
            (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0);
 }
 

@@ -10,124 +10,12 @@
  * training time
  * from what collect stored, so one collect serves every labelling.
  */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "common/error.h"
-#include "model/model_internal.h"
 #include "router/router_internal.h"
 #include "train/train_internal.h"
-
-int32_t rtok_extra_width(int32_t n_embd);
-/* SCREENING: the SLM's output matrix as floats, and the top-8 ids of a stored hidden state through it. */
-static float *rtok_out;
-static int32_t rtok_vocab, rtok_checked;
-static void rtok_topk(const tr_model *slm, const tr_train_data *d, int64_t i, int32_t *ids, float *lps, int32_t k) {
-    const weight_matrix *w = &slm->output;
-    const int32_t n = d->n_embd;
-    if (!rtok_out) {
-        rtok_vocab = (int32_t)w->rows;
-        rtok_out = malloc((size_t)w->rows * (size_t)n * sizeof(float));
-        const size_t stride = w->row_stride ? w->row_stride : type_row_bytes(w->type, w->cols);
-        for (int32_t r = 0; r < rtok_vocab; r++) dequantize_row(w->type, (const char *)w->data + (size_t)r * stride, rtok_out + (size_t)r * n, n);
-    }
-    const float *h = d->hidden + i * n;
-    float best[16];
-    for (int32_t j = 0; j < k; j++) best[j] = -INFINITY, ids[j] = -1;
-    double m = -INFINITY, s = 0;
-    float *lg = malloc((size_t)rtok_vocab * sizeof(float));
-    for (int32_t v = 0; v < rtok_vocab; v++) {
-        const float *r = rtok_out + (size_t)v * n;
-        float a = 0;
-        for (int32_t e = 0; e < n; e++) a += r[e] * h[e];
-        lg[v] = a;
-        if (a > m) m = a;
-        if (!(a > best[k - 1])) continue;
-        int32_t j = k - 1;
-        while (j > 0 && best[j - 1] < a) best[j] = best[j - 1], ids[j] = ids[j - 1], j--;
-        best[j] = a, ids[j] = v;
-    }
-    for (int32_t v = 0; v < rtok_vocab; v++) s += exp(lg[v] - m);
-    free(lg);
-    for (int32_t j = 0; j < k; j++) lps[j] = (float)(best[j] - m - log(s));
-    /* the stored top-1 first (kernels may differ in the last bits) */
-    if (ids[0] != d->slm_top1[i]) {
-        for (int32_t j = 1; j < k; j++) if (ids[j] == d->slm_top1[i]) { int32_t t = ids[j]; ids[j] = ids[0]; ids[0] = t; float u = lps[j]; lps[j] = lps[0]; lps[0] = u; break; }
-    }
-    if (getenv("TR_RTOK_STATS")) {
-        static int64_t npos, ndis, in2, in8;
-        static double g, g2, g8;
-        const float *p = d->probs + i * COLLECT_N_PROBS;
-        npos++;
-        if (d->slm_top1[i] != d->llm_top1[i]) {
-            const double gi = p[1] - p[4] > 0 ? p[1] - p[4] : 0;
-            ndis++, g += gi;
-            if (d->llm_top1[i] == ids[1]) in2++, g2 += gi;
-            for (int32_t j = 1; j < k; j++) if (d->llm_top1[i] == ids[j]) { in8++, g8 += gi; break; }
-        }
-        if (npos % 50000 == 0 || i == d->n - 1)
-            fprintf(stderr, "rtok stats %lld positions: %lld disagree (%.3f); LLM top-1 = SLM top-2 in %.3f of them (%.3f of the expected gain), in the SLM top-2..8 in %.3f (%.3f)\n",
-                    (long long)npos, (long long)ndis, (double)ndis / npos, (double)in2 / ndis, g2 / g, (double)in8 / ndis, g8 / g);
-    }
-    if (getenv("TR_RTOK_CHECK") && rtok_checked < 5000) {
-        rtok_checked++;
-        const float *f = d->feats + i * d->n_feats + COLLECT_N_STATS;
-        float worst = 0;
-        for (int32_t j = 0; j < k && j < d->topk; j++) { float e = fabsf(f[j] - lps[j]); if (e > worst) worst = e; }
-        if (rtok_checked <= 5 || worst > 1e-3f || ids[0] != d->slm_top1[i])
-            fprintf(stderr, "rtok check %lld: top1 stored %d computed %d top2 %d top3 %d; lp stored %.5f %.5f %.5f computed %.5f %.5f %.5f; worst |diff| %.2e\n",
-                    (long long)i, d->slm_top1[i], ids[0], ids[1], ids[2], f[0], f[1], f[2], lps[0], lps[1], lps[2], worst);
-    }
-}
-
-static void rtok_embed_add(const tr_model *slm, int32_t id, float c, float *o, int32_t n) {
-    float e[4096];
-    slm_token_embedding(slm, id, e);
-    for (int32_t j = 0; j < n; j++) o[j] += c * e[j];
-}
-
-static float *rtok_extra(const tr_train_data *d, int64_t i, const tr_model *slm, float *o) {
-    const char *l = getenv("TR_RTOK_LEVER");
-    if (!l || !*l) return o;
-    const int32_t n = d->n_embd;
-    memset(o, 0, (size_t)rtok_extra_width(n) * sizeof(float));
-    int32_t ids[8];
-    float lps[8];
-    rtok_topk(slm, d, i, ids, lps, 8);
-    if (strstr(l, "top2")) rtok_embed_add(slm, ids[1], 1, o, n), o += n;
-    if (strstr(l, "top3")) rtok_embed_add(slm, ids[1], 1, o, n), o += n, rtok_embed_add(slm, ids[2], 1, o, n), o += n;
-    if (strstr(l, "pw")) {
-        double z = 0;
-        for (int32_t j = 0; j < 8; j++) z += exp(lps[j]);
-        for (int32_t j = 0; j < 8; j++) rtok_embed_add(slm, ids[j], (float)(exp(lps[j]) / z), o, n);
-        o += n;
-    }
-    if (strstr(l, "diff")) rtok_embed_add(slm, ids[1], 1, o, n), rtok_embed_add(slm, ids[0], -1, o, n), o += n;
-    if (strstr(l, "prev")) {
-        const int64_t j = i - 1;
-        if (j >= 0 && d->group[j] == d->group[i] && d->position[j] == d->position[i] - 1)
-            rtok_embed_add(slm, d->truth[j], 1, o, n);
-        o += n;
-    }
-    if (strstr(l, "onehot")) {
-        if (d->slm_top1[i] >= 0 && d->slm_top1[i] < 512) o[d->slm_top1[i]] = 1;
-        o += 512;
-    }
-    if (strstr(l, "lp2")) *o++ = lps[1];
-    if (strstr(l, "cos")) {
-        float e[3][4096];
-        for (int32_t t = 0; t < 3; t++) slm_token_embedding(slm, ids[t], e[t]);
-        for (int32_t t = 1; t < 3; t++) {
-            double ab = 0, aa = 0, bb = 0;
-            for (int32_t j = 0; j < n; j++) ab += e[0][j] * e[t][j], aa += e[0][j] * e[0][j], bb += e[t][j] * e[t][j];
-            *o++ = aa > 0 && bb > 0 ? (float)(ab / sqrt(aa * bb)) : 0.0f;
-        }
-    }
-    return o;
-}
 
 static const char *const label_names[] = {
     [TR_LABEL_DROP] = "drop",
@@ -221,6 +109,5 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
         else
             memset(o, 0, (size_t)width * sizeof(float));
     }
-    rtok_extra(d, i, slm, o);
     return TR_OK;
 }
