@@ -240,6 +240,26 @@ double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, c
     return loss;
 }
 
+/* ---------------------------------------------------------------- schedule and averaging */
+
+double scheduled_learning_rate(const tr_train_params *p, int64_t step, int64_t steps_per_epoch) {
+    const double t = (double)step, warm = (double)p->lr_warmup * (double)steps_per_epoch;
+    const double total = (double)p->epochs * (double)steps_per_epoch;
+    double lr = p->learning_rate;
+    if (t < warm) lr *= t / warm;
+    if (p->lr_cosine && total > warm) {
+        const double progress = t <= warm ? 0 : (t - warm) / (total - warm);
+        lr *= 0.5 * (1.0 + cos(M_PI * (progress < 1 ? progress : 1)));
+    }
+    return lr;
+}
+
+void weights_average_step(float *avg, const float *theta, size_t n, float decay, int64_t step) {
+    const double early = (1.0 + (double)step) / (10.0 + (double)step);
+    const float d = (float)(decay < early ? decay : early), keep = 1.0f - d;
+    for (size_t k = 0; k < n; k++) avg[k] = d * avg[k] + keep * theta[k];
+}
+
 /* W [rows][cols] -> Wᵀ in 16 × 16 blocks (both sides stay in cache lines). */
 static void transpose(const float *a, int64_t rows, int64_t cols, float *t) {
     for (int64_t r0 = 0; r0 < rows; r0 += 16)

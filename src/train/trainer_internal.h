@@ -42,4 +42,12 @@ double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, c
                       const float *aux, float aux_weight, int32_t rows, tr_train_loss loss, double scale,
                       float *grad, float *work);
 
+/* The learning rate of step (1-based) under p's schedule: learning_rate, times step / warm-up steps during the
+ * lr_warmup epochs' linear warm-up, times (1 + cos(pi progress)) / 2 after it with lr_cosine (progress from 0 after
+ * the warm-up to 1 at the last epoch's last step). */
+double scheduled_learning_rate(const tr_train_params *p, int64_t step, int64_t steps_per_epoch);
+/* One step of the weights' moving average (Polyak): avg = d avg + (1 - d) theta over n parameters, d = min(decay,
+ * (1 + step) / (10 + step)), so the first steps' average is not mostly the initialization. */
+void weights_average_step(float *avg, const float *theta, size_t n, float decay, int64_t step);
+
 #endif /* TR_TRAINER_INTERNAL_H */

@@ -248,6 +248,18 @@ static void test_calibration_and_gap(void **state) {
     assert_float_equal(pts[0].gap_closed, 1.0, 1e-9);
     assert_float_equal(pts[1].accuracy, 0.7, 1e-12);
     assert_float_equal(pts[1].routed, 0.4, 1e-12);
+    /* Scores given per position rank as a router's would (router_ensemble combines several this way). */
+    float given[10];
+    tr_gap_point from_scores[2];
+    assert_int_equal(tr_train_data_scores(d, mp, given), TR_OK);
+    assert_int_equal(tr_train_gap_scores(d, given, targets, 2, from_scores, NULL), TR_OK);
+    assert_float_equal(from_scores[0].accuracy, 0.6, 1e-12);
+    assert_float_equal(from_scores[1].accuracy, 0.7, 1e-12);
+    for (int i = 0; i < 10; i++) given[i] = -given[i]; /* the most confident first: 10 (SLM-only), 9 (LLM-only) */
+    assert_int_equal(tr_train_gap_scores(d, given, targets, 2, from_scores, NULL), TR_OK);
+    assert_float_equal(from_scores[0].accuracy, 0.5, 1e-12);
+    assert_float_equal(from_scores[0].gap_closed, 0.0, 1e-9);
+    assert_int_equal(tr_train_gap_scores(d, NULL, targets, 2, from_scores, NULL), TR_ERR_ARG);
     /* The oracle routes the three LLM-only positions first. */
     const double t3[1] = {0.3};
     assert_int_equal(tr_train_gap(d, NULL, t3, 1, pts, &rep), TR_OK);
