@@ -202,7 +202,7 @@ typedef struct tr_train_params {
     float ema_decay;             /* > 0: keep an exponential moving average of the weights over the steps (Polyak;
                                     per step, e.g. 0.999; the first steps' decay is min(d, (1 + t) / (10 + t))); the
                                     average is what each epoch's validation scores and what is kept and written
-                                    (default 0: the raw weights) */
+                                    (default 0.9999; 0: the raw weights) */
     bool lr_cosine;              /* the learning rate follows a cosine from learning_rate down to 0 over the epochs'
                                     steps (default false: constant) */
     float lr_warmup;             /* epochs (fractions allowed) of linear warm-up of the learning rate from 0

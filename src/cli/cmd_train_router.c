@@ -32,7 +32,7 @@ static const char *usage =
     "  --batch N            mini-batch (default 256)      --lr X        Adam learning rate (default 0.001)\n"
     "  --weight-decay X     L2 on weights (default 0)     --val-fraction F  held-out examples (default 0.1)\n"
     "  --ema D              score, keep and write a moving average of the weights over the steps, decay D per step\n"
-    "                       (e.g. 0.999; default 0: the raw weights)\n"
+    "                       (default 0.9999; 0: the raw weights)\n"
     "  --lr-schedule S      constant (default) or cosine (from --lr down to 0 over the epochs)\n"
     "  --warmup E           epochs of linear learning-rate warm-up from 0 (fractions allowed; default 0)\n"
     "  --aux-weight X       also fit, as extra outputs weighted X in the loss, what the LLM said at each position\n"

@@ -66,7 +66,7 @@ static tr_train_params quiet_params(void) {
 }
 
 /* The defaults are the README's recipe: every feature with the token embedding, the previous position, expected
- * labels, 256,128. */
+ * labels, 256,128, the weights' moving average. */
 static void test_defaults_are_the_recipe(void **state) {
     (void)state;
     const tr_train_params p = tr_train_default_params();
@@ -78,6 +78,9 @@ static void test_defaults_are_the_recipe(void **state) {
     assert_int_equal(p.hidden[2], 0);
     assert_int_equal(p.topk, 8);
     assert_int_equal(p.context, 1); /* the previous position's inputs: +6 / +4 points of the gap (docs/train.md) */
+    assert_float_equal(p.ema_decay, 0.9999f, 0); /* the weights' moving average: +0.9 / +1.3 points (3 seeds) */
+    assert_false(p.lr_cosine);
+    assert_float_equal(p.lr_warmup, 0.0f, 0);
 }
 
 static void test_separable_toy_is_learned(void **state) {
