@@ -207,6 +207,8 @@ typedef struct tr_train_params {
                                     steps (default false: constant) */
     float lr_warmup;             /* epochs (fractions allowed) of linear warm-up of the learning rate from 0
                                     (default 0) */
+    float dropout;               /* inverted dropout at this rate on the hidden layers' outputs while training
+                                    (0..0.9; default 0) */
 } tr_train_params;
 
 typedef struct tr_train_result {

@@ -184,8 +184,10 @@ static void chunk_task(void *arg, int ith, int nth) {
         } else {
             float *g = t->chunk_grad + (size_t)c * t->m.n_params;
             memset(g, 0, t->m.n_params * sizeof(float));
-            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, ab, t->p.aux_weight, rows, t->p.loss,
-                                              1.0 / (double)t->n_rows, g, work);
+            /* dropout's mask: a function of the seed, the step and the chunk, so of no thread */
+            const uint64_t mask_seed = t->p.seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)t->step << 20) ^ (uint64_t)c;
+            t->chunk_loss[c] = mlp_model_grad_dropout(&t->m, t->wt, xb, yb, wb, ab, t->p.aux_weight, rows, t->p.loss,
+                                                      1.0 / (double)t->n_rows, g, work, t->p.dropout, mask_seed);
         }
     }
 }
@@ -327,6 +329,7 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
     if (p->n_threads < 0 || p->n_threads > 512) return tr_fail(TR_ERR_ARG, "n_threads out of range");
     if (!(p->aux_weight >= 0 && p->aux_weight <= 100)) return tr_fail(TR_ERR_ARG, "aux_weight must be in [0, 100]");
     if (!(p->ema_decay >= 0 && p->ema_decay < 1)) return tr_fail(TR_ERR_ARG, "ema_decay must be in [0, 1)");
+    if (!(p->dropout >= 0 && p->dropout <= 0.9f)) return tr_fail(TR_ERR_ARG, "dropout must be in [0, 0.9]");
     if (!(p->lr_warmup >= 0 && p->lr_warmup <= p->epochs)) return tr_fail(TR_ERR_ARG, "lr_warmup must be in [0, epochs]");
     return TR_OK;
 }

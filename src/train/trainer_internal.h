@@ -42,6 +42,11 @@ double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, c
                       const float *aux, float aux_weight, int32_t rows, tr_train_loss loss, double scale,
                       float *grad, float *work);
 
+/* mlp_model_grad with inverted dropout at rate dropout on every hidden layer's outputs (the mask a function of
+ * mask_seed, the layer, the row and the unit: the same seed gives the same mask; 0 = none, mlp_model_grad). */
+double mlp_model_grad_dropout(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
+                              const float *aux, float aux_weight, int32_t rows, tr_train_loss loss, double scale,
+                              float *grad, float *work, float dropout, uint64_t mask_seed);
 /* The learning rate of step (1-based) under p's schedule: learning_rate, times step / warm-up steps during the
  * lr_warmup epochs' linear warm-up, times (1 + cos(pi progress)) / 2 after it with lr_cosine (progress from 0 after
  * the warm-up to 1 at the last epoch's last step). */

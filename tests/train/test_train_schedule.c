@@ -1,7 +1,7 @@
 /* test_train_schedule.c — the trainer's learning-rate schedule (linear warm-up, cosine to 0) and the weights'
  * moving average (Polyak, ema_decay) against their formulas; end to end, the averaged weights are what is scored
  * and written (a decay of ~0 writes the raw weights' file byte for byte, a real one another file that still
- * learns), and bad values are refused. */
+ * learns), dropout gives the same file for any thread count, and bad values are refused. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -143,6 +143,26 @@ static void test_average_is_what_is_kept(void **state) {
     char *cosine = train_bytes(d, &p, &n_cos, &cos_res);
     assert_memory_not_equal(raw, cosine, n_raw);
     assert_true(cos_res.best_val_accuracy > 0.9);
+    /* Dropout: another file, the same for any thread count (the masks are the seed's, step's and chunk's), still
+     * learning. */
+    p.lr_cosine = false;
+    p.lr_warmup = 0;
+    p.dropout = 0.1f;
+    size_t n_d1, n_d3;
+    tr_train_result d1_res, d3_res;
+    char *drop1 = train_bytes(d, &p, &n_d1, &d1_res);
+    p.n_threads = 3;
+    char *drop3 = train_bytes(d, &p, &n_d3, &d3_res);
+    p.n_threads = 1;
+    assert_int_equal(n_d1, n_d3);
+    assert_memory_equal(drop1, drop3, n_d1);
+    assert_memory_not_equal(raw, drop1, n_raw);
+    assert_true(d1_res.best_val_accuracy > 0.9);
+    p.dropout = 0.95f;
+    assert_int_equal(tr_train_router(d, &p, temp_path(".gguf"), NULL), TR_ERR_ARG);
+    p.dropout = 0;
+    free(drop1);
+    free(drop3);
     /* Bad values are refused. */
     const char *path = temp_path(".gguf");
     p.ema_decay = 1.0f;
