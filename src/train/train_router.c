@@ -1,9 +1,10 @@
 /* train_router.c — tr_train_router: labels and splits the collected positions, standardizes the inputs, runs
- * the epochs (mini-batches split into chunks over a thread pool, Adam), keeps the best epoch by validation loss
- * and writes the router file with the standardization folded into the first layer. The network and its gradient
- * are in trainer.c. The output is checked for writing before any work, a stop asked for mid-epoch still writes the
- * best epoch so far, and with held-out data the threshold written is calibrated on it (the file is written, loaded
- * back as a router to score that data, and written again with the τ found).
+ * the epochs (mini-batches split into chunks over a thread pool, Adam at the scheduled rate, the weights' moving
+ * average), keeps the best epoch by validation loss (of the average, with ema_decay) and writes the router file
+ * with the standardization folded into the first layer. The network and its gradient are in trainer.c. The
+ * output is checked for writing before any work, a stop asked for mid-epoch still writes the best epoch so far,
+ * and with held-out data the threshold written is calibrated on it (the file is written, loaded back as a router
+ * to score that data, and written again with the τ found).
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -7,7 +7,9 @@
  * features. The validation split holds out whole examples (a hash of seed and example), and the weights kept are
  * those of the epoch with the lowest validation loss; training stops after `patience` epochs without one. With
  * aux_weight the last layer has more outputs after the routing logit, fitted by BCE to the LLM's view of the
- * position (train_router.c, aux_targets) and left out of the file.
+ * position (train_router.c, aux_targets) and left out of the file. Also here: inverted dropout of the hidden
+ * layers (a hashed mask, mlp_model_grad_dropout), the learning-rate schedule (warm-up, cosine) and one step of the
+ * weights' moving average (ema_decay, default 0.9999: what is validated, kept and written).
  *
  * Determinism: initialization and shuffling come from the seed; a mini-batch is cut into fixed chunks of
  * CHUNK_ROWS rows whose gradients are computed independently (on any thread) and summed in chunk order, so the

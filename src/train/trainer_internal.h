@@ -1,6 +1,7 @@
 /* trainer_internal.h — the trainer's network (trainer.c): parameters in one flat vector, forward pass and the
- * gradient of the loss (class-weighted BCE, pairwise ranking, or both, plus optional auxiliary targets) over a
- * block of rows. Used by train_router.c and by the gradient test. */
+ * gradient of the loss (class-weighted BCE, pairwise ranking, or both, plus optional auxiliary targets; optional
+ * dropout) over a block of rows, the learning-rate schedule and the weights' moving average. Used by
+ * train_router.c and by the gradient and schedule tests. */
 #ifndef TR_TRAINER_INTERNAL_H
 #define TR_TRAINER_INTERNAL_H
 
