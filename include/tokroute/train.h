@@ -200,6 +200,16 @@ typedef struct tr_train_params {
                                     what the LLM said at the position (its p(top-1), its p of the SLM's top-1, the
                                     SLM's p of its top-1, whether the top-1s agree); the file keeps only the routing
                                     output (default 0: none) */
+    float ema_decay;             /* > 0: keep an exponential moving average of the weights over the steps (Polyak;
+                                    per step, e.g. 0.999; the first steps' decay is min(d, (1 + t) / (10 + t))); the
+                                    average is what each epoch's validation scores and what is kept and written
+                                    (default 0.9999; 0: the raw weights) */
+    bool lr_cosine;              /* the learning rate follows a cosine from learning_rate down to 0 over the epochs'
+                                    steps (default false: constant) */
+    float lr_warmup;             /* epochs (fractions allowed) of linear warm-up of the learning rate from 0
+                                    (default 0) */
+    float dropout;               /* inverted dropout at this rate on the hidden layers' outputs while training
+                                    (0..0.9; default 0) */
 } tr_train_params;
 
 typedef struct tr_train_result {
@@ -240,6 +250,10 @@ typedef struct tr_gap_report {
 /* n targets in [0, 1]; out gets n points. router NULL = the oracle (routes first where only the LLM is right). */
 tr_status tr_train_gap(const tr_train_data *data, tr_router *router, const double *targets, int32_t n,
                        tr_gap_point *out, tr_gap_report *report);
+/* The same for scores given per position (tr_train_data_get_info(data).n_positions of them, in data order; the
+ * lowest route first), e.g. several routers' scores combined. */
+tr_status tr_train_gap_scores(const tr_train_data *data, const float *scores, const double *targets, int32_t n,
+                              tr_gap_point *out, tr_gap_report *report);
 /* The same for the bound (scripts/router_bound.py): routing the positions of largest expected gain p(l) - p(s)
  * under the LLM's distribution (l, s: the LLM's and the SLM's top-1; 0 where they agree), the best a router reading
  * only the SLM can hope for. The routed counts equal tr_train_gap's at the same targets. */

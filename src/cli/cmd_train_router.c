@@ -32,6 +32,11 @@ static const char *usage =
     "  --epochs N           most epochs (default 30)      --patience N  early stopping (default 4)\n"
     "  --batch N            mini-batch (default 256)      --lr X        Adam learning rate (default 0.001)\n"
     "  --weight-decay X     L2 on weights (default 0)     --val-fraction F  held-out examples (default 0.1)\n"
+    "  --ema D              score, keep and write a moving average of the weights over the steps, decay D per step\n"
+    "                       (default 0.9999; 0: the raw weights)\n"
+    "  --lr-schedule S      constant (default) or cosine (from --lr down to 0 over the epochs)\n"
+    "  --warmup E           epochs of linear learning-rate warm-up from 0 (fractions allowed; default 0)\n"
+    "  --dropout P          drop the hidden layers' outputs at rate P while training (default 0)\n"
     "  --aux-weight X       also fit, as extra outputs weighted X in the loss, what the LLM said at each position\n"
     "                       (its p(top-1), its p of the SLM's top-1, the SLM's p of its top-1, top-1s agree); the\n"
     "                       file keeps only the routing output (default 0: off)\n"
@@ -171,6 +176,19 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
         } else if (cli_option(argc, argv, &i, NULL, "--weight-decay", &v)) {
             if (!cli_float("--weight-decay", v, &f) || !(f >= 0)) return cli_usage_error(usage, "--weight-decay must be >= 0");
             p->weight_decay = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--ema", &v)) {
+            if (!cli_float("--ema", v, &f) || !(f >= 0 && f < 1)) return cli_usage_error(usage, "--ema must be in [0, 1)");
+            p->ema_decay = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--lr-schedule", &v)) {
+            if (v && strcmp(v, "cosine") == 0) p->lr_cosine = true;
+            else if (v && strcmp(v, "constant") == 0) p->lr_cosine = false;
+            else return cli_usage_error(usage, "--lr-schedule is constant or cosine");
+        } else if (cli_option(argc, argv, &i, NULL, "--dropout", &v)) {
+            if (!cli_float("--dropout", v, &f) || !(f >= 0 && f <= 0.9)) return cli_usage_error(usage, "--dropout must be in [0, 0.9]");
+            p->dropout = (float)f;
+        } else if (cli_option(argc, argv, &i, NULL, "--warmup", &v)) {
+            if (!cli_float("--warmup", v, &f) || !(f >= 0)) return cli_usage_error(usage, "--warmup must be >= 0");
+            p->lr_warmup = (float)f;
         } else if (cli_option(argc, argv, &i, NULL, "--aux-weight", &v)) {
             if (!cli_float("--aux-weight", v, &f) || !(f >= 0 && f <= 100))
                 return cli_usage_error(usage, "--aux-weight must be in [0, 100]");

@@ -70,18 +70,20 @@ static float expected_gain(const tr_train_data *d, int64_t i) {
 
 typedef enum ranking { RANK_ROUTER, RANK_ORACLE, RANK_BOUND } ranking;
 
-/* Scores of every position sorted ascending (position order on ties): the router's, the oracle's (router NULL) or
- * the bound's (bound: the negated expected gain). */
-static tr_status rank_positions(const tr_train_data *d, tr_router *router, bool bound, ranked **out) {
+/* Scores of every position sorted ascending (position order on ties): the given ones, the router's, the oracle's
+ * (router and given NULL) or the bound's (bound: the negated expected gain). */
+static tr_status rank_positions(const tr_train_data *d, tr_router *router, const float *given, bool bound,
+                                ranked **out) {
     *out = NULL;
     if (d->n < 1) return tr_fail(TR_ERR_ARG, "no collected positions");
     float *scores = malloc((size_t)d->n * sizeof(float));
     ranked *r = malloc((size_t)d->n * sizeof(ranked));
     tr_status st = scores && r ? TR_OK : tr_fail(TR_ERR_NOMEM, "out of memory");
     if (st == TR_OK && router) st = tr_train_data_scores(d, router, scores);
+    if (st == TR_OK && given) memcpy(scores, given, (size_t)d->n * sizeof(float));
     for (int64_t i = 0; st == TR_OK && i < d->n; i++) {
         const bool helps = d->slm_top1[i] != d->truth[i] && d->llm_top1[i] == d->truth[i];
-        r[i].score = bound ? -expected_gain(d, i) : router ? scores[i] : (helps ? 0.0f : 1.0f);
+        r[i].score = bound ? -expected_gain(d, i) : router || given ? scores[i] : (helps ? 0.0f : 1.0f);
         r[i].index = i;
     }
     free(scores);
@@ -103,7 +105,7 @@ tr_status tr_calibrate(tr_router *router, const tr_train_data *d, double target_
     if (!router || !d || !tau) return tr_fail(TR_ERR_ARG, "tr_calibrate: NULL argument");
     if (!(target_routed >= 0 && target_routed <= 1)) return tr_fail(TR_ERR_ARG, "target share must be in [0, 1]");
     ranked *r;
-    tr_status st = rank_positions(d, router, false, &r);
+    tr_status st = rank_positions(d, router, NULL, false, &r);
     if (st != TR_OK) return st;
     const int64_t k = routed_count(target_routed, d->n);
     /* Routing is score < tau: the k-th lowest score routes exactly those below it (ties stay together). */
@@ -117,13 +119,13 @@ tr_status tr_calibrate(tr_router *router, const tr_train_data *d, double target_
     return TR_OK;
 }
 
-static tr_status gap_points(const tr_train_data *d, tr_router *router, bool bound, const double *targets, int32_t n,
-                            tr_gap_point *out, tr_gap_report *report) {
+static tr_status gap_points(const tr_train_data *d, tr_router *router, const float *given, bool bound,
+                            const double *targets, int32_t n, tr_gap_point *out, tr_gap_report *report) {
     if (!d || (n > 0 && (!targets || !out))) return tr_fail(TR_ERR_ARG, "tr_train_gap: NULL argument");
     for (int32_t j = 0; j < n; j++)
         if (!(targets[j] >= 0 && targets[j] <= 1)) return tr_fail(TR_ERR_ARG, "target shares must be in [0, 1]");
     ranked *r;
-    tr_status st = rank_positions(d, router, bound, &r);
+    tr_status st = rank_positions(d, router, given, bound, &r);
     if (st != TR_OK) return st;
     int64_t slm = 0, llm = 0, best = 0;
     for (int64_t i = 0; i < d->n; i++) {
@@ -157,9 +159,15 @@ static tr_status gap_points(const tr_train_data *d, tr_router *router, bool boun
 
 tr_status tr_train_gap(const tr_train_data *d, tr_router *router, const double *targets, int32_t n,
                        tr_gap_point *out, tr_gap_report *report) {
-    return gap_points(d, router, false, targets, n, out, report);
+    return gap_points(d, router, NULL, false, targets, n, out, report);
+}
+
+tr_status tr_train_gap_scores(const tr_train_data *d, const float *scores, const double *targets, int32_t n,
+                              tr_gap_point *out, tr_gap_report *report) {
+    if (!scores) return tr_fail(TR_ERR_ARG, "tr_train_gap_scores: NULL scores");
+    return gap_points(d, NULL, scores, false, targets, n, out, report);
 }
 
 tr_status tr_train_gap_bound(const tr_train_data *d, const double *targets, int32_t n, tr_gap_point *out) {
-    return gap_points(d, NULL, true, targets, n, out, NULL);
+    return gap_points(d, NULL, NULL, true, targets, n, out, NULL);
 }

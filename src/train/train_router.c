@@ -1,9 +1,10 @@
 /* train_router.c — tr_train_router: labels and splits the collected positions, standardizes the inputs, runs
- * the epochs (mini-batches split into chunks over a thread pool, Adam), keeps the best epoch by validation loss
- * and writes the router file with the standardization folded into the first layer. The network and its gradient
- * are in trainer.c. The output is checked for writing before any work, a stop asked for mid-epoch still writes the
- * best epoch so far, and with held-out data the threshold written is calibrated on it (the file is written, loaded
- * back as a router to score that data, and written again with the τ found).
+ * the epochs (mini-batches split into chunks over a thread pool, Adam at the scheduled rate, the weights' moving
+ * average), keeps the best epoch by validation loss (of the average, with ema_decay) and writes the router file
+ * with the standardization folded into the first layer. The network and its gradient are in trainer.c. The
+ * output is checked for writing before any work, a stop asked for mid-epoch still writes the best epoch so far,
+ * and with held-out data the threshold written is calibrated on it (the file is written, loaded back as a router
+ * to score that data, and written again with the τ found).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,6 +52,8 @@ typedef struct trainer {
     /* Adam */
     float *adam_m, *adam_v, *best;
     int64_t step;
+    int64_t n_batches;           /* steps per epoch (the learning-rate schedule's unit) */
+    float *ema;                  /* [n_params] with ema_decay: the moving average of theta over the steps */
 } trainer;
 
 /* ---------------------------------------------------------------- data preparation */
@@ -182,8 +185,10 @@ static void chunk_task(void *arg, int ith, int nth) {
         } else {
             float *g = t->chunk_grad + (size_t)c * t->m.n_params;
             memset(g, 0, t->m.n_params * sizeof(float));
-            t->chunk_loss[c] = mlp_model_grad(&t->m, t->wt, xb, yb, wb, ab, t->p.aux_weight, rows, t->p.loss,
-                                              1.0 / (double)t->n_rows, g, work);
+            /* dropout's mask: a function of the seed, the step and the chunk, so of no thread */
+            const uint64_t mask_seed = t->p.seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)t->step << 20) ^ (uint64_t)c;
+            t->chunk_loss[c] = mlp_model_grad_dropout(&t->m, t->wt, xb, yb, wb, ab, t->p.aux_weight, rows, t->p.loss,
+                                                      1.0 / (double)t->n_rows, g, work, t->p.dropout, mask_seed);
         }
     }
 }
@@ -198,7 +203,8 @@ static void reduce_task(void *arg, int ith, int nth) {
     const double b1 = 0.9, b2 = 0.999;
     train_adam_args a = {.grad_stride = n, .n_grads = (int32_t)((t->n_rows + CHUNK_ROWS - 1) / CHUNK_ROWS),
                          .b1 = (float)b1, .b2 = (float)b2, .eps = 1e-8f,
-                         .lr_c1 = (float)(t->p.learning_rate / (1.0 - pow(b1, (double)t->step))),
+                         .lr_c1 = (float)(scheduled_learning_rate(&t->p, t->step, t->n_batches) /
+                                         (1.0 - pow(b1, (double)t->step))),
                          .inv_sqrt_c2 = (float)(1.0 / sqrt(1.0 - pow(b2, (double)t->step)))};
     for (int32_t l = 0; l < t->m.n_layers; l++) {
         /* [w_off, b_off) the weights (decayed), [b_off, end) the biases */
@@ -215,6 +221,7 @@ static void reduce_task(void *arg, int ith, int nth) {
             train_adam(&a);
         }
     }
+    if (t->ema) weights_average_step(t->ema + lo, t->m.theta + lo, hi - lo, t->p.ema_decay, t->step);
 }
 
 static void run(trainer *t, pool_task fn) {
@@ -326,6 +333,9 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
         return tr_fail(TR_ERR_ARG, "context %d is outside 0..%d", (int)p->context, TR_ROUTER_CONTEXT_MAX);
     if (p->n_threads < 0 || p->n_threads > 512) return tr_fail(TR_ERR_ARG, "n_threads out of range");
     if (!(p->aux_weight >= 0 && p->aux_weight <= 100)) return tr_fail(TR_ERR_ARG, "aux_weight must be in [0, 100]");
+    if (!(p->ema_decay >= 0 && p->ema_decay < 1)) return tr_fail(TR_ERR_ARG, "ema_decay must be in [0, 1)");
+    if (!(p->dropout >= 0 && p->dropout <= 0.9f)) return tr_fail(TR_ERR_ARG, "dropout must be in [0, 0.9]");
+    if (!(p->lr_warmup >= 0 && p->lr_warmup <= p->epochs)) return tr_fail(TR_ERR_ARG, "lr_warmup must be in [0, epochs]");
     return TR_OK;
 }
 
@@ -369,6 +379,11 @@ static tr_status setup(trainer *t) {
     t->best = malloc(np * sizeof(float));
     t->val_z = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(float));
     t->val_order = malloc((size_t)(t->n_val ? t->n_val : 1) * sizeof(int64_t));
+    t->n_batches = (t->n_train + t->p.batch - 1) / t->p.batch;
+    if (t->p.ema_decay > 0) {
+        if (!(t->ema = malloc(np * sizeof(float)))) return tr_fail(TR_ERR_NOMEM, "out of memory for training");
+        memcpy(t->ema, t->m.theta, np * sizeof(float));
+    }
     if (!t->val_z || !t->val_order ||!t->wt || !t->chunk_grad || !t->chunk_loss || !t->chunk_correct || !t->work || !t->xbuf ||
         !t->ybuf || !t->wbuf || !t->zbuf || !t->abuf || !t->adam_m || !t->adam_v || !t->best)
         return tr_fail(TR_ERR_NOMEM, "out of memory for training");
@@ -378,7 +393,7 @@ static tr_status setup(trainer *t) {
 static void teardown(trainer *t) {
     void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->chunk_grad,
                     t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->abuf, t->aux, t->adam_m,
-                    t->adam_v, t->best, t->val_z, t->val_order};
+                    t->adam_v, t->best, t->val_z, t->val_order, t->ema};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
     thread_pool_free(t->pool);
     mlp_model_free(&t->m);
@@ -392,6 +407,14 @@ static void shuffle(int64_t *idx, int64_t n, uint64_t seed) {
         idx[i] = idx[j];
         idx[j] = tmp;
     }
+}
+
+/* Exchanges the raw weights and their moving average (with ema_decay; nothing without). */
+static void swap_in_average(trainer *t) {
+    if (!t->ema) return;
+    float *raw = t->m.theta;
+    t->m.theta = t->ema;
+    t->ema = raw;
 }
 
 /* *stopped_in: the epoch a stop was asked for in (0: none); the weights are then the best epoch's. */
@@ -418,6 +441,7 @@ static tr_status run_epochs(trainer *t, tr_train_result *res, int32_t *stopped_i
         }
         tr_train_epoch e = {.epoch = epoch, .train_loss = loss / (double)t->n_train};
         if (!isfinite(e.train_loss)) return tr_fail(TR_ERR_STATE, "training diverged in epoch %d (try a lower learning rate)", (int)epoch);
+        swap_in_average(t); /* with ema_decay, the average is what is scored and kept */
         if (t->n_val > 0) {
             evaluate(t, t->val_idx, t->n_val, t->val_z, &e.val_loss, &e.val_accuracy);
             e.val_gain_share = val_gain_share(t);
@@ -438,6 +462,7 @@ static tr_status run_epochs(trainer *t, tr_train_result *res, int32_t *stopped_i
         } else {
             since_best++;
         }
+        swap_in_average(t); /* back to the raw weights the steps go on from */
         if (t->p.on_epoch && !t->p.on_epoch(t->p.epoch_user, &e)) break;
         if (since_best >= t->p.patience) break;
     }

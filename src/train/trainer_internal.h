@@ -1,6 +1,7 @@
 /* trainer_internal.h — the trainer's network (trainer.c): parameters in one flat vector, forward pass and the
- * gradient of the loss (class-weighted BCE, pairwise ranking, or both, plus optional auxiliary targets) over a
- * block of rows. Used by train_router.c and by the gradient test. */
+ * gradient of the loss (class-weighted BCE, pairwise ranking, or both, plus optional auxiliary targets; optional
+ * dropout) over a block of rows, the learning-rate schedule and the weights' moving average. Used by
+ * train_router.c and by the gradient and schedule tests. */
 #ifndef TR_TRAINER_INTERNAL_H
 #define TR_TRAINER_INTERNAL_H
 
@@ -41,5 +42,18 @@ double block_loss(tr_train_loss loss, const float *z, const float *y, const floa
 double mlp_model_grad(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
                       const float *aux, float aux_weight, int32_t rows, tr_train_loss loss, double scale,
                       float *grad, float *work);
+
+/* mlp_model_grad with inverted dropout at rate dropout on every hidden layer's outputs (the mask a function of
+ * mask_seed, the layer, the row and the unit: the same seed gives the same mask; 0 = none, mlp_model_grad). */
+double mlp_model_grad_dropout(const mlp_model *m, const float *wt_all, const float *x, const float *y, const float *w,
+                              const float *aux, float aux_weight, int32_t rows, tr_train_loss loss, double scale,
+                              float *grad, float *work, float dropout, uint64_t mask_seed);
+/* The learning rate of step (1-based) under p's schedule: learning_rate, times step / warm-up steps during the
+ * lr_warmup epochs' linear warm-up, times (1 + cos(pi progress)) / 2 after it with lr_cosine (progress from 0 after
+ * the warm-up to 1 at the last epoch's last step). */
+double scheduled_learning_rate(const tr_train_params *p, int64_t step, int64_t steps_per_epoch);
+/* One step of the weights' moving average (Polyak): avg = d avg + (1 - d) theta over n parameters, d = min(decay,
+ * (1 + step) / (10 + step)), so the first steps' average is not mostly the initialization. */
+void weights_average_step(float *avg, const float *theta, size_t n, float decay, int64_t step);
 
 #endif /* TR_TRAINER_INTERNAL_H */

@@ -1,7 +1,7 @@
 /* test_train_gradients.c — the trainer's backward pass against central finite differences of the class-weighted
  * BCE and of the pairwise ranking loss (alone and with the BCE), on 3-layer nets (ReLU between layers; one wider than
  * the product's 64-column tiles) and on a single layer (logistic regression), with rows of both
- * labels and unequal weights; and the loss itself against its formula. */
+ * labels and unequal weights; with dropout (a fixed mask) likewise; and the loss itself against its formula. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,6 +171,68 @@ static void test_logistic_regression(void **state) {
     check_gradients(1, sizes, TR_LOSS_BCE);
 }
 
+/* Dropout: for a fixed mask (the same mask_seed) the loss is a function of theta whose derivative is the gradient
+ * returned (central differences of the returned loss); rate 0 is mlp_model_grad; another seed, another mask. */
+static void test_dropout(void **state) {
+    (void)state;
+    const int32_t sizes[4] = {6, 12, 9, 1};
+    mlp_model m;
+    assert_int_equal(mlp_model_init(&m, 3, sizes, 11), TR_OK);
+    uint64_t rng = 3;
+    for (int32_t l = 0; l < 3; l++)
+        for (int32_t o = 0; o < sizes[l + 1]; o++)
+            m.theta[m.b_off[l] + (size_t)o] = (float)((double)(splitmix64(&rng) >> 11) / 9007199254740992.0 - 0.2);
+    float x[ROWS * 6], y[ROWS], w[ROWS];
+    for (int i = 0; i < ROWS * 6; i++) x[i] = (float)(2.0 * (double)(splitmix64(&rng) >> 11) / 9007199254740992.0 - 1);
+    for (int r = 0; r < ROWS; r++) {
+        y[r] = (float)(r % 3) * 0.4f;
+        w[r] = 1.0f;
+    }
+    float *work = malloc(mlp_work_floats(&m, ROWS) * sizeof(float));
+    float *wt = malloc(m.n_params * sizeof(float)), *grad = calloc(m.n_params, sizeof(float));
+    float *scratch = calloc(m.n_params, sizeof(float)), *plain = calloc(m.n_params, sizeof(float));
+    const float rate = 0.3f;
+    const uint64_t seed = 12345;
+    mlp_model_transpose_weights(&m, wt);
+    const double loss = mlp_model_grad_dropout(&m, wt, x, y, w, NULL, 0, ROWS, TR_LOSS_BCE, 1.0, grad, work, rate, seed);
+    const double again = mlp_model_grad_dropout(&m, wt, x, y, w, NULL, 0, ROWS, TR_LOSS_BCE, 1.0, scratch, work, rate, seed);
+    assert_float_equal(loss, again, 0);
+    const double other = mlp_model_grad_dropout(&m, wt, x, y, w, NULL, 0, ROWS, TR_LOSS_BCE, 1.0, scratch, work, rate, seed + 1);
+    assert_true(other != loss);
+    const double no_drop = mlp_model_grad(&m, wt, x, y, w, NULL, 0, ROWS, TR_LOSS_BCE, 1.0, plain, work);
+    memset(scratch, 0, m.n_params * sizeof(float));
+    assert_float_equal(mlp_model_grad_dropout(&m, wt, x, y, w, NULL, 0, ROWS, TR_LOSS_BCE, 1.0, scratch, work, 0, seed),
+                       no_drop, 0);
+    assert_memory_equal(scratch, plain, m.n_params * sizeof(float));
+    assert_true(no_drop != loss);
+    for (size_t k = 0; k < m.n_params; k++) {
+        double numeric[2];
+        for (int s = 0; s < 2; s++) {
+            const float keep = m.theta[k], h = s == 0 ? 1e-3f : 1e-4f;
+            double at[2];
+            for (int side = 0; side < 2; side++) {
+                m.theta[k] = keep + (side ? -h : h);
+                mlp_model_transpose_weights(&m, wt);
+                at[side] = mlp_model_grad_dropout(&m, wt, x, y, w, NULL, 0, ROWS, TR_LOSS_BCE, 1.0, scratch, work, rate,
+                                                  seed);
+            }
+            m.theta[k] = keep;
+            numeric[s] = (at[0] - at[1]) / (2.0 * h);
+        }
+        bool close = false;
+        for (int s = 0; s < 2; s++) close |= fabs(numeric[s] - grad[k]) <= 2e-3 + 2e-2 * fabs(numeric[s]);
+        if (!close) print_error("parameter %zu: analytic %.6f, numeric %.6f / %.6f\n", k, (double)grad[k], numeric[0],
+                                numeric[1]);
+        assert_true(close);
+    }
+    free(work);
+    free(wt);
+    free(grad);
+    free(scratch);
+    free(plain);
+    mlp_model_free(&m);
+}
+
 static void test_bce_formula(void **state) {
     (void)state;
     /* w (log(1 + e^z) - y z): at z = 0 both labels cost w ln 2; large |z| does not overflow. */
@@ -191,6 +253,7 @@ int main(void) {
         cmocka_unit_test(test_logistic_regression),
         cmocka_unit_test(test_pairwise),
         cmocka_unit_test(test_bce_formula),
+        cmocka_unit_test(test_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

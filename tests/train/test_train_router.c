@@ -66,7 +66,7 @@ static tr_train_params quiet_params(void) {
 }
 
 /* The defaults are the README's recipe: every feature with the token embedding and induction, the previous
- * position, expected labels, 256,128. */
+ * position, expected labels, 256,128, the weights' moving average. */
 static void test_defaults_are_the_recipe(void **state) {
     (void)state;
     const tr_train_params p = tr_train_default_params();
@@ -79,6 +79,9 @@ static void test_defaults_are_the_recipe(void **state) {
     assert_int_equal(p.hidden[2], 0);
     assert_int_equal(p.topk, 8);
     assert_int_equal(p.context, 1); /* the previous position's inputs: +6 / +4 points of the gap (docs/train.md) */
+    assert_float_equal(p.ema_decay, 0.9999f, 0); /* the weights' moving average: +0.9 / +1.3 points (3 seeds) */
+    assert_false(p.lr_cosine);
+    assert_float_equal(p.lr_warmup, 0.0f, 0);
 }
 
 static void test_separable_toy_is_learned(void **state) {
@@ -249,6 +252,18 @@ static void test_calibration_and_gap(void **state) {
     assert_float_equal(pts[0].gap_closed, 1.0, 1e-9);
     assert_float_equal(pts[1].accuracy, 0.7, 1e-12);
     assert_float_equal(pts[1].routed, 0.4, 1e-12);
+    /* Scores given per position rank as a router's would (router_ensemble combines several this way). */
+    float given[10];
+    tr_gap_point from_scores[2];
+    assert_int_equal(tr_train_data_scores(d, mp, given), TR_OK);
+    assert_int_equal(tr_train_gap_scores(d, given, targets, 2, from_scores, NULL), TR_OK);
+    assert_float_equal(from_scores[0].accuracy, 0.6, 1e-12);
+    assert_float_equal(from_scores[1].accuracy, 0.7, 1e-12);
+    for (int i = 0; i < 10; i++) given[i] = -given[i]; /* the most confident first: 10 (SLM-only), 9 (LLM-only) */
+    assert_int_equal(tr_train_gap_scores(d, given, targets, 2, from_scores, NULL), TR_OK);
+    assert_float_equal(from_scores[0].accuracy, 0.5, 1e-12);
+    assert_float_equal(from_scores[0].gap_closed, 0.0, 1e-9);
+    assert_int_equal(tr_train_gap_scores(d, NULL, targets, 2, from_scores, NULL), TR_ERR_ARG);
     /* The oracle routes the three LLM-only positions first. */
     const double t3[1] = {0.3};
     assert_int_equal(tr_train_gap(d, NULL, t3, 1, pts, &rep), TR_OK);
