@@ -72,6 +72,18 @@ rows = {l[:18].strip(): [float(x) for x in re.findall(r": +(-?[0-9.]+)%", l[18:]
 o, b = rows["oracle"], rows["LLM expected gain"]
 assert len(o) == len(b) == 3 and all(0 < y <= x for x, y in zip(o, b)), rows
 PY
+# scripts/induction_gain.py: every position falls in one induction case; the cases' shares add up to the whole.
+python3 "$(dirname "$0")/../../scripts/induction_gain.py" "$tmp/eval" >"$tmp/induction.txt" || fail "induction_gain.py"
+python3 - "$tmp/induction.txt" <<'PY' || fail "induction_gain.py output: $(cat "$tmp/induction.txt")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+n, gain = map(int, re.match(r"(\d+) positions, realized gain (-?\d+)$", lines[0]).groups())
+rows = [re.match(r"(no earlier x|match [123]\+?, c (?:==|!=) top-1) +([0-9.]+)% of positions +(-?[0-9.]+)% of the gain", l)
+        for l in lines[1:]]
+assert n > 0 and rows and all(rows), lines
+assert abs(sum(float(r.group(2)) for r in rows) - 100) < 0.5, lines
+assert gain == 0 or abs(sum(float(r.group(3)) for r in rows) - 100) < 0.5, lines
+PY
 # train-router's report carries the same bound beside every policy, with each policy's share of it.
 python3 - "$tmp/train.json" "$tmp/bound.txt" <<'PY' || fail "the bound in train-router's report differs from router_bound.py's"
 import json, re, sys
