@@ -405,20 +405,27 @@ static void header_difference(const collect_header *old, const collect_header *m
     snprintf(out, cap, "the settings");
 }
 
+/* A whole file in a malloc'd buffer (NULL and *n = 0 when it is missing, empty or cannot be read; a short read
+ * leaves *n at what was read). */
+static unsigned char *read_whole_file(const char *path, size_t *n) {
+    unsigned char *buf = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (size > 0 && (buf = malloc((size_t)size))) *n = fread(buf, 1, (size_t)size, f);
+    fclose(f);
+    return buf;
+}
+
 /* Cuts tokens.bin after the entry of example `last` (the last one kept; -1: none) and reopens it for appending; a
  * folder collected before tokens.bin gets one holding the examples from here on (the older ones' tokens are
  * their records', as before). */
 static tr_status resume_tokens(collector *c, const char *tokens_path, int32_t last) {
-    unsigned char *tok = NULL;
     size_t n = 0;
-    FILE *f = fopen(tokens_path, "rb");
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        const long size = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        if (size > 0 && (tok = malloc((size_t)size))) n = fread(tok, 1, (size_t)size, f);
-        fclose(f);
-    }
+    unsigned char *tok = read_whole_file(tokens_path, &n);
     size_t at = 8;
     const bool ok = n >= 8 && memcmp(tok, COLLECT_TOKENS_MAGIC, 8) == 0;
     while (ok && at + 8 <= n) {
@@ -429,11 +436,14 @@ static tr_status resume_tokens(collector *c, const char *tokens_path, int32_t la
         at += 8 + (size_t)u[1] * 4;
     }
     free(tok);
-    if (ok ? truncate(tokens_path, (off_t)at) != 0 : !(f = fopen(tokens_path, "wb")) || fwrite(COLLECT_TOKENS_MAGIC, 1, 8, f) != 8) {
-        if (!ok && f) fclose(f);
-        return tr_fail(TR_ERR_IO, "cannot cut %s back to its last complete example: %s", tokens_path, strerror(errno));
+    bool cut = ok && truncate(tokens_path, (off_t)at) == 0;
+    if (!ok) { /* missing or not ours: start it over with the magic */
+        FILE *f = fopen(tokens_path, "wb");
+        cut = f && fwrite(COLLECT_TOKENS_MAGIC, 1, 8, f) == 8;
+        if (f && fclose(f) != 0) cut = false;
     }
-    if (!ok) fclose(f);
+    if (!cut)
+        return tr_fail(TR_ERR_IO, "cannot cut %s back to its last complete example: %s", tokens_path, strerror(errno));
     c->tokens = fopen(tokens_path, "ab");
     if (!c->tokens) return tr_fail(TR_ERR_IO, "cannot reopen %s: %s", tokens_path, strerror(errno));
     return TR_OK;
@@ -465,16 +475,8 @@ static tr_status resume_existing(collector *c, const unsigned char *header, cons
         return tr_fail(TR_ERR_STATE, "%s holds another collect, so it cannot be resumed: %s. Use another folder, or "
                        "start this one over (collect --restart)", data_path, what);
     }
-    unsigned char *index = NULL;
     size_t n_index = 0;
-    f = fopen(index_path, "rb");
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        const long size = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        if (size > 0 && (index = malloc((size_t)size))) n_index = fread(index, 1, (size_t)size, f);
-        fclose(f);
-    }
+    unsigned char *index = read_whole_file(index_path, &n_index);
     if (n_index < 8 || memcmp(index, COLLECT_INDEX_MAGIC, 8) != 0) n_index = 0;
     uint64_t end = COLLECT_HEADER_BYTES;
     size_t kept = 0;
