@@ -9,6 +9,7 @@
  * embedding table (slm_token_embedding), which neither the logits nor collected data hold.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -54,9 +55,20 @@ int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd)
     return n_embd + tr_router_feature_width(features & ROUTER_LOGIT_FEATURES, topk, n_embd);
 }
 
+/* Screening (issue 32, not for keeping): TOKROUTE_INDUCTION=parts appends induction features (labels.c). */
+unsigned induction_screen_parts(void) {
+    const char *env = getenv("TOKROUTE_INDUCTION");
+    return env ? (unsigned)strtoul(env, NULL, 0) & 15u : 0u;
+}
+
+int32_t induction_width(unsigned parts, int32_t n_embd) {
+    return ((parts & 1u) ? 7 : 0) + ((parts & 2u) ? n_embd : 0) + ((parts & 4u) ? 3 : 0) + ((parts & 8u) ? 2 : 0);
+}
+
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {
     return n_embd + tr_router_feature_width(features, topk, n_embd) +
-           (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0);
+           (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0) +
+           induction_width(induction_screen_parts(), n_embd);
 }
 
 tr_status tr_router_features_parse(const char *list, unsigned *features) {

@@ -49,6 +49,8 @@ void router_logit_features(unsigned features, int32_t topk, const float *logits,
 unsigned feature_from_name(const char *name);
 /* Row id of the SLM's token embedding table as n_embd floats (TR_FEATURE_TOKEN_EMBEDDING). */
 tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out);
+unsigned induction_screen_parts(void);
+int32_t induction_width(unsigned parts, int32_t n_embd);
 
 /* ---------------------------------------------------------------- mlp.c */
 

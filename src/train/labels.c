@@ -10,6 +10,8 @@
  * training time
  * from what collect stored, so one collect serves every labelling.
  */
+#include <math.h>
+#include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 
@@ -92,6 +94,72 @@ static float *position_inputs(const tr_train_data *d, int64_t i, unsigned featur
     return o;
 }
 
+/* Induction (screening): the input token x = the token at p-1; its latest earlier occurrence with the longest
+ * match of the tokens before it (up to 8); c = the token that followed that occurrence. parts 1: found,
+ * match/8, match >= 2, c == SLM top-1, found and c != SLM top-1, ln(1 + distance), ln(1 + occurrences);
+ * 2: the SLM's embedding of c; 4: match >= 3, match >= 4 with c != top-1, the SLM's p(top-1) when c == top-1. */
+static tr_status induction_row(const tr_train_data *d, int64_t i, unsigned parts, const tr_model *slm, float **po) {
+    float *o = *po;
+    const int32_t p = d->position[i];
+    /* tokens at positions 1..p-1 are the truths of records i-(p-1)..i-1 when stored contiguously */
+    int64_t first = i - (p - 1);
+    bool ok = p >= 2 && first >= 0 && d->group[first] == d->group[i] && d->position[first] == 1;
+    const int32_t *tok = ok ? d->truth + first - 1 : NULL; /* tok[q] = token at position q, q >= 1 */
+    int32_t best = 0, bq = -1, occ = 0;
+    if (ok) {
+        const int32_t x = tok[p - 1];
+        for (int32_t q = p - 2; q >= 1; q--) {
+            if (tok[q] != x) continue;
+            occ++;
+            int32_t m = 1;
+            while (m < 8 && q - m >= 1 && tok[q - m] == tok[p - 1 - m]) m++;
+            if (m > best) best = m, bq = q;
+        }
+    }
+    const bool found = bq >= 1;
+    const int32_t c = found ? tok[bq + 1] : -1;
+    const bool same = found && c == d->slm_top1[i];
+    if (parts & 1u) {
+        *o++ = found;
+        *o++ = (float)best / 8.0f;
+        *o++ = best >= 2;
+        *o++ = same;
+        *o++ = found && !same;
+        *o++ = found ? logf(1.0f + (float)(p - 1 - bq)) : 0.0f;
+        *o++ = logf(1.0f + (float)occ);
+    }
+    if (parts & 2u) {
+        if (found) {
+            const tr_status st = slm_token_embedding(slm, c, o);
+            if (st != TR_OK) return st;
+        } else
+            memset(o, 0, (size_t)d->n_embd * sizeof(float));
+        o += d->n_embd;
+    }
+    if (parts & 8u) { /* the SLM's log-probability of c against its top-1's: (e_c - e_top1) . h (tied output) */
+        float dl = 0.0f;
+        if (found && !same) {
+            float ec[4096], et[4096];
+            tr_status st;
+            if (d->n_embd > 4096) return tr_fail(TR_ERR_ARG, "screening: n_embd too large");
+            if ((st = slm_token_embedding(slm, c, ec)) != TR_OK ||
+                (st = slm_token_embedding(slm, d->slm_top1[i], et)) != TR_OK)
+                return st;
+            const float *h = d->hidden + i * d->n_embd;
+            for (int32_t j = 0; j < d->n_embd; j++) dl += (ec[j] - et[j]) * h[j];
+        }
+        *o++ = dl;
+        *o++ = found ? dl + logf(d->feats[i * d->n_feats] > 1e-30f ? d->feats[i * d->n_feats] : 1e-30f) : 0.0f;
+    }
+    if (parts & 4u) {
+        *o++ = best >= 3;
+        *o++ = best >= 4 && !same;
+        *o++ = same ? d->feats[i * d->n_feats] : 0.0f;
+    }
+    *po = o;
+    return TR_OK;
+}
+
 tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
                           const tr_model *slm, float *out) {
     float *o = position_inputs(d, i, features, topk, out);
@@ -109,5 +177,7 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
         else
             memset(o, 0, (size_t)width * sizeof(float));
     }
+    const unsigned ind = induction_screen_parts();
+    if (ind) return induction_row(d, i, ind, slm, &o);
     return TR_OK;
 }
