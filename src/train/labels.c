@@ -105,12 +105,18 @@ static tr_status induction_row(const tr_train_data *d, int64_t i, unsigned parts
     int64_t first = i - (p - 1);
     bool ok = p >= 2 && first >= 0 && d->group[first] == d->group[i] && d->position[first] == 1;
     const int32_t *tok = ok ? d->truth + first - 1 : NULL; /* tok[q] = token at position q, q >= 1 */
-    int32_t best = 0, bq = -1, occ = 0;
+    int32_t best = 0, bq = -1, occ = 0, n_top1 = 0, n_distinct = 0;
+    int32_t seen[64];
     if (ok) {
         const int32_t x = tok[p - 1];
         for (int32_t q = p - 2; q >= 1; q--) {
             if (tok[q] != x) continue;
             occ++;
+            const int32_t nx = tok[q + 1];
+            n_top1 += nx == d->slm_top1[i];
+            bool known = false;
+            for (int32_t k = 0; k < n_distinct; k++) known |= seen[k] == nx;
+            if (!known && n_distinct < 64) seen[n_distinct++] = nx;
             int32_t m = 1;
             while (m < 8 && q - m >= 1 && tok[q - m] == tok[p - 1 - m]) m++;
             if (m > best) best = m, bq = q;
@@ -150,6 +156,11 @@ static tr_status induction_row(const tr_train_data *d, int64_t i, unsigned parts
         }
         *o++ = dl;
         *o++ = found ? dl + logf(d->feats[i * d->n_feats] > 1e-30f ? d->feats[i * d->n_feats] : 1e-30f) : 0.0f;
+    }
+    if (parts & 16u) { /* how the input token was continued before: by the SLM's top-1, by others, how many ways */
+        *o++ = logf(1.0f + (float)n_top1);
+        *o++ = logf(1.0f + (float)(occ - n_top1));
+        *o++ = logf(1.0f + (float)n_distinct);
     }
     if (parts & 4u) {
         *o++ = best >= 3;
