@@ -157,6 +157,18 @@ static tr_status induction_row(const tr_train_data *d, int64_t i, unsigned parts
         *o++ = dl;
         *o++ = found ? dl + logf(d->feats[i * d->n_feats] > 1e-30f ? d->feats[i * d->n_feats] : 1e-30f) : 0.0f;
     }
+    if (parts & 32u) { /* the SLM's top-1 in the context: how often, how long ago */
+        int32_t n_t = 0, last = -1;
+        if (ok)
+            for (int32_t q = p - 1; q >= 1; q--)
+                if (tok[q] == d->slm_top1[i]) {
+                    if (last < 0) last = q;
+                    n_t++;
+                }
+        *o++ = last >= 1;
+        *o++ = logf(1.0f + (float)n_t);
+        *o++ = last >= 1 ? logf((float)(p - last)) : 0.0f;
+    }
     if (parts & 16u) { /* how the input token was continued before: by the SLM's top-1, by others, how many ways */
         *o++ = logf(1.0f + (float)n_top1);
         *o++ = logf(1.0f + (float)(occ - n_top1));
