@@ -58,11 +58,11 @@ int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd)
 /* Screening (issue 32, not for keeping): TOKROUTE_INDUCTION=parts appends induction features (labels.c). */
 unsigned induction_screen_parts(void) {
     const char *env = getenv("TOKROUTE_INDUCTION");
-    return env ? (unsigned)strtoul(env, NULL, 0) & 63u : 0u;
+    return env ? (unsigned)strtoul(env, NULL, 0) & 255u : 0u;
 }
 
 int32_t induction_width(unsigned parts, int32_t n_embd) {
-    return ((parts & 1u) ? 7 : 0) + ((parts & 2u) ? n_embd : 0) + ((parts & 4u) ? 3 : 0) + ((parts & 8u) ? 2 : 0) + ((parts & 16u) ? 3 : 0) + ((parts & 32u) ? 3 : 0);
+    return ((parts & 1u) ? 7 : 0) + ((parts & 2u) ? n_embd : 0) + ((parts & 4u) ? 3 : 0) + ((parts & 8u) ? 2 : 0) + ((parts & 16u) ? 3 : 0) + ((parts & 32u) ? 3 : 0) + ((parts & 64u) ? 7 : 0) + ((parts & 128u) ? 1 : 0);
 }
 
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {

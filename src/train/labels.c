@@ -124,6 +124,11 @@ static tr_status induction_row(const tr_train_data *d, int64_t i, unsigned parts
     }
     const bool found = bq >= 1;
     const int32_t c = found ? tok[bq + 1] : -1;
+    int32_t long_m = 0;
+    if (found) {
+        long_m = 1;
+        while (long_m < 32 && bq - long_m >= 1 && tok[bq - long_m] == tok[p - 1 - long_m]) long_m++;
+    }
     const bool same = found && c == d->slm_top1[i];
     if (parts & 1u) {
         *o++ = found;
@@ -157,6 +162,7 @@ static tr_status induction_row(const tr_train_data *d, int64_t i, unsigned parts
         *o++ = dl;
         *o++ = found ? dl + logf(d->feats[i * d->n_feats] > 1e-30f ? d->feats[i * d->n_feats] : 1e-30f) : 0.0f;
     }
+    if (parts & 128u) *o++ = (float)long_m / 32.0f;
     if (parts & 32u) { /* the SLM's top-1 in the context: how often, how long ago */
         int32_t n_t = 0, last = -1;
         if (ok)
@@ -201,6 +207,13 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
             memset(o, 0, (size_t)width * sizeof(float));
     }
     const unsigned ind = induction_screen_parts();
-    if (ind) return induction_row(d, i, ind, slm, &o);
+    if (ind) {
+        const tr_status st = induction_row(d, i, ind & ~64u, slm, &o);
+        if (st != TR_OK || !(ind & 64u)) return st;
+        const int64_t j = i - 1;
+        if (j >= 0 && d->group[j] == d->group[i] && d->position[j] == d->position[i] - 1)
+            return induction_row(d, j, 1u, slm, &o);
+        memset(o, 0, 7 * sizeof(float));
+    }
     return TR_OK;
 }
