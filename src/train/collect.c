@@ -405,27 +405,16 @@ static void header_difference(const collect_header *old, const collect_header *m
     snprintf(out, cap, "the settings");
 }
 
-/* A whole file in a malloc'd buffer (NULL and *n = 0 when it is missing, empty or cannot be read; a short read
- * leaves *n at what was read). */
-static unsigned char *read_whole_file(const char *path, size_t *n) {
-    unsigned char *buf = NULL;
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    const long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size > 0 && (buf = malloc((size_t)size))) *n = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    return buf;
-}
-
 /* Cuts tokens.bin after the entry of example `last` (the last one kept; -1: none) and reopens it for appending; a
  * folder collected before tokens.bin gets one holding the examples from here on (the older ones' tokens are
  * their records', as before). */
 static tr_status resume_tokens(collector *c, const char *tokens_path, int32_t last) {
     size_t n = 0;
-    unsigned char *tok = read_whole_file(tokens_path, &n);
+    unsigned char *tok = NULL;
+    if (access(tokens_path, F_OK) == 0) { /* folders collected before tokens.bin have none: one is started */
+        const tr_status st = train_read_file(tokens_path, &tok, &n);
+        if (st != TR_OK) return st;
+    }
     size_t at = 8;
     const bool ok = n >= 8 && memcmp(tok, COLLECT_TOKENS_MAGIC, 8) == 0;
     while (ok && at + 8 <= n) {
@@ -476,7 +465,8 @@ static tr_status resume_existing(collector *c, const unsigned char *header, cons
                        "start this one over (collect --restart)", data_path, what);
     }
     size_t n_index = 0;
-    unsigned char *index = read_whole_file(index_path, &n_index);
+    unsigned char *index = NULL;
+    if (access(index_path, F_OK) == 0 && (st = train_read_file(index_path, &index, &n_index)) != TR_OK) return st;
     if (n_index < 8 || memcmp(index, COLLECT_INDEX_MAGIC, 8) != 0) n_index = 0;
     uint64_t end = COLLECT_HEADER_BYTES;
     size_t kept = 0;

@@ -132,7 +132,7 @@ void collect_record_encode(const collect_record *r, const float *topk, const flo
 
 /* ---------------------------------------------------------------- loading */
 
-static tr_status read_file(const char *path, unsigned char **data, size_t *size) {
+tr_status train_read_file(const char *path, unsigned char **data, size_t *size) {
     *data = NULL;
     *size = 0;
     FILE *f = fopen(path, "rb");
@@ -395,15 +395,15 @@ tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
     unsigned char *bytes = NULL, *index = NULL;
     size_t n_bytes = 0, n_index = 0;
     snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
-    tr_status st = read_file(path, &bytes, &n_bytes);
+    tr_status st = train_read_file(path, &bytes, &n_bytes);
     if (st == TR_OK) {
         snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
-        st = read_file(path, &index, &n_index);
+        st = train_read_file(path, &index, &n_index);
     }
     unsigned char *tok = NULL;
     size_t n_tok = 0;
     snprintf(path, sizeof path, "%s/%s", dir, COLLECT_TOKENS_FILE);
-    if (st == TR_OK && access(path, F_OK) == 0) st = read_file(path, &tok, &n_tok); /* older folders lack it */
+    if (st == TR_OK && access(path, F_OK) == 0) st = train_read_file(path, &tok, &n_tok); /* older folders lack it */
     const int64_t n_before = data->n, tokens_before = data->n_tokens;
     const int32_t groups_before = data->n_groups;
     if (st == TR_OK) st = load_folder(data, bytes, n_bytes, index, n_index, tok, n_tok);

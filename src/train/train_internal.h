@@ -127,5 +127,7 @@ uint64_t fnv1a64(const void *data, size_t n, uint64_t h);
 #define FNV1A64_INIT 0xcbf29ce484222325ull
 /* FNV-1a 64 of a whole file (collect records which data file it read). */
 tr_status file_hash(const char *path, uint64_t *hash);
+/* A whole file in a malloc'd buffer (data_file.c): *data (freed by the caller) and *size; an error names the path. */
+tr_status train_read_file(const char *path, unsigned char **data, size_t *size);
 
 #endif /* TR_TRAIN_INTERNAL_H */
