@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # eval.sh — reproduces issue 8's report end to end on the demo pair (../shared/models) and TinyStories: collect
-# teacher-forced data on stories 0-799 (plus 4000 stories sampled from the LLM), train a router, calibrate it, then
+# teacher-forced data on stories 0-799 (plus 8000 stories sampled from the LLM), train a router, calibrate it, then
 # evaluate every policy on stories 800-999 at 5/10/20% routed, and print the share of the SLM→LLM gap each closes with the time each step took (about 10-20 minutes on 2 cores). Outputs go
 # to OUT (default out/eval): the router, the collected data, eval.json, CSV tables and the SVG plots.
 # Usage: scripts/eval.sh [path/to/tokroute] [path/to/shared]   (`make eval` runs it)
@@ -26,13 +26,13 @@ step() { # step NAME command...: runs it, records its wall time
   awk -v n="$name" -v d="$((t1 - t0))" 'BEGIN { printf "%s %.1f\n", n, d / 1e9 }' >>"$times"
 }
 
-# The recipe (README "Router training"), which is train-router's default: the 800 training stories plus 4000 stories
+# The recipe (README "Router training"), which is train-router's default: the 800 training stories plus 8000 stories
 # sampled from the LLM (never the evaluation stories), soft "expected" labels, every feature including the SLM's
 # embedding of its proposed token, two hidden layers 256,128. Collect resumes, so a re-run only trains and evaluates.
 threads_train=${TRAIN_THREADS:-$(nproc 2>/dev/null || echo 2)}
 step collect "$cli" collect --slm "$slm" --llm "$llm" --data "$data" --format text --range 0:800 \
   --out "$out/collect" -t 1
-step collect-sampled "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 0:4000 \
+step collect-sampled "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 0:8000 \
   --out "$out/sampled" -t 1
 step train-router "$cli" train-router --data "$out/collect,$out/sampled" --out "$out/router.gguf" \
   --seed 1 -t "$threads_train"   # the defaults are the recipe; the SLM's token table comes from the path collect recorded
