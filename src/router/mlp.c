@@ -135,12 +135,14 @@ float mlp_forward(mlp_net *net, int64_t position, const float *hidden, const flo
         ring_store(net, position);
     }
     const int32_t embd_at = n_embd + tr_router_feature_width(net->features & ROUTER_LOGIT_FEATURES, net->topk, n_embd);
+    /* The SLM's proposal, read by both token features: one scan of the vocabulary per token. */
+    const int32_t top1 = net->features & (TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION) ? tr_argmax(logits, n_vocab)
+                                                                                          : -1;
     if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) &&
-        slm_token_embedding(net->slm, tr_argmax(logits, n_vocab), net->input + embd_at) != TR_OK)
+        slm_token_embedding(net->slm, top1, net->input + embd_at) != TR_OK)
         return 0.0f;
     if (net->features & TR_FEATURE_INDUCTION)
-        router_induction_values(net->tokens, position, tr_argmax(logits, n_vocab),
-                                net->input + net->sizes[0] - TR_ROUTER_INDUCTION_VALUES);
+        router_induction_values(net->tokens, position, top1, net->input + net->sizes[0] - TR_ROUTER_INDUCTION_VALUES);
     return mlp_forward_input(net, net->input);
 }
 
