@@ -438,8 +438,12 @@ typedef enum tr_router_feature {
     TR_FEATURE_INDUCTION = 1 << 5,     /* the input token's latest earlier occurrence (TR_ROUTER_INDUCTION_VALUES
                                           values, after the context positions): scoring needs the sequence's
                                           tokens: tr_router_tokens */
+    TR_FEATURE_NGRAM = 1 << 6,         /* what a count model of the training data's token sequences says follows
+                                          the last 1..6 tokens (TR_ROUTER_NGRAM_VALUES values, after induction's;
+                                          the table is in the router file): needs tr_router_tokens */
 } tr_router_feature;
 #define TR_ROUTER_INDUCTION_VALUES 7
+#define TR_ROUTER_NGRAM_VALUES 6
 #define TR_ROUTER_TOPK_MAX 64
 #define TR_ROUTER_CONTEXT_MAX 8
 
@@ -477,10 +481,13 @@ tr_status tr_router_observe(tr_router *router, int64_t position, const float *hi
 /* Forgets every position kept: call at each new sequence (a no-op for routers without context). */
 void tr_router_reset(tr_router *router);
 /* Tells a router the tokens of the sequence being scored: ids[q] is the token at position q (0: BOS, then the
- * prompt, then what was generated), n of them. A router with TR_FEATURE_INDUCTION copies them (scoring position p
- * reads positions 0..p-1, so n must be at least p; give the tokens of the branch being scored whenever the
- * sequence rolls back or speculates); other routers ignore them. Call it before each score. */
+ * prompt, then what was generated), n of them. A router with TR_FEATURE_INDUCTION or TR_FEATURE_NGRAM copies them
+ * (scoring position p reads positions 0..p-1, so n must be at least p; give the tokens of the branch being scored
+ * whenever the sequence rolls back or speculates); other routers ignore them. Call it before each score. */
 tr_status tr_router_tokens(tr_router *router, const int32_t *ids, int64_t n);
+
+/* An n-gram table (TR_FEATURE_NGRAM): built by the trainer, stored in the router file. */
+typedef struct tr_ngram_table tr_ngram_table;
 
 /* Describes an MLP router for writing: layer i maps sizes[i] inputs to sizes[i+1] outputs with weights
  * [sizes[i+1]][sizes[i]] row-major and biases [sizes[i+1]]; ReLU between layers, sigmoid at the end
@@ -496,6 +503,7 @@ typedef struct tr_mlp_router_desc {
     int32_t slm_n_embd, slm_n_vocab;
     int32_t topk;                  /* k of TR_FEATURE_TOPK_LOGPROBS (1..TR_ROUTER_TOPK_MAX; else unused) */
     int32_t context;               /* previous positions read (0..TR_ROUTER_CONTEXT_MAX; 0: this position only) */
+    const tr_ngram_table *ngram;   /* the table TR_FEATURE_NGRAM reads (required with it; else unused) */
 } tr_mlp_router_desc;
 
 tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
@@ -503,25 +511,25 @@ tr_status tr_router_write_mlp(const tr_mlp_router_desc *desc, const char *path);
 unsigned tr_router_features(const tr_router *router);
 int32_t tr_router_topk(const tr_router *router);
 /* Number of inputs the features add after the hidden state (topk counts when TR_FEATURE_TOPK_LOGPROBS is set,
- * n_embd when TR_FEATURE_TOKEN_EMBEDDING is; TR_FEATURE_INDUCTION's values come last, after the context
- * positions, and are not counted here). */
+ * n_embd when TR_FEATURE_TOKEN_EMBEDDING is; TR_FEATURE_INDUCTION's and TR_FEATURE_NGRAM's values come last,
+ * after the context positions, and are not counted here). */
 int32_t tr_router_feature_width(unsigned features, int32_t topk, int32_t n_embd);
 /* Inputs of one previous position (a router with context > 0 appends context of them after this position's
  * inputs, the nearest first): its hidden state and its logit features (token_embedding is not repeated). */
 int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd);
 /* Every input of an MLP router: n_embd + tr_router_feature_width + context * tr_router_context_width, then
- * TR_ROUTER_INDUCTION_VALUES with TR_FEATURE_INDUCTION. */
+ * TR_ROUTER_INDUCTION_VALUES with TR_FEATURE_INDUCTION, then TR_ROUTER_NGRAM_VALUES with TR_FEATURE_NGRAM. */
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context);
 /* Previous positions a router reads (0 for policies and routers without context). */
 int32_t tr_router_context(const tr_router *router);
 /* Gives a router the SLM whose token embeddings TR_FEATURE_TOKEN_EMBEDDING reads (the model must outlive the
  * router; checked against the router's sizes). Routers without that feature accept and ignore it. */
 tr_status tr_router_set_slm(tr_router *router, const tr_model *slm);
-/* Parses "maxprob,entropy,margin,topk,token_embedding,induction" (also "topk_logprobs"; "none" = no feature) into
+/* Parses "maxprob,entropy,margin,topk,token_embedding,induction,ngram" (also "topk_logprobs"; "none" = no feature) into
  * bits. */
 tr_status tr_router_features_parse(const char *list, unsigned *features);
-/* Name of one feature bit ("maxprob", "entropy", "margin", "topk_logprobs", "token_embedding", "induction"), else
- * NULL. */
+/* Name of one feature bit ("maxprob", "entropy", "margin", "topk_logprobs", "token_embedding", "induction",
+ * "ngram"), else NULL. */
 const char *tr_router_feature_name(unsigned feature_bit);
 
 /* ---------------------------------------------------------------- synthetic models */

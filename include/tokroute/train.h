@@ -221,6 +221,9 @@ typedef struct tr_train_result {
     float tau;                   /* the threshold written */
     double best_val_gain_share;  /* tr_train_epoch.val_gain_share of the epoch kept */
     double calibration_routed;   /* with calibration: the share of its positions tau routes */
+    int64_t ngram_contexts;      /* TR_FEATURE_NGRAM: contexts in the table written, and their bytes in the file */
+    int64_t ngram_bytes;
+    double ngram_seconds;        /* building the table and the training positions' values */
 } tr_train_result;
 
 tr_train_params tr_train_default_params(void);

@@ -92,7 +92,7 @@ class MlpRouterDesc(Structure):
     _fields_ = [("n_layers", c_int32), ("sizes", POINTER(c_int32)), ("weights", POINTER(POINTER(c_float))),
                 ("biases", POINTER(POINTER(c_float))), ("features", c_uint), ("tau", c_float),
                 ("slm_name", c_char_p), ("slm_n_embd", c_int32), ("slm_n_vocab", c_int32), ("topk", c_int32),
-                ("context", c_int32)]
+                ("context", c_int32), ("ngram", c_void_p)]
 
 
 class LlmStats(Structure):

@@ -14,7 +14,8 @@ from ._handle import Handle
 from ._lib import Error, check, encode, lib
 from .model import Model
 
-FEATURES = {"maxprob": 1, "entropy": 2, "margin": 4, "topk_logprobs": 8, "token_embedding": 16}
+FEATURES = {"maxprob": 1, "entropy": 2, "margin": 4, "topk_logprobs": 8, "token_embedding": 16, "induction": 32,
+            "ngram": 64}
 
 
 def parse_features(features) -> int:
@@ -28,7 +29,7 @@ def parse_features(features) -> int:
 
 
 def feature_names(bits: int) -> list[str]:
-    return [lib.tr_router_feature_name(b).decode() for b in (1, 2, 4, 8, 16) if bits & b]
+    return [lib.tr_router_feature_name(b).decode() for b in FEATURES.values() if bits & b]
 
 
 def feature_width(features, topk: int, n_embd: int) -> int:
@@ -119,7 +120,7 @@ class Router(Handle):
 
     def tokens(self, ids: Sequence[int]) -> None:
         """The sequence's tokens (ids[q] at position q: BOS, prompt, generated), which a router with the induction
-        feature reads before each score (scoring position p needs ids[0..p)); others ignore them."""
+        or ngram feature reads before each score (scoring position p needs ids[0..p)); others ignore them."""
         a = np.ascontiguousarray(ids, dtype=np.int32)
         check(lib.tr_router_tokens(self._handle(), a.ctypes.data_as(_lib.I32P), a.size))
 

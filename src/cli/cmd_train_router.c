@@ -16,8 +16,10 @@ static const char *usage =
     "  trains the CITER MLP router (class-weighted BCE, Adam, validation split with early stopping)\n"
     "  the defaults are the recipe that closes the most of the SLM-to-LLM gap (README, \"Router training\")\n"
     "  --hidden W,W         hidden widths; 'h' is the SLM's hidden size (default 256,128; 'none': no hidden layer)\n"
-    "  --features LIST      maxprob,entropy,margin,topk,token_embedding,induction or none (default all six;\n"
-    "                       induction: the token just read's latest earlier occurrence, from the examples' tokens)\n"
+    "  --features LIST      maxprob,entropy,margin,topk,token_embedding,induction,ngram or none (default all\n"
+    "                       seven; induction: the token just read's latest earlier occurrence, from the examples'\n"
+    "                       tokens; ngram: what the training data's counts of the last 1-6 tokens say follows,\n"
+    "                       a table the router file keeps)\n"
     "  --slm SLM.gguf       the SLM the data was collected with, for token_embedding (default: the file collect\n"
     "                       recorded in the data)\n"
     "  --topk K             top-k log-probs as features (default 8, at most what collect stored)\n"
@@ -296,6 +298,10 @@ static int run(train_opts *o, tr_train_params *p) {
                 "positions (%lld dropped), mean label %.3f (1 = keep the SLM's token); %.1f s\n", o->out, (int)res.best_epoch,
                 (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy, (long long)res.n_train,
                 (long long)res.n_val, (long long)res.n_dropped, res.positive_share, seconds);
+    if (rc == 0 && !o->json && (p->features & TR_FEATURE_NGRAM))
+        fprintf(stderr, "ngram table: %lld contexts, %.1f MB of the router file; built with the training positions' "
+                "leave-one-example-out values in %.2f s\n", (long long)res.ngram_contexts, (double)res.ngram_bytes / 1e6,
+                res.ngram_seconds);
     if (rc == 0 && !o->json && p->calibration)
         fprintf(stderr, "stored tau %.6g: routes %.4f of the %s positions (target %.4f)\n", res.tau,
                 res.calibration_routed, o->eval_data, p->target_routed);

@@ -9,7 +9,8 @@
  * embedding table (slm_token_embedding), which neither the logits nor collected data hold.
  * Induction (router_induction_values) comes after the context positions: where the token the SLM just read
  * occurred before and what followed it then, from the sequence's tokens (decode: tr_router_tokens; training: the
- * collected tokens), so both sides compute it here with the same float operations.
+ * collected tokens), so both sides compute it here with the same float operations. The n-gram feature's values
+ * follow induction's (ngram.c).
  */
 #include <math.h>
 #include <string.h>
@@ -28,6 +29,7 @@ static const struct {
     {TR_FEATURE_TOPK_LOGPROBS, "topk_logprobs"},
     {TR_FEATURE_TOKEN_EMBEDDING, "token_embedding"},
     {TR_FEATURE_INDUCTION, "induction"},
+    {TR_FEATURE_NGRAM, "ngram"},
 };
 #define N_FEATURES (int)(sizeof feature_names / sizeof feature_names[0])
 
@@ -61,7 +63,12 @@ int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd)
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {
     return n_embd + tr_router_feature_width(features, topk, n_embd) +
            (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0) +
-           ((features & TR_FEATURE_INDUCTION) ? TR_ROUTER_INDUCTION_VALUES : 0);
+           router_token_values_width(features);
+}
+
+int32_t router_token_values_width(unsigned features) {
+    return ((features & TR_FEATURE_INDUCTION) ? TR_ROUTER_INDUCTION_VALUES : 0) +
+           ((features & TR_FEATURE_NGRAM) ? TR_ROUTER_NGRAM_VALUES : 0);
 }
 
 tr_status tr_router_features_parse(const char *list, unsigned *features) {
@@ -74,14 +81,14 @@ tr_status tr_router_features_parse(const char *list, unsigned *features) {
         const size_t n = end ? (size_t)(end - p) : strlen(p);
         char name[32];
         if (n == 0 || n >= sizeof name)
-            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk, token_embedding, induction)",
+            return tr_fail(TR_ERR_ARG, "bad feature list '%s' (known: maxprob, entropy, margin, topk, token_embedding, induction, ngram)",
                            list);
         memcpy(name, p, n);
         name[n] = '\0';
         const unsigned bit = feature_from_name(name);
         if (!bit)
             return tr_fail(TR_ERR_ARG,
-                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk, token_embedding, induction)", name);
+                           "unknown router feature '%s' (known: maxprob, entropy, margin, topk, token_embedding, induction, ngram)", name);
         *features |= bit;
         p += n;
         if (*p == ',') p++;

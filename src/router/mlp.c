@@ -10,7 +10,8 @@
  *
  * A router with context also keeps per-sequence state: the inputs of the positions it scored or observed, in a
  * ring keyed by position, appended after this position's inputs (nearest first; zeros for a position not held).
- * Induction's values (features.c) come last, from the tokens tr_router_tokens copied.
+ * Induction's values (features.c) and then the n-gram table's (ngram.c) come last, from the tokens
+ * tr_router_tokens copied.
  *
  * A hidden state with a NaN or inf scores 0 (routed). All memory is allocated by mlp_alloc, so the forward pass allocates nothing; it writes the net's activation
  * buffers, so one net (one tr_router) must be used by one thread at a time.
@@ -75,6 +76,7 @@ void mlp_free(mlp_net *net) {
     free(net->act[1]);
     free(net->slm_name);
     free(net->tokens);
+    ngram_table_free(net->ngram);
     matmul_scratch_free(&net->scratch);
     memset(net, 0, sizeof *net);
 }
@@ -113,8 +115,8 @@ void mlp_observe(mlp_net *net, int64_t position, const float *hidden, const floa
 
 /* The previous positions' inputs after this position's (zeros for one not held: before the sequence's first). */
 static void ring_read(mlp_net *net, int64_t position) {
-    const int32_t induction = (net->features & TR_FEATURE_INDUCTION) ? TR_ROUTER_INDUCTION_VALUES : 0;
-    float *o = net->input + net->sizes[0] - induction - (size_t)net->context * net->context_width;
+    float *o = net->input + net->sizes[0] - router_token_values_width(net->features) -
+               (size_t)net->context * net->context_width;
     for (int32_t k = 1; k <= net->context; k++, o += net->context_width) {
         const int64_t q = position - k;
         const int32_t slot = q >= 0 ? (int32_t)(q % net->ring_size) : 0;
@@ -136,13 +138,17 @@ float mlp_forward(mlp_net *net, int64_t position, const float *hidden, const flo
     }
     const int32_t embd_at = n_embd + tr_router_feature_width(net->features & ROUTER_LOGIT_FEATURES, net->topk, n_embd);
     /* The SLM's proposal, read by both token features: one scan of the vocabulary per token. */
-    const int32_t top1 = net->features & (TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION) ? tr_argmax(logits, n_vocab)
-                                                                                          : -1;
+    const int32_t top1 =
+        net->features & (TR_FEATURE_TOKEN_EMBEDDING | ROUTER_TOKEN_FEATURES) ? tr_argmax(logits, n_vocab) : -1;
     if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) &&
         slm_token_embedding(net->slm, top1, net->input + embd_at) != TR_OK)
         return 0.0f;
-    if (net->features & TR_FEATURE_INDUCTION)
-        router_induction_values(net->tokens, position, top1, net->input + net->sizes[0] - TR_ROUTER_INDUCTION_VALUES);
+    float *tail = net->input + net->sizes[0] - router_token_values_width(net->features);
+    if (net->features & TR_FEATURE_INDUCTION) {
+        router_induction_values(net->tokens, position, top1, tail);
+        tail += TR_ROUTER_INDUCTION_VALUES;
+    }
+    if (net->features & TR_FEATURE_NGRAM) router_ngram_lookup(net->ngram, net->tokens, position, top1, tail);
     return mlp_forward_input(net, net->input);
 }
 

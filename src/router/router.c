@@ -123,7 +123,7 @@ void tr_router_reset(tr_router *router) {
 tr_status tr_router_tokens(tr_router *router, const int32_t *ids, int64_t n) {
     if (!router || (n > 0 && !ids) || n < 0) return tr_fail(TR_ERR_ARG, "tr_router_tokens: bad argument");
     mlp_net *net = &router->mlp;
-    if (router->policy != TR_POLICY_MLP || !(net->features & TR_FEATURE_INDUCTION)) return TR_OK;
+    if (router->policy != TR_POLICY_MLP || !(net->features & ROUTER_TOKEN_FEATURES)) return TR_OK;
     if (n > net->tokens_cap) {
         const int64_t cap = n > 2 * net->tokens_cap ? n : 2 * net->tokens_cap;
         int32_t *p = realloc(net->tokens, (size_t)cap * sizeof(int32_t));
@@ -184,11 +184,11 @@ tr_status tr_router_score_at(tr_router *router, int64_t position, const float *h
     mlp_net *net = &router->mlp;
     const tr_status st = check_mlp_inputs(net, hidden, n_embd, logits, n_vocab);
     if (st != TR_OK) return st;
-    if ((net->features & TR_FEATURE_INDUCTION) && net->n_tokens < position)
+    if ((net->features & ROUTER_TOKEN_FEATURES) && net->n_tokens < position)
         return tr_fail(TR_ERR_STATE, "this mlp router reads the sequence's tokens: give it tokens 0..%lld "
                        "(tr_router_tokens) before scoring position %lld (it has %lld)", (long long)position - 1,
                        (long long)position, (long long)net->n_tokens);
     *score = mlp_forward(net, position, hidden, logits, n_vocab);
-    net->last_position = position; /* tr_router_score continues after it (context or not: induction reads it) */
+    net->last_position = position; /* tr_router_score continues after it (context or not: the token features read it) */
     return TR_OK;
 }

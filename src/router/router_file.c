@@ -5,8 +5,9 @@
  *   tokroute-router.n_layers  u32       number of linear layers L (1..64)
  *   tokroute-router.sizes     i32[L+1]  layer widths; sizes[0] = slm.n_embd + feature inputs, sizes[L] = 1
  *   tokroute-router.features  str[]     extra inputs after the hidden state, a subset of ["maxprob", "entropy",
- *                                       "margin", "topk_logprobs", "token_embedding", "induction"] in that order
- *                                       (optional; induction's 7 values come after the context positions)
+ *                                       "margin", "topk_logprobs", "token_embedding", "induction", "ngram"] in
+ *                                       that order (optional; induction's 7 values and then ngram's 6 come after
+ *                                       the context positions)
  *   tokroute-router.topk      u32       k of topk_logprobs (1..64; required with it)
  *   tokroute-router.version   u32       2 when the file uses context (absent: 1); a newer version is refused
  *   tokroute-router.context   u32       previous positions read (0..8; absent = 0, version 2): their inputs follow
@@ -14,7 +15,10 @@
  *   tokroute-router.tau       f32       default threshold in [0, 1] (optional; absent = 0.5)
  *   tokroute-router.slm.name  str       the SLM the router was trained for (optional)
  *   tokroute-router.slm.n_embd, tokroute-router.slm.n_vocab  u32   that SLM's hidden and vocabulary sizes
- * and exactly 2L tensors, all F32: mlp.<i>.weight with ne = [sizes[i], sizes[i+1]] (ggml order: ne[0] is the row
+ *   tokroute-router.ngram.order      u32   with ngram: K, the longest context (1..8)
+ *   tokroute-router.ngram.min_count  u32   with ngram: the fewest occurrences a context kept has (>= 1)
+ * and exactly 2L tensors (plus, with ngram, per order k that has contexts ngram.<k>.context ne = [k, n] and
+ * ngram.<k>.stats ne = [5, n], F32 holding integers: ngram.c's header), all F32: mlp.<i>.weight with ne = [sizes[i], sizes[i+1]] (ggml order: ne[0] is the row
  * length, so rows are outputs, as W[out][in]) and mlp.<i>.bias with ne = [sizes[i+1]], for i in 0..L-1.
  * Integer keys may be stored in any integer type, tau in either float type. Every tensor's presence, type and shape
  * is checked before the weights are allocated; they are then copied out of the mapping (and checked to be
@@ -78,14 +82,14 @@ static tr_status read_features(const tr_gguf *g, unsigned *features) {
         if (!bit)
             return tr_fail(TR_ERR_UNSUPPORTED,
                            "unknown router feature '%s' (known: maxprob, entropy, margin, topk_logprobs, "
-                           "token_embedding, induction)",
+                           "token_embedding, induction, ngram)",
                            name ? name : "");
         /* Features enter the input in one fixed order; a file listing them otherwise would be misread. */
         if (*features & bit) return tr_fail(TR_ERR_FORMAT, "router feature '%s' is listed twice", name);
         if (*features >= bit)
             return tr_fail(TR_ERR_FORMAT,
                            "router features must be listed in the order maxprob, entropy, margin, topk_logprobs, "
-                           "token_embedding, induction");
+                           "token_embedding, induction, ngram");
         *features |= bit;
     }
     return TR_OK;
@@ -127,9 +131,10 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
     const int32_t n_in = tr_router_input_width(net->features, net->topk, (int32_t)n_embd, net->context);
     if (sizes[0] != n_in)
         return tr_fail(TR_ERR_FORMAT, "input size %d does not match slm.n_embd %d + %d features + %d previous "
-                       "positions of %d%s", sizes[0], (int)n_embd, tr_router_feature_width(net->features, net->topk,
+                       "positions of %d%s%s", sizes[0], (int)n_embd, tr_router_feature_width(net->features, net->topk,
                        (int32_t)n_embd), net->context, tr_router_context_width(net->features, net->topk, (int32_t)n_embd),
-                       (net->features & TR_FEATURE_INDUCTION) ? " + 7 induction values" : "");
+                       (net->features & TR_FEATURE_INDUCTION) ? " + 7 induction values" : "",
+                       (net->features & TR_FEATURE_NGRAM) ? " + 6 ngram values" : "");
     net->slm_n_embd = (int32_t)n_embd;
     net->slm_n_vocab = (int32_t)n_vocab;
 
@@ -172,11 +177,13 @@ static tr_status copy_tensor(const tr_gguf_tensor *t, float *dst) {
     return TR_OK;
 }
 
-/* Exactly the 2L tensors of the format, so a file whose n_layers disagrees with its tensors is caught. */
-static tr_status check_no_extra_tensors(const tr_gguf *g, int32_t n_layers) {
+/* Exactly the 2L tensors of the format (and the ngram table's), so a file whose n_layers disagrees with its
+ * tensors is caught. */
+static tr_status check_no_extra_tensors(const tr_gguf *g, int32_t n_layers, int32_t ngram_order) {
     const int64_t n = tr_gguf_n_tensors(g);
     for (int64_t i = 0; i < n; i++) {
         const char *name = tr_gguf_tensor_at(g, i)->name;
+        if (ngram_order > 0 && ngram_tensor_name(name, ngram_order)) continue;
         int layer = -1, end = 0;
         char kind[8] = "";
         if (sscanf(name, "mlp.%d.%7[a-z]%n", &layer, kind, &end) != 2 || name[end] != '\0' || layer < 0 ||
@@ -192,7 +199,12 @@ static tr_status read_router(const tr_gguf *g, mlp_net *net) {
     int32_t sizes[ROUTER_MAX_LAYERS + 1];
     const tr_gguf_tensor *w[ROUTER_MAX_LAYERS], *b[ROUTER_MAX_LAYERS];
     tr_status st = read_metadata(g, net, sizes);
-    if (st == TR_OK) st = check_no_extra_tensors(g, net->n_layers);
+    int64_t order = 0, min_count = 0;
+    if (st == TR_OK && (net->features & TR_FEATURE_NGRAM)) {
+        st = get_required_int(g, KEY("ngram.order"), 1, NGRAM_ORDER_MAX, &order);
+        if (st == TR_OK) st = get_required_int(g, KEY("ngram.min_count"), 1, NGRAM_EXACT_MAX - 1, &min_count);
+    }
+    if (st == TR_OK) st = check_no_extra_tensors(g, net->n_layers, (int32_t)order);
     for (int32_t i = 0; st == TR_OK && i < net->n_layers; i++) {
         char name[64];
         snprintf(name, sizeof name, "mlp.%d.weight", (int)i);
@@ -201,6 +213,8 @@ static tr_status read_router(const tr_gguf *g, mlp_net *net) {
         snprintf(name, sizeof name, "mlp.%d.bias", (int)i);
         st = find_tensor(g, name, sizes[i + 1], 1, &b[i]);
     }
+    if (st == TR_OK && (net->features & TR_FEATURE_NGRAM))
+        st = ngram_table_read(g, (int32_t)order, (int32_t)min_count, net->slm_n_vocab, &net->ngram);
     if (st == TR_OK) st = mlp_alloc(net, net->n_layers, sizes);
     if (st == TR_OK) st = mlp_alloc_ring(net);
     for (int32_t i = 0; st == TR_OK && i < net->n_layers; i++) {
@@ -249,6 +263,11 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
         return tr_fail(TR_ERR_ARG, "router: input size %d does not match the %d inputs of slm n_embd %d, its features "
                        "and %d previous positions", (int)d->sizes[0], (int)width, (int)d->slm_n_embd, (int)d->context);
     if (!(d->tau >= 0 && d->tau <= 1)) return tr_fail(TR_ERR_ARG, "router: tau %g is outside [0, 1]", d->tau);
+    if (d->features & TR_FEATURE_NGRAM) {
+        if (!d->ngram) return tr_fail(TR_ERR_ARG, "router: the ngram feature needs its table (desc.ngram)");
+        const tr_status st = ngram_table_check(d->ngram, d->slm_n_vocab);
+        if (st != TR_OK) return tr_fail_prefix(TR_ERR_ARG, "router");
+    }
     for (int32_t i = 0; i < d->n_layers; i++) {
         if (!d->weights[i] || !d->biases[i]) return tr_fail(TR_ERR_ARG, "router: layer %d has no data", (int)i);
         const size_t nw = (size_t)d->sizes[i] * (size_t)d->sizes[i + 1];
@@ -263,7 +282,7 @@ static tr_status check_desc(const tr_mlp_router_desc *d) {
 static tr_status write_all(tr_gguf_writer *w, const tr_mlp_router_desc *d, const char *path) {
     const char *feats[8];
     uint64_t n_feats = 0;
-    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_INDUCTION; bit <<= 1)
+    for (unsigned bit = TR_FEATURE_MAXPROB; bit <= TR_FEATURE_NGRAM; bit <<= 1)
         if (d->features & bit) feats[n_feats++] = tr_router_feature_name(bit);
     tr_status st = tr_gguf_writer_set_str(w, "general.architecture", ROUTER_ARCH);
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("n_layers"), (uint32_t)d->n_layers);
@@ -278,6 +297,11 @@ static tr_status write_all(tr_gguf_writer *w, const tr_mlp_router_desc *d, const
     if (st == TR_OK) st = tr_gguf_writer_set_str(w, KEY("slm.name"), d->slm_name ? d->slm_name : "");
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("slm.n_embd"), (uint32_t)d->slm_n_embd);
     if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("slm.n_vocab"), (uint32_t)d->slm_n_vocab);
+    if (st == TR_OK && (d->features & TR_FEATURE_NGRAM)) {
+        st = tr_gguf_writer_set_u32(w, KEY("ngram.order"), (uint32_t)d->ngram->order);
+        if (st == TR_OK) st = tr_gguf_writer_set_u32(w, KEY("ngram.min_count"), (uint32_t)d->ngram->min_count);
+        if (st == TR_OK) st = ngram_table_add_tensors(w, d->ngram);
+    }
     for (int32_t i = 0; st == TR_OK && i < d->n_layers; i++) {
         char name[64];
         const int64_t ne_w[2] = {d->sizes[i], d->sizes[i + 1]}, ne_b[1] = {d->sizes[i + 1]};

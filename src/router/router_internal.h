@@ -13,7 +13,10 @@
 #define ROUTER_MAX_WIDTH (1 << 20)
 #define ROUTER_DEFAULT_TAU 0.5f
 #define ROUTER_LOGIT_FEATURES (TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS)
-#define ROUTER_FEATURE_ALL (ROUTER_LOGIT_FEATURES | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION)
+#define ROUTER_FEATURE_ALL \
+    (ROUTER_LOGIT_FEATURES | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION | TR_FEATURE_NGRAM)
+/* Features that read the sequence's tokens (tr_router_tokens). */
+#define ROUTER_TOKEN_FEATURES (TR_FEATURE_INDUCTION | TR_FEATURE_NGRAM)
 #define ROUTER_INDUCTION_MATCH_MAX 8 /* tokens of an occurrence's match counted (the one at p-1 included) */
 
 /* ---------------------------------------------------------------- policy.c */
@@ -56,6 +59,54 @@ tr_status slm_token_embedding(const tr_model *slm, int32_t id, float *out);
  * most ROUTER_INDUCTION_MATCH_MAX, q-m >= 1; ties: the latest), c = tok[q+1]. Values: found, m / 8, m >= 2,
  * c == slm_top1, found and c != slm_top1, ln(1 + p-1-q) (0 if none), ln(1 + occurrences of x). */
 void router_induction_values(const int32_t *tok, int64_t p, int32_t slm_top1, float *out);
+/* The values read from the sequence's tokens, after the context positions: induction's, then ngram's. */
+int32_t router_token_values_width(unsigned features);
+
+/* ---------------------------------------------------------------- ngram.c */
+
+#define NGRAM_ORDER 6               /* K: the orders the trainer's tables hold (1..K) */
+#define NGRAM_MIN_COUNT 5           /* contexts seen fewer times are left out */
+#define NGRAM_ORDER_MAX 8           /* the most a router file may hold */
+#define NGRAM_START (-1)            /* position 0 in a context, whatever its token */
+#define NGRAM_EXACT_MAX (1 << 24)   /* token ids and counts stay below this (exact in an F32) */
+#define NGRAM_STATS 5
+
+/* One context's counts (the layout of a row of ngram.<k>.stats): C, its top follower t1 seen M1 times, the
+ * second t2 seen M2 times (t2 = -1, M2 = 0 when there is one follower; ties go to the smaller id). */
+typedef struct ngram_stats {
+    int32_t count, t1, m1, t2, m2;
+} ngram_stats;
+typedef struct ngram_order_table {
+    int64_t n;
+    int32_t *context;               /* [n][k], nearest token first, sorted lexicographically */
+    ngram_stats *stats;             /* [n] */
+} ngram_order_table;
+struct tr_ngram_table {
+    int32_t order, min_count;
+    ngram_order_table orders[NGRAM_ORDER_MAX]; /* orders[k - 1]: contexts of k tokens */
+};
+
+/* TR_FEATURE_NGRAM's values from the counts of the context used (of order k of the table's order; s NULL: no
+ * context found): found = 1, the share of C that followed with slm_top1 when it is t1 or t2 (else 0), M1 / C,
+ * slm_top1 == t1, ln(1 + C), k / order. Divisions and the log in double, then rounded to float. The one place the
+ * values are defined: training (leave-one-example-out counts) and the router (the table) both call it. */
+void router_ngram_values(const ngram_stats *s, int32_t k, int32_t order, int32_t slm_top1, float *out);
+/* The order-k context of position p (tok[q] the token at q; position 0 read as NGRAM_START), nearest first. */
+void ngram_context_at(const int32_t *tok, int64_t p, int32_t k, int32_t *ctx);
+/* The values at position p from the table: the highest order whose context it holds. */
+void router_ngram_lookup(const tr_ngram_table *t, const int32_t *tok, int64_t p, int32_t slm_top1, float *out);
+void ngram_table_free(tr_ngram_table *t);
+int64_t ngram_table_contexts(const tr_ngram_table *t);
+/* The bytes its tensors take in a router file. */
+int64_t ngram_table_bytes(const tr_ngram_table *t);
+/* Every rule of the file format (ngram.c's header) on a table in memory; TR_ERR_FORMAT naming the one broken. */
+tr_status ngram_table_check(const tr_ngram_table *t, int64_t n_vocab);
+/* Reads and checks the table's tensors (order and min_count from the file's keys). */
+tr_status ngram_table_read(const tr_gguf *g, int32_t order, int32_t min_count, int64_t n_vocab,
+                           tr_ngram_table **out);
+/* Whether a tensor name is one of a table of this order's. */
+bool ngram_tensor_name(const char *name, int32_t order);
+tr_status ngram_table_add_tensors(tr_gguf_writer *w, const tr_ngram_table *t);
 
 /* ---------------------------------------------------------------- mlp.c */
 
@@ -83,7 +134,8 @@ typedef struct mlp_net {
     int64_t *ring_pos;         /* [ring_size] */
     int64_t last_position;     /* the latest position scored or observed (-1: none since the reset) */
     const tr_model *slm;       /* tr_router_set_slm: token embeddings (not owned) */
-    int32_t *tokens;           /* TR_FEATURE_INDUCTION: the sequence's tokens (tr_router_tokens), a copy */
+    int32_t *tokens;           /* ROUTER_TOKEN_FEATURES: the sequence's tokens (tr_router_tokens), a copy */
+    tr_ngram_table *ngram;     /* TR_FEATURE_NGRAM: the table (owned) */
     int64_t n_tokens, tokens_cap;
     float tau;
     char *slm_name;

@@ -2,7 +2,8 @@
  * of the SLM-to-LLM accuracy gap a router closes.
  *
  * A router scores stored positions without the logits: the stored features are exactly what it would compute
- * from them (features.c), so an MLP router reads hidden state + features off the data, and a policy reads its
+ * from them (features.c), so an MLP router reads hidden state + features off the data (the token features from
+ * the examples' tokens, ngram from the router's table), and a policy reads its
  * statistic (maxprob, margin, 1 - entropy). At a target share r of n positions, the floor(r n + 0.5) lowest scores
  * are routed (ties broken by position order, so the share is exact) and tau is the lowest score not routed.
  * The oracle (router NULL in tr_train_gap) routes positions where only the LLM is right first; the bound
@@ -35,7 +36,7 @@ tr_status tr_train_data_scores(const tr_train_data *d, tr_router *router, float 
         return tr_fail(TR_ERR_ARG, "the router reads %d top-k log-probs, the data has %d", (int)net->topk, (int)d->topk);
     if ((net->features & TR_FEATURE_TOKEN_EMBEDDING) && !net->slm)
         return tr_fail(TR_ERR_STATE, "this router reads the SLM's token embeddings: give it the SLM (tr_router_set_slm)");
-    if (net->features & TR_FEATURE_INDUCTION) {
+    if (net->features & ROUTER_TOKEN_FEATURES) {
         const tr_status st = train_data_check_tokens(d);
         if (st != TR_OK) return st;
     }
@@ -43,7 +44,12 @@ tr_status tr_train_data_scores(const tr_train_data *d, tr_router *router, float 
     if (!row) return tr_fail(TR_ERR_NOMEM, "out of memory");
     tr_status st = TR_OK;
     for (int64_t i = 0; st == TR_OK && i < d->n; i++) {
-        st = train_input_row(d, i, net->features, net->topk, net->context, net->slm, row);
+        /* Data scored against a router reads the router's table (its own examples were never in it). */
+        float ngram[TR_ROUTER_NGRAM_VALUES];
+        if (net->features & TR_FEATURE_NGRAM)
+            router_ngram_lookup(net->ngram, d->tokens + d->group_tokens[d->group[i]], d->position[i], d->slm_top1[i],
+                                ngram);
+        st = train_input_row(d, i, net->features, net->topk, net->context, net->slm, ngram, row);
         scores[i] = mlp_forward_input(net, row);
     }
     free(row);

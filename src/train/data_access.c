@@ -35,6 +35,9 @@ tr_status tr_train_data_inputs(const tr_train_data *d, unsigned features, int32_
                        first + n, d->n);
     const unsigned known = TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS |
                            TR_FEATURE_TOKEN_EMBEDDING;
+    if (features & TR_FEATURE_NGRAM)
+        return tr_fail(TR_ERR_UNSUPPORTED, "the ngram feature is not given here: its training values are "
+                       "leave-one-example-out over the whole training set, which tr_train_router computes");
     if (features & ~known) return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", features & ~known);
     if ((features & TR_FEATURE_TOPK_LOGPROBS) && (topk < 1 || topk > d->topk))
         return tr_fail(TR_ERR_ARG, "topk %d is outside 1..%d (the data's)", (int)topk, (int)d->topk);
@@ -46,7 +49,7 @@ tr_status tr_train_data_inputs(const tr_train_data *d, unsigned features, int32_
     const int32_t k = (features & TR_FEATURE_TOPK_LOGPROBS) ? topk : 0;
     const int64_t width = d->n_embd + tr_router_feature_width(features, k, d->n_embd);
     for (int64_t r = 0; r < n; r++) {
-        const tr_status st = train_input_row(d, first + r, features, k, 0, slm, out + r * width);
+        const tr_status st = train_input_row(d, first + r, features, k, 0, slm, NULL, out + r * width);
         if (st != TR_OK) return st;
     }
     return TR_OK;

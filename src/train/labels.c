@@ -93,7 +93,7 @@ static float *position_inputs(const tr_train_data *d, int64_t i, unsigned featur
 }
 
 tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
-                          const tr_model *slm, float *out) {
+                          const tr_model *slm, const float *ngram, float *out) {
     float *o = position_inputs(d, i, features, topk, out);
     if (features & TR_FEATURE_TOKEN_EMBEDDING) {
         const tr_status st = slm_token_embedding(slm, d->slm_top1[i], o);
@@ -115,7 +115,9 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
             return tr_fail(TR_ERR_STATE, "example %d has no tokens before position %d (induction)", (int)d->example[i],
                            (int)p);
         router_induction_values(d->tokens + d->group_tokens[g], p, d->slm_top1[i], o);
+        o += TR_ROUTER_INDUCTION_VALUES;
     }
+    if (features & TR_FEATURE_NGRAM) memcpy(o, ngram, TR_ROUTER_NGRAM_VALUES * sizeof(float));
     return TR_OK;
 }
 
@@ -123,9 +125,9 @@ tr_status train_data_check_tokens(const tr_train_data *d) {
     for (int64_t i = 0; i < d->n; i++) {
         const int32_t g = d->group[i];
         if (d->group_tokens[g] < 0 || d->group_n_tokens[g] < d->position[i])
-            return tr_fail(TR_ERR_ARG, "the induction feature reads each example's tokens, and example %d's prompt "
-                           "was not stored (collected before tokens.bin): collect this data again, or drop the "
-                           "feature (--features without induction)", (int)d->example[i]);
+            return tr_fail(TR_ERR_ARG, "the induction and ngram features read each example's tokens, and example "
+                           "%d's prompt was not stored (collected before tokens.bin): collect this data again, or "
+                           "drop the features (--features without induction and ngram)", (int)d->example[i]);
     }
     return TR_OK;
 }

@@ -114,12 +114,32 @@ int32_t rollout_matches(const int32_t *cont, const int32_t *ref, int32_t n);
 /* Input row of position i as a router with these features reads it: hidden state, then the chosen features (the
  * token embedding from slm, which may be NULL without that feature), then for each of the context previous
  * positions p-1, p-2, ... of the same example its hidden state and logit features (zeros where the example has no
- * such record: before its first predicted position), then the induction values from the example's tokens. */
+ * such record: before its first predicted position), then the induction values from the example's tokens, then
+ * (TR_FEATURE_NGRAM) the TR_ROUTER_NGRAM_VALUES values at ngram, which the caller computed: leave-one-example-out
+ * for training (ngram_train_build), from the router's table for data scored against a router. */
 tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
-                          const tr_model *slm, float *out);
-/* TR_OK when every position's tokens before it are known (what TR_FEATURE_INDUCTION reads); else a message
+                          const tr_model *slm, const float *ngram, float *out);
+/* TR_OK when every position's tokens before it are known (what TR_FEATURE_INDUCTION and TR_FEATURE_NGRAM read); else a message
  * naming an example without them and what to do. */
 tr_status train_data_check_tokens(const tr_train_data *d);
+
+/* ---------------------------------------------------------------- ngram_build.c */
+
+/* Every context of 1..order tokens of a set of sequences (seqs[e][q] the token at position q of sequence e, lens[e]
+ * of them; position 0 is read as NGRAM_START) counted with its followers. */
+typedef struct ngram_counts ngram_counts;
+tr_status ngram_counts_build(const int32_t *const *seqs, const int32_t *lens, int32_t n_seqs, int32_t order,
+                             int32_t min_count, ngram_counts **out);
+void ngram_counts_free(ngram_counts *c);
+/* The table a router keeps: contexts seen at least min_count times, their C and top-2 followers. */
+tr_status ngram_counts_table(const ngram_counts *c, tr_ngram_table **out);
+/* The values at position p (1..lens[e]) of sequence e as a table built without sequence e would give them
+ * (router_ngram_values on C and the exact top-2 less the sequence's own counts). Caches e's own counts: ask for one
+ * sequence's positions together. */
+void ngram_counts_loo_values(ngram_counts *c, int32_t e, int64_t p, int32_t slm_top1, float *out);
+/* The trainer's table (orders 1..NGRAM_ORDER, NGRAM_MIN_COUNT) from every example's tokens of d, and when loo is
+ * given each position's leave-one-example-out values ([d->n][TR_ROUTER_NGRAM_VALUES], malloc'd). */
+tr_status ngram_train_build(const tr_train_data *d, tr_ngram_table **table, float **loo);
 
 /* ---------------------------------------------------------------- examples.c */
 

@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "router/router_internal.h"
 #include "train/train_kernels.h"
 #include "train/trainer_internal.h"
 
@@ -54,6 +56,9 @@ typedef struct trainer {
     int64_t step;
     int64_t n_batches;           /* steps per epoch (the learning-rate schedule's unit) */
     float *ema;                  /* [n_params] with ema_decay: the moving average of theta over the steps */
+    tr_ngram_table *ngram;       /* TR_FEATURE_NGRAM: the table written into the router */
+    float *ngram_loo;            /* [d->n][TR_ROUTER_NGRAM_VALUES] each position's leave-one-example-out values */
+    double ngram_seconds;        /* building both */
 } trainer;
 
 /* ---------------------------------------------------------------- data preparation */
@@ -98,7 +103,9 @@ static tr_status prepare_data(trainer *t) {
     for (int64_t i = 0; i < d->n; i++) {
         const float label = label_of(d, i, t->p.labels);
         if (label < 0) continue;
-        const tr_status st = train_input_row(d, i, t->p.features, t->p.topk, t->p.context, t->p.slm, t->x + k * t->n_in);
+        const float *ngram = t->ngram_loo ? t->ngram_loo + i * TR_ROUTER_NGRAM_VALUES : NULL;
+        const tr_status st =
+            train_input_row(d, i, t->p.features, t->p.topk, t->p.context, t->p.slm, ngram, t->x + k * t->n_in);
         if (st != TR_OK) return st;
         t->y[k] = label;
         if (t->n_aux) aux_targets(d, i, t->aux + k * t->n_aux);
@@ -304,9 +311,10 @@ static double val_gain_share(trainer *t) {
 
 static tr_status check_params(const tr_train_params *p, const tr_train_data *d) {
     if (p->features & ~(unsigned)(TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN |
-                                  TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION))
+                                  TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION |
+                                  TR_FEATURE_NGRAM))
         return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
-    if (p->features & TR_FEATURE_INDUCTION) {
+    if (p->features & ROUTER_TOKEN_FEATURES) {
         const tr_status st = train_data_check_tokens(d);
         if (st != TR_OK) return st;
     }
@@ -354,7 +362,15 @@ static tr_status setup(trainer *t) {
         sizes[++n_layers] = 2 * d->n_embd;
         sizes[++n_layers] = d->n_embd;
     }
-    tr_status st = prepare_data(t);
+    tr_status st = TR_OK;
+    if (t->p.features & TR_FEATURE_NGRAM) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = ngram_train_build(d, &t->ngram, &t->ngram_loo);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        t->ngram_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+    if (st == TR_OK) st = prepare_data(t);
     sizes[++n_layers] = 1 + t->n_aux; /* the routing output first */
     if (st == TR_OK) st = mlp_model_init(&t->m, n_layers, sizes, t->p.seed);
     if (st != TR_OK) return st;
@@ -393,8 +409,9 @@ static tr_status setup(trainer *t) {
 static void teardown(trainer *t) {
     void *ptrs[] = {t->x, t->y, t->w, t->train_idx, t->val_idx, t->mu, t->sd, t->wt, t->chunk_grad,
                     t->chunk_loss, t->chunk_correct, t->work, t->xbuf, t->ybuf, t->wbuf, t->zbuf, t->abuf, t->aux, t->adam_m,
-                    t->adam_v, t->best, t->val_z, t->val_order, t->ema};
+                    t->adam_v, t->best, t->val_z, t->val_order, t->ema, t->ngram_loo};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    ngram_table_free(t->ngram);
     thread_pool_free(t->pool);
     mlp_model_free(&t->m);
 }
@@ -500,7 +517,8 @@ static tr_status write_router(const trainer *t, const char *path, float tau) {
     const tr_mlp_router_desc desc = {.n_layers = m->n_layers, .sizes = sizes, .weights = weights,
                                      .biases = biases, .features = t->p.features, .tau = tau,
                                      .slm_name = t->d->slm_name, .slm_n_embd = t->d->n_embd,
-                                     .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk, .context = t->p.context};
+                                     .slm_n_vocab = t->d->n_vocab, .topk = t->p.topk, .context = t->p.context,
+                                     .ngram = t->ngram};
     return tr_router_write_mlp(&desc, path);
 }
 
@@ -574,6 +592,9 @@ tr_status tr_train_router(const tr_train_data *data, const tr_train_params *para
         double n1 = 0;
         for (int64_t j = 0; j < t.n_train; j++) n1 += t.y[t.train_idx[j]];
         res.positive_share = n1 / (double)t.n_train;
+        res.ngram_contexts = ngram_table_contexts(t.ngram);
+        res.ngram_seconds = t.ngram_seconds;
+        res.ngram_bytes = ngram_table_bytes(t.ngram);
         st = run_epochs(&t, &res, &stopped_in);
     }
     if (st == TR_OK) st = write_output(&t, out_path, &res);

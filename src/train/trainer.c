@@ -30,10 +30,10 @@ tr_train_params tr_train_default_params(void) {
     memset(&p, 0, sizeof p);
     /* The recipe that closes the most of the gap (README "Router training"): every feature, the SLM's embedding of
      * its proposed token included, the previous position's hidden state and statistics (docs/train.md, "Toward the
-     * bound"), the input token's latest earlier occurrence (induction, issue 32), expected-gain labels, two hidden
-     * layers 256,128. */
+     * bound"), the input token's latest earlier occurrence (induction, issue 32), what the training data's n-gram
+     * counts say follows the last tokens (ngram, issue 32), expected-gain labels, two hidden layers 256,128. */
     p.features = TR_FEATURE_MAXPROB | TR_FEATURE_ENTROPY | TR_FEATURE_MARGIN | TR_FEATURE_TOPK_LOGPROBS |
-                 TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION;
+                 TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION | TR_FEATURE_NGRAM;
     p.topk = 8;
     p.context = 1;
     p.hidden[0] = 256;

@@ -60,8 +60,10 @@ for name in ("router", "maxprob", "margin", "entropy", "oracle"):
         assert abs(p["routed"] - p["target_routed"]) < 0.01 and 0 <= p["accuracy"] <= 1, p
 PY
 "$cli" inspect "$tmp/r.gguf" 2>/dev/null >"$tmp/inspect.txt"
-grep -Eq "tokroute-router.features +\[str × 6\]" "$tmp/inspect.txt" || fail "router file does not record its features"
+grep -Eq "tokroute-router.features +\[str × 7\]" "$tmp/inspect.txt" || fail "router file does not record its features"
 grep -Eq "tokroute-router.topk +8$" "$tmp/inspect.txt" || fail "router file does not record its top-k"
+grep -Eq "tokroute-router.ngram.order +6$" "$tmp/inspect.txt" && grep -Eq "ngram.6.context" "$tmp/inspect.txt" ||
+    fail "router file does not hold the ngram table (a default feature)"
 
 # scripts/router_bound.py: the oracle and the LLM-expected-gain bound on the same data (the bound never beats the
 # oracle, and both beat routing nothing).

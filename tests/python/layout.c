@@ -71,6 +71,7 @@ int main(void) {
     FIELD(tr_mlp_router_desc, slm_n_vocab);
     FIELD(tr_mlp_router_desc, topk);
     FIELD(tr_mlp_router_desc, context);
+    FIELD(tr_mlp_router_desc, ngram);
     CLOSE();
     OPEN(tr_llm_stats);
     FIELD(tr_llm_stats, calls);

@@ -41,6 +41,17 @@ def test_collected_arrays_equal_the_c_reader(collected):
         assert np.array_equal(rows[:, -8:], arrays.topk_logprobs[:, :8])
 
 
+def test_ngram_is_known_and_refused_by_name(collected):
+    # parse_features knows every feature (the C parser's names); TrainData.inputs does not give ngram's values,
+    # which are leave-one-example-out over the whole training set (train-router computes them), and says so.
+    from tokroute.router import FEATURES as BITS, feature_names, parse_features
+    assert parse_features("maxprob,induction,ngram") == BITS["maxprob"] | BITS["induction"] | BITS["ngram"] == 97
+    assert feature_names(parse_features("topk,ngram")) == ["topk_logprobs", "ngram"]
+    with tokroute.TrainData(collected["train"]) as reader:
+        with pytest.raises(tokroute.Error, match="the ngram feature is not given here"):
+            reader.inputs("maxprob,ngram", 8, first=0, count=1)
+
+
 def test_labels_come_from_the_library(collected):
     with tokroute.TrainData(collected["train"]) as reader:
         arrays = tokroute.open_collected(collected["train"])

@@ -29,8 +29,22 @@ static tr_llm_backend *new_backend(const tr_model *llm) { return demo_backend(ll
 
 /* A one-layer MLP router over the hidden state plus the given features (and those of `context` previous
  * positions), deterministic pseudo-random weights. */
+/* What the ngram feature's table is built from in these tests (the prompt below, then a continuation). */
+#define NGRAM_TEXT "Tom and his dog went to the park. Tom and his dog went to the park. The dog was happy. Tom " \
+                   "was happy too. They played in the park and then they went home. The sun was big and warm."
+
 static tr_router *small_mlp_features(const demo_pair *p, unsigned features, int32_t context) {
     const tr_model_info *si = tr_model_get_info(p->slm);
+    tr_ngram_table *table = NULL;
+    if (features & TR_FEATURE_NGRAM) {
+        int32_t text[256];
+        const int32_t n = demo_prompt_tokens(p->slm, NGRAM_TEXT, text, 256);
+        const int32_t *seqs[1] = {text};
+        ngram_counts *c = NULL;
+        assert_int_equal(ngram_counts_build(seqs, &n, 1, NGRAM_ORDER, 1, &c), TR_OK);
+        assert_int_equal(ngram_counts_table(c, &table), TR_OK);
+        ngram_counts_free(c);
+    }
     const int32_t in = tr_router_input_width(features, 0, si->n_embd, context);
     int32_t sizes[3] = {in, 8, 1};
     float *w0 = malloc((size_t)in * 8 * sizeof *w0), b0[8], w1[8], b1[1] = {0.0f};
@@ -43,10 +57,12 @@ static tr_router *small_mlp_features(const demo_pair *p, unsigned features, int3
     const float *ws[2] = {w0, w1}, *bs[2] = {b0, b1};
     tr_mlp_router_desc d = {.n_layers = 2, .sizes = sizes, .weights = ws, .biases = bs,
                             .features = features, .tau = 0.5f, .slm_name = si->name,
-                            .slm_n_embd = si->n_embd, .slm_n_vocab = si->n_vocab, .context = context};
+                            .slm_n_embd = si->n_embd, .slm_n_vocab = si->n_vocab, .context = context,
+                            .ngram = table};
     const char *path = temp_path(".gguf");
     assert_int_equal(tr_router_write_mlp(&d, path), TR_OK);
     free(w0);
+    ngram_table_free(table);
     tr_router *r = NULL;
     assert_int_equal(tr_router_load(path, si, &r), TR_OK);
     remove(path);
@@ -351,7 +367,7 @@ static void fill_collected(void *user, int32_t ex, int32_t pos, collect_record *
 }
 
 /* A router reading the previous positions (context 2) keeps per-sequence state, and one reading the tokens
- * (induction) is given each branch's: each generated token's score equals the score of the finished sequence
+ * (induction, ngram) is given each branch's: each generated token's score equals the score of the finished sequence
  * evaluated in one pass and scored position by position after the prompt's last positions were shown to it, and
  * the score training's input row gives when that sequence is collected as data; with speculation and lookahead
  * (tokens scored ahead, then rolled back) the scores are the synchronous loop's, bit for bit; and a second
@@ -431,6 +447,15 @@ static void scores_as_trained(demo_pair *p, unsigned features) {
         }
         assert_true(found >= 3);
     }
+    if (features & TR_FEATURE_NGRAM) { /* the table matters: contexts of the generation are held */
+        int32_t found = 0;
+        for (int32_t q = n_prompt; q < n_prompt + N_GEN; q++) {
+            float v[TR_ROUTER_NGRAM_VALUES];
+            router_ngram_lookup(router_mlp(router)->ngram, seq, q, 0, v);
+            found += v[0] == 1.0f;
+        }
+        assert_true(found >= 3);
+    }
     free(trained);
     tr_train_data_free(d);
     toy_remove(dir);
@@ -444,11 +469,17 @@ static void induction_router_scores_as_trained(void **state) {
     scores_as_trained(*state, TR_FEATURE_MAXPROB | TR_FEATURE_INDUCTION);
 }
 
+/* With the n-gram table too (its values after induction's): calibrate's rows read the router's table. */
+static void ngram_router_scores_as_trained(void **state) {
+    scores_as_trained(*state, TR_FEATURE_MAXPROB | TR_FEATURE_INDUCTION | TR_FEATURE_NGRAM);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mlp_router_equals_slow_reference),
         cmocka_unit_test(context_router_scores_as_trained),
         cmocka_unit_test(induction_router_scores_as_trained),
+        cmocka_unit_test(ngram_router_scores_as_trained),
         cmocka_unit_test(temperature_above_zero),
         cmocka_unit_test(tail_text_has_its_own_signal),
         cmocka_unit_test(stats_zeroed_and_no_overflow),

@@ -402,7 +402,7 @@ static float *induction_rows(const tr_train_data *d, unsigned features, int32_t 
     *width = tr_router_input_width(features, 0, d->n_embd, 1);
     float *rows = malloc((size_t)d->n * (size_t)*width * sizeof *rows);
     for (int64_t i = 0; i < d->n; i++)
-        assert_int_equal(train_input_row(d, i, features, 0, 1, NULL, rows + i * *width), TR_OK);
+        assert_int_equal(train_input_row(d, i, features, 0, 1, NULL, NULL, rows + i * *width), TR_OK);
     return rows;
 }
 
@@ -419,10 +419,11 @@ static tr_status train_small(const tr_train_data *d, unsigned features) {
     return st;
 }
 
-/* tokens.bin (the induction feature, issue 32) holds each example's tokens, BOS and the prompt included: for text
- * the records' references after BOS, for text-continue the kept half first. A text folder without it (collected
- * before it) gives the same input rows from its records; a text-continue folder without it, whose prompt is not
- * stored, refuses the feature by name and still trains without it. */
+/* tokens.bin (the induction and ngram features, issue 32) holds each example's tokens, BOS and the prompt included:
+ * for text the records' references after BOS, for text-continue the kept half first. A text folder without it
+ * (collected before it) gives the same input rows and the same n-gram table and values from its records; a
+ * text-continue folder without it, whose prompt is not stored, refuses both features by name and still trains
+ * without them. */
 static void test_tokens_stored(void **state) {
     (void)state;
     char *text = fresh_dir(), *cont = fresh_dir();
@@ -447,6 +448,9 @@ static void test_tokens_stored(void **state) {
     int64_t found = 0;
     for (int64_t i = 0; i < d->n; i++) found += with[i * width + width - TR_ROUTER_INDUCTION_VALUES] == 1.0f;
     assert_true(found > d->n / 10); /* stories repeat tokens */
+    tr_ngram_table *t_bos = NULL;
+    float *loo_bos = NULL;
+    assert_int_equal(ngram_train_build(d, &t_bos, &loo_bos), TR_OK);
     tr_train_data_free(d);
     remove_tokens_file(text);
     assert_int_equal(tr_train_data_open(text, &d), TR_OK);
@@ -455,6 +459,21 @@ static void test_tokens_stored(void **state) {
     assert_memory_equal(with, without, (size_t)d->n * (size_t)width * sizeof *with);
     free(with);
     free(without);
+    /* ngram reads position 0 as START: the table and the leave-one-out values are the same with tokens.bin's BOS
+     * and with the records' -1 (t_bos, loo_bos: built before tokens.bin was removed). */
+    tr_ngram_table *t_records = NULL;
+    float *loo_records = NULL;
+    assert_int_equal(ngram_train_build(d, &t_records, &loo_records), TR_OK);
+    assert_true(ngram_table_contexts(t_records) > 0);
+    assert_memory_equal(loo_records, loo_bos, (size_t)d->n * TR_ROUTER_NGRAM_VALUES * sizeof(float));
+    assert_int_equal(ngram_table_contexts(t_records), ngram_table_contexts(t_bos));
+    for (int k = 1; k <= NGRAM_ORDER; k++)
+        assert_memory_equal(t_records->orders[k - 1].context, t_bos->orders[k - 1].context,
+                            (size_t)t_bos->orders[k - 1].n * (size_t)k * sizeof(int32_t));
+    ngram_table_free(t_records);
+    ngram_table_free(t_bos);
+    free(loo_records);
+    free(loo_bos);
     tr_train_data_free(d);
     /* A hostile tokens.bin is refused: too few tokens for the records, an id outside the vocabulary, a bad magic;
      * an unfinished tail entry is ignored (as a resume would cut it). */
@@ -501,6 +520,8 @@ static void test_tokens_stored(void **state) {
     assert_int_equal(tr_train_data_open(cont, &d), TR_OK);
     assert_int_equal(train_small(d, f), TR_ERR_ARG);
     assert_non_null(strstr(tr_last_error(), "collect this data again, or drop the feature"));
+    assert_int_equal(train_small(d, TR_FEATURE_MAXPROB | TR_FEATURE_NGRAM), TR_ERR_ARG); /* the same refusal */
+    assert_non_null(strstr(tr_last_error(), "the induction and ngram features read each example's tokens"));
     assert_int_equal(train_small(d, TR_FEATURE_MAXPROB), TR_OK);
     tr_train_data_free(d);
     toy_remove(text);

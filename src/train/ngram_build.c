@@ -1,0 +1,367 @@
+/* ngram_build.c — the trainer's side of TR_FEATURE_NGRAM: counting every context of 1..K tokens of the training
+ * sequences with what followed it, the table a router file keeps (contexts seen at least min_count times; ngram.c
+ * owns its layout and the values), and each training position's values computed leave-one-example-out: as if the
+ * table had been built without that position's sequence, so a row never sees its own next token.
+ *
+ * Counting sorts instead of hashing: a context of order k is (its order k-1 context, the token k back), so
+ * ranking the pairs (rank at k-1, token) with a radix sort gives each position's order-k context a dense id
+ * whose order is the lexicographic order of the tokens (nearest first), the order the file stores. Pairs (context
+ * id, follower) sorted the same way give every context's followers, then kept sorted by count (ties: smaller id).
+ *
+ * Leave-one-example-out: a sequence's own (context, follower) pairs are few (sorted per sequence, cached while
+ * its positions are asked for in a row); C and each follower's count lose the sequence's own, and the exact top-2
+ * follows from walking the context's followers by global count until two that the sequence never produced are
+ * seen: every later one counts no more than they (ties going to the smaller id, which comes first).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "router/router_internal.h"
+#include "train/train_internal.h"
+
+#define NONE (-2) /* after a sequence's last token: no follower */
+
+struct ngram_counts {
+    int32_t order, min_count, n_seqs;
+    int64_t n;                            /* entries of seq */
+    int32_t *seq;                         /* per sequence: START, its tokens 1..L-1, NONE (slot s = base + p) */
+    int64_t *base;                        /* [n_seqs + 1] */
+    int32_t *cid[NGRAM_ORDER_MAX];        /* [n] order-k context id of slot s (-1: none) */
+    int32_t n_ctx[NGRAM_ORDER_MAX];
+    int32_t *count[NGRAM_ORDER_MAX];      /* [n_ctx] C */
+    uint32_t *rep[NGRAM_ORDER_MAX];       /* [n_ctx] a slot with that context */
+    int64_t *fol_start[NGRAM_ORDER_MAX];  /* [n_ctx + 1] */
+    int32_t *fol_tok[NGRAM_ORDER_MAX], *fol_cnt[NGRAM_ORDER_MAX]; /* by count descending, then id */
+    /* the sequence whose own pairs are cached: sorted (context id << 32 | follower) per order */
+    int32_t cached;
+    uint64_t *own[NGRAM_ORDER_MAX];
+    int64_t n_own[NGRAM_ORDER_MAX], own_cap;
+};
+
+/* LSD radix sort of n keys (16-bit digits; a digit that is the same everywhere is skipped) carrying val (may be
+ * NULL). */
+static tr_status radix_sort(uint64_t *key, uint32_t *val, size_t n) {
+    uint64_t *k2 = malloc((n ? n : 1) * sizeof *k2);
+    uint32_t *v2 = val ? malloc((n ? n : 1) * sizeof *v2) : NULL;
+    size_t *cnt = malloc(65536 * sizeof *cnt);
+    if (!k2 || (val && !v2) || !cnt) {
+        free(k2), free(v2), free(cnt);
+        return tr_fail(TR_ERR_NOMEM, "out of memory sorting %zu ngram keys", n);
+    }
+    uint64_t *ks = key, *kd = k2;
+    uint32_t *vs = val, *vd = v2;
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(cnt, 0, 65536 * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[(ks[i] >> shift) & 0xffff]++;
+        if (n == 0 || cnt[(ks[0] >> shift) & 0xffff] == n) continue;
+        size_t sum = 0;
+        for (size_t b = 0; b < 65536; b++) {
+            const size_t c = cnt[b];
+            cnt[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            const size_t at = cnt[(ks[i] >> shift) & 0xffff]++;
+            kd[at] = ks[i];
+            if (val) vd[at] = vs[i];
+        }
+        uint64_t *tk = ks;
+        ks = kd, kd = tk;
+        uint32_t *tv = vs;
+        vs = vd, vd = tv;
+    }
+    if (ks != key) {
+        memcpy(key, ks, n * sizeof *key);
+        if (val) memcpy(val, vs, n * sizeof *val);
+    }
+    free(cnt);
+    free(k2);
+    free(v2);
+    return TR_OK;
+}
+
+typedef struct follower {
+    int32_t tok, cnt;
+} follower;
+
+static int by_count(const void *a, const void *b) {
+    const follower *x = a, *y = b;
+    if (x->cnt != y->cnt) return x->cnt > y->cnt ? -1 : 1;
+    return (x->tok > y->tok) - (x->tok < y->tok);
+}
+
+/* Order k's context ids (from order k-1's), counts and followers. key/val: scratch of c->n entries. */
+static tr_status count_order(ngram_counts *c, int32_t k, uint64_t *key, uint32_t *val) {
+    const int32_t j = k - 1;
+    const int32_t *prev = k > 1 ? c->cid[j - 1] : NULL;
+    int32_t *cid = c->cid[j] = malloc((size_t)c->n * sizeof(int32_t));
+    if (!cid) return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram contexts");
+    size_t m = 0;
+    for (int64_t s = 0; s < c->n; s++) cid[s] = -1;
+    for (int32_t e = 0; e < c->n_seqs; e++)
+        for (int64_t s = c->base[e] + k; s < c->base[e + 1]; s++) { /* p = s - base >= k, up to L */
+            key[m] = ((uint64_t)(prev ? (uint32_t)prev[s] : 0u) << 32) | (uint32_t)(c->seq[s - k] + 1);
+            val[m++] = (uint32_t)s;
+        }
+    tr_status st = radix_sort(key, val, m);
+    if (st != TR_OK) return st;
+    int32_t n_ctx = 0;
+    c->rep[j] = malloc((m ? m : 1) * sizeof(uint32_t));
+    if (!c->rep[j]) return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram contexts");
+    for (size_t i = 0; i < m; i++) {
+        if (i == 0 || key[i] != key[i - 1]) c->rep[j][n_ctx++] = val[i];
+        cid[val[i]] = n_ctx - 1;
+    }
+    c->n_ctx[j] = n_ctx;
+    c->count[j] = calloc((size_t)n_ctx + 1, sizeof(int32_t));
+    c->fol_start[j] = calloc((size_t)n_ctx + 1, sizeof(int64_t));
+    if (!c->count[j] || !c->fol_start[j]) return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram counts");
+    /* (context, follower) pairs */
+    m = 0;
+    for (int64_t s = 0; s < c->n; s++)
+        if (cid[s] >= 0 && c->seq[s] != NONE) {
+            key[m++] = ((uint64_t)(uint32_t)cid[s] << 32) | (uint32_t)c->seq[s];
+            if (++c->count[j][cid[s]] >= NGRAM_EXACT_MAX)
+                return tr_fail(TR_ERR_RANGE, "a context of %d tokens occurs %d times or more: the ngram table keeps "
+                               "counts below 2^24 (train on less data, or without the ngram feature)", (int)k,
+                               NGRAM_EXACT_MAX);
+        }
+    if ((st = radix_sort(key, NULL, m)) != TR_OK) return st;
+    size_t n_pairs = 0;
+    for (size_t i = 0; i < m; i++) n_pairs += i == 0 || key[i] != key[i - 1];
+    c->fol_tok[j] = malloc((n_pairs ? n_pairs : 1) * sizeof(int32_t));
+    c->fol_cnt[j] = malloc((n_pairs ? n_pairs : 1) * sizeof(int32_t));
+    follower *f = malloc((n_pairs ? n_pairs : 1) * sizeof(follower));
+    if (!c->fol_tok[j] || !c->fol_cnt[j] || !f) {
+        free(f);
+        return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram followers");
+    }
+    int64_t u = -1;
+    for (size_t i = 0; i < m; i++) {
+        if (i == 0 || key[i] != key[i - 1]) {
+            f[++u] = (follower){.tok = (int32_t)(uint32_t)key[i], .cnt = 0};
+            c->fol_start[j][(key[i] >> 32) + 1]++;
+        }
+        f[u].cnt++;
+    }
+    for (int32_t x = 0; x < n_ctx; x++) c->fol_start[j][x + 1] += c->fol_start[j][x];
+    for (int32_t x = 0; x < n_ctx; x++) {
+        const int64_t a = c->fol_start[j][x], b = c->fol_start[j][x + 1];
+        if (b - a > 1 && c->count[j][x] >= c->min_count) qsort(f + a, (size_t)(b - a), sizeof *f, by_count);
+    }
+    for (size_t i = 0; i < n_pairs; i++) c->fol_tok[j][i] = f[i].tok, c->fol_cnt[j][i] = f[i].cnt;
+    free(f);
+    return TR_OK;
+}
+
+void ngram_counts_free(ngram_counts *c) {
+    if (!c) return;
+    for (int j = 0; j < NGRAM_ORDER_MAX; j++) {
+        free(c->cid[j]), free(c->count[j]), free(c->rep[j]), free(c->fol_start[j]);
+        free(c->fol_tok[j]), free(c->fol_cnt[j]), free(c->own[j]);
+    }
+    free(c->seq);
+    free(c->base);
+    free(c);
+}
+
+tr_status ngram_counts_build(const int32_t *const *seqs, const int32_t *lens, int32_t n_seqs, int32_t order,
+                             int32_t min_count, ngram_counts **out) {
+    *out = NULL;
+    if (order < 1 || order > NGRAM_ORDER_MAX || min_count < 1 || n_seqs < 0)
+        return tr_fail(TR_ERR_ARG, "ngram: order %d (1..%d), min_count %d (>= 1)", (int)order, NGRAM_ORDER_MAX,
+                       (int)min_count);
+    ngram_counts *c = calloc(1, sizeof *c);
+    if (!c) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    c->order = order;
+    c->min_count = min_count;
+    c->n_seqs = n_seqs;
+    c->cached = -1;
+    int64_t n = 0, longest = 0;
+    for (int32_t e = 0; e < n_seqs; e++) {
+        n += (lens[e] > 0 ? lens[e] : 1) + 1;
+        if (lens[e] > longest) longest = lens[e];
+    }
+    tr_status st = TR_OK;
+    if (n >= INT32_MAX) st = tr_fail(TR_ERR_RANGE, "ngram: %" PRId64 " tokens are more than a table counts", n);
+    c->n = n;
+    c->seq = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    c->base = malloc(((size_t)n_seqs + 1) * sizeof(int64_t));
+    c->own_cap = longest + 1;
+    for (int32_t j = 0; j < order; j++) c->own[j] = malloc((size_t)c->own_cap * sizeof(uint64_t));
+    uint64_t *key = malloc((size_t)(n ? n : 1) * sizeof *key);
+    uint32_t *val = malloc((size_t)(n ? n : 1) * sizeof *val);
+    if (st == TR_OK && (!c->seq || !c->base || !key || !val || !c->own[order - 1]))
+        st = tr_fail(TR_ERR_NOMEM, "out of memory for the ngram table's %" PRId64 " tokens", n);
+    for (int32_t j = 0; st == TR_OK && j < order; j++)
+        if (!c->own[j]) st = tr_fail(TR_ERR_NOMEM, "out of memory");
+    int64_t at = 0;
+    for (int32_t e = 0; st == TR_OK && e < n_seqs; e++) {
+        c->base[e] = at;
+        c->seq[at++] = NGRAM_START;
+        for (int32_t q = 1; q < lens[e]; q++) {
+            if (seqs[e][q] < 0 || seqs[e][q] >= NGRAM_EXACT_MAX) {
+                st = tr_fail(TR_ERR_ARG, "ngram: sequence %d has token %d at %d", (int)e, (int)seqs[e][q], (int)q);
+                break;
+            }
+            c->seq[at++] = seqs[e][q];
+        }
+        c->seq[at++] = NONE;
+    }
+    if (st == TR_OK) c->base[n_seqs] = at;
+    for (int32_t k = 1; st == TR_OK && k <= order; k++) st = count_order(c, k, key, val);
+    free(key);
+    free(val);
+    if (st != TR_OK) {
+        ngram_counts_free(c);
+        return st;
+    }
+    *out = c;
+    return TR_OK;
+}
+
+tr_status ngram_counts_table(const ngram_counts *c, tr_ngram_table **out) {
+    *out = NULL;
+    tr_ngram_table *t = calloc(1, sizeof *t);
+    if (!t) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    t->order = c->order;
+    t->min_count = c->min_count;
+    for (int32_t k = 1; k <= c->order; k++) {
+        const int32_t j = k - 1;
+        ngram_order_table *o = &t->orders[j];
+        int64_t n = 0;
+        for (int32_t x = 0; x < c->n_ctx[j]; x++) n += c->count[j][x] >= c->min_count;
+        if (n == 0) continue;
+        o->context = malloc((size_t)n * (size_t)k * sizeof(int32_t));
+        o->stats = malloc((size_t)n * sizeof(ngram_stats));
+        if (!o->context || !o->stats) {
+            ngram_table_free(t);
+            return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " ngram contexts", n);
+        }
+        for (int32_t x = 0; x < c->n_ctx[j]; x++) {
+            if (c->count[j][x] < c->min_count) continue;
+            const int64_t s = c->rep[j][x], a = c->fol_start[j][x], b = c->fol_start[j][x + 1];
+            for (int32_t i = 0; i < k; i++) o->context[o->n * k + i] = c->seq[s - 1 - i];
+            o->stats[o->n++] = (ngram_stats){.count = c->count[j][x], .t1 = c->fol_tok[j][a], .m1 = c->fol_cnt[j][a],
+                                             .t2 = b - a > 1 ? c->fol_tok[j][a + 1] : -1,
+                                             .m2 = b - a > 1 ? c->fol_cnt[j][a + 1] : 0};
+        }
+    }
+    *out = t;
+    return TR_OK;
+}
+
+/* Sorted keys in [lo, hi) equal to key: how many. */
+static int64_t count_key(const uint64_t *keys, int64_t lo, int64_t hi, uint64_t key, int64_t *first) {
+    int64_t a = lo, b = hi;
+    while (a < b) {
+        const int64_t mid = a + (b - a) / 2;
+        if (keys[mid] < key) a = mid + 1;
+        else b = mid;
+    }
+    int64_t e = a;
+    while (e < hi && keys[e] == key) e++;
+    if (first) *first = a;
+    return e - a;
+}
+
+static int by_key(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sequence e's own (context id, follower) pairs per order, sorted. */
+static void cache_own(ngram_counts *c, int32_t e) {
+    if (c->cached == e) return;
+    for (int32_t j = 0; j < c->order; j++) {
+        int64_t m = 0;
+        for (int64_t s = c->base[e] + j + 1; s < c->base[e + 1]; s++)
+            if (c->seq[s] != NONE) c->own[j][m++] = ((uint64_t)(uint32_t)c->cid[j][s] << 32) | (uint32_t)c->seq[s];
+        qsort(c->own[j], (size_t)m, sizeof(uint64_t), by_key);
+        c->n_own[j] = m;
+    }
+    c->cached = e;
+}
+
+/* Inserts (tok, cnt) into a top-2 by count descending, then smaller id. */
+static void top2_insert(int32_t *t, int32_t *m, int32_t tok, int32_t cnt) {
+    for (int i = 0; i < 2; i++)
+        if (cnt > m[i] || (cnt == m[i] && tok < t[i])) {
+            if (i == 0) t[1] = t[0], m[1] = m[0];
+            t[i] = tok, m[i] = cnt;
+            return;
+        }
+}
+
+void ngram_counts_loo_values(ngram_counts *c, int32_t e, int64_t p, int32_t slm_top1, float *out) {
+    cache_own(c, e);
+    for (int32_t k = c->order; k >= 1; k--) {
+        const int32_t j = k - 1;
+        if (p - k < 0) continue;
+        const int32_t id = c->cid[j][c->base[e] + p];
+        if (id < 0 || c->count[j][id] < c->min_count) continue;
+        int64_t lo;
+        const uint64_t ctx = (uint64_t)(uint32_t)id << 32;
+        /* the sequence's own pairs of this context: keys ctx | follower, all in [ctx, ctx + 2^32) */
+        int64_t hi;
+        count_key(c->own[j], 0, c->n_own[j], ctx, &lo);
+        count_key(c->own[j], lo, c->n_own[j], ctx + (1ull << 32), &hi);
+        const int32_t count = c->count[j][id] - (int32_t)(hi - lo);
+        if (count < c->min_count) continue;
+        int32_t t[2] = {-1, -1}, m[2] = {0, 0};
+        int not_own = 0;
+        for (int64_t f = c->fol_start[j][id]; f < c->fol_start[j][id + 1] && not_own < 2; f++) {
+            const int32_t tok = c->fol_tok[j][f];
+            const int64_t own = count_key(c->own[j], lo, hi, ctx | (uint32_t)tok, NULL);
+            not_own += own == 0;
+            const int32_t left = c->fol_cnt[j][f] - (int32_t)own;
+            if (left > 0) top2_insert(t, m, tok, left);
+        }
+        const ngram_stats s = {.count = count, .t1 = t[0], .m1 = m[0], .t2 = m[1] > 0 ? t[1] : -1, .m2 = m[1]};
+        router_ngram_values(&s, k, c->order, slm_top1, out);
+        return;
+    }
+    router_ngram_values(NULL, 0, c->order, slm_top1, out);
+}
+
+tr_status ngram_train_build(const tr_train_data *d, tr_ngram_table **table, float **loo) {
+    *table = NULL;
+    if (loo) *loo = NULL;
+    const int32_t **seqs = malloc(((size_t)d->n_groups + 1) * sizeof *seqs);
+    int32_t *lens = malloc(((size_t)d->n_groups + 1) * sizeof *lens);
+    if (!seqs || !lens) {
+        free(seqs), free(lens);
+        return tr_fail(TR_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t g = 0; g < d->n_groups; g++) {
+        const bool known = d->group_tokens[g] >= 0;
+        seqs[g] = known ? d->tokens + d->group_tokens[g] : NULL;
+        lens[g] = known ? d->group_n_tokens[g] : 0;
+    }
+    ngram_counts *c = NULL;
+    tr_status st = ngram_counts_build(seqs, lens, d->n_groups, NGRAM_ORDER, NGRAM_MIN_COUNT, &c);
+    free(seqs);
+    if (st == TR_OK) st = ngram_counts_table(c, table);
+    if (st == TR_OK && loo) {
+        *loo = malloc(((size_t)d->n + 1) * TR_ROUTER_NGRAM_VALUES * sizeof(float));
+        if (!*loo) st = tr_fail(TR_ERR_NOMEM, "out of memory for the ngram values");
+        for (int64_t i = 0; st == TR_OK && i < d->n; i++) {
+            const int32_t g = d->group[i];
+            if (d->position[i] > lens[g])
+                st = tr_fail(TR_ERR_STATE, "example %d has no tokens before position %d (ngram)", (int)d->example[i],
+                             (int)d->position[i]);
+            else
+                ngram_counts_loo_values(c, g, d->position[i], d->slm_top1[i], *loo + i * TR_ROUTER_NGRAM_VALUES);
+        }
+    }
+    free(lens);
+    ngram_counts_free(c);
+    if (st != TR_OK) {
+        ngram_table_free(*table);
+        *table = NULL;
+        if (loo) free(*loo), *loo = NULL;
+    }
+    return st;
+}
