@@ -110,9 +110,11 @@ tr_status ngram_table_check(const tr_ngram_table *t, int64_t n_vocab) {
                 /* START (position 0) can only be the farthest token: a nearer one would need p - k < 0. */
                 const int32_t lo = j == k - 1 ? NGRAM_START : 0;
                 if (c[j] < lo || c[j] >= n_vocab)
-                    return tr_fail(TR_ERR_FORMAT, "ngram order %d context %" PRId64 " token %d is %d, outside %d..%" PRId64
-                                   "%s", (int)k, e, (int)j, (int)c[j], (int)lo, n_vocab - 1,
-                                   c[j] == NGRAM_START ? " (START only where position 0 can be: the farthest token)" : "");
+                    return tr_fail(TR_ERR_FORMAT,
+                                   "ngram order %d context %" PRId64 " token %d is %d, outside %d..%" PRId64 "%s",
+                                   (int)k, e, (int)j, (int)c[j], (int)lo, n_vocab - 1,
+                                   c[j] == NGRAM_START ? " (START only where position 0 can be: the farthest token)"
+                                                       : "");
             }
             if (e > 0) {
                 const int32_t *prev = c - k;
