@@ -443,7 +443,7 @@ typedef enum tr_router_feature {
                                           the table is in the router file): needs tr_router_tokens */
 } tr_router_feature;
 #define TR_ROUTER_INDUCTION_VALUES 7
-#define TR_ROUTER_NGRAM_VALUES 6
+#define TR_ROUTER_NGRAM_VALUES 7
 #define TR_ROUTER_TOPK_MAX 64
 #define TR_ROUTER_CONTEXT_MAX 8
 

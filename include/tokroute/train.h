@@ -210,6 +210,9 @@ typedef struct tr_train_params {
                                     (default 0) */
     float dropout;               /* inverted dropout at this rate on the hidden layers' outputs while training
                                     (0..0.9; default 0) */
+    const tr_train_data *ngram_data; /* TR_FEATURE_NGRAM (optional): more examples of the same SLM counted into the
+                                        n-gram table (their tokens and records' expected gains) but not trained on;
+                                        training rows stay leave-one-out of their own example only (default NULL) */
 } tr_train_params;
 
 typedef struct tr_train_result {
@@ -224,6 +227,7 @@ typedef struct tr_train_result {
     int64_t ngram_contexts;      /* TR_FEATURE_NGRAM: contexts in the table written, and their bytes in the file */
     int64_t ngram_bytes;
     double ngram_seconds;        /* building the table and the training positions' values */
+    int64_t ngram_tokens;        /* the followers counted into the table (ngram_data's included) */
 } tr_train_result;
 
 tr_train_params tr_train_default_params(void);

@@ -20,6 +20,8 @@ static const char *usage =
     "                       seven; induction: the token just read's latest earlier occurrence, from the examples'\n"
     "                       tokens; ngram: what the training data's counts of the last 1-6 tokens say follows,\n"
     "                       a table the router file keeps)\n"
+    "  --ngram-data DIR[,DIR...]  more collect folders of the same SLM counted into the ngram table only (their\n"
+    "                       tokens and expected gains), not trained on: counting is cheap, training rows are not\n"
     "  --slm SLM.gguf       the SLM the data was collected with, for token_embedding (default: the file collect\n"
     "                       recorded in the data)\n"
     "  --topk K             top-k log-probs as features (default 8, at most what collect stored)\n"
@@ -54,7 +56,7 @@ static const char *usage =
     "  --json               print the result (and the evaluation) as JSON on stdout\n";
 
 typedef struct train_opts {
-    const char *data, *out, *eval_data, *hidden, *slm;
+    const char *data, *out, *eval_data, *ngram_data, *hidden, *slm;
     bool json, progress, tau_set;
     double target_routed;
     double routed[16];
@@ -139,6 +141,10 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
         if (cli_option(argc, argv, &i, NULL, "--data", &v)) o->data = v;
         else if (cli_option(argc, argv, &i, NULL, "--out", &v)) o->out = v;
         else if (cli_option(argc, argv, &i, NULL, "--eval-data", &v)) o->eval_data = v;
+        else if (cli_option(argc, argv, &i, NULL, "--ngram-data", &v)) {
+            if (!v) return cli_usage_error(usage, "--ngram-data needs a value");
+            o->ngram_data = v;
+        }
         else if (cli_option(argc, argv, &i, NULL, "--slm", &v)) o->slm = v;
         else if (cli_option(argc, argv, &i, NULL, "--hidden", &v)) {
             if (!v) return cli_usage_error(usage, "--hidden needs a value");
@@ -235,16 +241,19 @@ static tr_status open_data(const char *list, tr_train_data **out) {
 }
 
 static int run(train_opts *o, tr_train_params *p) {
-    tr_train_data *data = NULL, *eval = NULL;
+    tr_train_data *data = NULL, *eval = NULL, *ngram_data = NULL;
     tr_model *slm = NULL;
     tr_status st = open_data(o->data, &data);
     if (st == TR_OK && o->eval_data) st = open_data(o->eval_data, &eval);
+    if (st == TR_OK && o->ngram_data) st = open_data(o->ngram_data, &ngram_data);
+    p->ngram_data = ngram_data;
     const tr_train_data_info info = tr_train_data_get_info(data);
     if (st == TR_OK && (p->features & TR_FEATURE_TOKEN_EMBEDDING)) {
         const char *path = cli_train_slm_path(o->slm, &info, "train-router");
         if (!path) {
             tr_train_data_free(data);
             tr_train_data_free(eval);
+            tr_train_data_free(ngram_data);
             return 2;
         }
         tr_model_params mp = tr_model_default_params();
@@ -255,12 +264,14 @@ static int run(train_opts *o, tr_train_params *p) {
     if (st != TR_OK) {
         tr_train_data_free(data);
         tr_train_data_free(eval);
+        tr_train_data_free(ngram_data);
         tr_model_free(slm);
         return cli_fail(st);
     }
     if (o->hidden && !parse_hidden(o->hidden, info.n_embd, p->hidden)) {
         tr_train_data_free(data);
         tr_train_data_free(eval);
+        tr_train_data_free(ngram_data);
         tr_model_free(slm);
         return 2;
     }
@@ -299,9 +310,10 @@ static int run(train_opts *o, tr_train_params *p) {
                 (int)res.epochs_run, res.best_val_loss, res.best_val_accuracy, (long long)res.n_train,
                 (long long)res.n_val, (long long)res.n_dropped, res.positive_share, seconds);
     if (rc == 0 && !o->json && (p->features & TR_FEATURE_NGRAM))
-        fprintf(stderr, "ngram table: %lld contexts, %.1f MB of the router file; built with the training positions' "
-                "leave-one-example-out values in %.2f s\n", (long long)res.ngram_contexts, (double)res.ngram_bytes / 1e6,
-                res.ngram_seconds);
+        fprintf(stderr, "ngram table: %lld contexts, %.1f MB of the router file, from %lld tokens counted%s; built "
+                "with the training positions' leave-one-example-out values in %.2f s\n", (long long)res.ngram_contexts,
+                (double)res.ngram_bytes / 1e6, (long long)res.ngram_tokens,
+                ngram_data ? " (--ngram-data's included)" : "", res.ngram_seconds);
     if (rc == 0 && !o->json && p->calibration)
         fprintf(stderr, "stored tau %.6g: routes %.4f of the %s positions (target %.4f)\n", res.tau,
                 res.calibration_routed, o->eval_data, p->target_routed);
@@ -318,6 +330,10 @@ static int run(train_opts *o, tr_train_params *p) {
                (long long)res.n_train, (long long)res.n_val, (long long)res.n_dropped, seconds, res.tau);
         if (p->calibration)
             printf(", \"target_routed\": %.6f, \"routed\": %.6f", p->target_routed, res.calibration_routed);
+        if (p->features & TR_FEATURE_NGRAM)
+            printf(", \"ngram\": {\"contexts\": %lld, \"bytes\": %lld, \"tokens\": %lld, \"seconds\": %.3f}",
+                   (long long)res.ngram_contexts, (long long)res.ngram_bytes, (long long)res.ngram_tokens,
+                   res.ngram_seconds);
         if (stopped) printf(", \"interrupted\": true");
         printf(eval ? ", \"eval\": " : "}\n");
     }
@@ -332,6 +348,7 @@ static int run(train_opts *o, tr_train_params *p) {
     }
     tr_train_data_free(data);
     tr_train_data_free(eval);
+    tr_train_data_free(ngram_data);
     tr_model_free(slm);
     return rc == 0 && stopped ? 130 : rc;
 }

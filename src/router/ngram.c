@@ -1,18 +1,22 @@
 /* ngram.c — TR_FEATURE_NGRAM's table and values: what a count model of the training data's token sequences says
  * follows the last 1..K tokens. Owns the in-memory table (tr_ngram_table), the one function turning a context's
- * counts into the feature's six values (shared by training's leave-one-example-out rows and the router), the
+ * counts into the feature's seven values (shared by training's leave-one-example-out rows and the router), the
  * decode-time lookup (binary search per order, the highest order found wins), the table's checks and its reading
  * from and writing into a router file.
  *
  * A context of order k at position p is the tokens at p-1, p-2, ..., p-k (nearest first; it exists when p-k >= 0),
  * position 0 always read as NGRAM_START whatever its token. Per context the table holds C (how often it was
- * followed by a token in the training data) and its two most frequent followers t1, t2 with counts M1 >= M2 (ties
- * to the smaller id; t2 = -1 and M2 = 0 with one follower); only contexts with C >= min_count are kept.
+ * followed by a token in the training data), its two most frequent followers t1, t2 with counts M1 >= M2 (ties
+ * to the smaller id; t2 = -1 and M2 = 0 with one follower), and the mean expected gain of the Cg <= C followers
+ * that have a collected record (the g of the expected labels, summed as integers so leaving an example out is
+ * exact); only contexts with C >= min_count are kept.
  *
  * File layout (router_file.c's header lists the keys): per order k with at least one context, the F32 tensors
  * ngram.<k>.context, ne = [k, n] (the contexts' tokens, nearest first, START = -1, sorted lexicographically and
- * strictly increasing) and ngram.<k>.stats, ne = [5, n] (C, t1, M1, t2, M2). Every value is an integer held
- * exactly by a float (below 2^24); loading checks each rule and names the one broken.
+ * strictly increasing) and ngram.<k>.stats, ne = [6, n] (C, t1, M1, t2, M2, the gain mean). The first five are
+ * integers held exactly by a float (below 2^24), the gain mean a float in [0, 1]; loading checks each rule and
+ * names the one broken. Files from before the gain mean (5 columns) are refused by name: their routers were
+ * trained on six values.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -37,6 +41,13 @@ void router_ngram_values(const ngram_stats *s, int32_t k, int32_t order, int32_t
     out[3] = slm_top1 == s->t1 ? 1.0f : 0.0f;
     out[4] = (float)log1p(c);
     out[5] = (float)((double)k / (double)order);
+    out[6] = s->gain_mean;
+}
+
+int32_t ngram_gain_quantize(float g) { return (int32_t)llround((double)g * NGRAM_GAIN_SCALE); }
+
+float ngram_gain_mean(int64_t sum, int64_t n) {
+    return n > 0 ? (float)((double)sum / (double)n / NGRAM_GAIN_SCALE) : 0.0f;
 }
 
 void ngram_context_at(const int32_t *tok, int64_t p, int32_t k, int32_t *ctx) {
@@ -138,6 +149,9 @@ tr_status ngram_table_check(const tr_ngram_table *t, int64_t n_vocab) {
             if ((s->t2 == -1) != (s->m2 == 0))
                 return tr_fail(TR_ERR_FORMAT, "ngram order %d context %" PRId64 " has t2 = %d with M2 = %d (t2 = -1 "
                                "exactly when M2 = 0)", (int)k, e, (int)s->t2, (int)s->m2);
+            if (!(s->gain_mean >= 0.0f && s->gain_mean <= 1.0f))
+                return tr_fail(TR_ERR_FORMAT, "ngram order %d context %" PRId64 " gain mean %.9g is not in [0, 1]",
+                               (int)k, e, (double)s->gain_mean);
         }
     }
     return TR_OK;
@@ -153,6 +167,10 @@ static tr_status find_order_tensor(const tr_gguf *g, const char *name, int64_t n
     if (ti < 0) return TR_OK;
     const tr_gguf_tensor *t = tr_gguf_tensor_at(g, ti);
     if (t->type != TR_TYPE_F32) return tr_fail(TR_ERR_FORMAT, "tensor %s must be f32", name);
+    if (ne0 == NGRAM_STATS && t->ne[0] == NGRAM_STATS - 1)
+        return tr_fail(TR_ERR_FORMAT, "tensor %s has %d columns: a table from before the gain mean (ngram's 7th "
+                       "value; this build reads %d columns): train the router again", name, NGRAM_STATS - 1,
+                       NGRAM_STATS);
     if (t->ne[0] != ne0 || t->ne[1] < 1 || t->ne[1] > INT32_MAX || t->ne[2] != 1 || t->ne[3] != 1 ||
         (*n >= 0 && t->ne[1] != *n))
         return tr_fail(TR_ERR_FORMAT, "tensor %s has shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
@@ -163,15 +181,41 @@ static tr_status find_order_tensor(const tr_gguf *g, const char *name, int64_t n
     return TR_OK;
 }
 
+static bool is_integer_in(float v, int64_t lo, int64_t hi) {
+    return v == floorf(v) && v >= (float)lo && v <= (float)hi;
+}
+
+static tr_status not_integer(const tr_gguf_tensor *t, size_t i, float v, int64_t lo, int64_t hi) {
+    return tr_fail(TR_ERR_FORMAT, "tensor %s value %zu (%g) is not an integer in %" PRId64 "..%" PRId64, t->name, i,
+                   (double)v, lo, hi);
+}
+
 /* Floats that must be exact integers in lo..hi. */
 static tr_status read_integers(const tr_gguf_tensor *t, int64_t lo, int64_t hi, int32_t *dst) {
     const float *v = t->data;
     const size_t n = (size_t)(t->ne[0] * t->ne[1]);
     for (size_t i = 0; i < n; i++) {
-        if (!(v[i] == floorf(v[i])) || v[i] < (float)lo || v[i] > (float)hi)
-            return tr_fail(TR_ERR_FORMAT, "tensor %s value %zu (%g) is not an integer in %" PRId64 "..%" PRId64,
-                           t->name, i, (double)v[i], lo, hi);
+        if (!is_integer_in(v[i], lo, hi)) return not_integer(t, i, v[i], lo, hi);
         dst[i] = (int32_t)v[i];
+    }
+    return TR_OK;
+}
+
+/* The stats rows: five integers, then the gain mean (finite here; its range is ngram_table_check's). */
+static tr_status read_stats(const tr_gguf_tensor *t, int64_t n, ngram_stats *dst) {
+    const float *v = t->data;
+    for (int64_t e = 0; e < n; e++) {
+        const float *row = v + e * NGRAM_STATS;
+        int32_t x[NGRAM_STATS - 1];
+        for (int c = 0; c < NGRAM_STATS - 1; c++) {
+            if (!is_integer_in(row[c], -NGRAM_EXACT_MAX, NGRAM_EXACT_MAX))
+                return not_integer(t, (size_t)(e * NGRAM_STATS + c), row[c], -NGRAM_EXACT_MAX, NGRAM_EXACT_MAX);
+            x[c] = (int32_t)row[c];
+        }
+        if (!isfinite(row[NGRAM_STATS - 1]))
+            return tr_fail(TR_ERR_FORMAT, "tensor %s row %" PRId64 " gain mean is not finite", t->name, e);
+        dst[e] = (ngram_stats){.count = x[0], .t1 = x[1], .m1 = x[2], .t2 = x[3], .m2 = x[4],
+                               .gain_mean = row[NGRAM_STATS - 1]};
     }
     return TR_OK;
 }
@@ -191,10 +235,9 @@ static tr_status read_order(const tr_gguf *g, int32_t k, int64_t n_vocab, ngram_
     o->stats = malloc((size_t)n * sizeof(ngram_stats));
     if (!o->context || !o->stats) return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " ngram contexts", n);
     o->n = n;
-    /* Integers first (exact in a float); what each may be is ngram_table_check's. ngram_stats is five int32 in the
-     * tensor's order. */
+    /* Integers exact in a float (and a finite gain mean) first; what each may be is ngram_table_check's. */
     st = read_integers(ct, -NGRAM_EXACT_MAX, NGRAM_EXACT_MAX, o->context);
-    if (st == TR_OK) st = read_integers(stt, -NGRAM_EXACT_MAX, NGRAM_EXACT_MAX, (int32_t *)o->stats);
+    if (st == TR_OK) st = read_stats(stt, n, o->stats);
     return st;
 }
 
@@ -234,8 +277,12 @@ tr_status ngram_table_add_tensors(tr_gguf_writer *w, const tr_ngram_table *t) {
         float *s = malloc((size_t)o->n * NGRAM_STATS * sizeof(float));
         if (!c || !s) st = tr_fail(TR_ERR_NOMEM, "out of memory for the ngram table");
         for (int64_t i = 0; st == TR_OK && i < o->n * k; i++) c[i] = (float)o->context[i];
-        const int32_t *si = (const int32_t *)o->stats;
-        for (int64_t i = 0; st == TR_OK && i < o->n * NGRAM_STATS; i++) s[i] = (float)si[i];
+        for (int64_t e = 0; st == TR_OK && e < o->n; e++) {
+            const ngram_stats *x = &o->stats[e];
+            float *row = s + e * NGRAM_STATS;
+            row[0] = (float)x->count, row[1] = (float)x->t1, row[2] = (float)x->m1, row[3] = (float)x->t2;
+            row[4] = (float)x->m2, row[5] = x->gain_mean;
+        }
         char name[48];
         const int64_t ne_c[2] = {k, o->n}, ne_s[2] = {NGRAM_STATS, o->n};
         snprintf(name, sizeof name, "ngram.%d.context", (int)k);

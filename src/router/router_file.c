@@ -6,7 +6,7 @@
  *   tokroute-router.sizes     i32[L+1]  layer widths; sizes[0] = slm.n_embd + feature inputs, sizes[L] = 1
  *   tokroute-router.features  str[]     extra inputs after the hidden state, a subset of ["maxprob", "entropy",
  *                                       "margin", "topk_logprobs", "token_embedding", "induction", "ngram"] in
- *                                       that order (optional; induction's 7 values and then ngram's 6 come after
+ *                                       that order (optional; induction's 7 values and then ngram's 7 come after
  *                                       the context positions)
  *   tokroute-router.topk      u32       k of topk_logprobs (1..64; required with it)
  *   tokroute-router.version   u32       2 when the file uses context (absent: 1); a newer version is refused
@@ -18,7 +18,7 @@
  *   tokroute-router.ngram.order      u32   with ngram: K, the longest context (1..8)
  *   tokroute-router.ngram.min_count  u32   with ngram: the fewest occurrences a context kept has (>= 1)
  * and exactly 2L tensors (plus, with ngram, per order k that has contexts ngram.<k>.context ne = [k, n] and
- * ngram.<k>.stats ne = [5, n], F32 holding integers: ngram.c's header), all F32: mlp.<i>.weight with ne = [sizes[i], sizes[i+1]] (ggml order: ne[0] is the row
+ * ngram.<k>.stats ne = [6, n], F32: ngram.c's header), all F32: mlp.<i>.weight with ne = [sizes[i], sizes[i+1]] (ggml order: ne[0] is the row
  * length, so rows are outputs, as W[out][in]) and mlp.<i>.bias with ne = [sizes[i+1]], for i in 0..L-1.
  * Integer keys may be stored in any integer type, tau in either float type. Every tensor's presence, type and shape
  * is checked before the weights are allocated; they are then copied out of the mapping (and checked to be
@@ -133,8 +133,11 @@ static tr_status read_metadata(const tr_gguf *g, mlp_net *net, int32_t *sizes) {
         return tr_fail(TR_ERR_FORMAT, "input size %d does not match slm.n_embd %d + %d features + %d previous "
                        "positions of %d%s%s", sizes[0], (int)n_embd, tr_router_feature_width(net->features, net->topk,
                        (int32_t)n_embd), net->context, tr_router_context_width(net->features, net->topk, (int32_t)n_embd),
-                       (net->features & TR_FEATURE_INDUCTION) ? " + 7 induction values" : "",
-                       (net->features & TR_FEATURE_NGRAM) ? " + 6 ngram values" : "");
+                       (net->features & TR_FEATURE_INDUCTION)
+                           ? " + " TR_STRINGIFY(TR_ROUTER_INDUCTION_VALUES) " induction values" : "",
+                       (net->features & TR_FEATURE_NGRAM)
+                           ? " + " TR_STRINGIFY(TR_ROUTER_NGRAM_VALUES) " ngram values (routers from before ngram's "
+                             "gain mean had 6: train them again)" : "");
     net->slm_n_embd = (int32_t)n_embd;
     net->slm_n_vocab = (int32_t)n_vocab;
 

@@ -69,12 +69,15 @@ int32_t router_token_values_width(unsigned features);
 #define NGRAM_ORDER_MAX 8           /* the most a router file may hold */
 #define NGRAM_START (-1)            /* position 0 in a context, whatever its token */
 #define NGRAM_EXACT_MAX (1 << 24)   /* token ids and counts stay below this (exact in an F32) */
-#define NGRAM_STATS 5
+#define NGRAM_STATS 6               /* the columns of ngram.<k>.stats */
+#define NGRAM_GAIN_SCALE 65536.0    /* an expected gain g counts as the integer llround(g * scale) */
 
-/* One context's counts (the layout of a row of ngram.<k>.stats): C, its top follower t1 seen M1 times, the
- * second t2 seen M2 times (t2 = -1, M2 = 0 when there is one follower; ties go to the smaller id). */
+/* One context's counts (a row of ngram.<k>.stats, in this order): C, its top follower t1 seen M1 times, the
+ * second t2 seen M2 times (t2 = -1, M2 = 0 when there is one follower; ties go to the smaller id), and the mean
+ * expected gain of the positions that followed it (ngram_gain_mean). */
 typedef struct ngram_stats {
     int32_t count, t1, m1, t2, m2;
+    float gain_mean;
 } ngram_stats;
 typedef struct ngram_order_table {
     int64_t n;
@@ -88,9 +91,16 @@ struct tr_ngram_table {
 
 /* TR_FEATURE_NGRAM's values from the counts of the context used (of order k of the table's order; s NULL: no
  * context found): found = 1, the share of C that followed with slm_top1 when it is t1 or t2 (else 0), M1 / C,
- * slm_top1 == t1, ln(1 + C), k / order. Divisions and the log in double, then rounded to float. The one place the
- * values are defined: training (leave-one-example-out counts) and the router (the table) both call it. */
+ * slm_top1 == t1, ln(1 + C), k / order, the context's mean expected gain. Divisions and the log in double, then
+ * rounded to float. The one place the values are defined: training (leave-one-example-out counts) and the router
+ * (the table) both call it. */
 void router_ngram_values(const ngram_stats *s, int32_t k, int32_t order, int32_t slm_top1, float *out);
+/* An expected gain g in [0, 1] as the integer the table sums (llround(g * NGRAM_GAIN_SCALE)), so that leaving an
+ * example out is exact integer subtraction. */
+int32_t ngram_gain_quantize(float g);
+/* The mean of n quantized gains summing to sum (0 when n = 0): what ngram.<k>.stats's last column holds, computed
+ * the same way by the table and by training's leave-one-example-out rows. */
+float ngram_gain_mean(int64_t sum, int64_t n);
 /* The order-k context of position p (tok[q] the token at q; position 0 read as NGRAM_START), nearest first. */
 void ngram_context_at(const int32_t *tok, int64_t p, int32_t k, int32_t *ctx);
 /* The values at position p from the table: the highest order whose context it holds. */

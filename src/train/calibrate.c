@@ -67,13 +67,6 @@ static int compare_ranked(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* The LLM's expected gain of routing position i, p(l) - p(s) (as the expected labels: 0 where both agree). */
-static float expected_gain(const tr_train_data *d, int64_t i) {
-    const float *p = d->probs + i * COLLECT_N_PROBS;
-    const float g = d->slm_top1[i] == d->llm_top1[i] ? 0.0f : p[1] - p[4];
-    return g > 0 ? g : 0.0f;
-}
-
 typedef enum ranking { RANK_ROUTER, RANK_ORACLE, RANK_BOUND } ranking;
 
 /* Scores of every position sorted ascending (position order on ties): the given ones, the router's, the oracle's

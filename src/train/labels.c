@@ -61,12 +61,17 @@ int label_rule(int32_t truth, int32_t slm_top1, int32_t llm_top1, int32_t rollou
     return -1;
 }
 
+float expected_gain(const tr_train_data *d, int64_t i) {
+    if (d->slm_top1[i] == d->llm_top1[i]) return 0.0f;
+    const float *p = d->probs + i * COLLECT_N_PROBS;
+    const float g = p[1] - p[4]; /* the LLM's p of its top-1 less its p of the SLM's top-1 */
+    return g > 0 ? g : 0.0f;
+}
+
 float label_of(const tr_train_data *d, int64_t i, tr_label_mode mode) {
     if (mode == TR_LABEL_GAIN || mode == TR_LABEL_EXPECTED || mode == TR_LABEL_MIXED) {
-        const float *p = d->probs + i * COLLECT_N_PROBS;
         const float realized = (float)(d->llm_top1[i] == d->truth[i]) - (float)(d->slm_top1[i] == d->truth[i]);
-        float expected = d->slm_top1[i] == d->llm_top1[i] ? 0.0f : p[1] - p[4];
-        expected = expected > 0 ? expected : 0.0f;
+        const float expected = expected_gain(d, i);
         const float g = mode == TR_LABEL_GAIN ? realized : mode == TR_LABEL_EXPECTED ? expected : 0.5f * (realized + expected);
         return 0.5f * (1.0f - g);
     }

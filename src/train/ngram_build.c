@@ -11,7 +11,12 @@
  * Leave-one-example-out: a sequence's own (context, follower) pairs are few (sorted per sequence, cached while
  * its positions are asked for in a row); C and each follower's count lose the sequence's own, and the exact top-2
  * follows from walking the context's followers by global count until two that the sequence never produced are
- * seen: every later one counts no more than they (ties going to the smaller id, which comes first).
+ * seen: every later one counts no more than they (ties going to the smaller id, which comes first). The gain mean
+ * is exact the same way: each follower's expected gain is counted as an integer (ngram_gain_quantize), so a
+ * context's sum and count of gains lose the sequence's own by integer subtraction.
+ *
+ * Sequences may also be counted without ever being left out (train-router --ngram-data: examples that feed the
+ * table but are not training rows); they simply are never asked for.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -23,10 +28,16 @@
 
 #define NONE (-2) /* after a sequence's last token: no follower */
 
+typedef struct own_pair {
+    uint64_t key; /* context id << 32 | follower */
+    int32_t gain;
+} own_pair;
+
 struct ngram_counts {
     int32_t order, min_count, n_seqs;
     int64_t n;                            /* entries of seq */
     int32_t *seq;                         /* per sequence: START, its tokens 1..L-1, NONE (slot s = base + p) */
+    int32_t *gain;                        /* [n] the quantized expected gain of slot s's follower (-1: none) */
     int64_t *base;                        /* [n_seqs + 1] */
     int32_t *cid[NGRAM_ORDER_MAX];        /* [n] order-k context id of slot s (-1: none) */
     int32_t n_ctx[NGRAM_ORDER_MAX];
@@ -34,9 +45,13 @@ struct ngram_counts {
     uint32_t *rep[NGRAM_ORDER_MAX];       /* [n_ctx] a slot with that context */
     int64_t *fol_start[NGRAM_ORDER_MAX];  /* [n_ctx + 1] */
     int32_t *fol_tok[NGRAM_ORDER_MAX], *fol_cnt[NGRAM_ORDER_MAX]; /* by count descending, then id */
+    int32_t *gain_n[NGRAM_ORDER_MAX];     /* [n_ctx] Cg: followers with a gain */
+    int64_t *gain_sum[NGRAM_ORDER_MAX];   /* [n_ctx] S: the sum of their quantized gains */
     /* the sequence whose own pairs are cached: sorted (context id << 32 | follower) per order */
     int32_t cached;
     uint64_t *own[NGRAM_ORDER_MAX];
+    int32_t *own_gain[NGRAM_ORDER_MAX];   /* the gain of each own pair (-1: none), in own's order */
+    own_pair *own_scratch;                /* [own_cap] */
     int64_t n_own[NGRAM_ORDER_MAX], own_cap;
 };
 
@@ -117,12 +132,16 @@ static tr_status count_order(ngram_counts *c, int32_t k, uint64_t *key, uint32_t
     c->n_ctx[j] = n_ctx;
     c->count[j] = calloc((size_t)n_ctx + 1, sizeof(int32_t));
     c->fol_start[j] = calloc((size_t)n_ctx + 1, sizeof(int64_t));
-    if (!c->count[j] || !c->fol_start[j]) return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram counts");
+    c->gain_n[j] = calloc((size_t)n_ctx + 1, sizeof(int32_t));
+    c->gain_sum[j] = calloc((size_t)n_ctx + 1, sizeof(int64_t));
+    if (!c->count[j] || !c->fol_start[j] || !c->gain_n[j] || !c->gain_sum[j])
+        return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram counts");
     /* (context, follower) pairs */
     m = 0;
     for (int64_t s = 0; s < c->n; s++)
         if (cid[s] >= 0 && c->seq[s] != NONE) {
             key[m++] = ((uint64_t)(uint32_t)cid[s] << 32) | (uint32_t)c->seq[s];
+            if (c->gain[s] >= 0) c->gain_n[j][cid[s]]++, c->gain_sum[j][cid[s]] += c->gain[s];
             if (++c->count[j][cid[s]] >= NGRAM_EXACT_MAX)
                 return tr_fail(TR_ERR_RANGE, "a context of %d tokens occurs %d times or more: the ngram table keeps "
                                "counts below 2^24 (train on less data, or without the ngram feature)", (int)k,
@@ -160,15 +179,18 @@ void ngram_counts_free(ngram_counts *c) {
     if (!c) return;
     for (int j = 0; j < NGRAM_ORDER_MAX; j++) {
         free(c->cid[j]), free(c->count[j]), free(c->rep[j]), free(c->fol_start[j]);
-        free(c->fol_tok[j]), free(c->fol_cnt[j]), free(c->own[j]);
+        free(c->fol_tok[j]), free(c->fol_cnt[j]), free(c->own[j]), free(c->own_gain[j]);
+        free(c->gain_n[j]), free(c->gain_sum[j]);
     }
+    free(c->own_scratch);
     free(c->seq);
+    free(c->gain);
     free(c->base);
     free(c);
 }
 
-tr_status ngram_counts_build(const int32_t *const *seqs, const int32_t *lens, int32_t n_seqs, int32_t order,
-                             int32_t min_count, ngram_counts **out) {
+tr_status ngram_counts_build(const int32_t *const *seqs, const int32_t *const *gains, const int32_t *lens,
+                             int32_t n_seqs, int32_t order, int32_t min_count, ngram_counts **out) {
     *out = NULL;
     if (order < 1 || order > NGRAM_ORDER_MAX || min_count < 1 || n_seqs < 0)
         return tr_fail(TR_ERR_ARG, "ngram: order %d (1..%d), min_count %d (>= 1)", (int)order, NGRAM_ORDER_MAX,
@@ -188,26 +210,40 @@ tr_status ngram_counts_build(const int32_t *const *seqs, const int32_t *lens, in
     if (n >= INT32_MAX) st = tr_fail(TR_ERR_RANGE, "ngram: %" PRId64 " tokens are more than a table counts", n);
     c->n = n;
     c->seq = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    c->gain = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     c->base = malloc(((size_t)n_seqs + 1) * sizeof(int64_t));
     c->own_cap = longest + 1;
-    for (int32_t j = 0; j < order; j++) c->own[j] = malloc((size_t)c->own_cap * sizeof(uint64_t));
+    c->own_scratch = malloc((size_t)c->own_cap * sizeof(own_pair));
+    for (int32_t j = 0; j < order; j++) {
+        c->own[j] = malloc((size_t)c->own_cap * sizeof(uint64_t));
+        c->own_gain[j] = malloc((size_t)c->own_cap * sizeof(int32_t));
+    }
     uint64_t *key = malloc((size_t)(n ? n : 1) * sizeof *key);
     uint32_t *val = malloc((size_t)(n ? n : 1) * sizeof *val);
-    if (st == TR_OK && (!c->seq || !c->base || !key || !val || !c->own[order - 1]))
+    if (st == TR_OK && (!c->seq || !c->gain || !c->base || !key || !val || !c->own_scratch))
         st = tr_fail(TR_ERR_NOMEM, "out of memory for the ngram table's %" PRId64 " tokens", n);
     for (int32_t j = 0; st == TR_OK && j < order; j++)
-        if (!c->own[j]) st = tr_fail(TR_ERR_NOMEM, "out of memory");
+        if (!c->own[j] || !c->own_gain[j]) st = tr_fail(TR_ERR_NOMEM, "out of memory");
     int64_t at = 0;
     for (int32_t e = 0; st == TR_OK && e < n_seqs; e++) {
         c->base[e] = at;
+        c->gain[at] = -1;
         c->seq[at++] = NGRAM_START;
+        const int32_t *g = gains ? gains[e] : NULL;
         for (int32_t q = 1; q < lens[e]; q++) {
             if (seqs[e][q] < 0 || seqs[e][q] >= NGRAM_EXACT_MAX) {
                 st = tr_fail(TR_ERR_ARG, "ngram: sequence %d has token %d at %d", (int)e, (int)seqs[e][q], (int)q);
                 break;
             }
+            if (g && (g[q] < -1 || g[q] > (int32_t)NGRAM_GAIN_SCALE)) {
+                st = tr_fail(TR_ERR_ARG, "ngram: sequence %d has gain %d at %d (-1 or 0..%d)", (int)e, (int)g[q],
+                             (int)q, (int)NGRAM_GAIN_SCALE);
+                break;
+            }
+            c->gain[at] = g ? g[q] : -1;
             c->seq[at++] = seqs[e][q];
         }
+        c->gain[at] = -1;
         c->seq[at++] = NONE;
     }
     if (st == TR_OK) c->base[n_seqs] = at;
@@ -246,7 +282,8 @@ tr_status ngram_counts_table(const ngram_counts *c, tr_ngram_table **out) {
             for (int32_t i = 0; i < k; i++) o->context[o->n * k + i] = c->seq[s - 1 - i];
             o->stats[o->n++] = (ngram_stats){.count = c->count[j][x], .t1 = c->fol_tok[j][a], .m1 = c->fol_cnt[j][a],
                                              .t2 = b - a > 1 ? c->fol_tok[j][a + 1] : -1,
-                                             .m2 = b - a > 1 ? c->fol_cnt[j][a + 1] : 0};
+                                             .m2 = b - a > 1 ? c->fol_cnt[j][a + 1] : 0,
+                                             .gain_mean = ngram_gain_mean(c->gain_sum[j][x], c->gain_n[j][x])};
         }
     }
     *out = t;
@@ -268,18 +305,21 @@ static int64_t count_key(const uint64_t *keys, int64_t lo, int64_t hi, uint64_t 
 }
 
 static int by_key(const void *a, const void *b) {
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    const uint64_t x = ((const own_pair *)a)->key, y = ((const own_pair *)b)->key;
     return (x > y) - (x < y);
 }
 
-/* Sequence e's own (context id, follower) pairs per order, sorted. */
+/* Sequence e's own (context id, follower) pairs per order, sorted, with their gains. */
 static void cache_own(ngram_counts *c, int32_t e) {
     if (c->cached == e) return;
+    own_pair *pairs = c->own_scratch;
     for (int32_t j = 0; j < c->order; j++) {
         int64_t m = 0;
         for (int64_t s = c->base[e] + j + 1; s < c->base[e + 1]; s++)
-            if (c->seq[s] != NONE) c->own[j][m++] = ((uint64_t)(uint32_t)c->cid[j][s] << 32) | (uint32_t)c->seq[s];
-        qsort(c->own[j], (size_t)m, sizeof(uint64_t), by_key);
+            if (c->seq[s] != NONE)
+                pairs[m++] = (own_pair){((uint64_t)(uint32_t)c->cid[j][s] << 32) | (uint32_t)c->seq[s], c->gain[s]};
+        qsort(pairs, (size_t)m, sizeof *pairs, by_key);
+        for (int64_t i = 0; i < m; i++) c->own[j][i] = pairs[i].key, c->own_gain[j][i] = pairs[i].gain;
         c->n_own[j] = m;
     }
     c->cached = e;
@@ -310,6 +350,9 @@ void ngram_counts_loo_values(ngram_counts *c, int32_t e, int64_t p, int32_t slm_
         count_key(c->own[j], lo, c->n_own[j], ctx + (1ull << 32), &hi);
         const int32_t count = c->count[j][id] - (int32_t)(hi - lo);
         if (count < c->min_count) continue;
+        int64_t gain_n = c->gain_n[j][id], gain_sum = c->gain_sum[j][id];
+        for (int64_t f = lo; f < hi; f++)
+            if (c->own_gain[j][f] >= 0) gain_n--, gain_sum -= c->own_gain[j][f];
         int32_t t[2] = {-1, -1}, m[2] = {0, 0};
         int not_own = 0;
         for (int64_t f = c->fol_start[j][id]; f < c->fol_start[j][id + 1] && not_own < 2; f++) {
@@ -319,31 +362,59 @@ void ngram_counts_loo_values(ngram_counts *c, int32_t e, int64_t p, int32_t slm_
             const int32_t left = c->fol_cnt[j][f] - (int32_t)own;
             if (left > 0) top2_insert(t, m, tok, left);
         }
-        const ngram_stats s = {.count = count, .t1 = t[0], .m1 = m[0], .t2 = m[1] > 0 ? t[1] : -1, .m2 = m[1]};
+        const ngram_stats s = {.count = count, .t1 = t[0], .m1 = m[0], .t2 = m[1] > 0 ? t[1] : -1, .m2 = m[1],
+                               .gain_mean = ngram_gain_mean(gain_sum, gain_n)};
         router_ngram_values(&s, k, c->order, slm_top1, out);
         return;
     }
     router_ngram_values(NULL, 0, c->order, slm_top1, out);
 }
 
-tr_status ngram_train_build(const tr_train_data *d, tr_ngram_table **table, float **loo) {
-    *table = NULL;
-    if (loo) *loo = NULL;
-    const int32_t **seqs = malloc(((size_t)d->n_groups + 1) * sizeof *seqs);
-    int32_t *lens = malloc(((size_t)d->n_groups + 1) * sizeof *lens);
-    if (!seqs || !lens) {
-        free(seqs), free(lens);
-        return tr_fail(TR_ERR_NOMEM, "out of memory");
+/* Each example of d as a sequence (at seqs/gains/lens + first): its tokens, and per position the quantized
+ * expected gain of its record (-1 without one), in gain_pool, laid out as d->tokens. */
+static tr_status add_sequences(const tr_train_data *d, int32_t first, const int32_t **seqs, const int32_t **gains,
+                               int32_t *lens, int32_t **gain_pool) {
+    *gain_pool = malloc((size_t)(d->n_tokens ? d->n_tokens : 1) * sizeof(int32_t));
+    if (!*gain_pool) return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram gains");
+    int32_t *pool = *gain_pool;
+    for (int64_t q = 0; q < d->n_tokens; q++) pool[q] = -1;
+    for (int64_t i = 0; i < d->n; i++) {
+        const int32_t g = d->group[i], p = d->position[i];
+        if (d->group_tokens[g] >= 0 && p < d->group_n_tokens[g])
+            pool[d->group_tokens[g] + p] = ngram_gain_quantize(expected_gain(d, i));
     }
     for (int32_t g = 0; g < d->n_groups; g++) {
         const bool known = d->group_tokens[g] >= 0;
-        seqs[g] = known ? d->tokens + d->group_tokens[g] : NULL;
-        lens[g] = known ? d->group_n_tokens[g] : 0;
+        seqs[first + g] = known ? d->tokens + d->group_tokens[g] : NULL;
+        gains[first + g] = known ? pool + d->group_tokens[g] : NULL;
+        lens[first + g] = known ? d->group_n_tokens[g] : 0;
     }
+    return TR_OK;
+}
+
+tr_status ngram_train_build(const tr_train_data *d, const tr_train_data *table_only, tr_ngram_table **table,
+                            float **loo, int64_t *n_counted) {
+    *table = NULL;
+    if (n_counted) *n_counted = 0;
+    if (loo) *loo = NULL;
+    const int32_t n_extra = table_only ? table_only->n_groups : 0;
+    if (n_extra > INT32_MAX - 1 - d->n_groups) return tr_fail(TR_ERR_RANGE, "ngram: too many examples");
+    const size_t n_seqs = (size_t)d->n_groups + (size_t)n_extra;
+    const int32_t **seqs = malloc((n_seqs + 1) * sizeof *seqs), **gains = malloc((n_seqs + 1) * sizeof *gains);
+    int32_t *lens = malloc((n_seqs + 1) * sizeof *lens), *pool = NULL, *extra_pool = NULL;
+    tr_status st = seqs && gains && lens ? TR_OK : tr_fail(TR_ERR_NOMEM, "out of memory");
+    if (st == TR_OK) st = add_sequences(d, 0, seqs, gains, lens, &pool);
+    if (st == TR_OK && table_only) st = add_sequences(table_only, d->n_groups, seqs, gains, lens, &extra_pool);
+    for (size_t e = 0; st == TR_OK && n_counted && e < n_seqs; e++) *n_counted += lens[e] > 1 ? lens[e] - 1 : 0;
     ngram_counts *c = NULL;
-    tr_status st = ngram_counts_build(seqs, lens, d->n_groups, NGRAM_ORDER, NGRAM_MIN_COUNT, &c);
+    if (st == TR_OK)
+        st = ngram_counts_build(seqs, gains, lens, (int32_t)n_seqs, NGRAM_ORDER, NGRAM_MIN_COUNT, &c);
     free(seqs);
+    free(gains);
+    free(pool);
+    free(extra_pool);
     if (st == TR_OK) st = ngram_counts_table(c, table);
+    /* Training rows are left out of their own example only: table-only examples (after d's) are never asked. */
     if (st == TR_OK && loo) {
         *loo = malloc(((size_t)d->n + 1) * TR_ROUTER_NGRAM_VALUES * sizeof(float));
         if (!*loo) st = tr_fail(TR_ERR_NOMEM, "out of memory for the ngram values");

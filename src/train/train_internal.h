@@ -102,6 +102,10 @@ struct tr_train_data {
 
 /* ---------------------------------------------------------------- labels.c */
 
+/* The accuracy routing position i gains in expectation under the LLM's distribution: 0 when the two top-1s agree,
+ * else max(0, p_LLM(LLM's top-1) - p_LLM(SLM's top-1)). What the expected labels regress and ngram's gain mean
+ * averages. */
+float expected_gain(const tr_train_data *d, int64_t i);
 /* Training target of position i under a mode: 1 (SLM preferred), 0 (LLM preferred), in between for the expected
  * mode, or -1 (dropped). */
 float label_of(const tr_train_data *d, int64_t i, tr_label_mode mode);
@@ -126,20 +130,25 @@ tr_status train_data_check_tokens(const tr_train_data *d);
 /* ---------------------------------------------------------------- ngram_build.c */
 
 /* Every context of 1..order tokens of a set of sequences (seqs[e][q] the token at position q of sequence e, lens[e]
- * of them; position 0 is read as NGRAM_START) counted with its followers. */
+ * of them; position 0 is read as NGRAM_START) counted with its followers, and with the expected gains of the
+ * followers that have one (gains[e][q]: ngram_gain_quantize of position q's gain, -1 for none; gains or gains[e]
+ * NULL: none). */
 typedef struct ngram_counts ngram_counts;
-tr_status ngram_counts_build(const int32_t *const *seqs, const int32_t *lens, int32_t n_seqs, int32_t order,
-                             int32_t min_count, ngram_counts **out);
+tr_status ngram_counts_build(const int32_t *const *seqs, const int32_t *const *gains, const int32_t *lens,
+                             int32_t n_seqs, int32_t order, int32_t min_count, ngram_counts **out);
 void ngram_counts_free(ngram_counts *c);
-/* The table a router keeps: contexts seen at least min_count times, their C and top-2 followers. */
+/* The table a router keeps: contexts seen at least min_count times, their C, top-2 followers and gain mean. */
 tr_status ngram_counts_table(const ngram_counts *c, tr_ngram_table **out);
 /* The values at position p (1..lens[e]) of sequence e as a table built without sequence e would give them
- * (router_ngram_values on C and the exact top-2 less the sequence's own counts). Caches e's own counts: ask for one
- * sequence's positions together. */
+ * (router_ngram_values on C, the exact top-2 and the gain sums less the sequence's own). Caches e's own counts: ask
+ * for one sequence's positions together. */
 void ngram_counts_loo_values(ngram_counts *c, int32_t e, int64_t p, int32_t slm_top1, float *out);
-/* The trainer's table (orders 1..NGRAM_ORDER, NGRAM_MIN_COUNT) from every example's tokens of d, and when loo is
- * given each position's leave-one-example-out values ([d->n][TR_ROUTER_NGRAM_VALUES], malloc'd). */
-tr_status ngram_train_build(const tr_train_data *d, tr_ngram_table **table, float **loo);
+/* The trainer's table (orders 1..NGRAM_ORDER, NGRAM_MIN_COUNT) from every example's tokens and records' expected
+ * gains of d and of table_only (may be NULL: examples counted into the table that are no training rows), and when
+ * loo is given each position of d's leave-one-example-out values ([d->n][TR_ROUTER_NGRAM_VALUES], malloc'd; a row
+ * loses its own example's counts only). n_counted (may be NULL): the followers counted, table-only ones included. */
+tr_status ngram_train_build(const tr_train_data *d, const tr_train_data *table_only, tr_ngram_table **table,
+                            float **loo, int64_t *n_counted);
 
 /* ---------------------------------------------------------------- examples.c */
 

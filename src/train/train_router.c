@@ -59,6 +59,7 @@ typedef struct trainer {
     tr_ngram_table *ngram;       /* TR_FEATURE_NGRAM: the table written into the router */
     float *ngram_loo;            /* [d->n][TR_ROUTER_NGRAM_VALUES] each position's leave-one-example-out values */
     double ngram_seconds;        /* building both */
+    int64_t ngram_tokens;        /* the followers counted */
 } trainer;
 
 /* ---------------------------------------------------------------- data preparation */
@@ -318,6 +319,18 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
         const tr_status st = train_data_check_tokens(d);
         if (st != TR_OK) return st;
     }
+    if (p->ngram_data) {
+        const tr_train_data *x = p->ngram_data;
+        if (!(p->features & TR_FEATURE_NGRAM))
+            return tr_fail(TR_ERR_ARG, "ngram_data is counted into the ngram feature's table: add ngram to the "
+                           "features, or leave ngram_data out");
+        if (x->n_vocab != d->n_vocab || x->n_embd != d->n_embd)
+            return tr_fail(TR_ERR_ARG, "ngram_data was collected with another SLM (n_embd %d, n_vocab %d where the "
+                           "training data has %d, %d)", (int)x->n_embd, (int)x->n_vocab, (int)d->n_embd,
+                           (int)d->n_vocab);
+        const tr_status st = train_data_check_tokens(x);
+        if (st != TR_OK) return tr_fail_prefix(st, "ngram_data");
+    }
     if (p->features & TR_FEATURE_TOKEN_EMBEDDING) {
         if (!p->slm)
             return tr_fail(TR_ERR_ARG, "the token_embedding feature (one of the default features) reads the SLM's "
@@ -366,7 +379,7 @@ static tr_status setup(trainer *t) {
     if (t->p.features & TR_FEATURE_NGRAM) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        st = ngram_train_build(d, &t->ngram, &t->ngram_loo);
+        st = ngram_train_build(d, t->p.ngram_data, &t->ngram, &t->ngram_loo, &t->ngram_tokens);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         t->ngram_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }
@@ -595,6 +608,7 @@ tr_status tr_train_router(const tr_train_data *data, const tr_train_params *para
         res.ngram_contexts = ngram_table_contexts(t.ngram);
         res.ngram_seconds = t.ngram_seconds;
         res.ngram_bytes = ngram_table_bytes(t.ngram);
+        res.ngram_tokens = t.ngram_tokens;
         st = run_epochs(&t, &res, &stopped_in);
     }
     if (st == TR_OK) st = write_output(&t, out_path, &res);

@@ -65,6 +65,26 @@ grep -Eq "tokroute-router.topk +8$" "$tmp/inspect.txt" || fail "router file does
 grep -Eq "tokroute-router.ngram.order +6$" "$tmp/inspect.txt" && grep -Eq "ngram.6.context" "$tmp/inspect.txt" ||
     fail "router file does not hold the ngram table (a default feature)"
 
+# --ngram-data: folders counted into the ngram table only. The table counts the llm-sample folder's tokens too
+# (more tokens and contexts than from the training folder alone) while the training rows stay the training
+# folder's; without the ngram feature it is refused by name.
+grep -q -- "--ngram-data" <<<"$("$cli" train-router --help)" || fail "train-router --help lacks --ngram-data"
+"$cli" train-router --data "$tmp/train" --out "$tmp/n0.gguf" --hidden 8 --epochs 1 -t 1 --json >"$tmp/n0.json"
+"$cli" train-router --data "$tmp/train" --ngram-data "$tmp/sample" --out "$tmp/n1.gguf" --hidden 8 --epochs 1 -t 1 \
+  --json >"$tmp/n1.json"
+python3 - "$tmp/n0.json" "$tmp/n1.json" <<'PY' || fail "--ngram-data did not add its counts to the table"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["n_train"] == b["n_train"] and a["n_val"] == b["n_val"], (a, b)
+assert a["ngram"]["tokens"] == 30 * 95 and b["ngram"]["tokens"] > a["ngram"]["tokens"], (a, b)
+assert b["ngram"]["contexts"] > a["ngram"]["contexts"] and b["ngram"]["bytes"] > a["ngram"]["bytes"], (a, b)
+PY
+set +e
+"$cli" train-router --data "$tmp/train" --ngram-data "$tmp/sample" --features maxprob --out "$tmp/x.gguf" \
+  2>"$tmp/err.txt"; [ $? -eq 1 ] || fail "--ngram-data without the ngram feature accepted"
+set -e
+grep -q "ngram_data is counted into the ngram feature's table" "$tmp/err.txt" ||
+  fail "unclear --ngram-data refusal: $(cat "$tmp/err.txt")"
 # scripts/router_bound.py: the oracle and the LLM-expected-gain bound on the same data (the bound never beats the
 # oracle, and both beat routing nothing).
 python3 "$(dirname "$0")/../../scripts/router_bound.py" "$tmp/eval" >"$tmp/bound.txt" || fail "router_bound.py"

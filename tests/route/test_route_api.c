@@ -39,9 +39,11 @@ static tr_router *small_mlp_features(const demo_pair *p, unsigned features, int3
     if (features & TR_FEATURE_NGRAM) {
         int32_t text[256];
         const int32_t n = demo_prompt_tokens(p->slm, NGRAM_TEXT, text, 256);
-        const int32_t *seqs[1] = {text};
+        int32_t gain[256]; /* expected gains that vary with the position, so the gain means do too */
+        for (int32_t q = 0; q < n; q++) gain[q] = q % 3 ? (q * 7919) % 65537 : -1;
+        const int32_t *seqs[1] = {text}, *gains[1] = {gain};
         ngram_counts *c = NULL;
-        assert_int_equal(ngram_counts_build(seqs, &n, 1, NGRAM_ORDER, 1, &c), TR_OK);
+        assert_int_equal(ngram_counts_build(seqs, gains, &n, 1, NGRAM_ORDER, 1, &c), TR_OK);
         assert_int_equal(ngram_counts_table(c, &table), TR_OK);
         ngram_counts_free(c);
     }
@@ -447,14 +449,16 @@ static void scores_as_trained(demo_pair *p, unsigned features) {
         }
         assert_true(found >= 3);
     }
-    if (features & TR_FEATURE_NGRAM) { /* the table matters: contexts of the generation are held */
-        int32_t found = 0;
+    if (features & TR_FEATURE_NGRAM) { /* the table matters: contexts of the generation are held, with gains */
+        int32_t found = 0, gained = 0;
         for (int32_t q = n_prompt; q < n_prompt + N_GEN; q++) {
             float v[TR_ROUTER_NGRAM_VALUES];
             router_ngram_lookup(router_mlp(router)->ngram, seq, q, 0, v);
             found += v[0] == 1.0f;
+            gained += v[6] > 0.0f;
         }
         assert_true(found >= 3);
+        assert_true(gained >= 3);
     }
     free(trained);
     tr_train_data_free(d);

@@ -22,12 +22,17 @@
 #define FEATURES (TR_FEATURE_MAXPROB | TR_FEATURE_NGRAM)
 #define N_IN (1 + 1 + TR_ROUTER_NGRAM_VALUES)
 
-/* Order 1: START -> 1 (C 2), 3 -> 4 (3 of 5) then 2 (2); order 2: (3, 1) -> 4 (2 of 3) then 5 (1). */
+/* Order 1: START -> 1 (C 2, gain mean 0.25), 3 -> 4 (3 of 5) then 2 (2; 0.5); order 2: (3, 1) -> 4 (2 of 3) then
+ * 5 (1; 0.125). */
 typedef struct table_floats {
-    float c1[2], s1[10], c2[2], s2[5];
+    float c1[2], s1[2 * NGRAM_STATS], c2[2], s2[NGRAM_STATS];
 } table_floats;
-static const table_floats valid = {.c1 = {-1, 3}, .s1 = {2, 1, 2, -1, 0, 5, 4, 3, 2, 2}, .c2 = {3, 1},
-                                   .s2 = {3, 4, 2, 5, 1}};
+static const table_floats valid = {.c1 = {-1, 3}, .s1 = {2, 1, 2, -1, 0, 0.25f, 5, 4, 3, 2, 2, 0.5f}, .c2 = {3, 1},
+                                   .s2 = {3, 4, 2, 5, 1, 0.125f}};
+
+static ngram_stats stats_row(const float *r) {
+    return (ngram_stats){(int32_t)r[0], (int32_t)r[1], (int32_t)r[2], (int32_t)r[3], (int32_t)r[4], r[5]};
+}
 
 static void fill_table(tr_ngram_table *t, ngram_order_table *o1, ngram_order_table *o2, int32_t *c1, int32_t *c2,
                        ngram_stats *s1, ngram_stats *s2) {
@@ -35,8 +40,8 @@ static void fill_table(tr_ngram_table *t, ngram_order_table *o1, ngram_order_tab
     t->order = 2;
     t->min_count = 2;
     for (int i = 0; i < 2; i++) c1[i] = (int32_t)valid.c1[i], c2[i] = (int32_t)valid.c2[i];
-    for (int i = 0; i < 10; i++) ((int32_t *)s1)[i] = (int32_t)valid.s1[i];
-    for (int i = 0; i < 5; i++) ((int32_t *)s2)[i] = (int32_t)valid.s2[i];
+    for (int i = 0; i < 2; i++) s1[i] = stats_row(valid.s1 + i * NGRAM_STATS);
+    s2[0] = stats_row(valid.s2);
     *o1 = (ngram_order_table){.n = 2, .context = c1, .stats = s1};
     *o2 = (ngram_order_table){.n = 1, .context = c2, .stats = s2};
     t->orders[0] = *o1;
@@ -97,7 +102,7 @@ static void test_round_trip_and_scoring(void **state) {
     float v[TR_ROUTER_NGRAM_VALUES];
     const int32_t seq[] = {BOS, 1, 3, 2};
     router_ngram_lookup(got, seq, 3, 4, v); /* context (3, 1): C 3, t1 4 = the SLM's */
-    const float want[] = {1, (float)(2.0 / 3.0), (float)(2.0 / 3.0), 1, (float)log1p(3.0), 1};
+    const float want[] = {1, (float)(2.0 / 3.0), (float)(2.0 / 3.0), 1, (float)log1p(3.0), 1, 0.125f};
     assert_memory_equal(v, want, sizeof want);
     tr_router_free(r);
     /* The writer refuses a missing or broken table. */
@@ -107,6 +112,10 @@ static void test_round_trip_and_scoring(void **state) {
     s1[1].m2 = 4; /* M2 > M1 */
     assert_int_equal(tr_router_write_mlp(&d, path), TR_ERR_ARG);
     assert_non_null(strstr(tr_last_error(), "M2 <= M1"));
+    s1[1].m2 = 2;
+    s1[1].gain_mean = 1.5f;
+    assert_int_equal(tr_router_write_mlp(&d, path), TR_ERR_ARG);
+    assert_non_null(strstr(tr_last_error(), "gain mean 1.5 is not in [0, 1]"));
     assert_int_equal(access(path, F_OK), -1);
 }
 
@@ -115,21 +124,27 @@ static void test_round_trip_and_scoring(void **state) {
 typedef enum variant {
     V_VALID, V_NOT_INTEGER, V_TOKEN_OUTSIDE, V_START_NEAR, V_NOT_INCREASING, V_BELOW_MIN, V_M2_ABOVE_M1,
     V_SUM_ABOVE_C, V_T2_WITHOUT_M2, V_SAME_FOLLOWERS, V_ONLY_CONTEXT, V_SHAPE, V_NO_ORDER_KEY, V_ORDER_TOO_HIGH,
-    V_TENSOR_BEYOND_ORDER, V_NO_FEATURE, V_F16,
+    V_TENSOR_BEYOND_ORDER, V_NO_FEATURE, V_F16, V_GAIN_NAN, V_GAIN_NEGATIVE, V_GAIN_ABOVE_ONE, V_FIVE_COLUMNS,
 } variant;
 
 static const char *write_variant(variant v) {
     table_floats t = valid;
     switch (v) {
-    case V_NOT_INTEGER: t.s1[5] = 5.5f; break;
+    case V_NOT_INTEGER: t.s1[6] = 5.5f; break;
     case V_TOKEN_OUTSIDE: t.c1[1] = N_VOCAB; break;
     case V_START_NEAR: t.c2[0] = -1; break;
     case V_NOT_INCREASING: t.c1[1] = -1; break;
     case V_BELOW_MIN: t.s1[0] = 1, t.s1[2] = 1; break;
-    case V_M2_ABOVE_M1: t.s1[9] = 4; break;
-    case V_SUM_ABOVE_C: t.s1[7] = 3, t.s1[9] = 3; break;
+    case V_M2_ABOVE_M1: t.s1[10] = 4; break;
+    case V_SUM_ABOVE_C: t.s1[8] = 3, t.s1[10] = 3; break;
     case V_T2_WITHOUT_M2: t.s1[3] = 5; break;
-    case V_SAME_FOLLOWERS: t.s1[8] = 4; break;
+    case V_SAME_FOLLOWERS: t.s1[9] = 4; break;
+    case V_GAIN_NAN: t.s1[5] = NAN; break;
+    case V_GAIN_NEGATIVE: t.s1[11] = -0.5f; break;
+    case V_GAIN_ABOVE_ONE: t.s2[5] = 1.0f + 1e-6f; break;
+    case V_FIVE_COLUMNS: /* a table from before the gain mean: each row's first five */
+        for (int r = 0; r < 2; r++) memmove(t.s1 + r * 5, valid.s1 + r * NGRAM_STATS, 5 * sizeof(float));
+        break;
     default: break;
     }
     float w[N_IN] = {0}, b[1] = {0};
@@ -151,7 +166,8 @@ static const char *write_variant(variant v) {
     const int64_t ne_w[2] = {v == V_NO_FEATURE ? N_IN - TR_ROUTER_NGRAM_VALUES : N_IN, 1}, ne_b[1] = {1};
     assert_int_equal(tr_gguf_writer_add_tensor(g, "mlp.0.weight", TR_TYPE_F32, 2, ne_w, w, NULL), TR_OK);
     assert_int_equal(tr_gguf_writer_add_tensor(g, "mlp.0.bias", TR_TYPE_F32, 1, ne_b, b, NULL), TR_OK);
-    const int64_t ne_c1[2] = {1, 2}, ne_s1[2] = {5, v == V_SHAPE ? 1 : 2}, ne_c2[2] = {2, 1}, ne_s2[2] = {5, 1};
+    const int64_t ne_c1[2] = {1, 2}, ne_s1[2] = {v == V_FIVE_COLUMNS ? 5 : NGRAM_STATS, v == V_SHAPE ? 1 : 2};
+    const int64_t ne_c2[2] = {2, 1}, ne_s2[2] = {NGRAM_STATS, 1};
     if (v == V_F16) {
         const uint16_t half[2] = {0xbc00, 0x4200}; /* -1, 3 */
         assert_int_equal(tr_gguf_writer_add_tensor(g, "ngram.1.context", TR_TYPE_F16, 2, ne_c1, half, NULL), TR_OK);
@@ -208,6 +224,10 @@ static void test_hostile_files(void **state) {
     expect_refused(V_TENSOR_BEYOND_ORDER, "unexpected tensor ngram.3.context");
     expect_refused(V_NO_FEATURE, "unexpected tensor ngram.1.context");
     expect_refused(V_F16, "ngram.1.context must be f32");
+    expect_refused(V_GAIN_NAN, "ngram.1.stats row 0 gain mean is not finite");
+    expect_refused(V_GAIN_NEGATIVE, "order 1 context 1 gain mean -0.5 is not in [0, 1]");
+    expect_refused(V_GAIN_ABOVE_ONE, "order 2 context 0 gain mean 1.00000095 is not in [0, 1]");
+    expect_refused(V_FIVE_COLUMNS, "ngram.1.stats has 5 columns: a table from before the gain mean");
 }
 
 /* A router without the feature carries no ngram key or tensor (what builds before it wrote) and loads. */

@@ -450,7 +450,7 @@ static void test_tokens_stored(void **state) {
     assert_true(found > d->n / 10); /* stories repeat tokens */
     tr_ngram_table *t_bos = NULL;
     float *loo_bos = NULL;
-    assert_int_equal(ngram_train_build(d, &t_bos, &loo_bos), TR_OK);
+    assert_int_equal(ngram_train_build(d, NULL, &t_bos, &loo_bos, NULL), TR_OK);
     tr_train_data_free(d);
     remove_tokens_file(text);
     assert_int_equal(tr_train_data_open(text, &d), TR_OK);
@@ -463,7 +463,7 @@ static void test_tokens_stored(void **state) {
      * and with the records' -1 (t_bos, loo_bos: built before tokens.bin was removed). */
     tr_ngram_table *t_records = NULL;
     float *loo_records = NULL;
-    assert_int_equal(ngram_train_build(d, &t_records, &loo_records), TR_OK);
+    assert_int_equal(ngram_train_build(d, NULL, &t_records, &loo_records, NULL), TR_OK);
     assert_true(ngram_table_contexts(t_records) > 0);
     assert_memory_equal(loo_records, loo_bos, (size_t)d->n * TR_ROUTER_NGRAM_VALUES * sizeof(float));
     assert_int_equal(ngram_table_contexts(t_records), ngram_table_contexts(t_bos));
