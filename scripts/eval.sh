@@ -27,14 +27,18 @@ step() { # step NAME command...: runs it, records its wall time
 }
 
 # The recipe (README "Router training"), which is train-router's default: the 800 training stories plus 8000 stories
-# sampled from the LLM (never the evaluation stories), soft "expected" labels, every feature including the SLM's
-# embedding of its proposed token, two hidden layers 256,128. Collect resumes, so a re-run only trains and evaluates.
+# sampled from the LLM (never the evaluation stories), 16,000 more sampled stories counted into the ngram feature's
+# table only (--ngram-data: no training rows), soft "expected" labels, every feature including the SLM's embedding
+# of its proposed token, two hidden layers 256,128. Collect resumes, so a re-run only trains and evaluates.
 threads_train=${TRAIN_THREADS:-$(nproc 2>/dev/null || echo 2)}
 step collect "$cli" collect --slm "$slm" --llm "$llm" --data "$data" --format text --range 0:800 \
   --out "$out/collect" -t 1
 step collect-sampled "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 0:8000 \
   --out "$out/sampled" -t 1
-step train-router "$cli" train-router --data "$out/collect,$out/sampled" --out "$out/router.gguf" \
+step collect-table "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 8000:24000 \
+  --out "$out/table" -t 1
+step train-router "$cli" train-router --data "$out/collect,$out/sampled" --ngram-data "$out/table" \
+  --out "$out/router.gguf" \
   --seed 1 -t "$threads_train"   # the defaults are the recipe; the SLM's token table comes from the path collect recorded
 step calibrate "$cli" calibrate --router "$out/router.gguf" --slm "$slm" --data "$out/collect" --target-routed 0.1 \
   | tee "$out/calibrate.txt"
