@@ -28,6 +28,17 @@
 
 #define NONE (-2) /* after a sequence's last token: no follower */
 
+/* Per context what the leave-one-out values read together (one cache line rather than one miss per array): its
+ * followers' first index (the next context's is the end), C, and the gain count and sum. */
+typedef struct ctx_counts {
+    int64_t fol_start, gain_sum;
+    int32_t count, gain_n;
+} ctx_counts;
+
+typedef struct follower {
+    int32_t tok, cnt;
+} follower;
+
 typedef struct own_pair {
     uint64_t key; /* context id << 32 | follower */
     int32_t gain;
@@ -41,12 +52,9 @@ struct ngram_counts {
     int64_t *base;                        /* [n_seqs + 1] */
     int32_t *cid[NGRAM_ORDER_MAX];        /* [n] order-k context id of slot s (-1: none) */
     int32_t n_ctx[NGRAM_ORDER_MAX];
-    int32_t *count[NGRAM_ORDER_MAX];      /* [n_ctx] C */
     uint32_t *rep[NGRAM_ORDER_MAX];       /* [n_ctx] a slot with that context */
-    int64_t *fol_start[NGRAM_ORDER_MAX];  /* [n_ctx + 1] */
-    int32_t *fol_tok[NGRAM_ORDER_MAX], *fol_cnt[NGRAM_ORDER_MAX]; /* by count descending, then id */
-    int32_t *gain_n[NGRAM_ORDER_MAX];     /* [n_ctx] Cg: followers with a gain */
-    int64_t *gain_sum[NGRAM_ORDER_MAX];   /* [n_ctx] S: the sum of their quantized gains */
+    ctx_counts *ctx[NGRAM_ORDER_MAX];     /* [n_ctx + 1] C, Cg, S and where the followers start */
+    follower *fol[NGRAM_ORDER_MAX];       /* per context by count descending, then id */
     /* the sequence whose own pairs are cached: sorted (context id << 32 | follower) per order */
     int32_t cached;
     uint64_t *own[NGRAM_ORDER_MAX];
@@ -97,10 +105,6 @@ static tr_status radix_sort(uint64_t *key, uint32_t *val, size_t n) {
     return TR_OK;
 }
 
-typedef struct follower {
-    int32_t tok, cnt;
-} follower;
-
 static int by_count(const void *a, const void *b) {
     const follower *x = a, *y = b;
     if (x->cnt != y->cnt) return x->cnt > y->cnt ? -1 : 1;
@@ -130,19 +134,15 @@ static tr_status count_order(ngram_counts *c, int32_t k, uint64_t *key, uint32_t
         cid[val[i]] = n_ctx - 1;
     }
     c->n_ctx[j] = n_ctx;
-    c->count[j] = calloc((size_t)n_ctx + 1, sizeof(int32_t));
-    c->fol_start[j] = calloc((size_t)n_ctx + 1, sizeof(int64_t));
-    c->gain_n[j] = calloc((size_t)n_ctx + 1, sizeof(int32_t));
-    c->gain_sum[j] = calloc((size_t)n_ctx + 1, sizeof(int64_t));
-    if (!c->count[j] || !c->fol_start[j] || !c->gain_n[j] || !c->gain_sum[j])
-        return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram counts");
+    ctx_counts *x = c->ctx[j] = calloc((size_t)n_ctx + 1, sizeof(ctx_counts));
+    if (!x) return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram counts");
     /* (context, follower) pairs */
     m = 0;
     for (int64_t s = 0; s < c->n; s++)
         if (cid[s] >= 0 && c->seq[s] != NONE) {
             key[m++] = ((uint64_t)(uint32_t)cid[s] << 32) | (uint32_t)c->seq[s];
-            if (c->gain[s] >= 0) c->gain_n[j][cid[s]]++, c->gain_sum[j][cid[s]] += c->gain[s];
-            if (++c->count[j][cid[s]] >= NGRAM_EXACT_MAX)
+            if (c->gain[s] >= 0) x[cid[s]].gain_n++, x[cid[s]].gain_sum += c->gain[s];
+            if (++x[cid[s]].count >= NGRAM_EXACT_MAX)
                 return tr_fail(TR_ERR_RANGE, "a context of %d tokens occurs %d times or more: the ngram table keeps "
                                "counts below 2^24 (train on less data, or without the ngram feature)", (int)k,
                                NGRAM_EXACT_MAX);
@@ -150,37 +150,29 @@ static tr_status count_order(ngram_counts *c, int32_t k, uint64_t *key, uint32_t
     if ((st = radix_sort(key, NULL, m)) != TR_OK) return st;
     size_t n_pairs = 0;
     for (size_t i = 0; i < m; i++) n_pairs += i == 0 || key[i] != key[i - 1];
-    c->fol_tok[j] = malloc((n_pairs ? n_pairs : 1) * sizeof(int32_t));
-    c->fol_cnt[j] = malloc((n_pairs ? n_pairs : 1) * sizeof(int32_t));
-    follower *f = malloc((n_pairs ? n_pairs : 1) * sizeof(follower));
-    if (!c->fol_tok[j] || !c->fol_cnt[j] || !f) {
-        free(f);
-        return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram followers");
-    }
+    follower *f = c->fol[j] = malloc((n_pairs ? n_pairs : 1) * sizeof(follower));
+    if (!f) return tr_fail(TR_ERR_NOMEM, "out of memory for the ngram followers");
     int64_t u = -1;
     for (size_t i = 0; i < m; i++) {
         if (i == 0 || key[i] != key[i - 1]) {
             f[++u] = (follower){.tok = (int32_t)(uint32_t)key[i], .cnt = 0};
-            c->fol_start[j][(key[i] >> 32) + 1]++;
+            x[(key[i] >> 32) + 1].fol_start++;
         }
         f[u].cnt++;
     }
-    for (int32_t x = 0; x < n_ctx; x++) c->fol_start[j][x + 1] += c->fol_start[j][x];
-    for (int32_t x = 0; x < n_ctx; x++) {
-        const int64_t a = c->fol_start[j][x], b = c->fol_start[j][x + 1];
-        if (b - a > 1 && c->count[j][x] >= c->min_count) qsort(f + a, (size_t)(b - a), sizeof *f, by_count);
+    for (int32_t id = 0; id < n_ctx; id++) x[id + 1].fol_start += x[id].fol_start;
+    for (int32_t id = 0; id < n_ctx; id++) {
+        const int64_t a = x[id].fol_start, b = x[id + 1].fol_start;
+        if (b - a > 1 && x[id].count >= c->min_count) qsort(f + a, (size_t)(b - a), sizeof *f, by_count);
     }
-    for (size_t i = 0; i < n_pairs; i++) c->fol_tok[j][i] = f[i].tok, c->fol_cnt[j][i] = f[i].cnt;
-    free(f);
     return TR_OK;
 }
 
 void ngram_counts_free(ngram_counts *c) {
     if (!c) return;
     for (int j = 0; j < NGRAM_ORDER_MAX; j++) {
-        free(c->cid[j]), free(c->count[j]), free(c->rep[j]), free(c->fol_start[j]);
-        free(c->fol_tok[j]), free(c->fol_cnt[j]), free(c->own[j]), free(c->own_gain[j]);
-        free(c->gain_n[j]), free(c->gain_sum[j]);
+        free(c->cid[j]), free(c->ctx[j]), free(c->rep[j]), free(c->fol[j]);
+        free(c->own[j]), free(c->own_gain[j]);
     }
     free(c->own_scratch);
     free(c->seq);
@@ -268,7 +260,9 @@ tr_status ngram_counts_table(const ngram_counts *c, tr_ngram_table **out) {
         const int32_t j = k - 1;
         ngram_order_table *o = &t->orders[j];
         int64_t n = 0;
-        for (int32_t x = 0; x < c->n_ctx[j]; x++) n += c->count[j][x] >= c->min_count;
+        const ctx_counts *x = c->ctx[j];
+        const follower *f = c->fol[j];
+        for (int32_t id = 0; id < c->n_ctx[j]; id++) n += x[id].count >= c->min_count;
         if (n == 0) continue;
         o->context = malloc((size_t)n * (size_t)k * sizeof(int32_t));
         o->stats = malloc((size_t)n * sizeof(ngram_stats));
@@ -276,14 +270,13 @@ tr_status ngram_counts_table(const ngram_counts *c, tr_ngram_table **out) {
             ngram_table_free(t);
             return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " ngram contexts", n);
         }
-        for (int32_t x = 0; x < c->n_ctx[j]; x++) {
-            if (c->count[j][x] < c->min_count) continue;
-            const int64_t s = c->rep[j][x], a = c->fol_start[j][x], b = c->fol_start[j][x + 1];
+        for (int32_t id = 0; id < c->n_ctx[j]; id++) {
+            if (x[id].count < c->min_count) continue;
+            const int64_t s = c->rep[j][id], a = x[id].fol_start, b = x[id + 1].fol_start;
             for (int32_t i = 0; i < k; i++) o->context[o->n * k + i] = c->seq[s - 1 - i];
-            o->stats[o->n++] = (ngram_stats){.count = c->count[j][x], .t1 = c->fol_tok[j][a], .m1 = c->fol_cnt[j][a],
-                                             .t2 = b - a > 1 ? c->fol_tok[j][a + 1] : -1,
-                                             .m2 = b - a > 1 ? c->fol_cnt[j][a + 1] : 0,
-                                             .gain_mean = ngram_gain_mean(c->gain_sum[j][x], c->gain_n[j][x])};
+            o->stats[o->n++] = (ngram_stats){.count = x[id].count, .t1 = f[a].tok, .m1 = f[a].cnt,
+                                             .t2 = b - a > 1 ? f[a + 1].tok : -1, .m2 = b - a > 1 ? f[a + 1].cnt : 0,
+                                             .gain_mean = ngram_gain_mean(x[id].gain_sum, x[id].gain_n)};
         }
     }
     *out = t;
@@ -341,25 +334,28 @@ void ngram_counts_loo_values(ngram_counts *c, int32_t e, int64_t p, int32_t slm_
         const int32_t j = k - 1;
         if (p - k < 0) continue;
         const int32_t id = c->cid[j][c->base[e] + p];
-        if (id < 0 || c->count[j][id] < c->min_count) continue;
+        if (id < 0) continue;
+        const ctx_counts *x = &c->ctx[j][id];
+        if (x->count < c->min_count) continue;
         int64_t lo;
         const uint64_t ctx = (uint64_t)(uint32_t)id << 32;
         /* the sequence's own pairs of this context: keys ctx | follower, all in [ctx, ctx + 2^32) */
         int64_t hi;
         count_key(c->own[j], 0, c->n_own[j], ctx, &lo);
         count_key(c->own[j], lo, c->n_own[j], ctx + (1ull << 32), &hi);
-        const int32_t count = c->count[j][id] - (int32_t)(hi - lo);
+        const int32_t count = x->count - (int32_t)(hi - lo);
         if (count < c->min_count) continue;
-        int64_t gain_n = c->gain_n[j][id], gain_sum = c->gain_sum[j][id];
+        int64_t gain_n = x->gain_n, gain_sum = x->gain_sum;
         for (int64_t f = lo; f < hi; f++)
             if (c->own_gain[j][f] >= 0) gain_n--, gain_sum -= c->own_gain[j][f];
         int32_t t[2] = {-1, -1}, m[2] = {0, 0};
         int not_own = 0;
-        for (int64_t f = c->fol_start[j][id]; f < c->fol_start[j][id + 1] && not_own < 2; f++) {
-            const int32_t tok = c->fol_tok[j][f];
+        const follower *fol = c->fol[j];
+        for (int64_t f = x->fol_start; f < x[1].fol_start && not_own < 2; f++) {
+            const int32_t tok = fol[f].tok;
             const int64_t own = count_key(c->own[j], lo, hi, ctx | (uint32_t)tok, NULL);
             not_own += own == 0;
-            const int32_t left = c->fol_cnt[j][f] - (int32_t)own;
+            const int32_t left = fol[f].cnt - (int32_t)own;
             if (left > 0) top2_insert(t, m, tok, left);
         }
         const ngram_stats s = {.count = count, .t1 = t[0], .m1 = m[0], .t2 = m[1] > 0 ? t[1] : -1, .m2 = m[1],
