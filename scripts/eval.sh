@@ -27,7 +27,7 @@ step() { # step NAME command...: runs it, records its wall time
 }
 
 # The recipe (README "Router training"), which is train-router's default: the 800 training stories plus 8000 stories
-# sampled from the LLM (never the evaluation stories), 16,000 more sampled stories counted into the ngram feature's
+# sampled from the LLM (never the evaluation stories), 32,000 more sampled stories counted into the ngram feature's
 # table only (--ngram-data: no training rows), soft "expected" labels, every feature including the SLM's embedding
 # of its proposed token, two hidden layers 256,128. Collect resumes, so a re-run only trains and evaluates.
 threads_train=${TRAIN_THREADS:-$(nproc 2>/dev/null || echo 2)}
@@ -35,7 +35,7 @@ step collect "$cli" collect --slm "$slm" --llm "$llm" --data "$data" --format te
   --out "$out/collect" -t 1
 step collect-sampled "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 0:8000 \
   --out "$out/sampled" -t 1
-step collect-table "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 8000:24000 \
+step collect-table "$cli" collect --slm "$slm" --llm "$llm" --format llm-sample --range 8000:40000 \
   --out "$out/table" -t 1
 step train-router "$cli" train-router --data "$out/collect,$out/sampled" --ngram-data "$out/table" \
   --out "$out/router.gguf" \
