@@ -89,6 +89,12 @@ tr_status tr_collect_backend(const tr_model *slm, tr_llm_backend *llm, const cha
  * same SLM) may be added together. */
 typedef struct tr_train_data tr_train_data;
 tr_status tr_train_data_open(const char *dir, tr_train_data **out);
+/* The same folder checked the same way, keeping only what the ngram feature's table reads (each example's tokens,
+ * each record's ids and probabilities): no hidden states, no logit features, a fraction of the memory (with
+ * n_embd 32 and topk 16, 56 bytes a position instead of 260). For tr_train_params.ngram_data; reading positions or
+ * input rows from it (tr_train_data_position, _inputs, _scores, tr_calibrate, tr_train_gap, or as
+ * tr_train_router's data or calibration) is refused with TR_ERR_ARG. Folders added to it are read the same way. */
+tr_status tr_train_data_open_table_only(const char *dir, tr_train_data **out);
 tr_status tr_train_data_add(tr_train_data *data, const char *dir);
 void tr_train_data_free(tr_train_data *data);
 
@@ -212,7 +218,9 @@ typedef struct tr_train_params {
                                     (0..0.9; default 0) */
     const tr_train_data *ngram_data; /* TR_FEATURE_NGRAM (optional): more examples of the same SLM counted into the
                                         n-gram table (their tokens and records' expected gains) but not trained on;
-                                        training rows stay leave-one-out of their own example only (default NULL) */
+                                        training rows stay leave-one-out of their own example only; open it with
+                                        tr_train_data_open_table_only, which keeps only what the table reads
+                                        (default NULL) */
 } tr_train_params;
 
 typedef struct tr_train_result {

@@ -227,15 +227,16 @@ static int parse_args(int argc, char **argv, train_opts *o, tr_train_params *p) 
     return -1;
 }
 
-/* Opens every folder of a comma-separated list. */
-static tr_status open_data(const char *list, tr_train_data **out) {
+/* Opens every folder of a comma-separated list (table_only: what --ngram-data's table reads, no hidden states). */
+static tr_status open_data(const char *list, bool table_only, tr_train_data **out) {
     *out = NULL;
     char *copy = strdup(list);
     if (!copy) return TR_ERR_NOMEM;
     tr_status st = TR_OK;
     char *save = NULL;
     for (char *dir = strtok_r(copy, ",", &save); dir && st == TR_OK; dir = strtok_r(NULL, ",", &save))
-        st = *out ? tr_train_data_add(*out, dir) : tr_train_data_open(dir, out);
+        st = *out ? tr_train_data_add(*out, dir)
+                  : table_only ? tr_train_data_open_table_only(dir, out) : tr_train_data_open(dir, out);
     free(copy);
     return st;
 }
@@ -243,9 +244,9 @@ static tr_status open_data(const char *list, tr_train_data **out) {
 static int run(train_opts *o, tr_train_params *p) {
     tr_train_data *data = NULL, *eval = NULL, *ngram_data = NULL;
     tr_model *slm = NULL;
-    tr_status st = open_data(o->data, &data);
-    if (st == TR_OK && o->eval_data) st = open_data(o->eval_data, &eval);
-    if (st == TR_OK && o->ngram_data) st = open_data(o->ngram_data, &ngram_data);
+    tr_status st = open_data(o->data, false, &data);
+    if (st == TR_OK && o->eval_data) st = open_data(o->eval_data, false, &eval);
+    if (st == TR_OK && o->ngram_data) st = open_data(o->ngram_data, true, &ngram_data);
     p->ngram_data = ngram_data;
     const tr_train_data_info info = tr_train_data_get_info(data);
     if (st == TR_OK && (p->features & TR_FEATURE_TOKEN_EMBEDDING)) {

@@ -19,6 +19,8 @@
 
 tr_status tr_train_data_scores(const tr_train_data *d, tr_router *router, float *scores) {
     if (!d || !router || !scores) return tr_fail(TR_ERR_ARG, "tr_train_data_scores: NULL argument");
+    const tr_status rows = train_data_check_rows(d, "scoring positions with a router");
+    if (rows != TR_OK) return rows;
     const tr_policy policy = tr_router_policy(router);
     if (policy != TR_POLICY_MLP) {
         for (int64_t i = 0; i < d->n; i++) {

@@ -10,6 +10,8 @@ tr_status tr_train_data_position(const tr_train_data *d, int64_t i, tr_train_pos
     if (!d || !out) return tr_fail(TR_ERR_ARG, "tr_train_data_position: NULL argument");
     if (i < 0 || i >= d->n)
         return tr_fail(TR_ERR_RANGE, "position %" PRId64 " is outside the data's %" PRId64, i, d->n);
+    const tr_status rows = train_data_check_rows(d, "tr_train_data_position");
+    if (rows != TR_OK) return rows;
     const float *p = d->probs + i * COLLECT_N_PROBS, *f = d->feats + i * d->n_feats;
     *out = (tr_train_position){
         .example = d->example[i], .position = d->position[i], .group = d->group[i], .truth = d->truth[i], .slm_top1 = d->slm_top1[i],
@@ -30,6 +32,8 @@ tr_status tr_train_data_labels(const tr_train_data *d, tr_label_mode mode, float
 tr_status tr_train_data_inputs(const tr_train_data *d, unsigned features, int32_t topk, const tr_model *slm,
                                int64_t first, int64_t n, float *out) {
     if (!d || (n > 0 && !out)) return tr_fail(TR_ERR_ARG, "tr_train_data_inputs: NULL argument");
+    const tr_status rows = train_data_check_rows(d, "tr_train_data_inputs");
+    if (rows != TR_OK) return rows;
     if (first < 0 || n < 0 || first > d->n || n > d->n - first)
         return tr_fail(TR_ERR_RANGE, "positions [%" PRId64 ", %" PRId64 ") are outside the data's %" PRId64, first,
                        first + n, d->n);

@@ -6,6 +6,10 @@
  * would cut it), every id must be inside the vocabulary, every probability in [0, 1] and every float finite.
  * Each example's tokens come from tokens.bin when the folder has it, else from its records' references when they
  * run from position 1 (text and llm-sample folders collected before tokens.bin); otherwise they are unknown.
+ *
+ * Table-only data (tr_train_data_open_table_only: what train-router --ngram-data counts into the ngram table) is
+ * read and checked by the same code but keeps no logit features and no hidden states (n_embd + 3 + topk floats a
+ * position): what reads them refuses it (train_data_check_rows).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/platform.h"
 #include "train/train_internal.h"
 
 static void put_u32(unsigned char *p, uint32_t v) {
@@ -177,7 +182,7 @@ static tr_status data_reserve(tr_train_data *d, int64_t n) {
     }
     const size_t widths[3] = {COLLECT_N_PROBS, (size_t)d->n_feats, (size_t)d->n_embd};
     float **floats[3] = {&d->probs, &d->feats, &d->hidden};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < (d->table_only ? 1 : 3); i++) { /* table-only: no logit features, no hidden states */
         float *p = realloc(*floats[i], (size_t)cap * widths[i] * sizeof(float));
         if (!p) return tr_fail(TR_ERR_NOMEM, "out of memory for %" PRId64 " positions", n);
         *floats[i] = p;
@@ -188,7 +193,8 @@ static tr_status data_reserve(tr_train_data *d, int64_t n) {
 
 static bool is_prob(float p) { return p >= 0.0f && p <= 1.0f; }
 
-/* Decodes record bytes into position d->n (reserved), checking every value. */
+/* Decodes record bytes into position d->n (reserved), checking every value (table-only data keeps neither the
+ * logit features nor the hidden state, but checks them the same). */
 static tr_status decode_record(tr_train_data *d, const collect_header *h, const unsigned char *p, int32_t group,
                                uint32_t example) {
     const int64_t i = d->n;
@@ -204,10 +210,11 @@ static tr_status decode_record(tr_train_data *d, const collect_header *h, const 
         probs[k] = get_f32(k < 4 ? p + 20 + 4 * k : p + 56 + 4 * (k - 4));
         if (!is_prob(probs[k])) return tr_fail(TR_ERR_FORMAT, "probability out of [0, 1] in example %" PRIu32, ex);
     }
-    float *feats = d->feats + i * d->n_feats;
+    float *feats = d->table_only ? NULL : d->feats + i * d->n_feats;
     for (int k = 0; k < COLLECT_N_STATS; k++) {
-        feats[k] = get_f32(p + 36 + 4 * k);
-        if (!is_prob(feats[k])) return tr_fail(TR_ERR_FORMAT, "logit statistic out of [0, 1] in example %" PRIu32, ex);
+        const float v = get_f32(p + 36 + 4 * k);
+        if (!is_prob(v)) return tr_fail(TR_ERR_FORMAT, "logit statistic out of [0, 1] in example %" PRIu32, ex);
+        if (feats) feats[k] = v;
     }
     const int32_t rs = (int32_t)get_u32(p + 48), rl = (int32_t)get_u32(p + 52);
     const int32_t kmax = (int32_t)h->rollouts;
@@ -217,12 +224,13 @@ static tr_status decode_record(tr_train_data *d, const collect_header *h, const 
     for (uint32_t k = 0; k < h->topk; k++, q += 4) {
         const float v = get_f32(q);
         if (!(v <= 0.0f && v >= -1000.0f)) return tr_fail(TR_ERR_FORMAT, "bad top-k log-prob in example %" PRIu32, ex);
-        feats[COLLECT_N_STATS + k] = v;
+        if (feats) feats[COLLECT_N_STATS + k] = v;
     }
-    float *hidden = d->hidden + i * d->n_embd;
+    float *hidden = d->table_only ? NULL : d->hidden + i * d->n_embd;
     for (uint32_t k = 0; k < h->n_embd; k++, q += 4) {
-        hidden[k] = get_f32(q);
-        if (!isfinite(hidden[k])) return tr_fail(TR_ERR_FORMAT, "non-finite hidden state in example %" PRIu32, ex);
+        const float v = get_f32(q);
+        if (!isfinite(v)) return tr_fail(TR_ERR_FORMAT, "non-finite hidden state in example %" PRIu32, ex);
+        if (hidden) hidden[k] = v;
     }
     d->group[i] = group;
     d->example[i] = (int32_t)ex;
@@ -340,6 +348,10 @@ static tr_status tokens_from_file(tr_train_data *d, const collect_header *h, int
     return TR_OK;
 }
 
+/* positions.bin is read once, front to back, from a view (tr_platform_view_file: mapped where the system maps
+ * files): every RELEASE_BYTES decoded are handed back, so a folder of gigabytes never sits in memory whole. */
+#define RELEASE_BYTES (16u << 20)
+
 static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t n_data, const unsigned char *index,
                              size_t n_index, const unsigned char *tok, size_t n_tok) {
     collect_header h;
@@ -350,7 +362,7 @@ static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t
         return tr_fail(TR_ERR_FORMAT, "not a tokroute collect index (bad magic)");
     const size_t n_entries = (n_index - 8) / COLLECT_INDEX_ENTRY;
     const int32_t first_group = d->n_groups;
-    uint64_t expect = COLLECT_HEADER_BYTES;
+    uint64_t expect = COLLECT_HEADER_BYTES, released = 0;
     for (size_t e = 0; e < n_entries; e++) {
         const unsigned char *p = index + 8 + e * COLLECT_INDEX_ENTRY;
         const uint32_t example = get_u32(p), n_pos = get_u32(p + 4);
@@ -371,6 +383,10 @@ static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t
         d->example_of_group[d->n_groups] = (int32_t)example;
         d->n_groups++;
         expect = offset + bytes;
+        if (expect - released >= RELEASE_BYTES) { /* decoded: a mapped file's pages leave resident memory */
+            tr_platform_release_pages(data + released, (size_t)(expect - released));
+            released = expect;
+        }
     }
     if (!tok) return TR_OK;
     /* Each group's first record (and the end), for tokens.bin's checks. */
@@ -392,10 +408,11 @@ static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t
 tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
     if (!data || !dir) return tr_fail(TR_ERR_ARG, "tr_train_data_add: NULL argument");
     char path[4096];
-    unsigned char *bytes = NULL, *index = NULL;
-    size_t n_bytes = 0, n_index = 0;
+    unsigned char *index = NULL;
+    size_t n_index = 0;
     snprintf(path, sizeof path, "%s/%s", dir, COLLECT_DATA_FILE);
-    tr_status st = train_read_file(path, &bytes, &n_bytes);
+    tr_file_view view;
+    tr_status st = tr_platform_view_file(path, &view);
     if (st == TR_OK) {
         snprintf(path, sizeof path, "%s/%s", dir, COLLECT_INDEX_FILE);
         st = train_read_file(path, &index, &n_index);
@@ -406,8 +423,8 @@ tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
     if (st == TR_OK && access(path, F_OK) == 0) st = train_read_file(path, &tok, &n_tok); /* older folders lack it */
     const int64_t n_before = data->n, tokens_before = data->n_tokens;
     const int32_t groups_before = data->n_groups;
-    if (st == TR_OK) st = load_folder(data, bytes, n_bytes, index, n_index, tok, n_tok);
-    free(bytes);
+    if (st == TR_OK) st = load_folder(data, view.base, (size_t)view.size, index, n_index, tok, n_tok);
+    tr_platform_view_close(&view);
     free(index);
     free(tok);
     if (st != TR_OK) {
@@ -419,11 +436,11 @@ tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
     return TR_OK;
 }
 
-tr_status tr_train_data_open(const char *dir, tr_train_data **out) {
-    if (!dir || !out) return tr_fail(TR_ERR_ARG, "tr_train_data_open: NULL argument");
+static tr_status open_data(const char *dir, bool table_only, tr_train_data **out) {
     *out = NULL;
     tr_train_data *d = calloc(1, sizeof *d);
     if (!d) return tr_fail(TR_ERR_NOMEM, "out of memory");
+    d->table_only = table_only;
     const tr_status st = tr_train_data_add(d, dir);
     if (st != TR_OK) {
         tr_train_data_free(d);
@@ -431,6 +448,23 @@ tr_status tr_train_data_open(const char *dir, tr_train_data **out) {
     }
     *out = d;
     return TR_OK;
+}
+
+tr_status tr_train_data_open(const char *dir, tr_train_data **out) {
+    if (!dir || !out) return tr_fail(TR_ERR_ARG, "tr_train_data_open: NULL argument");
+    return open_data(dir, false, out);
+}
+
+tr_status tr_train_data_open_table_only(const char *dir, tr_train_data **out) {
+    if (!dir || !out) return tr_fail(TR_ERR_ARG, "tr_train_data_open_table_only: NULL argument");
+    return open_data(dir, true, out);
+}
+
+tr_status train_data_check_rows(const tr_train_data *d, const char *what) {
+    if (!d->table_only) return TR_OK;
+    return tr_fail(TR_ERR_ARG, "%s reads hidden states and logit features, and this data was opened table-only "
+                   "(tr_train_data_open_table_only, train-router --ngram-data: its tokens and expected gains, "
+                   "for the ngram table): open it with tr_train_data_open", what);
 }
 
 void tr_train_data_free(tr_train_data *d) {

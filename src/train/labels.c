@@ -99,6 +99,7 @@ static float *position_inputs(const tr_train_data *d, int64_t i, unsigned featur
 
 tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
                           const tr_model *slm, const float *ngram, float *out) {
+    if (d->table_only) return train_data_check_rows(d, "a router's input row");
     float *o = position_inputs(d, i, features, topk, out);
     if (features & TR_FEATURE_TOKEN_EMBEDDING) {
         const tr_status st = slm_token_embedding(slm, d->slm_top1[i], o);

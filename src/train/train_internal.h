@@ -86,8 +86,9 @@ struct tr_train_data {
     int32_t *example, *position;   /* as stored in the records (tr_train_data_position) */
     float *probs;                  /* [n][COLLECT_N_PROBS]: slm_p_top1, llm_p_top1, slm_p_truth, llm_p_truth,
                                       llm_p_slm_top1, slm_p_llm_top1 */
-    float *feats;                  /* [n][n_feats] */
-    float *hidden;                 /* [n][n_embd] */
+    float *feats;                  /* [n][n_feats] (NULL when table_only) */
+    float *hidden;                 /* [n][n_embd] (NULL when table_only) */
+    bool table_only;               /* tr_train_data_open_table_only: no feats, no hidden (train_data_check_rows) */
     /* Each example's tokens (position q at [group_tokens[g] + q]; -1 at q = 0 when derived from records, whose
      * BOS is not stored), group_tokens[g] = -1 when unknown (a prompt not stored and no tokens.bin). */
     int32_t *tokens;
@@ -99,6 +100,10 @@ struct tr_train_data {
     char slm_name[COLLECT_NAME_BYTES];
     char slm_path[COLLECT_PATH_BYTES]; /* the first folder's */
 };
+
+/* TR_OK unless d is table-only; else TR_ERR_ARG saying that `what` reads the hidden states and logit features such
+ * data does not keep. */
+tr_status train_data_check_rows(const tr_train_data *d, const char *what);
 
 /* ---------------------------------------------------------------- labels.c */
 

@@ -315,6 +315,9 @@ static tr_status check_params(const tr_train_params *p, const tr_train_data *d) 
                                   TR_FEATURE_TOPK_LOGPROBS | TR_FEATURE_TOKEN_EMBEDDING | TR_FEATURE_INDUCTION |
                                   TR_FEATURE_NGRAM))
         return tr_fail(TR_ERR_ARG, "unknown feature bits 0x%x", p->features);
+    tr_status rows = train_data_check_rows(d, "training (tr_train_router's data)");
+    if (rows == TR_OK && p->calibration) rows = train_data_check_rows(p->calibration, "calibration (params.calibration)");
+    if (rows != TR_OK) return rows;
     if (p->features & ROUTER_TOKEN_FEATURES) {
         const tr_status st = train_data_check_tokens(d);
         if (st != TR_OK) return st;

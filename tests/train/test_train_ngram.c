@@ -4,7 +4,8 @@
  * position's leave-one-example-out values equal, bit for bit, what a table built from the data without that
  * example gives (router_ngram_lookup), on random sequences over a small vocabulary (many repeated contexts, many
  * ties, gains missing here and there); and table-only data (train-router --ngram-data): counted into the table
- * exactly as if it were training data, never left out of a training row. */
+ * exactly as if it were training data, never left out of a training row, the same whether opened the ordinary way
+ * or table-only (tr_train_data_open_table_only), which refuses what reads hidden states. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,6 +278,128 @@ static void test_table_only_data(void **state) {
     free(dir_b);
 }
 
+/* The same folders opened table-only (tr_train_data_open_table_only, what train-router --ngram-data uses) keep every
+ * value the table reads as the ordinary reader has it, and no hidden states or logit features: the table, the
+ * training rows' values and a trained router file are bit for bit those of the ordinary data. Whatever reads
+ * hidden states or logit features refuses such data, naming it. */
+static void expect_refused(tr_status st) {
+    assert_int_equal(st, TR_ERR_ARG);
+    assert_non_null(strstr(tr_last_error(), "opened table-only"));
+    assert_non_null(strstr(tr_last_error(), "tr_train_data_open"));
+}
+
+static void test_table_only_opened_lean(void **state) {
+    (void)state;
+    char *dir_a = strdup(temp_path("")), *dir_b = strdup(temp_path("")), *dir_c = strdup(temp_path(""));
+    const toy_spec spec_a = {.n_embd = 3, .n_vocab = 6, .topk = 2, .n_examples = 14, .per_example = 30};
+    const toy_spec spec_b = {.n_embd = 3, .n_vocab = 6, .topk = 2, .n_examples = 20, .per_example = 25};
+    const toy_spec spec_c = {.n_embd = 3, .n_vocab = 6, .topk = 2, .n_examples = 9, .per_example = 17};
+    uint32_t seed_a = 5, seed_b = 29, seed_c = 41;
+    assert_int_equal(toy_write(dir_a, &spec_a, fill_random, &seed_a), 0);
+    assert_int_equal(toy_write(dir_b, &spec_b, fill_random, &seed_b), 0);
+    assert_int_equal(toy_write(dir_c, &spec_c, fill_random, &seed_c), 0);
+    tr_train_data *a = NULL, *full = NULL, *lean = NULL;
+    assert_int_equal(tr_train_data_open(dir_a, &a), TR_OK);
+    assert_int_equal(tr_train_data_open(dir_b, &full), TR_OK);
+    assert_int_equal(tr_train_data_add(full, dir_c), TR_OK);
+    assert_int_equal(tr_train_data_open_table_only(dir_b, &lean), TR_OK);
+    assert_int_equal(tr_train_data_add(lean, dir_c), TR_OK); /* added folders are read table-only too */
+    assert_true(lean->table_only && !full->table_only);
+    assert_null(lean->hidden);
+    assert_null(lean->feats);
+    /* What the table reads, as the ordinary reader has it. */
+    assert_int_equal(lean->n, 20 * 25 + 9 * 17);
+    assert_int_equal(lean->n, full->n);
+    assert_int_equal(lean->n_groups, full->n_groups);
+    assert_int_equal(lean->n_tokens, full->n_tokens);
+    assert_int_equal(lean->n_embd, full->n_embd);
+    assert_int_equal(lean->n_vocab, full->n_vocab);
+    const size_t n = (size_t)full->n, ints = n * sizeof(int32_t);
+    assert_memory_equal(lean->group, full->group, ints);
+    assert_memory_equal(lean->example, full->example, ints);
+    assert_memory_equal(lean->position, full->position, ints);
+    assert_memory_equal(lean->truth, full->truth, ints);
+    assert_memory_equal(lean->slm_top1, full->slm_top1, ints);
+    assert_memory_equal(lean->llm_top1, full->llm_top1, ints);
+    assert_memory_equal(lean->probs, full->probs, n * COLLECT_N_PROBS * sizeof(float));
+    assert_memory_equal(lean->tokens, full->tokens, (size_t)full->n_tokens * sizeof(int32_t));
+    assert_memory_equal(lean->group_tokens, full->group_tokens, (size_t)full->n_groups * sizeof(int64_t));
+    assert_memory_equal(lean->group_n_tokens, full->group_n_tokens, (size_t)full->n_groups * sizeof(int32_t));
+    /* The table and every training row's values. */
+    tr_ngram_table *t_full = NULL, *t_lean = NULL;
+    float *loo_full = NULL, *loo_lean = NULL;
+    int64_t counted_full = 0, counted_lean = 0;
+    assert_int_equal(ngram_train_build(a, full, &t_full, &loo_full, &counted_full), TR_OK);
+    assert_int_equal(ngram_train_build(a, lean, &t_lean, &loo_lean, &counted_lean), TR_OK);
+    assert_int_equal(counted_lean, counted_full);
+    assert_int_equal(counted_lean, 14 * 30 + 20 * 25 + 9 * 17);
+    expect_same_table(t_lean, t_full);
+    assert_memory_equal(loo_lean, loo_full, (size_t)a->n * TR_ROUTER_NGRAM_VALUES * sizeof(float));
+    /* A router trained with either is the same file. */
+    tr_train_params p = tr_train_default_params();
+    p.features &= ~(unsigned)TR_FEATURE_TOKEN_EMBEDDING; /* toy data: no SLM */
+    p.topk = 2;
+    p.hidden[0] = 8;
+    p.hidden[1] = 0;
+    p.epochs = 2;
+    p.n_threads = 1;
+    char *out_full = strdup(temp_path(".gguf")), *out_lean = strdup(temp_path(".gguf"));
+    p.ngram_data = full;
+    assert_int_equal(tr_train_router(a, &p, out_full, NULL), TR_OK);
+    p.ngram_data = lean;
+    assert_int_equal(tr_train_router(a, &p, out_lean, NULL), TR_OK);
+    size_t n_file_full = 0, n_file_lean = 0;
+    char *file_full = read_file(out_full, &n_file_full), *file_lean = read_file(out_lean, &n_file_lean);
+    assert_non_null(file_full);
+    assert_non_null(file_lean);
+    assert_int_equal(n_file_lean, n_file_full);
+    assert_memory_equal(file_lean, file_full, n_file_full);
+    free(file_full), free(file_lean);
+    /* What reads hidden states or logit features refuses it: as training or calibration data, positions, rows,
+     * scores (tr_calibrate and tr_train_gap through them); labels and the bound read neither and agree. */
+    p.ngram_data = NULL;
+    expect_refused(tr_train_router(lean, &p, out_lean, NULL));
+    p.calibration = lean;
+    p.target_routed = 0.2;
+    expect_refused(tr_train_router(a, &p, out_lean, NULL));
+    tr_train_position pos;
+    expect_refused(tr_train_data_position(lean, 0, &pos));
+    assert_int_equal(tr_train_data_position(full, 0, &pos), TR_OK);
+    float row[64];
+    expect_refused(tr_train_data_inputs(lean, TR_FEATURE_MAXPROB, 0, NULL, 0, 1, row));
+    assert_int_equal(tr_train_data_inputs(full, TR_FEATURE_MAXPROB, 0, NULL, 0, 1, row), TR_OK);
+    expect_refused(train_input_row(lean, 0, TR_FEATURE_MAXPROB, 0, 0, NULL, NULL, row));
+    tr_router *r = NULL;
+    assert_int_equal(tr_router_load(out_full, NULL, &r), TR_OK);
+    float *scores = malloc(n * sizeof(float));
+    expect_refused(tr_train_data_scores(lean, r, scores));
+    float tau = 0;
+    expect_refused(tr_calibrate(r, lean, 0.2, &tau, NULL));
+    const double target = 0.2;
+    tr_gap_point point, point_full;
+    expect_refused(tr_train_gap(lean, r, &target, 1, &point, NULL));
+    assert_int_equal(tr_train_gap_bound(lean, &target, 1, &point), TR_OK);
+    assert_int_equal(tr_train_gap_bound(full, &target, 1, &point_full), TR_OK);
+    assert_true(point.accuracy == point_full.accuracy && point.routed == point_full.routed);
+    float *labels_lean = malloc(n * sizeof(float)), *labels_full = malloc(n * sizeof(float));
+    assert_int_equal(tr_train_data_labels(lean, TR_LABEL_EXPECTED, labels_lean), TR_OK);
+    assert_int_equal(tr_train_data_labels(full, TR_LABEL_EXPECTED, labels_full), TR_OK);
+    assert_memory_equal(labels_lean, labels_full, n * sizeof(float));
+    const tr_train_data_info info_lean = tr_train_data_get_info(lean), info_full = tr_train_data_get_info(full);
+    assert_int_equal(info_lean.n_positions, info_full.n_positions);
+    assert_int_equal(info_lean.llm_correct, info_full.llm_correct);
+    assert_int_equal(tr_train_data_open_table_only(NULL, &lean), TR_ERR_ARG);
+    free(labels_lean), free(labels_full), free(scores);
+    tr_router_free(r);
+    ngram_table_free(t_full), ngram_table_free(t_lean);
+    free(loo_full), free(loo_lean);
+    tr_train_data_free(a), tr_train_data_free(full), tr_train_data_free(lean);
+    unlink(out_full), unlink(out_lean);
+    free(out_full), free(out_lean);
+    toy_remove(dir_a), toy_remove(dir_b), toy_remove(dir_c);
+    free(dir_a), free(dir_b), free(dir_c);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     const int32_t s0[] = {0, 1, -5};
@@ -301,6 +424,7 @@ int main(void) {
         cmocka_unit_test(test_leave_one_out_equals_table_without),
         cmocka_unit_test(test_gain_quantize_and_mean),
         cmocka_unit_test(test_table_only_data),
+        cmocka_unit_test(test_table_only_opened_lean),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
