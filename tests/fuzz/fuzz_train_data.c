@@ -1,7 +1,7 @@
 /* fuzz_train_data.c — libFuzzer target: arbitrary bytes as a folder written by `tokroute collect` (positions.bin
  * and index.bin; the first two bytes give the split). Loading must refuse or accept without reading out of bounds,
  * and what it accepts must hold together: counts that sum up, and every position scorable by a policy router (the
- * scoring path reads each record's stored logit features). */
+ * scoring path reads each record's stored logit features); the table-only reader must decide and count the same. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +33,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (split > n_rest) split = n_rest;
     if (write_file("positions.bin", rest, split) != 0 || write_file("index.bin", rest + split, n_rest - split) != 0)
         abort();
-    tr_train_data *d = NULL;
-    if (tr_train_data_open(dir, &d) != TR_OK) return 0;
-    const tr_train_data_info info = tr_train_data_get_info(d);
+    tr_train_data *d = NULL, *lean = NULL;
+    const tr_status st = tr_train_data_open(dir, &d);
+    /* The table-only reader (train-router --ngram-data) decides the same and counts the same. */
+    if (tr_train_data_open_table_only(dir, &lean) != st) abort();
+    if (st != TR_OK) return 0;
+    const tr_train_data_info info = tr_train_data_get_info(d), lean_info = tr_train_data_get_info(lean);
+    if (lean_info.n_positions != info.n_positions || lean_info.n_examples != info.n_examples ||
+        lean_info.slm_correct != info.slm_correct || lean_info.llm_correct != info.llm_correct)
+        abort();
+    tr_train_data_free(lean);
     if (info.n_positions < 0 || info.n_examples < 0 || info.slm_correct > info.n_positions ||
         info.llm_correct > info.n_positions || info.both_wrong > info.n_positions || info.n_embd <= 0)
         abort();
