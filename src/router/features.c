@@ -12,6 +12,7 @@
  * collected tokens), so both sides compute it here with the same float operations.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -58,8 +59,13 @@ int32_t tr_router_context_width(unsigned features, int32_t topk, int32_t n_embd)
     return n_embd + tr_router_feature_width(features & ROUTER_LOGIT_FEATURES, topk, n_embd);
 }
 
+int32_t router_extra_width(void) {
+    const char *e = getenv("TOKROUTE_EXTRA");
+    return e ? atoi(e) : 0;
+}
+
 int32_t tr_router_input_width(unsigned features, int32_t topk, int32_t n_embd, int32_t context) {
-    return n_embd + tr_router_feature_width(features, topk, n_embd) +
+    return router_extra_width() + n_embd + tr_router_feature_width(features, topk, n_embd) +
            (context > 0 ? context * tr_router_context_width(features, topk, n_embd) : 0) +
            ((features & TR_FEATURE_INDUCTION) ? TR_ROUTER_INDUCTION_VALUES : 0);
 }

@@ -389,6 +389,8 @@ static tr_status load_folder(tr_train_data *d, const unsigned char *data, size_t
     return st;
 }
 
+int32_t router_extra_width(void);
+
 tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
     if (!data || !dir) return tr_fail(TR_ERR_ARG, "tr_train_data_add: NULL argument");
     char path[4096];
@@ -410,6 +412,24 @@ tr_status tr_train_data_add(tr_train_data *data, const char *dir) {
     free(bytes);
     free(index);
     free(tok);
+    const int32_t ne = router_extra_width();
+    if (st == TR_OK && ne > 0) {
+        snprintf(path, sizeof path, "%s/extra.f32", dir);
+        unsigned char *ex = NULL;
+        size_t n_ex = 0;
+        st = train_read_file(path, &ex, &n_ex);
+        if (st == TR_OK && n_ex != (size_t)(data->n - n_before) * ne * sizeof(float))
+            st = tr_fail(TR_ERR_FORMAT, "extra.f32: %zu bytes for %lld rows", n_ex, (long long)(data->n - n_before));
+        if (st == TR_OK) {
+            float *bigger = realloc(data->extra, (size_t)data->n * ne * sizeof(float));
+            if (!bigger) st = tr_fail(TR_ERR_NOMEM, "out of memory");
+            else {
+                data->extra = bigger;
+                memcpy(data->extra + n_before * ne, ex, n_ex);
+            }
+        }
+        free(ex);
+    }
     if (st != TR_OK) {
         data->n = n_before; /* a folder is added whole or not at all */
         data->n_groups = groups_before;

@@ -92,6 +92,8 @@ static float *position_inputs(const tr_train_data *d, int64_t i, unsigned featur
     return o;
 }
 
+int32_t router_extra_width(void);
+
 tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, int32_t topk, int32_t context,
                           const tr_model *slm, float *out) {
     float *o = position_inputs(d, i, features, topk, out);
@@ -115,6 +117,12 @@ tr_status train_input_row(const tr_train_data *d, int64_t i, unsigned features, 
             return tr_fail(TR_ERR_STATE, "example %d has no tokens before position %d (induction)", (int)d->example[i],
                            (int)p);
         router_induction_values(d->tokens + d->group_tokens[g], p, d->slm_top1[i], o);
+        o += TR_ROUTER_INDUCTION_VALUES;
+    }
+    const int32_t ne = router_extra_width();
+    if (ne > 0) {
+        if (!d->extra) return tr_fail(TR_ERR_STATE, "TOKROUTE_EXTRA set and no extra.f32");
+        memcpy(o, d->extra + i * ne, (size_t)ne * sizeof(float));
     }
     return TR_OK;
 }

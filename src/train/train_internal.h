@@ -92,6 +92,7 @@ struct tr_train_data {
      * BOS is not stored), group_tokens[g] = -1 when unknown (a prompt not stored and no tokens.bin). */
     int32_t *tokens;
     int64_t n_tokens, tokens_cap;
+    float *extra; /* screening: TOKROUTE_EXTRA values per row from each folder's extra.f32 */
     int64_t *group_tokens;
     int32_t *group_n_tokens;
     int32_t *example_of_group;     /* the example index each group was collected as */
