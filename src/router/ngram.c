@@ -54,14 +54,19 @@ void ngram_context_at(const int32_t *tok, int64_t p, int32_t k, int32_t *ctx) {
     for (int32_t j = 0; j < k; j++) ctx[j] = p - 1 - j == 0 ? NGRAM_START : tok[p - 1 - j];
 }
 
+/* Lexicographic order of two order-k contexts (nearest token first): -1, 0 or 1. */
+static int compare_contexts(const int32_t *a, const int32_t *b, int32_t k) {
+    for (int32_t j = 0; j < k; j++)
+        if (a[j] != b[j]) return a[j] < b[j] ? -1 : 1;
+    return 0;
+}
+
 /* The entry of context ctx in order k's table, or -1. */
 static int64_t find_context(const ngram_order_table *o, int32_t k, const int32_t *ctx) {
     int64_t lo = 0, hi = o->n;
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
-        const int32_t *c = o->context + mid * k;
-        int cmp = 0;
-        for (int32_t j = 0; j < k && !cmp; j++) cmp = c[j] < ctx[j] ? -1 : c[j] > ctx[j];
+        const int cmp = compare_contexts(o->context + mid * k, ctx, k);
         if (cmp == 0) return mid;
         if (cmp < 0) lo = mid + 1;
         else hi = mid;
@@ -127,14 +132,9 @@ tr_status ngram_table_check(const tr_ngram_table *t, int64_t n_vocab) {
                                    c[j] == NGRAM_START ? " (START only where position 0 can be: the farthest token)"
                                                        : "");
             }
-            if (e > 0) {
-                const int32_t *prev = c - k;
-                int cmp = 0;
-                for (int32_t j = 0; j < k && !cmp; j++) cmp = prev[j] < c[j] ? -1 : prev[j] > c[j];
-                if (cmp >= 0)
-                    return tr_fail(TR_ERR_FORMAT, "ngram order %d contexts are not strictly increasing at %" PRId64,
-                                   (int)k, e);
-            }
+            if (e > 0 && compare_contexts(c - k, c, k) >= 0)
+                return tr_fail(TR_ERR_FORMAT, "ngram order %d contexts are not strictly increasing at %" PRId64,
+                               (int)k, e);
             const ngram_stats *s = &o->stats[e];
             if (s->count < t->min_count || s->count >= NGRAM_EXACT_MAX)
                 return tr_fail(TR_ERR_FORMAT, "ngram order %d context %" PRId64 " count C = %d is below min_count %d "
