@@ -241,6 +241,15 @@ static tr_status open_data(const char *list, bool table_only, tr_train_data **ou
     return st;
 }
 
+/* Frees what run opened (any may be NULL) and passes rc on. */
+static int release(int rc, tr_train_data *data, tr_train_data *eval, tr_train_data *ngram_data, tr_model *slm) {
+    tr_train_data_free(data);
+    tr_train_data_free(eval);
+    tr_train_data_free(ngram_data);
+    tr_model_free(slm);
+    return rc;
+}
+
 static int run(train_opts *o, tr_train_params *p) {
     tr_train_data *data = NULL, *eval = NULL, *ngram_data = NULL;
     tr_model *slm = NULL;
@@ -251,31 +260,14 @@ static int run(train_opts *o, tr_train_params *p) {
     const tr_train_data_info info = tr_train_data_get_info(data);
     if (st == TR_OK && (p->features & TR_FEATURE_TOKEN_EMBEDDING)) {
         const char *path = cli_train_slm_path(o->slm, &info, "train-router");
-        if (!path) {
-            tr_train_data_free(data);
-            tr_train_data_free(eval);
-            tr_train_data_free(ngram_data);
-            return 2;
-        }
+        if (!path) return release(2, data, eval, ngram_data, NULL);
         tr_model_params mp = tr_model_default_params();
         mp.load_vocab = false;
         st = tr_model_load(path, &mp, &slm);
         p->slm = slm;
     }
-    if (st != TR_OK) {
-        tr_train_data_free(data);
-        tr_train_data_free(eval);
-        tr_train_data_free(ngram_data);
-        tr_model_free(slm);
-        return cli_fail(st);
-    }
-    if (o->hidden && !parse_hidden(o->hidden, info.n_embd, p->hidden)) {
-        tr_train_data_free(data);
-        tr_train_data_free(eval);
-        tr_train_data_free(ngram_data);
-        tr_model_free(slm);
-        return 2;
-    }
+    if (st != TR_OK) return release(cli_fail(st), data, eval, ngram_data, slm);
+    if (o->hidden && !parse_hidden(o->hidden, info.n_embd, p->hidden)) return release(2, data, eval, ngram_data, slm);
     if (!o->json)
         fprintf(stderr, "training on %lld positions of %d examples (SLM right %.4f, LLM right %.4f, both wrong %.4f)\n",
                 (long long)info.n_positions, (int)info.n_examples, (double)info.slm_correct / (double)info.n_positions,
@@ -347,11 +339,7 @@ static int run(train_opts *o, tr_train_params *p) {
         if (o->json) printf("}\n");
         tr_router_free(router);
     }
-    tr_train_data_free(data);
-    tr_train_data_free(eval);
-    tr_train_data_free(ngram_data);
-    tr_model_free(slm);
-    return rc == 0 && stopped ? 130 : rc;
+    return release(rc == 0 && stopped ? 130 : rc, data, eval, ngram_data, slm);
 }
 
 int cmd_train_router(int argc, char **argv) {
